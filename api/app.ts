@@ -1,0 +1,51 @@
+// buildApp: the whole HTTP edge as a Fastify instance. Tests call it and use
+// app.inject; api/server.ts and ops/start.ts call it and listen.
+import { randomUUID } from 'node:crypto';
+import Fastify, { type FastifyInstance } from 'fastify';
+import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
+import { loggerOptions } from '../core/logger.ts';
+import context, { type AppContext } from './plugins/context.ts';
+import errors from './plugins/errors.ts';
+import openapi from './plugins/openapi.ts';
+import platformAuth from './plugins/platform-auth.ts';
+import healthRoutes from './routes/health/index.ts';
+import jobRoutes from './routes/jobs/index.ts';
+import openapiRoutes from './routes/public/openapi.ts';
+import wsRoutes from './routes/ws/index.ts';
+
+const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/;
+
+export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
+  const app = Fastify({
+    logger: loggerOptions(ctx.config.logLevel, 'api'),
+    trustProxy: ctx.config.trustProxy,
+    bodyLimit: 1024 * 1024,
+    // Keep a well-formed incoming request id for tracing; mint one otherwise.
+    requestIdHeader: 'x-request-id',
+    genReqId: (req) => {
+      const given = req.headers['x-request-id'];
+      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+    },
+    return503OnClosing: true,
+    ajv: { customOptions: { coerceTypes: false } },
+  }).withTypeProvider<ZodTypeProvider>();
+
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+  app.addHook('onSend', async (request, reply) => {
+    reply.header('x-request-id', request.id);
+  });
+
+  await app.register(context, ctx);
+  await app.register(errors);
+  await app.register(openapi);
+  await app.register(platformAuth);
+
+  await app.register(healthRoutes);
+  await app.register(openapiRoutes);
+  await app.register(jobRoutes);
+  await app.register(wsRoutes);
+
+  await app.ready();
+  return app;
+}

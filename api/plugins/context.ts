@@ -1,0 +1,35 @@
+// What every route may use: the configuration, the database pool, the job
+// event hub and the group committer. The process entry (or a test) owns them
+// and closes them after the app.
+import type { FastifyInstance } from 'fastify';
+import fp from 'fastify-plugin';
+import type { Config } from '../../core/config.ts';
+import type { DatabasePool } from '../../core/db/pool.ts';
+import type { JobEventHub } from '../../core/jobs/events.ts';
+import type { GroupCommitter } from '../../core/jobs/group-commit.ts';
+
+export type AppContext = {
+  config: Config;
+  db: DatabasePool;
+  jobEvents: JobEventHub;
+  jobs: GroupCommitter;
+};
+
+declare module 'fastify' {
+  interface FastifyInstance extends AppContext {
+    shuttingDown: boolean;
+  }
+}
+
+async function context(app: FastifyInstance, ctx: AppContext) {
+  app.decorate('config', ctx.config);
+  app.decorate('db', ctx.db);
+  app.decorate('jobEvents', ctx.jobEvents);
+  app.decorate('jobs', ctx.jobs);
+  app.decorate('shuttingDown', false);
+  app.addHook('preClose', async () => {
+    app.shuttingDown = true;
+  });
+}
+
+export default fp(context, { name: 'context' });

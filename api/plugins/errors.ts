@@ -1,0 +1,93 @@
+// One error handler, three surfaces: every error leaves in the shape of the
+// surface its URL belongs to. Nothing internal (stack, SQL, driver text)
+// reaches a client; unexpected errors are logged with the request id and
+// answered with a generic 500.
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import { hasZodFastifySchemaValidationErrors, isResponseSerializationError } from 'fastify-type-provider-zod';
+import {
+  AgentHttpError,
+  defaultsFor,
+  IdentityHttpError,
+  PlatformHttpError,
+  surfaceOf,
+  type NextAction,
+  type ValidationIssue,
+} from '../errors.ts';
+
+type Rendered = { status: number; code?: string; message?: string; details?: ValidationIssue[]; next?: NextAction; retryAfter?: number };
+
+const CONTEXT_NAMES: Record<string, string> = { querystring: 'query', params: 'path', headers: 'header', body: 'body' };
+
+function validationIssues(error: FastifyError): ValidationIssue[] {
+  const context = CONTEXT_NAMES[error.validationContext ?? 'body'] ?? 'body';
+  return (error.validation ?? []).map((issue) => {
+    const where = issue.instancePath.replace(/^\//, '').replace(/\//g, '.');
+    const missing = (issue.params as { missingProperty?: string } | undefined)?.missingProperty;
+    return { path: [context, where || missing].filter(Boolean).join('.'), message: issue.message ?? 'invalid' };
+  });
+}
+
+export function sendError(request: FastifyRequest, reply: FastifyReply, e: Rendered): FastifyReply {
+  const surface = surfaceOf(request.url);
+  const d = defaultsFor(e.status);
+  const message = e.message ?? d.message;
+  if (e.retryAfter !== undefined) reply.header('retry-after', String(e.retryAfter));
+  reply.code(e.status).type('application/json; charset=utf-8');
+  if (surface === 'agent') {
+    return reply.send({
+      code: e.code ?? d.agentCode,
+      message,
+      next_action: e.next ?? d.next,
+      ...(e.details ? { details: e.details } : {}),
+      ...(e.retryAfter !== undefined ? { retry_after: e.retryAfter } : {}),
+    });
+  }
+  if (surface === 'identity') {
+    return reply.send({ code: e.code ?? d.agentCode, message, ...(e.retryAfter !== undefined ? { retry_after: e.retryAfter } : {}) });
+  }
+  return reply.send({ error: e.code ?? d.code, status: e.status, message, ...(e.details ? { details: e.details } : {}) });
+}
+
+async function errorsPlugin(app: FastifyInstance) {
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    if (error instanceof PlatformHttpError) {
+      reply.headers(error.headers);
+      return sendError(request, reply, { status: error.status, code: error.code, message: error.message });
+    }
+    if (error instanceof AgentHttpError) {
+      reply.headers(error.headers);
+      return sendError(request, reply, { status: error.status, code: error.code, message: error.message, next: error.nextAction });
+    }
+    if (error instanceof IdentityHttpError) {
+      return sendError(request, reply, { status: error.status, code: error.code, message: error.message, retryAfter: error.retryAfter });
+    }
+    if (hasZodFastifySchemaValidationErrors(error) || error.validation) {
+      const details = validationIssues(error);
+      const first = details[0];
+      return sendError(request, reply, {
+        status: 400,
+        message: first ? `Invalid request: ${first.path}: ${first.message}` : 'Invalid request.',
+        details,
+      });
+    }
+    if (isResponseSerializationError(error)) {
+      request.log.error({ err: error }, 'response did not match its schema');
+      return sendError(request, reply, { status: 500 });
+    }
+    const status = typeof error.statusCode === 'number' ? error.statusCode : 500;
+    if (status >= 400 && status < 500) {
+      // Fastify's own client errors (bad JSON, body too large, wrong content
+      // type) carry messages written for clients.
+      return sendError(request, reply, { status, message: error.message });
+    }
+    request.log.error({ err: error }, 'request failed');
+    return sendError(request, reply, { status: status >= 500 && status <= 599 ? status : 500 });
+  });
+
+  app.setNotFoundHandler((request, reply) =>
+    sendError(request, reply, { status: 404, message: `No route for ${request.method} ${request.url.split('?')[0]}` }),
+  );
+}
+
+export default fp(errorsPlugin, { name: 'errors' });

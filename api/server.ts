@@ -1,0 +1,53 @@
+// The api process: `npm run start:api` (needs DATABASE_URL). Scale it by
+// running more of them behind a load balancer; they share nothing but PostgreSQL.
+import type { FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import { loadConfigOrExit, requireDatabaseUrl, type Config } from '../core/config.ts';
+import { createDatabasePool } from '../core/db/pool.ts';
+import { JobEventHub } from '../core/jobs/events.ts';
+import { GroupCommitter } from '../core/jobs/group-commit.ts';
+import { createLogger } from '../core/logger.ts';
+import { ensureSchema, exitWithError, isMain, onShutdownSignal } from '../core/process/lifecycle.ts';
+import { buildApp } from './app.ts';
+
+export type RunningApi = { app: FastifyInstance; url: string; stop: () => Promise<void> };
+
+export async function startApi(config: Config, databaseUrl: string, logger: Logger): Promise<RunningApi> {
+  const db = await createDatabasePool(databaseUrl, { maximumPoolSize: config.dbPoolMax });
+  const jobEvents = new JobEventHub(databaseUrl, db, logger.child({ component: 'job-events' }));
+  try {
+    await jobEvents.start();
+  } catch (error) {
+    await db.end();
+    throw error;
+  }
+  const jobs = new GroupCommitter(db, { logger });
+  const app = await buildApp({ config, db, jobEvents, jobs });
+  const url = await app.listen({ host: config.host, port: config.port });
+  let stopping: Promise<void> | null = null;
+  const stop = () =>
+    (stopping ??= (async () => {
+      // Stop accepting, let in-flight requests finish, close websockets with
+      // a close frame; then the LISTEN connection and the pool.
+      await app.close();
+      await jobEvents.stop();
+      await db.end();
+    })());
+  return { app, url, stop };
+}
+
+async function main() {
+  const config = loadConfigOrExit();
+  const logger = createLogger(config.logLevel, 'api');
+  try {
+    const databaseUrl = requireDatabaseUrl(config, 'npm run start:api');
+    await ensureSchema(config, databaseUrl, logger);
+    const api = await startApi(config, databaseUrl, logger);
+    logger.info({ url: api.url, baseUrl: config.baseUrl }, 'api listening');
+    onShutdownSignal(logger, config.shutdownTimeoutMs, api.stop);
+  } catch (error) {
+    exitWithError(logger, error);
+  }
+}
+
+if (isMain(import.meta.url)) void main();

@@ -1,0 +1,208 @@
+// One validated configuration for every process (api, worker, ops scripts).
+// Read once from the environment; a bad value stops the process with a message
+// that names the variable. Secrets missing in development are generated once
+// and kept under DATA_DIR; in production a missing secret is a startup error.
+import { randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { z } from 'zod';
+
+const boolFromEnv = z
+  .enum(['true', 'false', '1', '0', 'yes', 'no'])
+  .transform((v) => v === 'true' || v === '1' || v === 'yes');
+
+const intFromEnv = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+
+const urlFromEnv = z
+  .url({ protocol: /^https?$/ })
+  .transform((v) => v.replace(/\/+$/, ''));
+
+const postgresUrl = z
+  .string()
+  .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// or postgresql:// connection string');
+
+// Secrets: 32 random bytes, base64 or base64url. Checked for length so a typo
+// such as a short password never becomes a signing key.
+const secret32 = z
+  .string()
+  .transform((v, ctx) => {
+    const buf = Buffer.from(v, 'base64');
+    if (buf.length !== 32) {
+      ctx.addIssue({ code: 'custom', message: 'must be 32 bytes encoded as base64 (openssl rand -base64 32)' });
+      return z.NEVER;
+    }
+    return buf;
+  });
+
+/** Secrets the platform needs; each is generated in development when absent. */
+export const SECRET_NAMES = ['PLATFORM_JWT_SECRET', 'DATA_ENCRYPTION_KEY'] as const;
+type SecretName = (typeof SECRET_NAMES)[number];
+
+const envSchema = z.object({
+  NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
+  DATABASE_URL: postgresUrl.optional(),
+  HOST: z.string().min(1).default('127.0.0.1'),
+  PORT: intFromEnv(0, 65535).default(3000),
+  BASE_URL: urlFromEnv.optional(),
+  AUTH_URL: urlFromEnv.optional(),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  DATA_DIR: z.string().min(1).default('.data'),
+  DB_POOL_MAX: intFromEnv(1, 200).default(10),
+  EMBEDDED_PG_PORT: intFromEnv(0, 65535).default(0),
+  TRUST_PROXY: boolFromEnv.default(false),
+  SHUTDOWN_TIMEOUT_MS: intFromEnv(100, 600_000).default(10_000),
+  WORKER_CONCURRENCY: intFromEnv(1, 100).default(4),
+  WORKER_POLL_INTERVAL_MS: intFromEnv(50, 600_000).default(2_000),
+  WORKER_HEARTBEAT_MS: intFromEnv(100, 600_000).default(5_000),
+  WORKER_STALE_AFTER_MS: intFromEnv(500, 3_600_000).default(20_000),
+  WORKER_SWEEP_INTERVAL_MS: intFromEnv(500, 3_600_000).default(15_000),
+  JOB_RETENTION_DAYS: intFromEnv(1, 3650).default(30),
+  WS_HEARTBEAT_MS: intFromEnv(100, 600_000).default(30_000),
+  WS_MAX_BUFFERED_BYTES: intFromEnv(1024, 64 * 1024 * 1024).default(1024 * 1024),
+  WS_MAX_SUBSCRIPTIONS: intFromEnv(1, 10_000).default(100),
+  WS_AUTH_TIMEOUT_MS: intFromEnv(100, 600_000).default(10_000),
+  PLATFORM_JWT_SECRET: secret32.optional(),
+  DATA_ENCRYPTION_KEY: secret32.optional(),
+});
+
+export type Config = {
+  nodeEnv: 'development' | 'production' | 'test';
+  databaseUrl: string | undefined;
+  host: string;
+  port: number;
+  baseUrl: string;
+  authUrl: string;
+  logLevel: string;
+  dataDir: string;
+  dbPoolMax: number;
+  embeddedPgPort: number;
+  trustProxy: boolean;
+  shutdownTimeoutMs: number;
+  worker: {
+    concurrency: number;
+    pollIntervalMs: number;
+    heartbeatMs: number;
+    staleAfterMs: number;
+    sweepIntervalMs: number;
+  };
+  jobRetentionDays: number;
+  ws: { heartbeatMs: number; maxBufferedBytes: number; maxSubscriptions: number; authTimeoutMs: number };
+  secrets: Record<SecretName, Buffer>;
+};
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+function describeIssues(error: z.ZodError): string {
+  return error.issues
+    .map((issue) => `  ${issue.path.join('.') || '(environment)'}: ${issue.message}`)
+    .join('\n');
+}
+
+/** Reads (or creates, mode 0600) the development secrets file. */
+function developmentSecrets(dataDir: string): Record<SecretName, string> {
+  const file = path.join(dataDir, 'secrets.json');
+  let stored: Partial<Record<SecretName, string>> = {};
+  if (existsSync(file)) {
+    stored = JSON.parse(readFileSync(file, 'utf8')) as Partial<Record<SecretName, string>>;
+  }
+  let changed = false;
+  for (const name of SECRET_NAMES) {
+    if (!stored[name]) {
+      stored[name] = randomBytes(32).toString('base64');
+      changed = true;
+    }
+  }
+  if (changed) {
+    mkdirSync(dataDir, { recursive: true });
+    writeFileSync(file, JSON.stringify(stored, null, 2) + '\n', { mode: 0o600 });
+    chmodSync(file, 0o600);
+  }
+  return stored as Record<SecretName, string>;
+}
+
+/**
+ * Builds the configuration from an environment map (process.env by default).
+ * Throws ConfigError naming every bad variable.
+ */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  // Empty strings count as unset, as shells and .env files often leave them.
+  const cleaned = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
+  const parsed = envSchema.safeParse(cleaned);
+  if (!parsed.success) {
+    throw new ConfigError(`Invalid configuration:\n${describeIssues(parsed.error)}`);
+  }
+  const e = parsed.data;
+  const dataDir = path.resolve(e.DATA_DIR);
+
+  const missing = SECRET_NAMES.filter((name) => !e[name]);
+  let secrets: Record<SecretName, Buffer>;
+  if (missing.length > 0 && e.NODE_ENV === 'production') {
+    throw new ConfigError(
+      `Invalid configuration:\n${missing.map((n) => `  ${n}: required when NODE_ENV=production (openssl rand -base64 32)`).join('\n')}`,
+    );
+  }
+  if (missing.length > 0) {
+    const generated = developmentSecrets(dataDir);
+    secrets = Object.fromEntries(
+      SECRET_NAMES.map((name) => [name, e[name] ?? Buffer.from(generated[name], 'base64')]),
+    ) as Record<SecretName, Buffer>;
+  } else {
+    secrets = Object.fromEntries(SECRET_NAMES.map((name) => [name, e[name] as Buffer])) as Record<SecretName, Buffer>;
+  }
+
+  const baseUrl = e.BASE_URL ?? `http://localhost:${e.PORT}`;
+  return {
+    nodeEnv: e.NODE_ENV,
+    databaseUrl: e.DATABASE_URL,
+    host: e.HOST,
+    port: e.PORT,
+    baseUrl,
+    authUrl: e.AUTH_URL ?? baseUrl,
+    logLevel: e.LOG_LEVEL,
+    dataDir,
+    dbPoolMax: e.DB_POOL_MAX,
+    embeddedPgPort: e.EMBEDDED_PG_PORT,
+    trustProxy: e.TRUST_PROXY,
+    shutdownTimeoutMs: e.SHUTDOWN_TIMEOUT_MS,
+    worker: {
+      concurrency: e.WORKER_CONCURRENCY,
+      pollIntervalMs: e.WORKER_POLL_INTERVAL_MS,
+      heartbeatMs: e.WORKER_HEARTBEAT_MS,
+      staleAfterMs: e.WORKER_STALE_AFTER_MS,
+      sweepIntervalMs: e.WORKER_SWEEP_INTERVAL_MS,
+    },
+    jobRetentionDays: e.JOB_RETENTION_DAYS,
+    ws: {
+      heartbeatMs: e.WS_HEARTBEAT_MS,
+      maxBufferedBytes: e.WS_MAX_BUFFERED_BYTES,
+      maxSubscriptions: e.WS_MAX_SUBSCRIPTIONS,
+      authTimeoutMs: e.WS_AUTH_TIMEOUT_MS,
+    },
+    secrets,
+  };
+}
+
+/** For process entries: load the config or print the reason and exit 1. */
+export function loadConfigOrExit(env: NodeJS.ProcessEnv = process.env): Config {
+  try {
+    return loadConfig(env);
+  } catch (error) {
+    if (error instanceof ConfigError) {
+      process.stderr.write(`${error.message}\n`);
+      process.exit(1);
+    }
+    throw error;
+  }
+}
+
+/** The database URL, which the all-in-one start may fill in after booting embedded PostgreSQL. */
+export function requireDatabaseUrl(config: Config, processName: string): string {
+  if (!config.databaseUrl) {
+    throw new ConfigError(
+      `Invalid configuration:\n  DATABASE_URL: required for ${processName} (use \`npm start\` to run everything on the embedded PostgreSQL)`,
+    );
+  }
+  return config.databaseUrl;
+}

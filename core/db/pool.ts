@@ -1,0 +1,50 @@
+// The application's slonik pool. Rows are checked against the zod schema given
+// with sql.type(...), so a query that returns an unexpected shape fails loudly
+// at the edge of the database instead of deep inside a route.
+import {
+  createPool,
+  createTypeParserPreset,
+  SchemaValidationError,
+  type DatabasePool,
+  type Interceptor,
+  type QueryResultRow,
+} from 'slonik';
+import type { ZodType } from 'zod';
+
+export { sql } from 'slonik';
+export type { DatabasePool, DatabaseTransactionConnection, DatabaseConnection, CommonQueryMethods } from 'slonik';
+
+const resultParser: Interceptor = {
+  name: 'zod-result-parser',
+  transformRow(queryContext, query, row, fields) {
+    const parser = queryContext.resultParser as unknown as ZodType | undefined;
+    if (!parser) return row;
+    const parsed = parser.safeParse(row);
+    if (!parsed.success) {
+      throw new SchemaValidationError(query, row, parsed.error.issues as never);
+    }
+    return parsed.data as QueryResultRow;
+  },
+};
+
+// Timestamps leave the database as ISO-8601 strings: JSON-ready and exact.
+const isoTimestamp = (value: string) => new Date(value.replace(' ', 'T').replace(/([+-]\d\d)$/, '$1:00')).toISOString();
+const typeParsers = [
+  ...createTypeParserPreset().filter((p) => p.name !== 'timestamptz' && p.name !== 'timestamp'),
+  { name: 'timestamptz', parse: isoTimestamp },
+  { name: 'timestamp', parse: (v: string) => isoTimestamp(`${v}+00`) },
+];
+
+export type PoolOptions = { maximumPoolSize?: number; statementTimeoutMs?: number };
+
+export async function createDatabasePool(connectionUri: string, options: PoolOptions = {}): Promise<DatabasePool> {
+  return createPool(connectionUri, {
+    interceptors: [resultParser],
+    typeParsers,
+    maximumPoolSize: options.maximumPoolSize ?? 10,
+    captureStackTrace: false,
+    statementTimeout: options.statementTimeoutMs ?? 30_000,
+    idleInTransactionSessionTimeout: 60_000,
+    connectionTimeout: 10_000,
+  });
+}

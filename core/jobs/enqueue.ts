@@ -1,0 +1,84 @@
+// Enqueue is transactional: the platform `jobs` rows that clients poll and the
+// Graphile Worker jobs that run them are written by one statement inside the
+// caller's transaction, so both commit or neither does.
+import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import { sql, type CommonQueryMethods } from '../db/pool.ts';
+
+export type JobSpec = {
+  /** Task identifier, e.g. 'chat.turn'; a file of the same name lives in workers/tasks/. */
+  kind: string;
+  tenantId: string;
+  /** Task input, kept small: large data belongs in its own table. */
+  input?: Record<string, unknown>;
+  /**
+   * Jobs that share a queue name run one at a time, in order (one chat
+   * session, one channel). Keep the cardinality bounded and never combine it
+   * with Graphile Worker's localQueue, which breaks serial queues.
+   */
+  queueName?: string;
+  runAt?: Date;
+  maxAttempts?: number;
+  priority?: number;
+  /** Pre-assigned id, for callers that must know it before enqueueing. */
+  id?: string;
+};
+
+/** What Graphile Worker hands to a task: the platform job id and the input. */
+export const TaskEnvelope = z.object({
+  jobId: z.uuid(),
+  tenantId: z.uuid(),
+  input: z.record(z.string(), z.unknown()).default({}),
+});
+export type TaskEnvelope = z.infer<typeof TaskEnvelope>;
+
+export type EnqueuedJob = { id: string; kind: string; status: 'queued' };
+
+const DEFAULT_MAX_ATTEMPTS = 10;
+
+/**
+ * Inserts the jobs rows and the Graphile Worker jobs in one round trip, inside
+ * the transaction (or connection) it is given. Call it from a transaction.
+ */
+export async function enqueueJobs(tx: CommonQueryMethods, specs: readonly JobSpec[]): Promise<EnqueuedJob[]> {
+  if (specs.length === 0) return [];
+  const rows = specs.map((spec) => ({
+    id: spec.id ?? randomUUID(),
+    tenant_id: spec.tenantId,
+    kind: spec.kind,
+    queue_name: spec.queueName ?? null,
+    max_attempts: spec.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
+  }));
+  const workerSpecs = specs.map((spec, i) => ({
+    identifier: spec.kind,
+    payload: { jobId: rows[i]!.id, tenantId: spec.tenantId, input: spec.input ?? {} } satisfies TaskEnvelope,
+    queue_name: spec.queueName ?? null,
+    run_at: spec.runAt?.toISOString() ?? null,
+    max_attempts: spec.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
+    job_key: null,
+    priority: spec.priority ?? null,
+    flags: null,
+  }));
+  // The data-modifying CTE and add_jobs() both run because the final select
+  // reads from each of them.
+  await tx.query(sql.unsafe`
+    with inserted as (
+      insert into jobs (id, tenant_id, kind, queue_name, max_attempts)
+      select id, tenant_id, kind, queue_name, max_attempts
+      from jsonb_to_recordset(${sql.jsonb(rows)})
+        as r(id uuid, tenant_id uuid, kind text, queue_name text, max_attempts integer)
+      returning 1
+    ), added as (
+      select 1 from graphile_worker.add_jobs(array(
+        select json_populate_record(null::graphile_worker.job_spec, spec)
+        from json_array_elements(${sql.json(workerSpecs as never)}) as spec
+      ))
+    )
+    select (select count(*) from inserted) as inserted, (select count(*) from added) as added`);
+  return rows.map((r) => ({ id: r.id, kind: r.kind, status: 'queued' as const }));
+}
+
+export async function enqueueJob(tx: CommonQueryMethods, spec: JobSpec): Promise<EnqueuedJob> {
+  const [job] = await enqueueJobs(tx, [spec]);
+  return job!;
+}

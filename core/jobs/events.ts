@@ -1,0 +1,153 @@
+// One LISTEN connection per api process. The jobs_notify trigger sends every
+// change of a job; the hub hands it to whoever in this process subscribed to
+// that job. After the connection is lost it reconnects with backoff and
+// re-reads every subscribed job, so a change made while it was away (the
+// final state included) still arrives.
+import pg from 'pg';
+import type { Logger } from 'pino';
+import type { DatabasePool } from '../db/pool.ts';
+import { findJobsByIds } from './read.ts';
+import { JobRow } from './schema.ts';
+
+export type JobListener = (row: JobRow) => void;
+
+const CHANNEL = 'job_events';
+
+export class JobEventHub {
+  private client: pg.Client | null = null;
+  private listeners = new Map<string, Set<JobListener>>();
+  private stopped = false;
+  private reconnectTimer: NodeJS.Timeout | null = null;
+  private attempt = 0;
+  private readyPromise: Promise<void> | null = null;
+
+  constructor(
+    private readonly connectionString: string,
+    private readonly pool: DatabasePool,
+    private readonly logger: Logger,
+  ) {}
+
+  get connected(): boolean {
+    return this.client !== null;
+  }
+
+  /** The server process id of the LISTEN connection (tests terminate it). */
+  backendPid(): number | null {
+    return (this.client as unknown as { processID?: number } | null)?.processID ?? null;
+  }
+
+  async start(): Promise<void> {
+    this.readyPromise ??= this.connect(false);
+    return this.readyPromise;
+  }
+
+  subscribe(jobId: string, listener: JobListener): () => void {
+    let set = this.listeners.get(jobId);
+    if (!set) this.listeners.set(jobId, (set = new Set()));
+    set.add(listener);
+    return () => {
+      set.delete(listener);
+      if (set.size === 0 && this.listeners.get(jobId) === set) this.listeners.delete(jobId);
+    };
+  }
+
+  subscriberCount(): number {
+    let n = 0;
+    for (const set of this.listeners.values()) n += set.size;
+    return n;
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
+    const client = this.client;
+    this.client = null;
+    this.listeners.clear();
+    await client?.end().catch(() => undefined);
+  }
+
+  private async connect(isReconnect: boolean): Promise<void> {
+    const client = new pg.Client({ connectionString: this.connectionString, application_name: 'api-job-events' });
+    client.on('notification', (message) => {
+      if (message.channel === CHANNEL && message.payload) this.onNotification(message.payload);
+    });
+    const lost = (error?: Error) => {
+      if (this.client !== client) return;
+      this.client = null;
+      client.removeAllListeners('notification');
+      client.end().catch(() => undefined);
+      if (this.stopped) return;
+      this.logger.warn({ err: error }, 'job events: LISTEN connection lost; reconnecting');
+      this.scheduleReconnect();
+    };
+    client.on('error', lost);
+    client.on('end', () => lost());
+    await client.connect();
+    await client.query(`listen ${CHANNEL}`);
+    if (this.stopped) {
+      await client.end();
+      return;
+    }
+    this.client = client;
+    this.attempt = 0;
+    if (isReconnect) {
+      this.logger.info({ subscribed: this.listeners.size }, 'job events: reconnected; re-reading subscribed jobs');
+      await this.resync();
+    }
+  }
+
+  private scheduleReconnect(): void {
+    const delay = Math.min(5_000, 100 * 2 ** this.attempt++);
+    this.reconnectTimer = setTimeout(() => {
+      this.reconnectTimer = null;
+      this.connect(true).catch((error) => {
+        this.logger.warn({ err: error, delay }, 'job events: reconnect failed');
+        if (!this.stopped) this.scheduleReconnect();
+      });
+    }, delay);
+    this.reconnectTimer.unref();
+  }
+
+  /** Re-reads every job someone here is subscribed to and delivers it. */
+  async resync(): Promise<void> {
+    const ids = [...this.listeners.keys()];
+    for (let i = 0; i < ids.length; i += 500) {
+      const rows = await findJobsByIds(this.pool, ids.slice(i, i + 500));
+      for (const row of rows) this.dispatch(row);
+    }
+  }
+
+  private onNotification(payload: string): void {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(payload);
+    } catch {
+      this.logger.warn('job events: ignoring a notification that is not JSON');
+      return;
+    }
+    const id = (parsed as { id?: unknown }).id;
+    if (typeof id !== 'string' || !this.listeners.has(id)) return;
+    if ((parsed as { truncated?: boolean }).truncated) {
+      // Too large for NOTIFY: read the row itself.
+      findJobsByIds(this.pool, [id])
+        .then((rows) => rows.forEach((row) => this.dispatch(row)))
+        .catch((error) => this.logger.warn({ err: error, jobId: id }, 'job events: could not read a changed job'));
+      return;
+    }
+    const row = JobRow.safeParse(parsed);
+    if (row.success) this.dispatch(row.data);
+    else this.logger.warn({ jobId: id }, 'job events: notification did not match the job shape');
+  }
+
+  private dispatch(row: JobRow): void {
+    const set = this.listeners.get(row.id);
+    if (!set) return;
+    for (const listener of [...set]) {
+      try {
+        listener(row);
+      } catch (error) {
+        this.logger.error({ err: error, jobId: row.id }, 'job events: listener failed');
+      }
+    }
+  }
+}

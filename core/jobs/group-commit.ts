@@ -1,0 +1,110 @@
+// Group commit for enqueues. Every transaction that calls add_jobs() NOTIFYs,
+// and PostgreSQL serialises commits of notifying transactions behind one
+// database-wide lock. So instead of one transaction per request, requests
+// that arrive while a commit is in flight are gathered and written together:
+// each request's own rows in a savepoint (a failing request rolls back alone),
+// all jobs rows plus one add_jobs() call, one COMMIT. Nobody is told "accepted"
+// before that COMMIT returns. At low load a batch is a single request, so this
+// adds no waiting.
+import type { Logger } from 'pino';
+import type { DatabasePool, DatabaseTransactionConnection } from '../db/pool.ts';
+import { enqueueJobs, type EnqueuedJob, type JobSpec } from './enqueue.ts';
+
+export type Submission<T> = {
+  /** The request's own writes, run in a savepoint of the shared transaction. */
+  work?: (tx: DatabaseTransactionConnection) => Promise<T>;
+  /** Jobs to enqueue; a function may derive them from what `work` returned. */
+  jobs: readonly JobSpec[] | ((value: T) => readonly JobSpec[]);
+};
+
+export type Submitted<T> = { value: T; jobs: EnqueuedJob[] };
+
+type Pending = {
+  submission: Submission<unknown>;
+  resolve: (v: Submitted<unknown>) => void;
+  reject: (e: unknown) => void;
+};
+
+export type GroupCommitOptions = { maxBatch?: number; maxInFlight?: number; logger?: Logger };
+
+export class GroupCommitter {
+  private queue: Pending[] = [];
+  private inFlight = 0;
+  private readonly maxBatch: number;
+  private readonly maxInFlight: number;
+
+  constructor(
+    private readonly pool: DatabasePool,
+    private readonly options: GroupCommitOptions = {},
+  ) {
+    this.maxBatch = options.maxBatch ?? 200;
+    this.maxInFlight = options.maxInFlight ?? 2;
+  }
+
+  submit<T = undefined>(submission: Submission<T>): Promise<Submitted<T>> {
+    return new Promise<Submitted<T>>((resolve, reject) => {
+      this.queue.push({ submission: submission as Submission<unknown>, resolve: resolve as Pending['resolve'], reject });
+      this.pump();
+    });
+  }
+
+  /** Convenience for requests that only enqueue. */
+  async enqueue(specs: readonly JobSpec[]): Promise<EnqueuedJob[]> {
+    return (await this.submit({ jobs: specs })).jobs;
+  }
+
+  private pump(): void {
+    while (this.inFlight < this.maxInFlight && this.queue.length > 0) {
+      const batch = this.queue.splice(0, this.maxBatch);
+      this.inFlight++;
+      void this.flush(batch).finally(() => {
+        this.inFlight--;
+        this.pump();
+      });
+    }
+  }
+
+  private async flush(batch: Pending[]): Promise<void> {
+    const outcomes = new Map<Pending, Submitted<unknown>>();
+    const failed = new Map<Pending, unknown>();
+    try {
+      await this.pool.transaction(async (tx) => {
+        outcomes.clear();
+        failed.clear();
+        const specs: JobSpec[] = [];
+        const owners: Array<{ item: Pending; from: number; count: number }> = [];
+        for (const item of batch) {
+          try {
+            const { work, jobs } = item.submission;
+            // A single-request batch needs no savepoint: its failure is the batch's.
+            const value = work ? (batch.length === 1 ? await work(tx) : await tx.transaction((sp) => work(sp))) : undefined;
+            const itemSpecs = typeof jobs === 'function' ? jobs(value) : jobs;
+            owners.push({ item, from: specs.length, count: itemSpecs.length });
+            specs.push(...itemSpecs);
+            outcomes.set(item, { value, jobs: [] });
+          } catch (error) {
+            if (batch.length === 1) throw error;
+            failed.set(item, error);
+          }
+        }
+        const enqueued = await enqueueJobs(tx, specs);
+        for (const { item, from, count } of owners) outcomes.get(item)!.jobs = enqueued.slice(from, from + count);
+      });
+    } catch (error) {
+      if (batch.length === 1) {
+        batch[0]!.reject(error);
+        return;
+      }
+      // The shared part failed (for example one bad job spec): give every
+      // request its own transaction so only the guilty one fails.
+      this.options.logger?.warn({ err: error, size: batch.length }, 'group commit failed; retrying requests one by one');
+      await Promise.all(batch.map((item) => this.flush([item])));
+      return;
+    }
+    for (const item of batch) {
+      const outcome = outcomes.get(item);
+      if (outcome) item.resolve(outcome);
+      else item.reject(failed.get(item));
+    }
+  }
+}

@@ -1,0 +1,47 @@
+// Dead-worker recovery. Graphile Worker only unlocks a crashed worker's jobs
+// after 4 hours. Each of our worker processes keeps a heartbeat row per
+// Graphile worker id; the sweep unlocks jobs held by ids whose heartbeat went
+// stale (or that never had one), so the jobs of a SIGKILLed worker run again
+// within seconds.
+import { hostname } from 'node:os';
+import { z } from 'zod';
+import { sql, type CommonQueryMethods, type DatabasePool } from '../db/pool.ts';
+
+export async function beatHeart(db: CommonQueryMethods, poolId: string, workerIds: readonly string[]): Promise<void> {
+  if (workerIds.length === 0) return;
+  await db.query(sql.unsafe`
+    insert into worker_heartbeats (worker_id, pool_id, hostname, pid)
+    select unnest(${sql.array(workerIds, 'text')}), ${poolId}, ${hostname()}, ${process.pid}
+    on conflict (worker_id) do update set last_seen_at = now()`);
+}
+
+export async function forgetWorkers(db: CommonQueryMethods, workerIds: readonly string[]): Promise<void> {
+  if (workerIds.length === 0) return;
+  await db.query(sql.unsafe`delete from worker_heartbeats where worker_id = any(${sql.array(workerIds, 'text')})`);
+}
+
+export type SweepResult = { unlockedWorkers: string[]; requeuedJobs: number };
+
+export async function sweepDeadWorkers(db: DatabasePool, staleAfterMs: number): Promise<SweepResult> {
+  return db.transaction(async (tx) => {
+    const stale = sql.fragment`now() - make_interval(secs => ${staleAfterMs / 1000})`;
+    const dead = await tx.anyFirst(sql.type(z.object({ worker_id: z.string() }))`
+      with gone as (
+        delete from worker_heartbeats where last_seen_at < ${stale} returning worker_id
+      )
+      select worker_id from gone
+      union
+      select distinct j.locked_by from graphile_worker.jobs j
+      where j.locked_by is not null and j.locked_at < ${stale}
+        and not exists (select 1 from worker_heartbeats h where h.worker_id = j.locked_by and h.last_seen_at >= ${stale})`);
+    if (dead.length === 0) return { unlockedWorkers: [], requeuedJobs: 0 };
+    const ids = sql.array(dead, 'text');
+    // Tell clients the attempt was lost; the next worker sets it running again.
+    const requeued = await tx.query(sql.unsafe`
+      update jobs set status = 'queued',
+        error = '{"code":"worker_lost","message":"The worker running this job stopped; it will run again.","retrying":true}'::jsonb
+      where status = 'running' and locked_by = any(${ids})`);
+    await tx.query(sql.unsafe`select graphile_worker.force_unlock_workers(${ids})`);
+    return { unlockedWorkers: [...dead], requeuedJobs: requeued.rowCount };
+  });
+}

@@ -1,0 +1,22 @@
+// Reading a job always goes through the caller's identity: a job of a tenant
+// the caller does not belong to reads exactly like a job that does not exist.
+import { sql, type CommonQueryMethods } from '../db/pool.ts';
+import { JobRow } from './schema.ts';
+
+const jobRow = sql.type(JobRow);
+
+export async function findJobForUser(db: CommonQueryMethods, jobId: string, userId: string): Promise<JobRow | null> {
+  return db.maybeOne(jobRow`
+    select j.* from jobs j
+    where j.id = ${jobId}
+      and exists (select 1 from tenant_memberships m where m.tenant_id = j.tenant_id and m.user_id = ${userId})`);
+}
+
+export async function findJobInTenant(db: CommonQueryMethods, jobId: string, tenantId: string): Promise<JobRow | null> {
+  return db.maybeOne(jobRow`select * from jobs where id = ${jobId} and tenant_id = ${tenantId}`);
+}
+
+export async function findJobsByIds(db: CommonQueryMethods, ids: readonly string[]): Promise<readonly JobRow[]> {
+  if (ids.length === 0) return [];
+  return db.any(jobRow`select * from jobs where id = any(${sql.array(ids, 'uuid')})`);
+}

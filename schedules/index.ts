@@ -1,0 +1,21 @@
+// Cron items run by Graphile Worker's own cron: each fires once across all
+// worker replicas. An identifier is fixed forever (it is how Graphile Worker
+// remembers what already ran); change the schedule, never the identifier.
+import type { CronItem } from 'graphile-worker';
+import { DEAD_WORKER_SWEEP_KEY } from '../workers/tasks/maintenance-dead-workers.ts';
+
+export const CRON_ITEMS: CronItem[] = [
+  {
+    identifier: 'sweep_expired_rows',
+    task: 'maintenance.sweep_expired',
+    match: '17 * * * *', // hourly, off the top of the hour
+    options: { backfillPeriod: 0, maxAttempts: 3, queueName: 'maintenance' },
+  },
+  {
+    // Restarts the self-scheduling dead-worker sweep if its chain was lost.
+    identifier: 'dead_worker_sweep',
+    task: 'maintenance.dead_workers',
+    match: '* * * * *',
+    options: { backfillPeriod: 0, maxAttempts: 1, jobKey: DEAD_WORKER_SWEEP_KEY, jobKeyMode: 'preserve_run_at' },
+  },
+];

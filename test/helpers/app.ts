@@ -1,0 +1,37 @@
+// The api as the tests use it: buildApp on a fresh database, with its pool,
+// LISTEN hub and group committer; everything closed when the test ends.
+import type { FastifyInstance } from 'fastify';
+import type { Test } from 'tap';
+import { buildApp } from '../../api/app.ts';
+import type { Config } from '../../core/config.ts';
+import { createDatabasePool, type DatabasePool } from '../../core/db/pool.ts';
+import { JobEventHub } from '../../core/jobs/events.ts';
+import { GroupCommitter } from '../../core/jobs/group-commit.ts';
+import { testConfig, testLogger } from './config.ts';
+
+export type TestApi = { app: FastifyInstance; db: DatabasePool; hub: JobEventHub; config: Config; close: () => Promise<void> };
+
+export async function buildTestApp(t: Test, databaseUrl: string, overrides: Record<string, string> = {}): Promise<TestApi> {
+  const config = testConfig(databaseUrl, overrides);
+  const db = await createDatabasePool(databaseUrl, { maximumPoolSize: 5 });
+  const hub = new JobEventHub(databaseUrl, db, testLogger('job-events'));
+  await hub.start();
+  const app = await buildApp({ config, db, jobEvents: hub, jobs: new GroupCommitter(db) });
+  let closed = false;
+  const close = async () => {
+    if (closed) return;
+    closed = true;
+    await app.close();
+    await hub.stop();
+    await db.end();
+  };
+  t.teardown(close);
+  return { app, db, hub, config, close };
+}
+
+/** Same, listening on a random port (for websockets and real HTTP clients). */
+export async function startTestServer(t: Test, databaseUrl: string, overrides: Record<string, string> = {}) {
+  const api = await buildTestApp(t, databaseUrl, overrides);
+  const url = await api.app.listen({ host: '127.0.0.1', port: 0 });
+  return { ...api, url, wsUrl: `${url.replace(/^http/, 'ws')}/api/ws` };
+}

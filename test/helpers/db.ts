@@ -1,0 +1,46 @@
+// A fresh database per test file, cloned from the migrated template that
+// test/run.ts prepared. Dropped when the file's tests end.
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import type { Test } from 'tap';
+import { createDatabasePool, type DatabasePool } from '../../core/db/pool.ts';
+
+function env(name: string): string {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is not set: run the tests with \`npm test\``);
+  return value;
+}
+
+export const adminUrl = () => env('TEST_ADMIN_URL');
+export const templateName = () => env('TEST_TEMPLATE_DB');
+
+function urlFor(database: string): string {
+  const url = new URL(adminUrl());
+  url.pathname = `/${database}`;
+  return url.toString();
+}
+
+async function admin<T>(fn: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: adminUrl() });
+  await client.connect();
+  try {
+    return await fn(client);
+  } finally {
+    await client.end();
+  }
+}
+
+/** Creates an empty database (no migrations) or a clone of the migrated template. */
+export async function createTestDatabase(t: Test, options: { empty?: boolean } = {}): Promise<string> {
+  const name = `${templateName()}_${randomBytes(4).toString('hex')}`;
+  await admin((c) => c.query(options.empty ? `create database "${name}"` : `create database "${name}" template "${templateName()}"`));
+  t.teardown(() => admin((c) => c.query(`drop database if exists "${name}" with (force)`)));
+  return urlFor(name);
+}
+
+/** A slonik pool on the database, ended after the test. */
+export async function testPool(t: Test, databaseUrl: string): Promise<DatabasePool> {
+  const pool = await createDatabasePool(databaseUrl, { maximumPoolSize: 5 });
+  t.teardown(() => pool.end());
+  return pool;
+}

@@ -1,0 +1,24 @@
+// Rows the engine tests need: a tenant with a member and a platform token.
+import { randomUUID } from 'node:crypto';
+import { signPlatformToken } from '../../core/auth/platform-token.ts';
+import { sql, type DatabasePool } from '../../core/db/pool.ts';
+import { enqueueJob, type JobSpec } from '../../core/jobs/enqueue.ts';
+import { TEST_SECRET } from './config.ts';
+
+export type Member = { tenantId: string; userId: string; token: string };
+
+export async function createMember(db: DatabasePool, role: 'admin' | 'viewer' = 'admin'): Promise<Member> {
+  const tenantId = randomUUID();
+  const userId = randomUUID();
+  await db.transaction(async (tx) => {
+    await tx.query(sql.unsafe`insert into tenants (id, name) values (${tenantId}, 'Test tenant')`);
+    await tx.query(sql.unsafe`insert into users (id, email) values (${userId}, ${`${userId}@example.test`})`);
+    await tx.query(sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${tenantId}, ${userId}, ${role})`);
+  });
+  const token = await signPlatformToken({ userId }, Buffer.from(TEST_SECRET, 'base64'), 'http://localhost:3000');
+  return { tenantId, userId, token };
+}
+
+export async function enqueue(db: DatabasePool, spec: JobSpec): Promise<string> {
+  return (await db.transaction((tx) => enqueueJob(tx, spec))).id;
+}

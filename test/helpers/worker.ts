@@ -1,0 +1,42 @@
+// A real Graphile Worker for tests: in this process (startTestWorker) or as
+// a separate process that a test may kill (spawnWorkerProcess).
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Test } from 'tap';
+import { startWorker } from '../../workers/worker.ts';
+import { testConfig, testEnv, testLogger } from './config.ts';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+
+export async function startTestWorker(t: Test, databaseUrl: string, overrides: Record<string, string> = {}) {
+  const worker = await startWorker({ config: testConfig(databaseUrl, overrides), databaseUrl, logger: testLogger('worker') });
+  t.teardown(() => worker.stop());
+  return worker;
+}
+
+export type ProcessOutput = { child: ChildProcess; output: () => string; exited: Promise<number | null> };
+
+/** Runs a process entry (e.g. workers/runner.ts) with node --import tsx. */
+export function spawnEntry(t: Test, entry: string, env: Record<string, string>): ProcessOutput {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, entry)], {
+    cwd: root,
+    env: { PATH: process.env.PATH ?? '', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout!.on('data', (d) => (output += d));
+  child.stderr!.on('data', (d) => (output += d));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  t.teardown(async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGKILL');
+      await exited;
+    }
+  });
+  return { child, output: () => output, exited };
+}
+
+export function spawnWorkerProcess(t: Test, databaseUrl: string, overrides: Record<string, string> = {}): ProcessOutput {
+  return spawnEntry(t, 'workers/runner.ts', testEnv(databaseUrl, { LOG_LEVEL: 'info', ...overrides }));
+}

@@ -1,0 +1,85 @@
+// `npm test`: one PostgreSQL for the whole run, one migrated template
+// database, then tap. Each test file clones the template (test/helpers/db.ts),
+// so files run in parallel without seeing each other. The database is the
+// embedded one in a temporary directory, or the server of DATABASE_URL when
+// set. Whatever happens to the tests, the run removes what it made.
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import { migrate } from '../core/db/migrate.ts';
+import { createLogger } from '../core/logger.ts';
+import { startEmbeddedPostgres, type EmbeddedDatabase } from '../ops/embedded-postgres.ts';
+
+const logger = createLogger(process.env.TEST_LOG_LEVEL ?? 'warn', 'test-run');
+const scratch = mkdtempSync(path.join(tmpdir(), 'platform-test-'));
+chmodSync(scratch, 0o755); // the postgres system user must reach the cluster inside
+let embedded: EmbeddedDatabase | null = null;
+const template = `tpl_${process.pid}_${randomBytes(3).toString('hex')}`;
+let adminUrl = '';
+
+async function cleanup() {
+  if (adminUrl) {
+    const client = new pg.Client({ connectionString: adminUrl });
+    try {
+      await client.connect();
+      // Drop the template and any clone a crashed test file left behind.
+      const { rows } = await client.query<{ datname: string }>(
+        `select datname from pg_database where datname = $1 or datname like $2`,
+        [template, `${template}_%`],
+      );
+      for (const { datname } of rows) await client.query(`drop database if exists "${datname}" with (force)`);
+    } catch (error) {
+      logger.warn({ err: error }, 'could not drop test databases');
+    } finally {
+      await client.end().catch(() => undefined);
+    }
+  }
+  await embedded?.stop().catch((error) => logger.warn({ err: error }, 'could not stop embedded postgres'));
+  rmSync(scratch, { recursive: true, force: true });
+}
+
+async function main(): Promise<number> {
+  if (process.env.DATABASE_URL) {
+    adminUrl = process.env.DATABASE_URL;
+  } else {
+    embedded = await startEmbeddedPostgres({ directory: path.join(scratch, 'pg'), database: 'postgres', unsafeFast: true, logger });
+    adminUrl = embedded.adminUrl;
+  }
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  await admin.query(`create database "${template}"`);
+  await admin.end();
+  const templateUrl = new URL(adminUrl);
+  templateUrl.pathname = `/${template}`;
+  await migrate(templateUrl.toString(), logger);
+
+  const require = createRequire(import.meta.url);
+  const tapBin = path.join(path.dirname(require.resolve('tap/package.json')), 'dist/esm/run.mjs');
+  const child = spawn(process.execPath, [tapBin, ...process.argv.slice(2)], {
+    stdio: 'inherit',
+    env: {
+      ...process.env,
+      TEST_ADMIN_URL: adminUrl,
+      TEST_TEMPLATE_DB: template,
+      TEST_SCRATCH_DIR: scratch,
+    },
+  });
+  const forward = (signal: NodeJS.Signals) => child.kill(signal);
+  process.on('SIGINT', forward);
+  process.on('SIGTERM', forward);
+  return new Promise((resolve) => child.on('exit', (code, signal) => resolve(code ?? (signal ? 1 : 0))));
+}
+
+let code = 1;
+try {
+  code = await main();
+} catch (error) {
+  process.stderr.write(`test run failed to start: ${(error as Error).message}\n`);
+} finally {
+  await cleanup();
+}
+process.exit(code);

@@ -1,0 +1,43 @@
+// Scheduled (cron) tasks have no platform job: each run is recorded in
+// scheduled_job_runs instead, with what it did or why it failed.
+import type { Task } from 'graphile-worker';
+import { z } from 'zod';
+import { sql } from '../core/db/pool.ts';
+import type { TaskDefinition, TaskDeps } from './define-task.ts';
+
+const CronPayload = z.object({ _cron: z.object({ ts: z.string(), backfilled: z.boolean().optional() }).optional() }).loose();
+
+export type ScheduledRun = { scheduledFor: string | null; fromCron: boolean };
+
+export function defineScheduledTask(
+  kind: string,
+  run: (deps: TaskDeps, info: ScheduledRun) => Promise<Record<string, unknown>>,
+  options: { record?: (detail: Record<string, unknown>, info: ScheduledRun) => boolean } = {},
+): TaskDefinition {
+  const build = (deps: TaskDeps): Task => async (payload, helpers) => {
+    const cron = CronPayload.safeParse(payload ?? {});
+    const info: ScheduledRun = {
+      scheduledFor: cron.success ? (cron.data._cron?.ts ?? null) : null,
+      fromCron: Boolean(cron.success && cron.data._cron),
+    };
+    const identifier = helpers.job.key ?? kind;
+    const startedAt = new Date();
+    try {
+      const detail = await run(deps, info);
+      if (options.record?.(detail, info) ?? true) {
+        await deps.db.query(sql.unsafe`
+          insert into scheduled_job_runs (identifier, task, scheduled_for, started_at, finished_at, status, detail)
+          values (${identifier}, ${kind}, ${info.scheduledFor}, ${startedAt.toISOString()}, now(), 'succeeded', ${sql.jsonb(detail as never)})`);
+      }
+      deps.logger.info({ kind, ...detail }, 'scheduled task finished');
+    } catch (error) {
+      await deps.db.query(sql.unsafe`
+        insert into scheduled_job_runs (identifier, task, scheduled_for, started_at, finished_at, status, error)
+        values (${identifier}, ${kind}, ${info.scheduledFor}, ${startedAt.toISOString()}, now(), 'failed', ${(error as Error).message})`)
+        .catch(() => undefined);
+      deps.logger.error({ err: error, kind }, 'scheduled task failed');
+      throw error;
+    }
+  };
+  return { kind, build };
+}

@@ -1,0 +1,22 @@
+// The worker process: `npm run start:worker` (needs DATABASE_URL). Run as
+// many as the work needs; Graphile Worker hands each job to one of them and
+// its cron fires each schedule once across all of them.
+import { loadConfigOrExit, requireDatabaseUrl } from '../core/config.ts';
+import { createLogger } from '../core/logger.ts';
+import { ensureSchema, exitWithError, isMain, onShutdownSignal } from '../core/process/lifecycle.ts';
+import { startWorker } from './worker.ts';
+
+async function main() {
+  const config = loadConfigOrExit();
+  const logger = createLogger(config.logLevel, 'worker');
+  try {
+    const databaseUrl = requireDatabaseUrl(config, 'npm run start:worker');
+    await ensureSchema(config, databaseUrl, logger);
+    const worker = await startWorker({ config, databaseUrl, logger });
+    onShutdownSignal(logger, config.shutdownTimeoutMs, worker.stop);
+  } catch (error) {
+    exitWithError(logger, error);
+  }
+}
+
+if (isMain(import.meta.url)) void main();

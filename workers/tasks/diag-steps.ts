@@ -1,0 +1,24 @@
+// diag.steps: a job with visible progress, for operators and tests. It walks
+// `steps` steps of `delayMs` each, publishing progress, and can be told to
+// fail its first attempts (transiently) or fail for good.
+import { setTimeout as sleep } from 'node:timers/promises';
+import { z } from 'zod';
+import { PermanentJobError, RetryableJobError } from '../../core/jobs/errors.ts';
+import { defineTask } from '../define-task.ts';
+
+const Input = z.object({
+  steps: z.int().min(1).max(100).default(3),
+  delayMs: z.int().min(0).max(60_000).default(50),
+  failAttemptsBelow: z.int().min(0).max(100).default(0),
+  failPermanently: z.boolean().default(false),
+});
+
+export default defineTask('diag.steps', Input, async (input, ctx) => {
+  if (input.failPermanently) throw new PermanentJobError('diag_failed', 'Asked to fail permanently.');
+  if (ctx.attempt < input.failAttemptsBelow) throw new RetryableJobError('diag_transient', `Asked to fail attempt ${ctx.attempt}.`);
+  for (let step = 1; step <= input.steps; step++) {
+    await sleep(input.delayMs, undefined, { signal: ctx.signal });
+    await ctx.progress({ step, of: input.steps });
+  }
+  return { steps: input.steps, attempt: ctx.attempt };
+});

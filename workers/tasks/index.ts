@@ -1,0 +1,8 @@
+// Every task the worker runs. A task's identifier is its platform job kind.
+import type { TaskDefinition } from '../define-task.ts';
+import diagNoop from './diag-noop.ts';
+import diagSteps from './diag-steps.ts';
+import deadWorkers from './maintenance-dead-workers.ts';
+import sweepExpired from './maintenance-sweep-expired.ts';
+
+export const TASKS: readonly TaskDefinition[] = [diagNoop, diagSteps, sweepExpired, deadWorkers];
