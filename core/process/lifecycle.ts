@@ -67,10 +67,14 @@ export async function ensureSchema(config: Config, databaseUrl: string, logger: 
   }
 }
 
+/** Refusals an operator can act on: reported as their message, without a stack. */
+const EXPECTED = new Set(['ConfigError', 'UnmigratedDatabaseError', 'EmbeddedPostgresError']);
+
 /** Last words of a process that cannot start: one clear line, exit code 1. */
 export function exitWithError(logger: Logger | null, error: unknown): never {
   const message = error instanceof Error ? error.message : String(error);
-  if (logger) logger.fatal({ err: error }, message);
+  const expected = error instanceof Error && EXPECTED.has(error.name);
+  if (logger) logger.fatal(expected ? {} : { err: error }, message);
   process.stderr.write(`error: ${message}\n`);
   process.exit(1);
 }
