@@ -21,7 +21,7 @@ export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
     trustProxy: ctx.config.trustProxy,
     bodyLimit: 1024 * 1024,
     // Keep a well-formed incoming request id for tracing; mint one otherwise.
-    requestIdHeader: 'x-request-id',
+    requestIdHeader: false,
     genReqId: (req) => {
       const given = req.headers['x-request-id'];
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();

