@@ -1,7 +1,8 @@
 // buildApp: the whole HTTP edge as a Fastify instance. Tests call it and use
 // app.inject; api/server.ts and ops/start.ts call it and listen.
 import { randomUUID } from 'node:crypto';
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import pino, { type DestinationStream } from 'pino';
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import { loggerOptions } from '../core/logger.ts';
 import context, { type AppContext } from './plugins/context.ts';
@@ -15,9 +16,17 @@ import wsRoutes from './routes/ws/index.ts';
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/;
 
-export async function buildApp(ctx: AppContext): Promise<FastifyInstance> {
+export type BuildOptions = {
+  /** Where log lines go (stdout by default); tests pass a stream to read them. */
+  logStream?: DestinationStream;
+};
+
+export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Promise<FastifyInstance> {
+  const logger: FastifyBaseLogger = options.logStream
+    ? pino(loggerOptions(ctx.config.logLevel, 'api'), options.logStream)
+    : pino(loggerOptions(ctx.config.logLevel, 'api'));
   const app = Fastify({
-    logger: loggerOptions(ctx.config.logLevel, 'api'),
+    loggerInstance: logger,
     trustProxy: ctx.config.trustProxy,
     bodyLimit: 1024 * 1024,
     // Keep a well-formed incoming request id for tracing; mint one otherwise.

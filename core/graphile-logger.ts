@@ -1,10 +1,19 @@
-// Graphile Worker logs through pino like the rest of the platform.
+// Graphile Worker logs through pino like the rest of the platform. Its job
+// objects are cut down to identity and attempt: payloads may carry user
+// content and never belong in a log line.
 import { Logger as WorkerLogger } from 'graphile-worker';
 import type { Logger } from 'pino';
 
+type JobLike = { id?: unknown; task_identifier?: unknown; attempts?: unknown; max_attempts?: unknown; queue_name?: unknown };
+
+function summarizeJob(job: JobLike) {
+  return { id: job.id, task: job.task_identifier, attempts: job.attempts, maxAttempts: job.max_attempts };
+}
+
 export function graphileLogger(logger: Logger): WorkerLogger {
   return new WorkerLogger((scope) => (level, message, meta) => {
-    const fields = { ...scope, ...(meta ?? {}) } as Record<string, unknown>;
+    const fields: Record<string, unknown> = { ...scope, ...(meta ?? {}) };
+    if (fields.job && typeof fields.job === 'object') fields.job = summarizeJob(fields.job as JobLike);
     const method = level === 'warning' ? 'warn' : level === 'error' ? 'error' : level === 'debug' ? 'debug' : 'info';
     logger[method](fields, message);
   });
