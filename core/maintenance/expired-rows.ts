@@ -1,55 +1,53 @@
 // Rows that expire: each area that keeps short-lived rows (idempotency
 // records, claim attempts, rate-limit windows, ...) adds an entry here and
-// the hourly sweep deletes what has expired, in bounded batches.
+// the hourly sweep deletes what has expired, in bounded batches so a large
+// backlog never holds long locks.
 import { sql, type DatabasePool } from '../db/pool.ts';
 import type { Config } from '../config.ts';
 
+type FragmentSqlToken = ReturnType<typeof sql.fragment>;
+
 type ExpiringRows = {
   name: string;
-  /** A delete of at most `limit` expired rows; returns how many it removed. */
-  deleteBatch: (db: DatabasePool, config: Config, limit: number) => Promise<number>;
+  table: string;
+  key: string;
+  /** The condition that marks a row as expired. */
+  expired: (config: Config) => FragmentSqlToken;
 };
 
 export const EXPIRING_ROWS: ExpiringRows[] = [
   {
     name: 'finished jobs past retention',
-    deleteBatch: async (db, config, limit) =>
-      (
-        await db.query(sql.unsafe`
-          delete from jobs where id in (
-            select id from jobs
-            where finished_at < now() - make_interval(days => ${config.jobRetentionDays})
-            limit ${limit})`)
-      ).rowCount,
+    table: 'jobs',
+    key: 'id',
+    expired: (config) => sql.fragment`finished_at < now() - make_interval(days => ${config.jobRetentionDays})`,
   },
   {
     name: 'scheduled job runs older than 30 days',
-    deleteBatch: async (db, _config, limit) =>
-      (
-        await db.query(sql.unsafe`
-          delete from scheduled_job_runs where id in (
-            select id from scheduled_job_runs where started_at < now() - interval '30 days' limit ${limit})`)
-      ).rowCount,
+    table: 'scheduled_job_runs',
+    key: 'id',
+    expired: () => sql.fragment`started_at < now() - interval '30 days'`,
   },
   {
     name: 'stale worker heartbeats',
-    deleteBatch: async (db, _config, limit) =>
-      (
-        await db.query(sql.unsafe`
-          delete from worker_heartbeats where worker_id in (
-            select worker_id from worker_heartbeats where last_seen_at < now() - interval '1 day' limit ${limit})`)
-      ).rowCount,
+    table: 'worker_heartbeats',
+    key: 'worker_id',
+    expired: () => sql.fragment`last_seen_at < now() - interval '1 day'`,
   },
 ];
 
 export async function sweepExpiredRows(db: DatabasePool, config: Config, batchSize = 1000): Promise<Record<string, number>> {
   const removed: Record<string, number> = {};
   for (const entry of EXPIRING_ROWS) {
+    const table = sql.identifier([entry.table]);
+    const key = sql.identifier([entry.key]);
     let total = 0;
     for (;;) {
-      const n = await entry.deleteBatch(db, config, batchSize);
-      total += n;
-      if (n < batchSize) break;
+      const { rowCount } = await db.query(sql.unsafe`
+        delete from ${table} where ${key} in (
+          select ${key} from ${table} where ${entry.expired(config)} limit ${batchSize})`);
+      total += rowCount;
+      if (rowCount < batchSize) break;
     }
     removed[entry.name] = total;
   }

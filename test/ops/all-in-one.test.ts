@@ -8,18 +8,9 @@ import path from 'node:path';
 import t from 'tap';
 import { relocatedClusterDirectory } from '../../ops/embedded-postgres.ts';
 import { testEnv } from '../helpers/config.ts';
-import { spawnEntry, type ProcessOutput } from '../helpers/worker.ts';
+import { waitForOutput } from '../helpers/wait.ts';
+import { spawnEntry } from '../helpers/worker.ts';
 
-async function waitForOutput(p: ProcessOutput, pattern: RegExp, timeoutMs = 60_000): Promise<RegExpMatchArray> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const match = p.output().match(pattern);
-    if (match) return match;
-    if (p.child.exitCode !== null) throw new Error(`exited (${p.child.exitCode}) before ${pattern}: ${p.output()}`);
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${pattern}: ${p.output()}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 function postmasterRunning(dataDir: string): boolean {
   try {

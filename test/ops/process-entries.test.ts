@@ -3,18 +3,9 @@
 import t from 'tap';
 import { createTestDatabase } from '../helpers/db.ts';
 import { testEnv } from '../helpers/config.ts';
-import { spawnEntry, type ProcessOutput } from '../helpers/worker.ts';
+import { waitForOutput } from '../helpers/wait.ts';
+import { spawnEntry } from '../helpers/worker.ts';
 
-async function waitForOutput(p: ProcessOutput, pattern: RegExp, timeoutMs = 30_000): Promise<RegExpMatchArray> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const match = p.output().match(pattern);
-    if (match) return match;
-    if (p.child.exitCode !== null) throw new Error(`process exited (${p.child.exitCode}) before printing ${pattern}: ${p.output()}`);
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${pattern}: ${p.output()}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 t.test('a bad configuration value stops the process with a message naming it', async (t) => {
   const p = spawnEntry(t, 'api/server.ts', { ...testEnv('postgres://localhost/x'), PORT: 'eighty' });

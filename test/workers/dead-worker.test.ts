@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { sql } from '../../core/db/pool.ts';
 import { createTestDatabase, testPool } from '../helpers/db.ts';
 import { createMember, enqueue } from '../helpers/fixtures.ts';
+import { waitFor } from '../helpers/wait.ts';
 import { spawnWorkerProcess, startTestWorker } from '../helpers/worker.ts';
 
 const databaseUrl = await createTestDatabase(t);
@@ -25,15 +26,6 @@ const state = (jobId: string) =>
       (select count(*) from graphile_worker.jobs where task_identifier = 'diag.steps')::int as graphile_jobs
     from jobs where id = ${jobId}`);
 
-async function waitFor<T>(what: string, check: () => Promise<T | null | undefined | false>, timeoutMs: number): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 t.test('the job of a SIGKILLed worker is finished by another worker within 60 s', async (t) => {
   const doomed = spawnWorkerProcess(t, databaseUrl, { WORKER_CONCURRENCY: '1' });

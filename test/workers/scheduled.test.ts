@@ -6,6 +6,7 @@ import { CRON_ITEMS } from '../../schedules/index.ts';
 import { TASKS } from '../../workers/tasks/index.ts';
 import { createTestDatabase, testPool } from '../helpers/db.ts';
 import { createMember, enqueue } from '../helpers/fixtures.ts';
+import { waitFor } from '../helpers/wait.ts';
 import { startTestWorker } from '../helpers/worker.ts';
 
 const databaseUrl = await createTestDatabase(t);
@@ -28,16 +29,12 @@ t.test('the expired-rows sweep deletes old finished jobs and records its run', a
   const worker = await startTestWorker(t, databaseUrl);
   await worker.runner.addJob('maintenance.sweep_expired', {});
   const Run = z.object({ status: z.string(), detail: z.unknown(), finished_at: z.string().nullable() });
-  let run: z.infer<typeof Run> | null = null;
-  for (let i = 0; i < 100 && !run; i++) {
-    run = await db.maybeOne(sql.type(Run)`
-      select status, detail, finished_at from scheduled_job_runs where task = 'maintenance.sweep_expired'`);
-    if (!run) await new Promise((r) => setTimeout(r, 100));
-  }
-  t.ok(run, 'the run was recorded');
-  t.equal(run!.status, 'succeeded');
-  t.ok(run!.finished_at);
-  t.match(run!.detail, { removed: { 'finished jobs past retention': 1 } });
+  const run = await waitFor('the sweep run to be recorded', () =>
+    db.maybeOne(sql.type(Run)`select status, detail, finished_at from scheduled_job_runs where task = 'maintenance.sweep_expired'`),
+  );
+  t.equal(run.status, 'succeeded');
+  t.ok(run.finished_at);
+  t.match(run.detail, { removed: { 'finished jobs past retention': 1 } });
   const left = await db.anyFirst(sql.type(z.object({ id: z.string() }))`select id from jobs where id in (${old}, ${recent})`);
   t.same(left, [recent], 'the recent job stays');
 });
@@ -48,14 +45,11 @@ t.test('a job fails permanently with its code, or is retried after a transient e
   const badInput = await enqueue(db, { kind: 'diag.steps', tenantId: member.tenantId, input: { steps: 'many' } });
   const flaky = await enqueue(db, { kind: 'diag.steps', tenantId: member.tenantId, input: { steps: 1, delayMs: 0, failAttemptsBelow: 2 }, maxAttempts: 3 });
   const Row = z.object({ status: z.string(), attempts: z.number(), error: z.unknown(), result: z.unknown() });
-  const final = async (id: string) => {
-    for (let i = 0; i < 300; i++) {
+  const final = (id: string) =>
+    waitFor(`job ${id} to finish`, async () => {
       const row = await db.one(sql.type(Row)`select status, attempts, error, result from jobs where id = ${id}`);
-      if (['succeeded', 'failed'].includes(row.status)) return row;
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    throw new Error('job did not finish');
-  };
+      return ['succeeded', 'failed'].includes(row.status) ? row : null;
+    });
   t.match(await final(permanent), { status: 'failed', attempts: 1, error: { code: 'diag_failed', retrying: false } });
   t.match(await final(badInput), { status: 'failed', error: { code: 'invalid_input', message: /steps/ } });
   // Graphile Worker's backoff before attempt 2 is about 2.7 s.

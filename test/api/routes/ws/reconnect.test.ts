@@ -5,6 +5,7 @@ import t from 'tap';
 import { startTestServer } from '../../../helpers/app.ts';
 import { createTestDatabase } from '../../../helpers/db.ts';
 import { createMember, enqueue } from '../../../helpers/fixtures.ts';
+import { waitFor } from '../../../helpers/wait.ts';
 import { startTestWorker } from '../../../helpers/worker.ts';
 import { isJobMessage, TestSocket } from '../../../helpers/ws.ts';
 import { z } from 'zod';
@@ -27,13 +28,8 @@ t.test('a client that reconnects after an api restart reads the final state', as
 
   const worker = await startTestWorker(t, databaseUrl);
   // Let the job finish while no api is running.
-  const deadline = Date.now() + 15_000;
-  for (;;) {
-    const status = await worker.db.oneFirst(sql.type(z.object({ status: z.string() }))`select status from jobs where id = ${jobId}`);
-    if (status === 'succeeded') break;
-    if (Date.now() > deadline) throw new Error('job did not finish');
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  await waitFor('the job to succeed', async () =>
+    (await worker.db.oneFirst(sql.type(z.object({ status: z.string() }))`select status from jobs where id = ${jobId}`)) === 'succeeded');
 
   const second = await startTestServer(t, databaseUrl);
   const again = await TestSocket.connect(second.wsUrl, member.token);
