@@ -48,9 +48,13 @@ export async function failAttempt(db: CommonQueryMethods, jobId: string, failure
     where id = ${jobId} and status in ('queued', 'running')`);
 }
 
-export async function cancelJob(db: CommonQueryMethods, jobId: string, tenantId: string): Promise<boolean> {
-  const updated = await db.query(sql.unsafe`
-    update jobs set status = 'cancelled', finished_at = now()
-    where id = ${jobId} and tenant_id = ${tenantId} and status = 'queued'`);
-  return updated.rowCount === 1;
+/**
+ * Cancels a job that has not started. The Graphile job stays queued and is
+ * skipped when a worker picks it up (startAttempt finds it final).
+ */
+export async function cancelQueuedJob(db: CommonQueryMethods, jobId: string): Promise<JobRow | null> {
+  return db.maybeOne(jobRow`
+    update jobs set status = 'cancelled', finished_at = now(), error = null
+    where id = ${jobId} and status = 'queued'
+    returning *`);
 }

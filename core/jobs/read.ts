@@ -1,6 +1,7 @@
 // Reading a job always goes through the caller's identity: a job of a tenant
 // the caller does not belong to reads exactly like a job that does not exist.
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
+import { z } from 'zod';
 import { JobRow } from './schema.ts';
 
 const jobRow = sql.type(JobRow);
@@ -10,6 +11,17 @@ export async function findJobForUser(db: CommonQueryMethods, jobId: string, user
     select j.* from jobs j
     where j.id = ${jobId}
       and exists (select 1 from tenant_memberships m where m.tenant_id = j.tenant_id and m.user_id = ${userId})`);
+}
+
+/** The job and the caller's role in its tenant, when the caller is a member. */
+export async function findJobWithRole(db: CommonQueryMethods, jobId: string, userId: string): Promise<{ job: JobRow; role: 'admin' | 'viewer' } | null> {
+  const row = await db.maybeOne(sql.type(JobRow.extend({ member_role: z.enum(['admin', 'viewer']) }))`
+    select j.*, m.role as member_role from jobs j
+    join tenant_memberships m on m.tenant_id = j.tenant_id and m.user_id = ${userId}
+    where j.id = ${jobId}`);
+  if (!row) return null;
+  const { member_role: role, ...job } = row;
+  return { job, role };
 }
 
 export async function findJobInTenant(db: CommonQueryMethods, jobId: string, tenantId: string): Promise<JobRow | null> {
