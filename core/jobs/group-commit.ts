@@ -65,6 +65,7 @@ export class GroupCommitter {
   }
 
   private async flush(batch: Pending[]): Promise<void> {
+    if (batch.every((item) => !item.submission.work)) return this.flushEnqueueOnly(batch);
     const outcomes = new Map<Pending, Submitted<unknown>>();
     const failed = new Map<Pending, unknown>();
     try {
@@ -105,6 +106,25 @@ export class GroupCommitter {
       const outcome = outcomes.get(item);
       if (outcome) item.resolve(outcome);
       else item.reject(failed.get(item));
+    }
+  }
+
+  /**
+   * Requests that only enqueue need no transaction block: enqueueJobs is one
+   * statement, atomic on its own, so this saves the BEGIN and COMMIT round trips.
+   */
+  private async flushEnqueueOnly(batch: Pending[]): Promise<void> {
+    const lists = batch.map(({ submission: { jobs } }) => (typeof jobs === 'function' ? jobs(undefined) : jobs));
+    try {
+      const enqueued = await enqueueJobs(this.pool, lists.flat());
+      let from = 0;
+      batch.forEach((item, i) => {
+        item.resolve({ value: undefined, jobs: enqueued.slice(from, (from += lists[i]!.length)) });
+      });
+    } catch (error) {
+      if (batch.length === 1) return batch[0]!.reject(error);
+      this.options.logger?.warn({ err: error, size: batch.length }, 'group enqueue failed; retrying requests one by one');
+      await Promise.all(batch.map((item) => this.flushEnqueueOnly([item])));
     }
   }
 }
