@@ -9,6 +9,8 @@ import context, { type AppContext } from './plugins/context.ts';
 import errors from './plugins/errors.ts';
 import openapi from './plugins/openapi.ts';
 import platformAuth from './plugins/platform-auth.ts';
+import rateLimit from './plugins/rate-limit.ts';
+import tenant from './plugins/tenant.ts';
 import healthRoutes from './routes/health/index.ts';
 import jobRoutes from './routes/jobs/index.ts';
 import openapiRoutes from './routes/public/openapi.ts';
@@ -49,6 +51,8 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   await app.register(errors);
   await app.register(openapi);
   await app.register(platformAuth);
+  await app.register(tenant);
+  await app.register(rateLimit);
 
   await app.register(healthRoutes);
   await app.register(openapiRoutes);

@@ -1,37 +1,61 @@
 // Platform authentication ("JWT" in the spec's Auth column): a bearer JWT
-// signed with PLATFORM_JWT_SECRET. Routes opt in with `preHandler: app.requireUser`.
-// The accounts area adds login, tenants and roles on top of this.
+// signed with PLATFORM_JWT_SECRET. Routes opt in with
+// `onRequest: app.requireUser` (runs before validation, so a request without
+// a token is 401 whatever else is wrong with it) or `app.requireOperator`
+// (the global Admin of the Auth column).
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { bearerToken, InvalidTokenError, verifyPlatformToken, type PlatformPrincipal } from '../../core/auth/platform-token.ts';
+import { z } from 'zod';
+import { bearerToken, InvalidTokenError, verifyPlatformToken } from '../../core/auth/platform-token.ts';
+import { sql } from '../../core/db/pool.ts';
 import { PlatformHttpError } from '../errors.ts';
+
+export type AuthenticatedUser = { userId: string; isOperator: boolean };
 
 declare module 'fastify' {
   interface FastifyRequest {
-    user: PlatformPrincipal | null;
+    user: AuthenticatedUser | null;
   }
   interface FastifyInstance {
     requireUser: (request: FastifyRequest) => Promise<void>;
-    authenticateToken: (token: string) => Promise<PlatformPrincipal>;
+    requireOperator: (request: FastifyRequest) => Promise<void>;
+    authenticateToken: (token: string) => Promise<AuthenticatedUser>;
   }
 }
+
+const unauthorized = (message: string, challenge = 'Bearer') =>
+  new PlatformHttpError(401, 'unauthorized', message, { 'www-authenticate': challenge });
 
 async function platformAuth(app: FastifyInstance) {
   const secret = app.config.secrets.PLATFORM_JWT_SECRET;
   const issuer = app.config.baseUrl;
+
+  // A valid signature is not enough: the account must still exist.
+  const authenticateToken = async (token: string): Promise<AuthenticatedUser> => {
+    const { userId } = await verifyPlatformToken(token, secret, issuer);
+    const row = await app.db.maybeOne(sql.type(z.object({ is_operator: z.boolean() }))`
+      select is_operator from users where id = ${userId}`);
+    if (!row) throw new InvalidTokenError('account no longer exists');
+    return { userId, isOperator: row.is_operator };
+  };
+
   app.decorateRequest('user', null);
-  app.decorate('authenticateToken', (token: string) => verifyPlatformToken(token, secret, issuer));
+  app.decorate('authenticateToken', authenticateToken);
   app.decorate('requireUser', async (request: FastifyRequest) => {
     const token = bearerToken(request.headers.authorization);
-    if (!token) throw new PlatformHttpError(401, 'unauthorized', 'Send a platform token as `Authorization: Bearer <token>`.', { 'www-authenticate': 'Bearer' });
+    if (!token) throw unauthorized('Send a platform token as `Authorization: Bearer <token>`.');
     try {
-      request.user = await verifyPlatformToken(token, secret, issuer);
+      request.user = await authenticateToken(token);
     } catch (error) {
       if (error instanceof InvalidTokenError) {
-        throw new PlatformHttpError(401, 'unauthorized', `The platform token is invalid: ${error.message}.`, { 'www-authenticate': 'Bearer error="invalid_token"' });
+        throw unauthorized(`The platform token is invalid: ${error.message}.`, 'Bearer error="invalid_token"');
       }
       throw error;
     }
+  });
+  app.decorate('requireOperator', async (request: FastifyRequest) => {
+    await app.requireUser(request);
+    if (!request.user!.isOperator) throw new PlatformHttpError(403, 'forbidden', 'Only the platform operator may do this.');
   });
 }
 

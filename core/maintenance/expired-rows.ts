@@ -10,7 +10,6 @@ type FragmentSqlToken = ReturnType<typeof sql.fragment>;
 type ExpiringRows = {
   name: string;
   table: string;
-  key: string;
   /** The condition that marks a row as expired. */
   expired: (config: Config) => FragmentSqlToken;
 };
@@ -19,19 +18,26 @@ export const EXPIRING_ROWS: ExpiringRows[] = [
   {
     name: 'finished jobs past retention',
     table: 'jobs',
-    key: 'id',
     expired: (config) => sql.fragment`finished_at < now() - make_interval(days => ${config.jobRetentionDays})`,
   },
   {
     name: 'scheduled job runs older than 30 days',
     table: 'scheduled_job_runs',
-    key: 'id',
     expired: () => sql.fragment`started_at < now() - interval '30 days'`,
+  },
+  {
+    name: 'closed rate-limit windows',
+    table: 'rate_limit_windows',
+    expired: () => sql.fragment`window_start < now() - interval '1 day'`,
+  },
+  {
+    name: 'spent or expired refresh tokens',
+    table: 'auth_refresh_tokens',
+    expired: () => sql.fragment`expires_at < now() - interval '1 day'`,
   },
   {
     name: 'stale worker heartbeats',
     table: 'worker_heartbeats',
-    key: 'worker_id',
     expired: () => sql.fragment`last_seen_at < now() - interval '1 day'`,
   },
 ];
@@ -40,12 +46,12 @@ export async function sweepExpiredRows(db: DatabasePool, config: Config, batchSi
   const removed: Record<string, number> = {};
   for (const entry of EXPIRING_ROWS) {
     const table = sql.identifier([entry.table]);
-    const key = sql.identifier([entry.key]);
     let total = 0;
     for (;;) {
+      // By physical row id: works for any table, whatever its key.
       const { rowCount } = await db.query(sql.unsafe`
-        delete from ${table} where ${key} in (
-          select ${key} from ${table} where ${entry.expired(config)} limit ${batchSize})`);
+        delete from ${table} where ctid = any(array(
+          select ctid from ${table} where ${entry.expired(config)} limit ${batchSize}))`);
       total += rowCount;
       if (rowCount < batchSize) break;
     }

@@ -13,7 +13,7 @@ const jobRoutes: FastifyPluginAsyncZod = async (app) => {
   app.get(
     '/api/jobs/:jobId',
     {
-      preHandler: app.requireUser,
+      onRequest: app.requireUser,
       schema: {
         operationId: 'getJob',
         tags: ['jobs'],
@@ -33,7 +33,7 @@ const jobRoutes: FastifyPluginAsyncZod = async (app) => {
   app.post(
     '/api/jobs/:jobId/cancel',
     {
-      preHandler: app.requireUser,
+      onRequest: app.requireUser,
       schema: {
         operationId: 'cancelJob',
         tags: ['jobs'],
