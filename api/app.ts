@@ -11,7 +11,10 @@ import openapi from './plugins/openapi.ts';
 import platformAuth from './plugins/platform-auth.ts';
 import rateLimit from './plugins/rate-limit.ts';
 import tenant from './plugins/tenant.ts';
+import authRoutes from './routes/auth/index.ts';
+import contactRoutes from './routes/contact/index.ts';
 import healthRoutes from './routes/health/index.ts';
+import tenantRoutes from './routes/tenants/index.ts';
 import jobRoutes from './routes/jobs/index.ts';
 import openapiRoutes from './routes/public/openapi.ts';
 import wsRoutes from './routes/ws/index.ts';
@@ -57,6 +60,9 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   await app.register(healthRoutes);
   await app.register(openapiRoutes);
   await app.register(jobRoutes);
+  await app.register(authRoutes);
+  await app.register(tenantRoutes);
+  await app.register(contactRoutes);
   await app.register(wsRoutes);
 
   await app.ready();

@@ -115,6 +115,24 @@ function isPostmasterOf(pid: number, directory: string): boolean {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+const ownerFile = (directory: string) => `${directory}.owner`;
+
+/** The running postmaster of a directory and the live process that started it, if both exist. */
+function liveServer(directory: string): { pid: number; port: number; owner: number | null } | null {
+  const pidFile = path.join(directory, 'postmaster.pid');
+  if (!existsSync(pidFile)) return null;
+  const lines = readFileSync(pidFile, 'utf8').split('\n');
+  const pid = Number.parseInt(lines[0] ?? '', 10);
+  if (!(Number.isInteger(pid) && pid > 0 && processAlive(pid) && isPostmasterOf(pid, directory))) return null;
+  let owner: number | null = null;
+  try {
+    owner = (JSON.parse(readFileSync(ownerFile(directory), 'utf8')) as { pid: number }).pid;
+  } catch {
+    owner = null;
+  }
+  return { pid, port: Number.parseInt(lines[3] ?? '', 10), owner: owner !== null && owner !== process.pid && processAlive(owner) ? owner : null };
+}
+
 /**
  * A previous process that was killed can leave its postmaster running (it is a
  * separate process) or leave a postmaster.pid behind. Stop the orphan; remove a
@@ -123,8 +141,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 async function recoverFromPreviousRun(directory: string, logger?: Logger): Promise<void> {
   const pidFile = path.join(directory, 'postmaster.pid');
   if (!existsSync(pidFile)) return;
-  const pid = Number.parseInt(readFileSync(pidFile, 'utf8').split('\n')[0] ?? '', 10);
-  if (Number.isInteger(pid) && pid > 0 && processAlive(pid) && isPostmasterOf(pid, directory)) {
+  const pid = liveServer(directory)?.pid;
+  if (pid !== undefined) {
     logger?.warn({ pid }, 'embedded postgres: stopping a postmaster left running by a previous process');
     process.kill(pid, 'SIGINT'); // fast shutdown: roll back open transactions, then exit
     for (let i = 0; i < 100 && processAlive(pid); i++) await sleep(100);
@@ -137,6 +155,17 @@ async function recoverFromPreviousRun(directory: string, logger?: Logger): Promi
   if (existsSync(pidFile)) {
     logger?.warn('embedded postgres: removing a stale postmaster.pid');
     rmSync(pidFile, { force: true });
+  }
+}
+
+async function ensureDatabase(adminUrl: string, database: string): Promise<void> {
+  const client = new pg.Client({ connectionString: adminUrl });
+  await client.connect();
+  try {
+    const exists = await client.query('select 1 from pg_database where datname = $1', [database]);
+    if (exists.rowCount === 0) await client.query(`create database ${client.escapeIdentifier(database)}`);
+  } finally {
+    await client.end();
   }
 }
 
@@ -181,6 +210,18 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     logger?.warn({ directory }, 'embedded postgres: removing a half-initialised data directory');
     rmSync(directory, { recursive: true, force: true });
   }
+  const { password } = credentials(requested);
+  const encoded = encodeURIComponent(password);
+  const urlFor = (port: number, db: string) => `postgres://postgres:${encoded}@127.0.0.1:${port}/${encodeURIComponent(db)}`;
+
+  // Another live process (`npm start`) runs this cluster: use its server
+  // rather than fight over the directory (npm run migrate, ops commands).
+  const running = initialised ? liveServer(directory) : null;
+  if (running?.owner) {
+    logger?.info({ port: running.port, owner: running.owner }, 'embedded postgres: using the server another process runs');
+    await ensureDatabase(urlFor(running.port, 'postgres'), database);
+    return { directory, url: urlFor(running.port, database), adminUrl: urlFor(running.port, 'postgres'), port: running.port, stop: async () => undefined };
+  }
   if (initialised) await recoverFromPreviousRun(directory, logger);
 
   const port = options.port && options.port > 0 ? options.port : await freePort();
@@ -196,7 +237,6 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     if (serverLog.length > 50) serverLog.shift();
     logger?.debug({ postgres: text }, 'embedded postgres');
   };
-  const { password } = credentials(requested);
   const flags = [
     '-c', 'listen_addresses=127.0.0.1',
     '-c', 'unix_socket_directories=',
@@ -230,23 +270,16 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     throw new EmbeddedPostgresError(`embedded postgres failed to start on port ${port}: ${reason || (error as Error)?.message || 'no output'}`);
   }
 
-  const encoded = encodeURIComponent(password);
-  const adminUrl = `postgres://postgres:${encoded}@127.0.0.1:${port}/postgres`;
-  const client = new pg.Client({ connectionString: adminUrl });
-  await client.connect();
-  try {
-    const exists = await client.query('select 1 from pg_database where datname = $1', [database]);
-    if (exists.rowCount === 0) await client.query(`create database ${client.escapeIdentifier(database)}`);
-  } finally {
-    await client.end();
-  }
+  const adminUrl = urlFor(port, 'postgres');
+  await ensureDatabase(adminUrl, database);
+  writeFileSync(ownerFile(directory), JSON.stringify({ pid: process.pid }) + '\n');
 
   const postmasterPid = Number.parseInt(readFileSync(path.join(directory, 'postmaster.pid'), 'utf8').split('\n')[0] ?? '', 10);
   if (Number.isInteger(postmasterPid)) runningPostmasters.add(postmasterPid);
   let stopped = false;
   return {
     directory,
-    url: `postgres://postgres:${encoded}@127.0.0.1:${port}/${encodeURIComponent(database)}`,
+    url: urlFor(port, database),
     adminUrl,
     port,
     stop: async () => {
@@ -254,6 +287,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
       stopped = true;
       await server.stop();
       runningPostmasters.delete(postmasterPid);
+      rmSync(ownerFile(directory), { force: true });
     },
   };
 }

@@ -1,0 +1,128 @@
+// Accounts: e-mail/password login, token renewal, profile, account deletion.
+// Login answers a wrong password and an unknown e-mail alike, in the same time.
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { DEFAULT_PLATFORM_TOKEN_TTL_S, signPlatformToken } from '../../../core/auth/platform-token.ts';
+import { issueRefreshToken, revokeRefreshToken, rotateRefreshToken } from '../../../core/accounts/refresh-tokens.ts';
+import { checkPassword, deleteAccount, findUser, membershipsOf, type UserRow } from '../../../core/accounts/users.ts';
+import { LIMITS } from '../../../core/rate-limit.ts';
+import { PlatformError, PlatformHttpError } from '../../errors.ts';
+import { AccountDeleted, LoginBody, Me, RefreshBody, Session } from './schemas.ts';
+
+const errors = { 400: PlatformError, 401: PlatformError, 429: PlatformError };
+const publicUser = (u: UserRow) => ({ id: u.id, email: u.email, name: u.display_name, avatarUrl: u.avatar_url });
+
+const authRoutes: FastifyPluginAsyncZod = async (app) => {
+  const session = async (user: UserRow, refreshToken: string) => ({
+    token: await signPlatformToken({ userId: user.id }, app.config.secrets.PLATFORM_JWT_SECRET, app.config.baseUrl),
+    tokenType: 'Bearer' as const,
+    expiresIn: DEFAULT_PLATFORM_TOKEN_TTL_S,
+    refreshToken,
+    user: publicUser(user),
+  });
+
+  app.post(
+    '/api/auth/login',
+    {
+      onRequest: app.rateLimit(LIMITS.login),
+      schema: {
+        operationId: 'login',
+        tags: ['auth'],
+        summary: 'Log in with e-mail and password; returns a platform JWT and a refresh token',
+        body: LoginBody,
+        response: { 200: Session, ...errors },
+      },
+    },
+    async (request) => {
+      const user = await checkPassword(app.db, request.body.email, request.body.password);
+      if (!user) throw new PlatformHttpError(401, 'invalid_credentials', 'E-mail or password is wrong.');
+      request.log.info({ userId: user.id }, 'login');
+      return session(user, await issueRefreshToken(app.db, user.id));
+    },
+  );
+
+  app.post(
+    '/api/auth/refresh',
+    {
+      schema: {
+        operationId: 'refreshLogin',
+        tags: ['auth'],
+        summary: 'Renew the platform JWT with a refresh token (extension); the refresh token is rotated',
+        body: RefreshBody,
+        response: { 200: Session, ...errors },
+      },
+    },
+    async (request) => {
+      const rotated = await rotateRefreshToken(app.db, request.body.refreshToken);
+      if ('error' in rotated) {
+        if (rotated.error === 'reused') request.log.warn('a used refresh token was presented again; its family is revoked');
+        throw new PlatformHttpError(401, 'invalid_refresh_token', 'The refresh token is invalid, expired or already used; log in again.');
+      }
+      const user = await findUser(app.db, rotated.userId);
+      if (!user) throw new PlatformHttpError(401, 'invalid_refresh_token', 'The account no longer exists.');
+      return session(user, rotated.refreshToken);
+    },
+  );
+
+  app.post(
+    '/api/auth/logout',
+    {
+      schema: {
+        operationId: 'logout',
+        tags: ['auth'],
+        summary: 'Revoke a refresh token and every token rotated from it (extension)',
+        body: RefreshBody,
+        response: { 204: z.undefined(), 400: PlatformError },
+      },
+    },
+    async (request, reply) => {
+      await revokeRefreshToken(app.db, request.body.refreshToken);
+      return reply.code(204).send();
+    },
+  );
+
+  app.get(
+    '/api/auth/me',
+    {
+      onRequest: app.requireUser,
+      schema: {
+        operationId: 'getProfile',
+        tags: ['auth'],
+        summary: 'Profile: name, e-mail, avatar, roles and tenant memberships',
+        security: [{ PlatformJWT: [] }],
+        response: { 200: Me, 401: PlatformError },
+      },
+    },
+    async (request) => {
+      const user = await findUser(app.db, request.user!.userId);
+      if (!user) throw new PlatformHttpError(401, 'unauthorized', 'The account no longer exists.');
+      const memberships = await membershipsOf(app.db, user.id);
+      return {
+        ...publicUser(user),
+        roles: user.is_operator ? ['operator' as const] : [],
+        memberships: memberships.map((m) => ({ tenantId: m.tenant_id, tenantName: m.tenant_name, role: m.role })),
+      };
+    },
+  );
+
+  app.delete(
+    '/api/auth/account',
+    {
+      onRequest: app.requireUser,
+      schema: {
+        operationId: 'deleteAccount',
+        tags: ['auth'],
+        summary: 'Permanently delete the account; tenants it was the only member of go with it',
+        security: [{ PlatformJWT: [] }],
+        response: { 200: AccountDeleted, 401: PlatformError },
+      },
+    },
+    async (request) => {
+      const { deletedTenants } = await deleteAccount(app.db, request.user!.userId);
+      request.log.info({ userId: request.user!.userId, deletedTenants }, 'account deleted');
+      return { deleted: true as const, deletedTenants };
+    },
+  );
+};
+
+export default authRoutes;

@@ -1,0 +1,155 @@
+// Tenants: create (creator becomes Admin), read (members only), and the
+// tenant-scoped writes: integration secrets, sessions, asynchronous jobs.
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { findJobInTenant } from '../../../core/jobs/read.ts';
+import { JobStatus, toJobStatus } from '../../../core/jobs/schema.ts';
+import {
+  createSession,
+  createTenant,
+  findTenantForMember,
+  putTenantSecret,
+  TenantLimitError,
+} from '../../../core/tenants/tenants.ts';
+import { PlatformError, PlatformHttpError } from '../../errors.ts';
+import { TenantHeaders } from '../../plugins/tenant.ts';
+
+const Settings = z.record(z.string(), z.unknown()).describe('Tenant settings (defaults: timezone, locale, defaultModel)');
+const Tenant = z
+  .object({ id: z.uuid(), name: z.string(), plan: z.string(), settings: Settings, memberCount: z.int(), role: z.enum(['admin', 'viewer']), createdAt: z.iso.datetime() })
+  .meta({ id: 'Tenant' });
+const CreatedTenant = z.object({ id: z.uuid(), name: z.string(), settings: Settings }).meta({ id: 'CreatedTenant' });
+const TenantName = z.string().trim().min(1).max(200);
+
+/** Job kinds a tenant Admin may start directly; areas add their own routes for theirs. */
+export const TENANT_JOB_KINDS = ['diag.noop', 'diag.steps'] as const;
+
+const tenantRoutes: FastifyPluginAsyncZod = async (app) => {
+  const admin = { onRequest: app.requireUser, preHandler: app.requireTenant('admin') };
+  const tenantErrors = { 400: PlatformError, 401: PlatformError, 403: PlatformError, 404: PlatformError };
+  const security = [{ PlatformJWT: [] }];
+
+  app.post(
+    '/api/tenants/',
+    {
+      onRequest: app.requireUser,
+      schema: {
+        operationId: 'createTenant',
+        tags: ['tenants'],
+        summary: 'Create a tenant; the caller becomes its Admin',
+        security,
+        body: z.object({ name: TenantName.default('My workspace') }).describe('JSON body; `{}` for the default name'),
+        response: { 201: CreatedTenant, 400: PlatformError, 401: PlatformError, 409: PlatformError },
+      },
+    },
+    async (request, reply) => {
+      try {
+        const tenant = await createTenant(app.db, request.user!.userId, request.body.name);
+        return reply.code(201).send({ id: tenant.id, name: tenant.name, settings: tenant.settings });
+      } catch (error) {
+        if (error instanceof TenantLimitError) throw new PlatformHttpError(409, 'tenant_limit_reached', error.message);
+        throw error;
+      }
+    },
+  );
+
+  app.get(
+    '/api/tenants/:tenantId',
+    {
+      onRequest: app.requireUser,
+      schema: {
+        operationId: 'getTenant',
+        tags: ['tenants'],
+        summary: 'Tenant details with settings and member count (members only)',
+        security,
+        params: z.object({ tenantId: z.uuid() }),
+        response: { 200: Tenant, 400: PlatformError, 401: PlatformError, 404: PlatformError },
+      },
+    },
+    async (request) => {
+      const tenant = await findTenantForMember(app.db, request.params.tenantId, request.user!.userId);
+      if (!tenant) throw new PlatformHttpError(404, 'not_found', 'No such tenant.');
+      return {
+        id: tenant.id, name: tenant.name, plan: tenant.plan, settings: tenant.settings,
+        memberCount: tenant.member_count, role: tenant.role, createdAt: tenant.created_at,
+      };
+    },
+  );
+
+  app.post(
+    '/api/tenants/secrets',
+    {
+      ...admin,
+      schema: {
+        operationId: 'putTenantSecret',
+        tags: ['tenants'],
+        summary: 'Store (or replace) an encrypted secret for an integration; the value is never returned',
+        security,
+        headers: TenantHeaders,
+        body: z.object({
+          name: z.string().regex(/^[A-Za-z][A-Za-z0-9_.-]{0,99}$/, 'letters, digits, _ . - ; starting with a letter; at most 100'),
+          value: z.string().min(1).max(16_384),
+        }),
+        response: {
+          201: z.object({ name: z.string(), createdAt: z.iso.datetime(), updatedAt: z.iso.datetime(), replaced: z.boolean() }).meta({ id: 'TenantSecret' }),
+          ...tenantErrors,
+        },
+      },
+    },
+    async (request, reply) => {
+      const meta = await putTenantSecret(app.db, app.config.secrets.DATA_ENCRYPTION_KEY, {
+        tenantId: request.tenant!.id,
+        name: request.body.name,
+        value: request.body.value,
+        userId: request.user!.userId,
+      });
+      return reply.code(201).send({ name: meta.name, createdAt: meta.created_at, updatedAt: meta.updated_at, replaced: !meta.inserted });
+    },
+  );
+
+  app.post(
+    '/api/tenants/sessions',
+    {
+      ...admin,
+      schema: {
+        operationId: 'createTenantSession',
+        tags: ['tenants'],
+        summary: 'Create a session in the tenant',
+        security,
+        headers: TenantHeaders,
+        body: z.object({ title: TenantName.optional() }),
+        response: { 201: z.object({ id: z.uuid(), title: z.string(), createdAt: z.iso.datetime() }).meta({ id: 'TenantSession' }), ...tenantErrors },
+      },
+    },
+    async (request, reply) => {
+      const session = await createSession(app.db, request.tenant!.id, request.user!.userId, request.body.title);
+      return reply.code(201).send({ id: session.id, title: session.title, createdAt: session.created_at });
+    },
+  );
+
+  app.post(
+    '/api/tenants/jobs',
+    {
+      ...admin,
+      schema: {
+        operationId: 'createTenantJob',
+        tags: ['tenants'],
+        summary: 'Start an asynchronous job; follow it with GET /api/jobs/:jobId or the /api/ws websocket',
+        security,
+        headers: TenantHeaders,
+        body: z.object({
+          kind: z.enum(TENANT_JOB_KINDS),
+          input: z.record(z.string(), z.unknown()).default({}).refine((v) => JSON.stringify(v).length <= 16_384, 'input is larger than 16 KiB'),
+        }),
+        response: { 202: JobStatus, ...tenantErrors },
+      },
+    },
+    async (request, reply) => {
+      const [job] = await app.jobs.enqueue([{ kind: request.body.kind, tenantId: request.tenant!.id, input: request.body.input }]);
+      const row = await findJobInTenant(app.db, job!.id, request.tenant!.id);
+      return reply.code(202).header('location', `/api/jobs/${job!.id}`).send(toJobStatus(row!));
+    },
+  );
+};
+
+export default tenantRoutes;

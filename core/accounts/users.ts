@@ -1,0 +1,86 @@
+// People: created by an operator command (ops/accounts.ts), log in with
+// e-mail and password, may be the platform operator. External identity
+// providers attach later through user_identities (one user, many ways in).
+import { z } from 'zod';
+import { sql, type CommonQueryMethods, type DatabasePool } from '../db/pool.ts';
+import { decoyHash, hashPassword, verifyPassword } from '../crypto/passwords.ts';
+
+export const UserRow = z.object({
+  id: z.string(),
+  email: z.string(),
+  display_name: z.string().nullable(),
+  avatar_url: z.string().nullable(),
+  is_operator: z.boolean(),
+});
+export type UserRow = z.infer<typeof UserRow>;
+const userRow = sql.type(UserRow);
+
+export class EmailTakenError extends Error {
+  override name = 'EmailTakenError';
+}
+
+export async function createUser(
+  db: DatabasePool,
+  input: { email: string; password: string; displayName?: string; operator?: boolean },
+): Promise<UserRow> {
+  const passwordHash = await hashPassword(input.password);
+  return db.transaction(async (tx) => {
+    const taken = await tx.exists(sql.unsafe`select 1 from users where lower(email) = lower(${input.email})`);
+    if (taken) throw new EmailTakenError(`an account with e-mail ${input.email} already exists`);
+    const user = await tx.one(userRow`
+      insert into users (email, display_name, password_hash, is_operator)
+      values (${input.email}, ${input.displayName ?? null}, ${passwordHash}, ${input.operator ?? false})
+      returning id, email, display_name, avatar_url, is_operator`);
+    await tx.query(sql.unsafe`
+      insert into user_identities (user_id, provider, subject, email) values (${user.id}, 'password', ${user.id}, ${user.email})`);
+    return user;
+  });
+}
+
+/**
+ * The user whose password matches, or null. An unknown e-mail costs the same
+ * scrypt work as a wrong password, so the answer time gives nothing away.
+ */
+export async function checkPassword(db: CommonQueryMethods, email: string, password: string): Promise<UserRow | null> {
+  const row = await db.maybeOne(sql.type(UserRow.extend({ password_hash: z.string().nullable() }))`
+    select id, email, display_name, avatar_url, is_operator, password_hash from users where lower(email) = lower(${email})`);
+  const ok = await verifyPassword(password, row?.password_hash ?? (await decoyHash()));
+  if (!row || !row.password_hash || !ok) return null;
+  const { password_hash: _hash, ...user } = row;
+  return user;
+}
+
+export async function findUser(db: CommonQueryMethods, userId: string): Promise<UserRow | null> {
+  return db.maybeOne(userRow`select id, email, display_name, avatar_url, is_operator from users where id = ${userId}`);
+}
+
+export const MembershipRow = z.object({ tenant_id: z.string(), tenant_name: z.string(), role: z.enum(['admin', 'viewer']) });
+
+export async function membershipsOf(db: CommonQueryMethods, userId: string) {
+  return db.any(sql.type(MembershipRow)`
+    select m.tenant_id, t.name as tenant_name, m.role from tenant_memberships m
+    join tenants t on t.id = m.tenant_id
+    where m.user_id = ${userId} order by t.created_at, t.id`);
+}
+
+/**
+ * Deletes the account for good. Tenants where the user was the only member
+ * go with it (cascading to everything in them); shared tenants live on with
+ * their other members and data (rows the user created there lose the author).
+ */
+export async function deleteAccount(db: DatabasePool, userId: string): Promise<{ deletedTenants: number }> {
+  return db.transaction(async (tx) => {
+    // Lock the user's memberships' tenants so a concurrent invite cannot
+    // turn a sole-member tenant into a shared one mid-way.
+    const soleTenants = await tx.anyFirst(sql.type(z.object({ tenant_id: z.string() }))`
+      select m.tenant_id from tenant_memberships m
+      where m.user_id = ${userId}
+        and not exists (select 1 from tenant_memberships o where o.tenant_id = m.tenant_id and o.user_id <> ${userId})
+      for update`);
+    if (soleTenants.length > 0) {
+      await tx.query(sql.unsafe`delete from tenants where id = any(${sql.array(soleTenants, 'uuid')})`);
+    }
+    await tx.query(sql.unsafe`delete from users where id = ${userId}`);
+    return { deletedTenants: soleTenants.length };
+  });
+}

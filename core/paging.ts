@@ -1,0 +1,36 @@
+// Keyset paging: a page is "rows after this (created_at, id)", so rows
+// inserted while a client pages never shift or repeat what it sees. The
+// cursor is opaque to clients (base64url JSON) and checked on the way in.
+import { z } from 'zod';
+
+const Position = z.object({ t: z.iso.datetime(), id: z.uuid() });
+export type Position = z.infer<typeof Position>;
+
+export function encodeCursor(position: Position): string {
+  return Buffer.from(JSON.stringify(position)).toString('base64url');
+}
+
+export class InvalidCursorError extends Error {
+  override name = 'InvalidCursorError';
+}
+
+export function decodeCursor(cursor: string): Position {
+  try {
+    return Position.parse(JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')));
+  } catch {
+    throw new InvalidCursorError('cursor is not one this service issued');
+  }
+}
+
+/** Query schema fragment for list routes. */
+export const PageQuery = z.object({
+  limit: z.coerce.number().int().min(1).max(100).default(20).describe('Page size, 1-100'),
+  cursor: z.string().min(1).max(500).optional().describe('Opaque cursor from the previous page'),
+});
+
+/** Given limit+1 rows, the page and the cursor of the next one (or null). */
+export function pageOf<T extends { created_at: string; id: string }>(rows: readonly T[], limit: number) {
+  const items = rows.slice(0, limit);
+  const last = items.at(-1);
+  return { items, nextCursor: rows.length > limit && last ? encodeCursor({ t: last.created_at, id: last.id }) : null };
+}

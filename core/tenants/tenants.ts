@@ -1,0 +1,73 @@
+// Tenants (workspaces): created by a user who becomes their Admin; read by
+// members only. Secrets for integrations are sealed with AES-256-GCM.
+import { z } from 'zod';
+import { seal } from '../crypto/secretbox.ts';
+import { sql, type CommonQueryMethods, type DatabasePool } from '../db/pool.ts';
+
+export const DEFAULT_TENANT_SETTINGS = { timezone: 'UTC', locale: 'en', defaultModel: null as string | null };
+/** A person may create this many tenants; the operator can raise it later per plan. */
+export const MAX_TENANTS_CREATED_PER_USER = 50;
+
+export const TenantRow = z.object({
+  id: z.string(),
+  name: z.string(),
+  plan: z.string(),
+  settings: z.record(z.string(), z.unknown()),
+  created_at: z.string(),
+});
+export type TenantRow = z.infer<typeof TenantRow>;
+
+export class TenantLimitError extends Error {
+  override name = 'TenantLimitError';
+}
+
+export async function createTenant(db: DatabasePool, userId: string, name: string): Promise<TenantRow> {
+  return db.transaction(async (tx) => {
+    // Serialise one user's creations so the limit holds under concurrency.
+    await tx.query(sql.unsafe`select pg_advisory_xact_lock(hashtext('tenant-create:' || ${userId}))`);
+    const created = await tx.oneFirst(sql.type(z.object({ n: z.number() }))`
+      select count(*)::int as n from tenants where created_by = ${userId}`);
+    if (created >= MAX_TENANTS_CREATED_PER_USER) {
+      throw new TenantLimitError(`A user can create at most ${MAX_TENANTS_CREATED_PER_USER} tenants.`);
+    }
+    const tenant = await tx.one(sql.type(TenantRow)`
+      insert into tenants (name, settings, created_by)
+      values (${name}, ${sql.jsonb(DEFAULT_TENANT_SETTINGS)}, ${userId})
+      returning id, name, plan, settings, created_at`);
+    await tx.query(sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${tenant.id}, ${userId}, 'admin')`);
+    return tenant;
+  });
+}
+
+export async function findTenantForMember(db: CommonQueryMethods, tenantId: string, userId: string) {
+  return db.maybeOne(sql.type(TenantRow.extend({ member_count: z.number(), role: z.enum(['admin', 'viewer']) }))`
+    select t.id, t.name, t.plan, t.settings, t.created_at, m.role,
+      (select count(*)::int from tenant_memberships c where c.tenant_id = t.id) as member_count
+    from tenants t join tenant_memberships m on m.tenant_id = t.id and m.user_id = ${userId}
+    where t.id = ${tenantId}`);
+}
+
+export const SecretMeta = z.object({ name: z.string(), created_at: z.string(), updated_at: z.string(), inserted: z.boolean() });
+
+/** Stores or replaces a secret; returns metadata only, never the value. */
+export async function putTenantSecret(
+  db: CommonQueryMethods,
+  key: Buffer,
+  input: { tenantId: string; name: string; value: string; userId: string },
+) {
+  const sealed = seal(key, input.value, `tenant-secret:${input.tenantId}:${input.name}`);
+  return db.one(sql.type(SecretMeta)`
+    insert into tenant_secrets (tenant_id, name, ciphertext, created_by)
+    values (${input.tenantId}, ${input.name}, ${sealed}, ${input.userId})
+    on conflict (tenant_id, name) do update set ciphertext = excluded.ciphertext, updated_at = now()
+    returning name, created_at, updated_at, (xmax = 0) as inserted`);
+}
+
+export const SessionRow = z.object({ id: z.string(), title: z.string(), created_at: z.string() });
+
+export async function createSession(db: CommonQueryMethods, tenantId: string, userId: string, title: string | undefined) {
+  return db.one(sql.type(SessionRow)`
+    insert into chat_sessions (tenant_id, title, created_by)
+    values (${tenantId}, ${title ?? 'New session'}, ${userId})
+    returning id, title, created_at`);
+}

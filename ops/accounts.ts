@@ -1,0 +1,55 @@
+// Accounts from the command line (there is no open sign-up):
+//   npm run user:create -- --email ada@example.com [--name "Ada"] [--operator]
+//   npm run operator:create -- --email ops@example.com
+// The password is read from standard input when it is piped
+// (`printf '%s' "$PW" | npm run user:create -- ...`); otherwise a strong one
+// is generated and printed once. An existing e-mail with --operator is
+// promoted to operator instead.
+import { randomBytes } from 'node:crypto';
+import { parseArgs } from 'node:util';
+import { z } from 'zod';
+import { loadConfigOrExit } from '../core/config.ts';
+import { createUser, EmailTakenError } from '../core/accounts/users.ts';
+import { PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from '../core/crypto/passwords.ts';
+import { sql } from '../core/db/pool.ts';
+import { createLogger } from '../core/logger.ts';
+import { exitWithError } from '../core/process/lifecycle.ts';
+import { openDatabase } from './database.ts';
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8').replace(/\r?\n$/, '');
+}
+
+const config = loadConfigOrExit();
+const logger = createLogger(process.env.LOG_LEVEL ?? 'warn', 'accounts');
+try {
+  const { values } = parseArgs({
+    options: { email: { type: 'string' }, name: { type: 'string' }, operator: { type: 'boolean', default: false } },
+    strict: true,
+  });
+  const email = z.email().max(320).safeParse(values.email);
+  if (!email.success) throw new Error('--email must be an e-mail address');
+  const piped = !process.stdin.isTTY;
+  const password = piped ? await readStdin() : randomBytes(15).toString('base64url');
+  if (password.length < PASSWORD_MIN_LENGTH || password.length > PASSWORD_MAX_LENGTH) {
+    throw new Error(`the password must have ${PASSWORD_MIN_LENGTH} to ${PASSWORD_MAX_LENGTH} characters`);
+  }
+  const { db, close } = await openDatabase(config, logger);
+  try {
+    try {
+      const user = await createUser(db, { email: email.data, password, displayName: values.name, operator: values.operator });
+      process.stdout.write(`created ${user.is_operator ? 'operator' : 'user'} ${user.email} (${user.id})\n`);
+      if (!piped) process.stdout.write(`password (shown once): ${password}\n`);
+    } catch (error) {
+      if (!(error instanceof EmailTakenError) || !values.operator) throw error;
+      await db.query(sql.unsafe`update users set is_operator = true, updated_at = now() where lower(email) = lower(${email.data})`);
+      process.stdout.write(`${email.data} already exists; it is now the platform operator (password unchanged)\n`);
+    }
+  } finally {
+    await close();
+  }
+} catch (error) {
+  exitWithError(null, error);
+}

@@ -1,0 +1,139 @@
+// Login, renewal, profile, account deletion and the login rate limit.
+import { Writable } from 'node:stream';
+import t from 'tap';
+import { z } from 'zod';
+import { buildApp } from '../../../../api/app.ts';
+import { createUser } from '../../../../core/accounts/users.ts';
+import { sql } from '../../../../core/db/pool.ts';
+import { GroupCommitter } from '../../../../core/jobs/group-commit.ts';
+import { buildTestApp } from '../../../helpers/app.ts';
+import { testConfig } from '../../../helpers/config.ts';
+import { createTestDatabase } from '../../../helpers/db.ts';
+
+const databaseUrl = await createTestDatabase(t);
+const logs: string[] = [];
+const logStream = new Writable({ write: (chunk, _e, done) => (logs.push(String(chunk)), done()) });
+const api = await buildTestApp(t, databaseUrl, { LOG_LEVEL: 'debug' });
+const { db } = api;
+// A second instance on the same database, as a second replica would be.
+const replica = await buildApp({ config: testConfig(databaseUrl, { LOG_LEVEL: 'debug' }), db, jobEvents: api.hub, jobs: new GroupCommitter(db) }, { logStream });
+t.teardown(() => replica.close());
+const app = replica;
+
+const PASSWORD = 'correct horse battery staple';
+const ada = await createUser(db, { email: 'ada@example.test', password: PASSWORD, displayName: 'Ada' });
+let ip = 1;
+
+async function login(email: string, password: string, remoteAddress = `10.0.0.${ip++}`) {
+  return app.inject({ method: 'POST', url: '/api/auth/login', payload: { email, password }, remoteAddress });
+}
+
+t.test('login returns a JWT and a refresh token; /me shows the profile', async (t) => {
+  const res = await login('ADA@example.test', PASSWORD);
+  t.equal(res.statusCode, 200);
+  const body = res.json();
+  t.match(body, { tokenType: 'Bearer', expiresIn: 900, user: { id: ada.id, email: 'ada@example.test', name: 'Ada' } });
+  const me = await app.inject({ url: '/api/auth/me', headers: { authorization: `Bearer ${body.token}` } });
+  t.equal(me.statusCode, 200);
+  t.same(me.json(), { id: ada.id, email: 'ada@example.test', name: 'Ada', avatarUrl: null, roles: [], memberships: [] });
+  t.notMatch(res.body + me.body, /scrypt|password_hash/, 'no hash in responses');
+});
+
+t.test('wrong password and unknown e-mail: same answer, about the same time', async (t) => {
+  const timed = async (email: string, password: string) => {
+    const started = process.hrtime.bigint();
+    const res = await login(email, password);
+    return { res, ms: Number(process.hrtime.bigint() - started) / 1e6 };
+  };
+  await timed('nobody@example.test', 'warm-up-password'); // the decoy hash is made once
+  const wrong = await timed('ada@example.test', 'not the password');
+  const unknown = await timed('nobody@example.test', 'not the password');
+  t.equal(wrong.res.statusCode, 401);
+  t.equal(unknown.res.statusCode, 401);
+  t.same(wrong.res.json(), unknown.res.json());
+  t.same(wrong.res.json(), { error: 'invalid_credentials', status: 401, message: 'E-mail or password is wrong.' });
+  // Both paths run one scrypt; a missing user must not answer in a fraction of the time.
+  t.ok(unknown.ms > wrong.ms / 3 && unknown.ms < wrong.ms * 3, `wrong ${wrong.ms.toFixed(0)} ms, unknown ${unknown.ms.toFixed(0)} ms`);
+});
+
+t.test('refresh rotates; a reused refresh token revokes the family', async (t) => {
+  const first = (await login('ada@example.test', PASSWORD)).json();
+  const second = await app.inject({ method: 'POST', url: '/api/auth/refresh', payload: { refreshToken: first.refreshToken } });
+  t.equal(second.statusCode, 200);
+  t.not(second.json().refreshToken, first.refreshToken, 'a new refresh token');
+  const reuse = await app.inject({ method: 'POST', url: '/api/auth/refresh', payload: { refreshToken: first.refreshToken } });
+  t.equal(reuse.statusCode, 401);
+  t.equal(reuse.json().error, 'invalid_refresh_token');
+  const afterReuse = await app.inject({ method: 'POST', url: '/api/auth/refresh', payload: { refreshToken: second.json().refreshToken } });
+  t.equal(afterReuse.statusCode, 401, 'the rotated-to token died with its family');
+});
+
+t.test('the eleventh login in 15 minutes from one IP gets 429, counted across two instances', async (t) => {
+  const remoteAddress = '10.77.0.1';
+  for (let i = 0; i < 10; i++) {
+    const target = i % 2 === 0 ? api.app : replica;
+    const res = await target.inject({ method: 'POST', url: '/api/auth/login', payload: { email: 'x@example.test', password: 'whatever-pass' }, remoteAddress });
+    t.equal(res.statusCode, 401, `attempt ${i + 1} reaches the route`);
+  }
+  const eleventh = await api.app.inject({ method: 'POST', url: '/api/auth/login', payload: { email: 'ada@example.test', password: PASSWORD }, remoteAddress });
+  t.equal(eleventh.statusCode, 429);
+  t.match(eleventh.json(), { error: 'rate_limited', status: 429 });
+  const retryAfter = Number(eleventh.headers['retry-after']);
+  t.ok(retryAfter > 0 && retryAfter <= 900, `Retry-After ${retryAfter}`);
+  const malformed = await replica.inject({ method: 'POST', url: '/api/auth/login', payload: '{', headers: { 'content-type': 'application/json' }, remoteAddress });
+  t.equal(malformed.statusCode, 429, 'malformed requests are limited too');
+  const otherIp = await login('ada@example.test', PASSWORD, '10.77.0.2');
+  t.equal(otherIp.statusCode, 200, 'another IP is not affected');
+});
+
+t.test('X-Forwarded-For is ignored unless TRUST_PROXY is set', async (t) => {
+  const remoteAddress = '10.88.0.1';
+  for (let i = 0; i < 10; i++) {
+    await app.inject({ method: 'POST', url: '/api/auth/login', payload: { email: 'x@example.test', password: 'whatever-pass' }, remoteAddress, headers: { 'x-forwarded-for': `192.0.2.${i}` } });
+  }
+  const res = await app.inject({ method: 'POST', url: '/api/auth/login', payload: { email: 'x@example.test', password: 'whatever-pass' }, remoteAddress, headers: { 'x-forwarded-for': '192.0.2.200' } });
+  t.equal(res.statusCode, 429, 'a spoofed header does not buy new attempts');
+});
+
+t.test('bad input is 400 in the platform shape; no token is 401', async (t) => {
+  const bad = await login('not-an-email', 'x');
+  t.equal(bad.statusCode, 400);
+  t.match(bad.json(), { error: 'invalid_request', status: 400, details: [{ path: 'body.email' }] });
+  t.equal((await app.inject({ url: '/api/auth/me' })).statusCode, 401);
+  t.equal((await app.inject({ method: 'DELETE', url: '/api/auth/account' })).statusCode, 401);
+});
+
+t.test('deleting the account removes its data and keeps a shared tenant alive', async (t) => {
+  const bob = await createUser(db, { email: 'bob@example.test', password: PASSWORD });
+  const carol = await createUser(db, { email: 'carol@example.test', password: PASSWORD });
+  const token = (await login('bob@example.test', PASSWORD)).json().token;
+  const auth = { authorization: `Bearer ${token}` };
+  const own = (await app.inject({ method: 'POST', url: '/api/tenants/', headers: auth, payload: { name: 'Solo' } })).json().id;
+  const shared = (await app.inject({ method: 'POST', url: '/api/tenants/', headers: auth, payload: { name: 'Shared' } })).json().id;
+  await db.query(sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${shared}, ${carol.id}, 'viewer')`);
+  await app.inject({ method: 'POST', url: '/api/tenants/sessions', headers: { ...auth, 'x-tenant-id': shared }, payload: { title: 'kept' } });
+  await app.inject({ method: 'POST', url: '/api/tenants/secrets', headers: { ...auth, 'x-tenant-id': own }, payload: { name: 'k', value: 'v-secret' } });
+
+  const res = await app.inject({ method: 'DELETE', url: '/api/auth/account', headers: auth });
+  t.equal(res.statusCode, 200);
+  t.same(res.json(), { deleted: true, deletedTenants: 1 });
+
+  const count = (q: ReturnType<typeof sql.unsafe>) => db.oneFirst(q) as Promise<number>;
+  t.equal(await count(sql.unsafe`select count(*)::int from users where id = ${bob.id}`), 0, 'user gone');
+  t.equal(await count(sql.unsafe`select count(*)::int from tenants where id = ${own}`), 0, 'sole tenant gone');
+  t.equal(await count(sql.unsafe`select count(*)::int from tenant_secrets where tenant_id = ${own}`), 0, 'with its secrets');
+  t.equal(await count(sql.unsafe`select count(*)::int from auth_refresh_tokens where user_id = ${bob.id}`), 0, 'refresh tokens gone');
+  t.equal(await count(sql.unsafe`select count(*)::int from tenant_memberships where tenant_id = ${shared}`), 1, 'shared tenant keeps Carol');
+  t.equal(await count(sql.unsafe`select count(*)::int from chat_sessions where tenant_id = ${shared}`), 1, 'and its data');
+  t.equal((await app.inject({ url: '/api/auth/me', headers: auth })).statusCode, 401, 'the old token no longer works');
+  t.ok(z.string().parse(carol.id));
+});
+
+t.test('passwords and tokens never reach the logs', async (t) => {
+  const text = logs.join('');
+  t.match(text, /request completed/);
+  t.notMatch(text, new RegExp(PASSWORD));
+  t.notMatch(text, /scrypt\$/);
+  t.notMatch(text, /rt_[A-Za-z0-9_-]{20,}/, 'no refresh token');
+  t.notMatch(text, /eyJ[A-Za-z0-9_-]{10,}\./, 'no JWT');
+});

@@ -1,0 +1,113 @@
+// Tenants and the tenant context: membership, roles, isolation, secrets
+// sealed at rest, sessions, jobs through the engine.
+import t from 'tap';
+import { z } from 'zod';
+import { open } from '../../../../core/crypto/secretbox.ts';
+import { sql } from '../../../../core/db/pool.ts';
+import { startTestServer } from '../../../helpers/app.ts';
+import { createTestDatabase } from '../../../helpers/db.ts';
+import { createMember } from '../../../helpers/fixtures.ts';
+import { startTestWorker } from '../../../helpers/worker.ts';
+import { isJobMessage, TestSocket } from '../../../helpers/ws.ts';
+
+const databaseUrl = await createTestDatabase(t);
+const api = await startTestServer(t, databaseUrl);
+const { app, db } = api;
+const owner = await createMember(db, 'admin');
+const viewer = await createMember(db, 'viewer');
+await db.query(sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${owner.tenantId}, ${viewer.userId}, 'viewer')`);
+const outsider = await createMember(db, 'admin');
+const as = (m: { token: string }, tenantId?: string) => ({
+  authorization: `Bearer ${m.token}`,
+  ...(tenantId ? { 'x-tenant-id': tenantId } : {}),
+});
+const count = (table: string) => db.oneFirst(sql.type(z.object({ n: z.number() }))`select count(*)::int as n from ${sql.identifier([table])}`);
+
+t.test('create a tenant: creator is Admin, default settings returned', async (t) => {
+  const res = await app.inject({ method: 'POST', url: '/api/tenants/', headers: as(owner), payload: { name: 'Acme' } });
+  t.equal(res.statusCode, 201);
+  const body = res.json();
+  t.match(body, { name: 'Acme', settings: { timezone: 'UTC', locale: 'en', defaultModel: null } });
+  const read = await app.inject({ url: `/api/tenants/${body.id}`, headers: as(owner) });
+  t.equal(read.statusCode, 200);
+  t.match(read.json(), { id: body.id, memberCount: 1, role: 'admin', plan: 'free' });
+  const unnamed = await app.inject({ method: 'POST', url: '/api/tenants/', headers: as(owner), payload: {} });
+  t.equal(unnamed.json().name, 'My workspace', 'the name has a default');
+});
+
+t.test('a tenant reads as missing to a non-member, exactly like a tenant that does not exist', async (t) => {
+  const foreign = await app.inject({ url: `/api/tenants/${owner.tenantId}`, headers: as(outsider) });
+  const missing = await app.inject({ url: `/api/tenants/0b7f2d8e-5b52-4d8f-9a1c-0c2f6f0f3b11`, headers: as(outsider) });
+  t.equal(foreign.statusCode, 404);
+  t.same(foreign.json(), missing.json());
+  t.equal((await app.inject({ url: `/api/tenants/${owner.tenantId}`, headers: as(viewer) })).json().memberCount, 2);
+});
+
+const adminRoutes = [
+  { url: '/api/tenants/secrets', payload: { name: 'stripe_key', value: 'sk_test_abcdef' } },
+  { url: '/api/tenants/sessions', payload: { title: 'Planning' } },
+  { url: '/api/tenants/jobs', payload: { kind: 'diag.noop', input: {} } },
+];
+
+t.test('tenant routes: 401, 400 header, 404 for outsiders, 403 for viewers; nothing written', async (t) => {
+  const before = await Promise.all(['tenant_secrets', 'chat_sessions', 'jobs'].map(count));
+  for (const route of adminRoutes) {
+    const post = (headers: Record<string, string>, payload: unknown = route.payload) => app.inject({ method: 'POST', url: route.url, headers, payload: payload as object });
+    t.equal((await post({})).statusCode, 401, `${route.url} without token`);
+    const noHeader = await post(as(owner));
+    t.equal(noHeader.statusCode, 400, `${route.url} without x-tenant-id`);
+    t.match(noHeader.json(), { error: 'invalid_request', status: 400 });
+    t.equal((await post({ ...as(owner), 'x-tenant-id': 'not-a-uuid' })).statusCode, 400, `${route.url} malformed header`);
+    const foreign = await post(as(outsider, owner.tenantId));
+    t.equal(foreign.statusCode, 404, `${route.url} another tenant's member`);
+    t.notMatch(foreign.body, new RegExp(owner.tenantId), 'echoes nothing of the tenant');
+    const denied = await post(as(viewer, owner.tenantId));
+    t.equal(denied.statusCode, 403, `${route.url} viewer on an Admin route`);
+    t.match(denied.json(), { error: 'forbidden', status: 403 });
+    t.equal((await post(as(owner, owner.tenantId), { title: 5, name: 5, kind: 5 })).statusCode, 400, `${route.url} malformed body`);
+  }
+  t.same(await Promise.all(['tenant_secrets', 'chat_sessions', 'jobs'].map(count)), before, 'no failed request wrote anything');
+});
+
+t.test('secrets are sealed at rest, bound to their tenant, never returned', async (t) => {
+  const res = await app.inject({ method: 'POST', url: '/api/tenants/secrets', headers: as(owner, owner.tenantId), payload: { name: 'stripe_key', value: 'sk_test_SUPERSECRET' } });
+  t.equal(res.statusCode, 201);
+  t.match(res.json(), { name: 'stripe_key', replaced: false });
+  t.notMatch(res.body, /SUPERSECRET/);
+  const again = await app.inject({ method: 'POST', url: '/api/tenants/secrets', headers: as(owner, owner.tenantId), payload: { name: 'stripe_key', value: 'sk_test_NEWER' } });
+  t.match(again.json(), { replaced: true });
+  const stored = await db.oneFirst(sql.type(z.object({ ciphertext: z.string() }))`
+    select ciphertext from tenant_secrets where tenant_id = ${owner.tenantId} and name = 'stripe_key'`);
+  t.notMatch(stored, /NEWER/, 'ciphertext at rest');
+  t.equal(open(api.config.secrets.DATA_ENCRYPTION_KEY, stored, `tenant-secret:${owner.tenantId}:stripe_key`), 'sk_test_NEWER');
+  t.throws(() => open(api.config.secrets.DATA_ENCRYPTION_KEY, stored, `tenant-secret:${outsider.tenantId}:stripe_key`), 'useless under another tenant');
+});
+
+t.test('sessions are created in the header tenant, never one from the body', async (t) => {
+  const res = await app.inject({
+    method: 'POST', url: '/api/tenants/sessions', headers: as(owner, owner.tenantId),
+    payload: { title: 'Roadmap', tenantId: outsider.tenantId },
+  });
+  t.equal(res.statusCode, 201);
+  const tenant = await db.oneFirst(sql.type(z.object({ tenant_id: z.string() }))`select tenant_id from chat_sessions where id = ${res.json().id}`);
+  t.equal(tenant, owner.tenantId);
+});
+
+t.test('a tenant job runs through the engine and is observable by poll and websocket', async (t) => {
+  await startTestWorker(t, databaseUrl);
+  const socket = await TestSocket.connect(api.wsUrl, owner.token);
+  t.teardown(() => socket.close());
+  const res = await app.inject({ method: 'POST', url: '/api/tenants/jobs', headers: as(owner, owner.tenantId), payload: { kind: 'diag.steps', input: { steps: 2, delayMs: 20 } } });
+  t.equal(res.statusCode, 202);
+  const job = res.json();
+  t.match(job, { kind: 'diag.steps', status: 'queued' });
+  t.equal(res.headers.location, `/api/jobs/${job.id}`);
+  socket.send({ type: 'subscribe', jobId: job.id });
+  let last: { status: string } | undefined;
+  while (last?.status !== 'succeeded') last = (await socket.next(isJobMessage(job.id))).job as { status: string };
+  const polled = await app.inject({ url: `/api/jobs/${job.id}`, headers: as(viewer) });
+  t.same(polled.json(), last, 'a viewer of the tenant polls the same final state');
+  t.equal((await app.inject({ url: `/api/jobs/${job.id}`, headers: as(outsider) })).statusCode, 404);
+  const unknownKind = await app.inject({ method: 'POST', url: '/api/tenants/jobs', headers: as(owner, owner.tenantId), payload: { kind: 'maintenance.sweep_expired' } });
+  t.equal(unknownKind.statusCode, 400, 'only tenant job kinds');
+});
