@@ -17,7 +17,18 @@ async function openapi(app: FastifyInstance) {
       servers: [{ url: app.config.baseUrl }],
       components: {
         securitySchemes: {
-          PlatformJWT: { type: 'http', scheme: 'bearer', bearerFormat: 'JWT', description: 'Platform token from login' },
+          PlatformJWT: {
+            type: 'http',
+            scheme: 'bearer',
+            bearerFormat: 'JWT',
+            description: 'Platform token from POST /api/auth/login (15 minutes; renew with POST /api/auth/refresh)',
+          },
+          DashboardJWT: {
+            type: 'http',
+            scheme: 'bearer',
+            bearerFormat: 'JWT',
+            description: 'Dashboard token from POST /api/dashboard/auth/login or /totp-login',
+          },
         },
       },
     },

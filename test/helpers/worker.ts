@@ -18,12 +18,13 @@ export async function startTestWorker(t: Test, databaseUrl: string, overrides: R
 export type ProcessOutput = { child: ChildProcess; output: () => string; exited: Promise<number | null> };
 
 /** Runs a process entry (e.g. workers/runner.ts) with node --import tsx. */
-export function spawnEntry(t: Test, entry: string, env: Record<string, string>): ProcessOutput {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, entry)], {
+export function spawnEntry(t: Test, entry: string, env: Record<string, string>, options: { args?: string[]; stdin?: string } = {}): ProcessOutput {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, entry), ...(options.args ?? [])], {
     cwd: root,
     env: { PATH: process.env.PATH ?? '', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: [options.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
   });
+  if (options.stdin !== undefined) child.stdin!.end(options.stdin);
   let output = '';
   child.stdout!.on('data', (d) => (output += d));
   child.stderr!.on('data', (d) => (output += d));

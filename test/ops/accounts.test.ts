@@ -1,0 +1,42 @@
+// `npm run user:create` / `operator:create`: how people get accounts.
+import t from 'tap';
+import { buildTestApp } from '../helpers/app.ts';
+import { testEnv } from '../helpers/config.ts';
+import { createTestDatabase } from '../helpers/db.ts';
+import { spawnEntry } from '../helpers/worker.ts';
+
+const databaseUrl = await createTestDatabase(t);
+const env = testEnv(databaseUrl);
+const { app } = await buildTestApp(t, databaseUrl);
+
+t.test('a user created with a piped password can log in', async (t) => {
+  const p = spawnEntry(t, 'ops/accounts.ts', env, { args: ['--email', 'grace@example.test', '--name', 'Grace'], stdin: 'a long enough password\n' });
+  t.equal(await p.exited, 0, p.output());
+  t.match(p.output(), /created user grace@example\.test/);
+  t.notMatch(p.output(), /a long enough password/, 'a piped password is not echoed');
+  const login = await app.inject({ method: 'POST', url: '/api/auth/login', payload: { email: 'grace@example.test', password: 'a long enough password' } });
+  t.equal(login.statusCode, 200);
+  const me = await app.inject({ url: '/api/auth/me', headers: { authorization: `Bearer ${login.json().token}` } });
+  t.same(me.json().roles, []);
+});
+
+t.test('the operator command creates the global Admin, or promotes an existing user', async (t) => {
+  const p = spawnEntry(t, 'ops/accounts.ts', env, { args: ['--operator', '--email', 'grace@example.test'], stdin: 'ignored password here' });
+  t.equal(await p.exited, 0, p.output());
+  t.match(p.output(), /now the platform operator/);
+  const login = await app.inject({ method: 'POST', url: '/api/auth/login', payload: { email: 'grace@example.test', password: 'a long enough password' } });
+  const me = await app.inject({ url: '/api/auth/me', headers: { authorization: `Bearer ${login.json().token}` } });
+  t.same(me.json().roles, ['operator']);
+});
+
+t.test('bad arguments are refused clearly', async (t) => {
+  const noEmail = spawnEntry(t, 'ops/accounts.ts', env, { stdin: 'a long enough password' });
+  t.equal(await noEmail.exited, 1);
+  t.match(noEmail.output(), /--email must be an e-mail address/);
+  const short = spawnEntry(t, 'ops/accounts.ts', env, { args: ['--email', 'x@example.test'], stdin: 'short' });
+  t.equal(await short.exited, 1);
+  t.match(short.output(), /password must have 10 to 200 characters/);
+  const taken = spawnEntry(t, 'ops/accounts.ts', env, { args: ['--email', 'GRACE@example.test'], stdin: 'another long password' });
+  t.equal(await taken.exited, 1);
+  t.match(taken.output(), /already exists/);
+});
