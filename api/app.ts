@@ -13,6 +13,7 @@ import rateLimit from './plugins/rate-limit.ts';
 import tenant from './plugins/tenant.ts';
 import authRoutes from './routes/auth/index.ts';
 import contactRoutes from './routes/contact/index.ts';
+import dashboardRoutes from './routes/dashboard/index.ts';
 import healthRoutes from './routes/health/index.ts';
 import tenantRoutes from './routes/tenants/index.ts';
 import jobRoutes from './routes/jobs/index.ts';
@@ -63,6 +64,7 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   await app.register(authRoutes);
   await app.register(tenantRoutes);
   await app.register(contactRoutes);
+  await app.register(dashboardRoutes);
   await app.register(wsRoutes);
 
   await app.ready();

@@ -61,6 +61,11 @@ const envSchema = z.object({
   WS_MAX_BUFFERED_BYTES: intFromEnv(1024, 64 * 1024 * 1024).default(1024 * 1024),
   WS_MAX_SUBSCRIPTIONS: intFromEnv(1, 10_000).default(100),
   WS_AUTH_TIMEOUT_MS: intFromEnv(100, 600_000).default(10_000),
+  ANONYMOUS_REGISTRATION_DISABLED: boolFromEnv.default(false),
+  SERVICE_AUTH_REGISTRATION_DISABLED: boolFromEnv.default(false),
+  AGENT_ASSERTION_TTL_S: intFromEnv(300, 90 * 86_400).default(86_400),
+  AGENT_ACCESS_TOKEN_TTL_S: intFromEnv(30, 3_600).default(300),
+  AGENT_CLAIM_TOKEN_TTL_S: intFromEnv(300, 90 * 86_400).default(30 * 86_400),
   PLATFORM_JWT_SECRET: secret32.optional(),
   DATA_ENCRYPTION_KEY: secret32.optional(),
 });
@@ -86,6 +91,13 @@ export type Config = {
     sweepIntervalMs: number;
   };
   jobRetentionDays: number;
+  identity: {
+    anonymousRegistrationDisabled: boolean;
+    serviceAuthRegistrationDisabled: boolean;
+    assertionTtlS: number;
+    accessTokenTtlS: number;
+    claimTokenTtlS: number;
+  };
   ws: { heartbeatMs: number; maxBufferedBytes: number; maxSubscriptions: number; authTimeoutMs: number };
   secrets: Record<SecretName, Buffer>;
 };
@@ -174,6 +186,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       sweepIntervalMs: e.WORKER_SWEEP_INTERVAL_MS,
     },
     jobRetentionDays: e.JOB_RETENTION_DAYS,
+    identity: {
+      anonymousRegistrationDisabled: e.ANONYMOUS_REGISTRATION_DISABLED,
+      serviceAuthRegistrationDisabled: e.SERVICE_AUTH_REGISTRATION_DISABLED,
+      assertionTtlS: e.AGENT_ASSERTION_TTL_S,
+      accessTokenTtlS: e.AGENT_ACCESS_TOKEN_TTL_S,
+      claimTokenTtlS: e.AGENT_CLAIM_TOKEN_TTL_S,
+    },
     ws: {
       heartbeatMs: e.WS_HEARTBEAT_MS,
       maxBufferedBytes: e.WS_MAX_BUFFERED_BYTES,

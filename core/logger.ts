@@ -24,10 +24,20 @@ export const REDACT_PATHS = [
   'databaseUrl',
 ];
 
+// Database errors carry the query's bound values and, for a row that failed
+// its schema, the row itself: either may hold a hash or a sealed secret.
+const DATABASE_ERROR_FIELDS = ['values', 'row', 'parameters'];
+function serializeError(error: unknown) {
+  const serialized = pino.stdSerializers.err(error as Error) as unknown as Record<string, unknown>;
+  for (const field of DATABASE_ERROR_FIELDS) delete serialized[field];
+  return serialized;
+}
+
 export function loggerOptions(level: string, name: string): LoggerOptions {
   return {
     name,
     level,
+    serializers: { err: serializeError },
     redact: { paths: REDACT_PATHS, censor: '[redacted]' },
     base: { pid: process.pid },
   };

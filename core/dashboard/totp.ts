@@ -27,12 +27,15 @@ export class TotpStateError extends Error {
 
 const associatedData = (licenseId: string) => `dashboard-totp:${licenseId}`;
 
+// bigint columns arrive as BigInt; a time step (~6e7 today) is a safe number.
+const Step = z.bigint().nullable().transform((v) => (v === null ? null : Number(v)));
+
 const State = z.object({
   id: z.string(),
   totp_secret: z.string().nullable(),
   totp_pending_secret: z.string().nullable(),
   enabled: z.boolean(),
-  totp_last_step: z.number().nullable(),
+  totp_last_step: Step,
 });
 
 async function loadState(db: CommonQueryMethods, licenseId: string) {
@@ -155,7 +158,7 @@ export type SecondFactorLogin = { licenseId: string; method: 'totp' | 'recovery_
 export async function loginWithSecondFactor(db: DatabasePool, key: Buffer, email: string, code: string): Promise<SecondFactorLogin | null> {
   const typed = code.trim();
   if (TOTP_CODE.test(typed)) {
-    const candidates = await db.any(sql.type(z.object({ id: z.string(), totp_secret: z.string(), totp_last_step: z.number().nullable() }))`
+    const candidates = await db.any(sql.type(z.object({ id: z.string(), totp_secret: z.string(), totp_last_step: Step }))`
       select l.id, l.totp_secret, l.totp_last_step from dashboard_licenses l
       where lower(l.purchaser_email) = lower(${email.trim()}) and ${ACTIVE_WITH_2FA}
       order by l.created_at, l.id`);

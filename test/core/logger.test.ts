@@ -32,6 +32,10 @@ t.test('credentials in log objects are redacted', async (t) => {
   t.notMatch(out.text(), /SECRET-\d/);
   t.match(out.text(), /\[redacted\]/);
   t.equal(safeDatabaseUrl('postgres://u:SECRET@h:5/db'), 'postgres://u:***@h:5/db');
+  const dbError = Object.assign(new Error('row failed its schema'), { values: ['SECRET-7'], row: { password_hash: 'SECRET-8' } });
+  log.error({ err: dbError }, 'query failed');
+  t.notMatch(out.text(), /SECRET-[78]/, 'bound values and rows of database errors are dropped');
+  t.match(out.text(), /row failed its schema/);
 });
 
 t.test('request logs never carry the bearer token', async (t) => {

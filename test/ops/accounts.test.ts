@@ -40,3 +40,17 @@ t.test('bad arguments are refused clearly', async (t) => {
   t.equal(await taken.exited, 1);
   t.match(taken.output(), /already exists/);
 });
+
+t.test('license:create prints a key once that logs in to the dashboard', async (t) => {
+  const p = spawnEntry(t, 'ops/licenses.ts', env, { args: ['--email', 'buyer@example.test', '--plan', 'enterprise'] });
+  t.equal(await p.exited, 0, p.output());
+  const key = /license key \(shown once\): (lic_\S+)/.exec(p.output())?.[1];
+  t.ok(key, 'key printed');
+  const login = await app.inject({ method: 'POST', url: '/api/dashboard/auth/login', payload: { licenseKey: key } });
+  t.equal(login.statusCode, 200);
+  const me = await app.inject({ url: '/api/dashboard/auth/me', headers: { authorization: `Bearer ${login.json().token}` } });
+  t.match(me.json(), { plan: 'enterprise', purchaserEmail: 'buyer@example.test' });
+  const bad = spawnEntry(t, 'ops/licenses.ts', env, { args: ['--email', 'buyer@example.test', '--plan', 'gold'] });
+  t.equal(await bad.exited, 1);
+  t.match(bad.output(), /--plan must be one of pro, enterprise/);
+});

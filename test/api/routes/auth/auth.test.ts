@@ -136,4 +136,5 @@ t.test('passwords and tokens never reach the logs', async (t) => {
   t.notMatch(text, /scrypt\$/);
   t.notMatch(text, /rt_[A-Za-z0-9_-]{20,}/, 'no refresh token');
   t.notMatch(text, /eyJ[A-Za-z0-9_-]{10,}\./, 'no JWT');
+  t.notMatch(text, /v-secret/, 'no tenant secret value');
 });
