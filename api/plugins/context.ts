@@ -7,6 +7,7 @@ import type { Config } from '../../core/config.ts';
 import type { DatabasePool } from '../../core/db/pool.ts';
 import type { JobEventHub } from '../../core/jobs/events.ts';
 import type { GroupCommitter } from '../../core/jobs/group-commit.ts';
+import { KeyStore } from '../../core/identity/keys.ts';
 
 export type AppContext = {
   config: Config;
@@ -18,6 +19,8 @@ export type AppContext = {
 declare module 'fastify' {
   interface FastifyInstance extends AppContext {
     shuttingDown: boolean;
+    /** The identity provider's signing keys (shared by every replica through PostgreSQL). */
+    idpKeys: KeyStore;
   }
 }
 
@@ -27,6 +30,7 @@ async function context(app: FastifyInstance, ctx: AppContext) {
   app.decorate('jobEvents', ctx.jobEvents);
   app.decorate('jobs', ctx.jobs);
   app.decorate('shuttingDown', false);
+  app.decorate('idpKeys', new KeyStore(ctx.db, ctx.config.secrets.DATA_ENCRYPTION_KEY, ctx.config.identity.assertionTtlS));
   app.addHook('preClose', async () => {
     app.shuttingDown = true;
   });

@@ -41,6 +41,9 @@ create table agent_registrations (
   claim_revoked_at timestamptz,
   claimed_by uuid references users (id) on delete set null,
   claimed_at timestamptz,
+  -- The organization (one of the claiming person's tenants) chosen on the
+  -- claim page when the person belongs to several.
+  organization_id uuid references tenants (id) on delete set null,
   created_ip text,
   created_at timestamptz not null default now(),
   revoked_at timestamptz
