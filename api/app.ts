@@ -12,7 +12,10 @@ import platformAuth from './plugins/platform-auth.ts';
 import rateLimit from './plugins/rate-limit.ts';
 import tenant from './plugins/tenant.ts';
 import authRoutes from './routes/auth/index.ts';
+import agentAuth from './plugins/agent-auth.ts';
+import agentIdentityRoutes from './routes/agent/identity.ts';
 import contactRoutes from './routes/contact/index.ts';
+import identityRoutes from './routes/identity/index.ts';
 import dashboardRoutes from './routes/dashboard/index.ts';
 import healthRoutes from './routes/health/index.ts';
 import tenantRoutes from './routes/tenants/index.ts';
@@ -57,6 +60,7 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   await app.register(platformAuth);
   await app.register(tenant);
   await app.register(rateLimit);
+  await app.register(agentAuth);
 
   await app.register(healthRoutes);
   await app.register(openapiRoutes);
@@ -65,6 +69,8 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   await app.register(tenantRoutes);
   await app.register(contactRoutes);
   await app.register(dashboardRoutes);
+  await app.register(identityRoutes);
+  await app.register(agentIdentityRoutes);
   await app.register(wsRoutes);
 
   await app.ready();

@@ -107,6 +107,14 @@ export class IdentityHttpError extends Error {
   }
 }
 
+/** A shared admission limit refused the request; rendered in the surface's shape with Retry-After. */
+export class RateLimitedError extends Error {
+  override name = 'RateLimitedError';
+  constructor(public readonly retryAfterSeconds: number) {
+    super(`Too many requests; retry in ${retryAfterSeconds} s.`);
+  }
+}
+
 /** Default codes and next actions per status, for errors that carry only a status. */
 const STATUS_DEFAULTS: Record<number, { code: string; agentCode: string; next: NextAction; message: string }> = {
   400: { code: 'invalid_request', agentCode: 'invalid_request', next: 'fix_request', message: 'The request is malformed.' },
@@ -118,7 +126,7 @@ const STATUS_DEFAULTS: Record<number, { code: string; agentCode: string; next: N
   409: { code: 'conflict', agentCode: 'idempotency_conflict', next: 'use_new_idempotency_key', message: 'Conflict.' },
   413: { code: 'payload_too_large', agentCode: 'invalid_request', next: 'fix_request', message: 'The request body is too large.' },
   415: { code: 'unsupported_media_type', agentCode: 'invalid_request', next: 'fix_request', message: 'Unsupported content type; send JSON.' },
-  429: { code: 'rate_limited', agentCode: 'rate_limited', next: 'retry_same_request_later', message: 'Too many requests.' },
+  429: { code: 'rate_limited', agentCode: 'rate_limit_exceeded', next: 'retry_same_request_later', message: 'Too many requests.' },
   503: { code: 'unavailable', agentCode: 'temporarily_disabled', next: 'retry_later', message: 'Temporarily unavailable.' },
 };
 

@@ -11,6 +11,8 @@ export const LIMITS = {
   login: { bucket: 'login', limit: 10, windowMs: 15 * 60_000 },
   contact: { bucket: 'contact', limit: 5, windowMs: 15 * 60_000 },
   tracking: { bucket: 'tracking', limit: 30, windowMs: 60_000 },
+  /** New agent registrations (each makes a workspace): per IP. */
+  agentRegistration: { bucket: 'agent-registration', limit: 20, windowMs: 60 * 60_000 },
 } satisfies Record<string, RateLimitRule>;
 
 export type RateLimitDecision = { allowed: boolean; remaining: number; retryAfterSeconds: number; resetAt: Date };

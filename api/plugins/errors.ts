@@ -10,6 +10,7 @@ import {
   defaultsFor,
   IdentityHttpError,
   PlatformHttpError,
+  RateLimitedError,
   surfaceOf,
   type NextAction,
   type ValidationIssue,
@@ -44,7 +45,11 @@ export function sendError(request: FastifyRequest, reply: FastifyReply, e: Rende
     });
   }
   if (surface === 'identity') {
-    return reply.send({ code: e.code ?? d.agentCode, message, ...(e.retryAfter !== undefined ? { retry_after: e.retryAfter } : {}) });
+    const code = e.code ?? d.agentCode;
+    // The token endpoint also speaks plain OAuth, so stock clients read it.
+    const oauth = request.url.startsWith('/oauth2/token') ? { error: code, error_description: message } : {};
+    if (request.url.startsWith('/oauth2/token')) reply.header('cache-control', 'no-store');
+    return reply.send({ code, message, ...oauth, ...(e.retryAfter !== undefined ? { retry_after: e.retryAfter } : {}) });
   }
   return reply.send({ error: e.code ?? d.code, status: e.status, message, ...(e.details ? { details: e.details } : {}) });
 }
@@ -58,6 +63,9 @@ async function errorsPlugin(app: FastifyInstance) {
     if (error instanceof AgentHttpError) {
       reply.headers(error.headers);
       return sendError(request, reply, { status: error.status, code: error.code, message: error.message, next: error.nextAction });
+    }
+    if (error instanceof RateLimitedError) {
+      return sendError(request, reply, { status: 429, message: error.message, retryAfter: error.retryAfterSeconds });
     }
     if (error instanceof IdentityHttpError) {
       return sendError(request, reply, { status: error.status, code: error.code, message: error.message, retryAfter: error.retryAfter });

@@ -23,6 +23,12 @@ async function openapi(app: FastifyInstance) {
             bearerFormat: 'JWT',
             description: 'Platform token from POST /api/auth/login (15 minutes; renew with POST /api/auth/refresh)',
           },
+          AgentBearer: {
+            type: 'http',
+            scheme: 'bearer',
+            bearerFormat: 'JWT',
+            description: 'Access token from POST {auth_url}/oauth2/token (JWT-bearer grant, resource {base_url}/api/agent), about 5 minutes; auth class agent_bearer',
+          },
           DashboardJWT: {
             type: 'http',
             scheme: 'bearer',

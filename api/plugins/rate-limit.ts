@@ -4,7 +4,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { hitRateLimit, type RateLimitRule } from '../../core/rate-limit.ts';
-import { PlatformHttpError } from '../errors.ts';
+import { RateLimitedError } from '../errors.ts';
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -20,9 +20,7 @@ async function rateLimitPlugin(app: FastifyInstance) {
       reply.header('ratelimit-remaining', String(decision.remaining));
       if (!decision.allowed) {
         request.log.warn({ bucket: rule.bucket, retryAfter: decision.retryAfterSeconds }, 'rate limit exceeded');
-        throw new PlatformHttpError(429, 'rate_limited', `Too many requests; retry in ${decision.retryAfterSeconds} s.`, {
-          'retry-after': String(decision.retryAfterSeconds),
-        });
+        throw new RateLimitedError(decision.retryAfterSeconds);
       }
     };
   });

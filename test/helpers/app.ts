@@ -35,3 +35,16 @@ export async function startTestServer(t: Test, databaseUrl: string, overrides: R
   const url = await api.app.listen({ host: '127.0.0.1', port: 0 });
   return { ...api, url, wsUrl: `${url.replace(/^http/, 'ws')}/api/ws` };
 }
+
+/**
+ * Listening on a port chosen first, so BASE_URL and AUTH_URL are the real
+ * address: needed where clients check issuers and resources (OAuth).
+ */
+export async function startTestServerAtOwnUrl(t: Test, databaseUrl: string, overrides: Record<string, string> = {}) {
+  const { freePort } = await import('../../ops/embedded-postgres.ts');
+  const port = await freePort();
+  const base = `http://127.0.0.1:${port}`;
+  const api = await buildTestApp(t, databaseUrl, { BASE_URL: base, PORT: String(port), ...overrides });
+  await api.app.listen({ host: '127.0.0.1', port });
+  return { ...api, url: base, wsUrl: `ws://127.0.0.1:${port}/api/ws` };
+}

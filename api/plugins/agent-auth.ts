@@ -1,0 +1,68 @@
+// Agent API authentication: `onRequest: app.requireAgent('svc:companies:read')`.
+// The bearer is verified locally (signature against the key store, issuer,
+// audience {base_url}/api/agent, expiry); then one indexed read checks that
+// the registration and principal are still live. Refusals carry the
+// protected-resource metadata URL so a client can find the way to a token.
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import { bearerToken } from '../../core/auth/platform-token.ts';
+import { liveState } from '../../core/identity/registrations.ts';
+import { RejectedTokenError, resources, verifyAccessToken, type AgentScope } from '../../core/identity/tokens.ts';
+import { AgentHttpError } from '../errors.ts';
+import { protectedResourceMetadataUrl } from '../routes/identity/metadata.ts';
+
+export type AgentPrincipal = {
+  principalId: string;
+  registrationId: string;
+  tenantId: string;
+  scopes: AgentScope[];
+  claimState: 'unclaimed' | 'pending' | 'claimed';
+  expiresAt: number;
+};
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    agent: AgentPrincipal | null;
+  }
+  interface FastifyInstance {
+    requireAgent: (scope?: AgentScope) => (request: FastifyRequest) => Promise<void>;
+  }
+}
+
+async function agentAuth(app: FastifyInstance) {
+  const { authUrl, baseUrl } = app.config;
+  const audience = resources(baseUrl).agent;
+  const metadata = protectedResourceMetadataUrl(baseUrl, 'api/agent');
+  const challenge = (error?: string, extra = '') =>
+    `Bearer resource_metadata="${metadata}"${error ? `, error="${error}"` : ''}${extra}`;
+  const unauthorized = (code: string, message: string, error?: string) =>
+    new AgentHttpError(401, code, message, 'reauthenticate', { 'www-authenticate': challenge(error) });
+
+  app.decorateRequest('agent', null);
+  app.decorate('requireAgent', (scope?: AgentScope) => async (request: FastifyRequest) => {
+    const token = bearerToken(request.headers.authorization);
+    if (!token) throw unauthorized('invalid_credential', 'Send an access token for the Agent API as `Authorization: Bearer <token>`; see the resource metadata for how to get one.');
+    let claims;
+    try {
+      claims = await verifyAccessToken(app.idpKeys, token, authUrl, audience);
+    } catch (error) {
+      if (error instanceof RejectedTokenError) throw unauthorized('invalid_credential', `${error.message}; exchange the assertion for a new token.`, 'invalid_token');
+      throw error;
+    }
+    const live = await liveState(app.db, claims.registrationId, claims.principalId);
+    if (!live || live.registration_status === 'revoked') {
+      throw unauthorized('registration_revoked', 'The registration behind this token was revoked; register again.', 'invalid_token');
+    }
+    if (live.principal_status !== 'active') {
+      throw unauthorized('principal_not_linked', 'The agent principal is no longer linked to this registration; register or claim again.', 'invalid_token');
+    }
+    if (scope && !claims.scopes.includes(scope)) {
+      throw new AgentHttpError(403, 'scope_denied', `This operation needs the scope ${scope}, which this token does not have.`, live.claim_state === 'claimed' ? 'request_scope' : 'claim_account', {
+        'www-authenticate': challenge('insufficient_scope', `, scope="${scope}"`),
+      });
+    }
+    request.agent = { ...claims, claimState: live.claim_state };
+  });
+}
+
+export default fp(agentAuth, { name: 'agent-auth', dependencies: ['context'] });
