@@ -6,7 +6,8 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { bearerToken } from '../../core/auth/platform-token.ts';
-import { liveState } from '../../core/identity/registrations.ts';
+import { agentContext, type AgentContextRow } from '../../core/agent/capabilities.ts';
+import { AgentAuthCache } from '../../core/identity/auth-cache.ts';
 import { RejectedTokenError, resources, verifyAccessToken, type AgentScope } from '../../core/identity/tokens.ts';
 import { AgentHttpError } from '../errors.ts';
 import { protectedResourceMetadataUrl } from '../routes/identity/metadata.ts';
@@ -23,6 +24,8 @@ export type AgentPrincipal = {
 declare module 'fastify' {
   interface FastifyRequest {
     agent: AgentPrincipal | null;
+    /** Registration, principal and workspace of the caller, read (or cached) by the auth check. */
+    agentContext: AgentContextRow | null;
   }
   interface FastifyInstance {
     requireAgent: (scope?: AgentScope) => (request: FastifyRequest) => Promise<void>;
@@ -38,22 +41,31 @@ async function agentAuth(app: FastifyInstance) {
   const unauthorized = (code: string, message: string, error?: string) =>
     new AgentHttpError(401, code, message, 'reauthenticate', { 'www-authenticate': challenge(error) });
 
+  const cache = new AgentAuthCache(app.jobEvents);
   app.decorateRequest('agent', null);
+  app.decorateRequest('agentContext', null);
   app.decorate('requireAgent', (scope?: AgentScope) => async (request: FastifyRequest) => {
     const token = bearerToken(request.headers.authorization);
     if (!token) throw unauthorized('invalid_credential', 'Send an access token for the Agent API as `Authorization: Bearer <token>`; see the resource metadata for how to get one.');
-    let claims;
-    try {
-      claims = await verifyAccessToken(app.idpKeys, token, authUrl, audience);
-    } catch (error) {
-      if (error instanceof RejectedTokenError) throw unauthorized('invalid_credential', `${error.message}; exchange the assertion for a new token.`, 'invalid_token');
-      throw error;
+    let claims = cache.token(token);
+    if (!claims) {
+      try {
+        claims = await verifyAccessToken(app.idpKeys, token, authUrl, audience);
+      } catch (error) {
+        if (error instanceof RejectedTokenError) throw unauthorized('invalid_credential', `${error.message}; exchange the assertion for a new token.`, 'invalid_token');
+        throw error;
+      }
+      cache.rememberToken(token, claims);
     }
-    const live = await liveState(app.db, claims.registrationId, claims.principalId);
+    let live = cache.registration(claims.registrationId);
+    if (!live) {
+      live = (await agentContext(app.db, claims.registrationId)) ?? undefined;
+      if (live) cache.rememberRegistration(claims.registrationId, live);
+    }
     if (!live || live.registration_status === 'revoked') {
       throw unauthorized('registration_revoked', 'The registration behind this token was revoked; register again.', 'invalid_token');
     }
-    if (live.principal_status !== 'active') {
+    if (live.principal_status !== 'active' || live.principal_id !== claims.principalId) {
       throw unauthorized('principal_not_linked', 'The agent principal is no longer linked to this registration; register or claim again.', 'invalid_token');
     }
     if (scope && !claims.scopes.includes(scope)) {
@@ -62,6 +74,7 @@ async function agentAuth(app: FastifyInstance) {
       });
     }
     request.agent = { ...claims, claimState: live.claim_state };
+    request.agentContext = live;
   });
 }
 

@@ -1,4 +1,6 @@
-// What an agent may do right now, and the safe next steps where it may not.
+// The calling agent's registration, principal and workspace in one read
+// (agentContext; cached per replica by the agent-auth plugin), and what it
+// may do right now, and the safe next steps where it may not.
 // The capability response is the authority: clients read it instead of
 // guessing from errors.
 import { z } from 'zod';
@@ -7,6 +9,8 @@ import { AGENT_SCOPES, POST_CLAIM_SCOPES, type AgentScope } from '../identity/to
 import { OFFLINE_MODEL, planOf } from '../plans.ts';
 
 export const AgentContextRow = z.object({
+  registration_status: z.enum(['active', 'revoked']),
+  principal_status: z.enum(['active', 'unlinked']),
   registration_id: z.string(),
   registration_type: z.enum(['anonymous', 'service_auth']),
   claim_state: z.enum(['unclaimed', 'pending', 'claimed']),
@@ -21,7 +25,8 @@ export type AgentContextRow = z.infer<typeof AgentContextRow>;
 
 export async function agentContext(db: CommonQueryMethods, registrationId: string): Promise<AgentContextRow | null> {
   return db.maybeOne(sql.type(AgentContextRow)`
-    select r.id as registration_id, r.type as registration_type, r.claim_state, r.claimed_at,
+    select r.status as registration_status, p.status as principal_status,
+      r.id as registration_id, r.type as registration_type, r.claim_state, r.claimed_at,
       p.id as principal_id, p.display_name as principal_name, t.id as tenant_id, t.name as tenant_name, t.plan
     from agent_registrations r
     join agent_principals p on p.id = r.principal_id

@@ -93,18 +93,3 @@ export { issueAgentRefreshToken };
 export async function findRegistration(db: CommonQueryMethods, id: string): Promise<RegistrationRow | null> {
   return db.maybeOne(registrationRow`select ${REGISTRATION_COLUMNS} from agent_registrations where id = ${id}`);
 }
-
-/** What the Agent API needs per request: is the registration live, is the principal linked. */
-export const LiveState = z.object({
-  registration_status: z.enum(['active', 'revoked']),
-  claim_state: z.enum(['unclaimed', 'pending', 'claimed']),
-  principal_status: z.enum(['active', 'unlinked']).nullable(),
-});
-export type LiveState = z.infer<typeof LiveState>;
-
-export async function liveState(db: CommonQueryMethods, registrationId: string, principalId: string): Promise<LiveState | null> {
-  return db.maybeOne(sql.type(LiveState)`
-    select r.status as registration_status, r.claim_state, p.status as principal_status
-    from agent_registrations r left join agent_principals p on p.id = ${principalId} and p.id = r.principal_id
-    where r.id = ${registrationId}`);
-}

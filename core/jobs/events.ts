@@ -10,6 +10,7 @@ import { findJobsByIds } from './read.ts';
 import { JobRow } from './schema.ts';
 
 export type JobListener = (row: JobRow) => void;
+export type ChannelHandler = (payload: string) => void;
 
 const CHANNEL = 'job_events';
 
@@ -20,6 +21,9 @@ export class JobEventHub {
   private reconnectTimer: NodeJS.Timeout | null = null;
   private attempt = 0;
   private readyPromise: Promise<void> | null = null;
+  /** Other channels that ride on the same connection (e.g. agent auth cache invalidation). */
+  private channels = new Map<string, ChannelHandler>();
+  private connectionListeners = new Set<(connected: boolean) => void>();
 
   constructor(
     private readonly connectionString: string,
@@ -51,6 +55,23 @@ export class JobEventHub {
     };
   }
 
+  /** Listens on another channel over the same connection (also after reconnects). */
+  async listen(channel: string, handler: ChannelHandler): Promise<void> {
+    if (!/^[a-z_]+$/.test(channel)) throw new Error(`bad channel name ${channel}`);
+    this.channels.set(channel, handler);
+    await this.client?.query(`listen ${channel}`);
+  }
+
+  /** Called with false when the connection is lost and true when it is back. */
+  onConnectionChange(listener: (connected: boolean) => void): () => void {
+    this.connectionListeners.add(listener);
+    return () => this.connectionListeners.delete(listener);
+  }
+
+  private announce(connected: boolean) {
+    for (const listener of this.connectionListeners) listener(connected);
+  }
+
   subscriberCount(): number {
     let n = 0;
     for (const set of this.listeners.values()) n += set.size;
@@ -70,12 +91,14 @@ export class JobEventHub {
     const client = new pg.Client({ connectionString: this.connectionString, application_name: 'api-job-events' });
     client.on('notification', (message) => {
       if (message.channel === CHANNEL && message.payload) this.onNotification(message.payload);
+      else if (message.payload !== undefined) this.channels.get(message.channel)?.(message.payload);
     });
     const lost = (error?: Error) => {
       if (this.client !== client) return;
       this.client = null;
       client.removeAllListeners('notification');
       client.end().catch(() => undefined);
+      this.announce(false);
       if (this.stopped) return;
       this.logger.warn({ err: error }, 'job events: LISTEN connection lost; reconnecting');
       this.scheduleReconnect();
@@ -84,12 +107,14 @@ export class JobEventHub {
     client.on('end', () => lost());
     await client.connect();
     await client.query(`listen ${CHANNEL}`);
+    for (const channel of this.channels.keys()) await client.query(`listen ${channel}`);
     if (this.stopped) {
       await client.end();
       return;
     }
     this.client = client;
     this.attempt = 0;
+    this.announce(true);
     if (isReconnect) {
       this.logger.info({ subscribed: this.listeners.size }, 'job events: reconnected; re-reading subscribed jobs');
       await this.resync();

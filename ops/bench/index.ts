@@ -29,6 +29,7 @@ import {
   startLatency,
   type BenchContext,
 } from './scenarios.ts';
+import { httpFigures } from './http.ts';
 import { websocketLatency } from './websocket.ts';
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 4);
@@ -119,6 +120,13 @@ try {
   const ws = await websocketLatency(ctx, config, samples);
   report.add('job finished -> websocket p50', ws.p50, 'ms', { name: 'NOTIFY p50', value: notify.p50 });
   report.add('job finished -> websocket p99', ws.p99, 'ms', { name: 'NOTIFY p99', value: notify.p99 }, '<= 25 ms');
+
+  // (f) HTTP: token exchanges and authenticated Agent API reads vs a bare route.
+  const web = await httpFigures(ctx, config);
+  const bareBase = { name: 'bare fastify route', value: web.bare };
+  report.add('bare fastify GET (16 connections)', web.bare, 'req/s');
+  report.add('token exchanges (JWT-bearer grant)', web.exchanges, 'req/s', bareBase);
+  report.add('authenticated GET /api/agent/v1/me', web.me, 'req/s', bareBase, '>= 0.40x');
 
   await db.end();
   console.log(`\nbench on ${process.platform}/${process.arch}, node ${process.version}, PostgreSQL 18 embedded, ${(await import('node:os')).cpus().length} cores\n`);

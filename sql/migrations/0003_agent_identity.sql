@@ -83,3 +83,31 @@ create table agent_claim_attempts (
 );
 create index agent_claim_attempts_registration_idx on agent_claim_attempts (registration_id, created_at desc);
 create index agent_claim_attempts_expires_idx on agent_claim_attempts (expires_at);
+
+-- Api replicas cache what the Agent API checks on every request (is the
+-- registration live, is the principal linked, which plan). Any change that
+-- could alter that tells every replica to forget the registration.
+create function agent_auth_notify() returns trigger language plpgsql as $$
+declare
+  rec record;
+begin
+  if tg_table_name = 'agent_registrations' then
+    perform pg_notify('agent_auth_events', coalesce(new.id, old.id)::text);
+  elsif tg_table_name = 'agent_principals' then
+    for rec in select id from agent_registrations where principal_id = coalesce(new.id, old.id) loop
+      perform pg_notify('agent_auth_events', rec.id::text);
+    end loop;
+  elsif tg_table_name = 'tenants' then
+    for rec in select id from agent_registrations where tenant_id = coalesce(new.id, old.id) loop
+      perform pg_notify('agent_auth_events', rec.id::text);
+    end loop;
+  end if;
+  return null;
+end;
+$$;
+create trigger agent_registrations_auth_notify after update or delete on agent_registrations
+  for each row execute function agent_auth_notify();
+create trigger agent_principals_auth_notify after update or delete on agent_principals
+  for each row execute function agent_auth_notify();
+create trigger tenants_auth_notify after update of plan, name or delete on tenants
+  for each row execute function agent_auth_notify();

@@ -2,7 +2,7 @@
 // is, and what it may do now (with the safe next actions where it may not).
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { agentContext, capabilitiesOf } from '../../../core/agent/capabilities.ts';
+import { capabilitiesOf, type AgentContextRow } from '../../../core/agent/capabilities.ts';
 import { AGENT_SCOPES } from '../../../core/identity/tokens.ts';
 import { AgentApiError, AgentHttpError } from '../../errors.ts';
 
@@ -50,10 +50,10 @@ const errors = { 401: AgentApiError, 403: AgentApiError, 429: AgentApiError, 503
 
 const agentIdentityRoutes: FastifyPluginAsyncZod = async (app) => {
   const security = [{ AgentBearer: [] }];
-  const load = async (registrationId: string) => {
-    const ctx = await agentContext(app.db, registrationId);
-    if (!ctx) throw new AgentHttpError(401, 'registration_revoked', 'The registration no longer exists; register again.', 'reauthenticate');
-    return ctx;
+  // The auth check has already read (or cached) the registration's context.
+  const load = (request: { agentContext: AgentContextRow | null }) => {
+    if (!request.agentContext) throw new AgentHttpError(401, 'registration_revoked', 'The registration no longer exists; register again.', 'reauthenticate');
+    return request.agentContext;
   };
 
   app.get(
@@ -64,7 +64,7 @@ const agentIdentityRoutes: FastifyPluginAsyncZod = async (app) => {
     },
     async (request) => {
       const agent = request.agent!;
-      const ctx = await load(agent.registrationId);
+      const ctx = load(request);
       return {
         principal: { id: ctx.principal_id, name: ctx.principal_name },
         registration: { id: ctx.registration_id, type: ctx.registration_type, claim_state: ctx.claim_state },
@@ -89,7 +89,7 @@ const agentIdentityRoutes: FastifyPluginAsyncZod = async (app) => {
     },
     async (request) => {
       const agent = request.agent!;
-      return capabilitiesOf(await load(agent.registrationId), agent, app.config);
+      return capabilitiesOf(load(request), agent, app.config);
     },
   );
 };

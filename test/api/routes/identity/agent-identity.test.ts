@@ -8,6 +8,7 @@ import { sql } from '../../../../core/db/pool.ts';
 import { signAccessToken } from '../../../../core/identity/tokens.ts';
 import { startTestServerAtOwnUrl } from '../../../helpers/app.ts';
 import { createTestDatabase } from '../../../helpers/db.ts';
+import { waitFor } from '../../../helpers/wait.ts';
 
 const databaseUrl = await createTestDatabase(t);
 const api = await startTestServerAtOwnUrl(t, databaseUrl);
@@ -147,10 +148,16 @@ t.test('the Agent API refuses expired, foreign-audience and other-key tokens wit
 
   const good = (await exchange(identity.assertion)).json().access_token;
   t.equal((await call(good)).statusCode, 200);
+  t.equal((await call(good)).statusCode, 200, 'and again, from the replica cache');
+  // A change reaches every replica's cache by NOTIFY within moments.
+  const refusedWith = (code: string) => waitFor(`a ${code} refusal`, async () => {
+    const res = await call(good);
+    return res.statusCode === 401 && res.json().code === code ? res : null;
+  }, 5_000);
   await db.query(sql.unsafe`update agent_principals set status = 'unlinked' where id = ${identity.principal_id}`);
-  expectChallenge(await call(good), 'principal_not_linked');
+  expectChallenge(await refusedWith('principal_not_linked'), 'principal_not_linked');
   await db.query(sql.unsafe`update agent_registrations set status = 'revoked' where id = ${registration.id}`);
-  expectChallenge(await call(good), 'registration_revoked');
+  expectChallenge(await refusedWith('registration_revoked'), 'registration_revoked');
 });
 
 t.test('a rotated-out signing key still verifies what it signed; JWKS lists both', async (t) => {

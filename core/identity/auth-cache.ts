@@ -1,0 +1,66 @@
+// What the Agent API checks on every request, kept in process memory so a
+// warm request costs no database round trip:
+// - verified access tokens (until they expire), so the ES256 signature is
+//   checked once per token rather than once per request;
+// - per registration: live, linked, claim state, workspace and plan.
+// Every replica hears agent_auth_events (NOTIFY from triggers on
+// registrations, principals and tenants) and forgets what changed, so a
+// revocation takes effect everywhere within milliseconds. While that LISTEN
+// connection is down nothing is cached.
+import type { AgentContextRow } from '../agent/capabilities.ts';
+import type { JobEventHub } from '../jobs/events.ts';
+import type { AccessClaims } from './tokens.ts';
+
+export type RegistrationSnapshot = AgentContextRow;
+
+const MAX_TOKENS = 10_000;
+const MAX_REGISTRATIONS = 10_000;
+const REGISTRATION_TTL_MS = 30_000;
+
+export class AgentAuthCache {
+  private tokens = new Map<string, AccessClaims>();
+  private registrations = new Map<string, { snapshot: RegistrationSnapshot; at: number }>();
+  private enabled = false;
+
+  constructor(hub: JobEventHub) {
+    this.enabled = hub.connected;
+    hub.onConnectionChange((connected) => {
+      this.enabled = connected;
+      this.clear();
+    });
+    void hub.listen('agent_auth_events', (registrationId) => this.registrations.delete(registrationId));
+  }
+
+  token(token: string): AccessClaims | undefined {
+    const claims = this.tokens.get(token);
+    if (claims && claims.expiresAt * 1000 <= Date.now()) {
+      this.tokens.delete(token);
+      return undefined;
+    }
+    return claims;
+  }
+
+  rememberToken(token: string, claims: AccessClaims): void {
+    if (!this.enabled) return;
+    if (this.tokens.size >= MAX_TOKENS) this.tokens.delete(this.tokens.keys().next().value!);
+    this.tokens.set(token, claims);
+  }
+
+  registration(id: string): RegistrationSnapshot | undefined {
+    if (!this.enabled) return undefined;
+    const entry = this.registrations.get(id);
+    if (!entry || Date.now() - entry.at > REGISTRATION_TTL_MS) return undefined;
+    return entry.snapshot;
+  }
+
+  rememberRegistration(id: string, snapshot: RegistrationSnapshot): void {
+    if (!this.enabled) return;
+    if (this.registrations.size >= MAX_REGISTRATIONS) this.registrations.delete(this.registrations.keys().next().value!);
+    this.registrations.set(id, { snapshot, at: Date.now() });
+  }
+
+  clear(): void {
+    this.tokens.clear();
+    this.registrations.clear();
+  }
+}
