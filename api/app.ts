@@ -20,6 +20,7 @@ import dashboardRoutes from './routes/dashboard/index.ts';
 import healthRoutes from './routes/health/index.ts';
 import tenantRoutes from './routes/tenants/index.ts';
 import jobRoutes from './routes/jobs/index.ts';
+import authGuideRoute from './routes/public/auth-guide.ts';
 import openapiRoutes from './routes/public/openapi.ts';
 import wsRoutes from './routes/ws/index.ts';
 
@@ -64,6 +65,7 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
 
   await app.register(healthRoutes);
   await app.register(openapiRoutes);
+  await app.register(authGuideRoute);
   await app.register(jobRoutes);
   await app.register(authRoutes);
   await app.register(tenantRoutes);

@@ -76,6 +76,9 @@ create table agent_claim_attempts (
   failed_codes integer not null default 0,
   confirmed_by uuid references users (id) on delete set null,
   organization_id uuid references tenants (id) on delete set null,
+  -- Set when an organization was picked, so a picked one that was deleted
+  -- since (organization_id nulled) reads as stale, not as never picked.
+  organization_picked_at timestamptz,
   expires_at timestamptz not null,
   created_at timestamptz not null default now(),
   confirmed_at timestamptz,

@@ -199,3 +199,12 @@ t.test('protected-resource metadata for both resources', async (t) => {
     t.match(doc, { resource: `${base}/${path}`, authorization_servers: [base], bearer_methods_supported: ['header'], resource_documentation: `${base}/auth.md` });
   }
 });
+
+t.test('auth.md describes this deployment', async (t) => {
+  const res = await app.inject('/auth.md');
+  t.equal(res.statusCode, 200);
+  t.match(res.headers['content-type'], /text\/markdown/);
+  t.match(res.body, `POST ${base}/agent/identity`);
+  t.match(res.body, `resource=${encodeURIComponent(`${base}/api/agent`)}`);
+  t.match(res.body, /Scopes before a claim: `svc:companies:read`, `svc:boards:read`, `svc:agents:write`/);
+});

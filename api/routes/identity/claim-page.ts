@@ -1,0 +1,229 @@
+// The claim page a person opens from attempt.verification_uri: sign in with
+// their own account, see which agent and workspace are being claimed, then
+// confirm (and read the user code for the agent) or deny. Plain HTML forms,
+// no script. The session is a short-lived signed cookie scoped to the claim
+// pages; every form carries a CSRF token bound to that session and attempt.
+import { createHmac } from 'node:crypto';
+import formbody from '@fastify/formbody';
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { checkPassword, findUser, type UserRow } from '../../../core/accounts/users.ts';
+import { randomToken, constantTimeEqual } from '../../../core/crypto/tokens.ts';
+import {
+  ClaimError,
+  confirmAttempt,
+  denyAttempt,
+  findAttempt,
+  organizationsOf,
+  phaseOf,
+  selectOrganization,
+  type AttemptView,
+} from '../../../core/identity/claims.ts';
+import { hitRateLimit, LIMITS } from '../../../core/rate-limit.ts';
+import { html, sendPage, type Html } from './html.ts';
+
+export const CLAIM_PAGE_PREFIX = '/agent/identity/claim/verify';
+const COOKIE = 'claim_session';
+const COOKIE_PATH = '/agent/identity/claim';
+const SESSION_TTL_S = 15 * 60;
+
+type Session = { sid: string; userId: string | null };
+
+const Params = z.object({ attemptId: z.string().max(64) });
+// Everything optional and checked by hand, so a bad form gets a page, not JSON.
+const Form = z.object({
+  action: z.string().max(32).optional(),
+  csrf: z.string().max(128).optional(),
+  email: z.string().max(320).optional(),
+  password: z.string().max(1024).optional(),
+  organization_id: z.string().max(64).optional(),
+});
+type Form = z.infer<typeof Form>;
+
+const CLOSED: Record<string, { status: number; text: string }> = {
+  expired: { status: 410, text: 'This claim link has expired. Ask the agent to start the claim again for a fresh link.' },
+  denied: { status: 410, text: 'This claim was denied. The agent has to register again.' },
+  completed: { status: 410, text: 'This agent has already been claimed.' },
+  revoked: { status: 410, text: 'This claim was revoked. The agent has to register again.' },
+};
+
+const sameEmail = (a: string | null, b: string | null) => !!a && !!b && a.toLowerCase() === b.toLowerCase();
+
+const claimPageRoutes: FastifyPluginAsyncZod = async (app) => {
+  if (!app.hasContentTypeParser('application/x-www-form-urlencoded')) await app.register(formbody, { bodyLimit: 16_384 });
+  const { config } = app;
+  // A key of its own, so nothing signed for the platform JWT can pass as a session.
+  const key = createHmac('sha256', config.secrets.PLATFORM_JWT_SECRET).update('claim-page').digest();
+  const mac = (data: string) => createHmac('sha256', key).update(data).digest('base64url');
+  const secure = config.authUrl.startsWith('https:');
+
+  // ------------------------------------------------------------ session, CSRF
+
+  function readSession(request: FastifyRequest): Session | null {
+    const cookies = (request.headers.cookie ?? '').split(';').map((c) => c.trim());
+    for (const cookie of cookies) {
+      if (!cookie.startsWith(`${COOKIE}=`)) continue;
+      const [sid, user, exp, tag, ...rest] = cookie.slice(COOKIE.length + 1).split('.');
+      if (!sid || !user || !exp || !tag || rest.length > 0) continue;
+      if (!constantTimeEqual(tag, mac(`${sid}.${user}.${exp}`)) || Number(exp) <= Date.now() / 1000) continue;
+      return { sid, userId: user === '-' ? null : user };
+    }
+    return null;
+  }
+
+  /** A new session id every time (also at sign-in), so a planted cookie never becomes a signed-in one. */
+  function startSession(reply: FastifyReply, userId: string | null): Session {
+    const session = { sid: randomToken('', 18), userId };
+    const exp = Math.floor(Date.now() / 1000) + SESSION_TTL_S;
+    const payload = `${session.sid}.${userId ?? '-'}.${exp}`;
+    const flags = `Path=${COOKIE_PATH}; Max-Age=${SESSION_TTL_S}; HttpOnly; SameSite=Strict${secure ? '; Secure' : ''}`;
+    reply.header('set-cookie', `${COOKIE}=${payload}.${mac(payload)}; ${flags}`);
+    return session;
+  }
+
+  const csrfFor = (attemptId: string, s: Session) => mac(`csrf|${attemptId}|${s.sid}|${s.userId ?? '-'}`);
+
+  // ------------------------------------------------------------ pages
+
+  const pathOf = (a: AttemptView) => `${CLAIM_PAGE_PREFIX}/${a.id}`;
+  const message = (reply: FastifyReply, status: number, title: string, text: string, back?: string) =>
+    sendPage(reply, status, title, html`<p>${text}</p>${back ? html`<p><a href="${back}">Back to the claim</a></p>` : ''}`);
+
+  function signInPage(reply: FastifyReply, status: number, a: AttemptView, s: Session, error?: string) {
+    return sendPage(reply, status, 'Sign in to claim an agent', html`
+<p>An agent asks to be claimed. This claim is for <strong>${a.login_hint}</strong>; sign in as that account.</p>
+${error ? html`<p class="error">${error}</p>` : ''}
+<form method="post" action="${pathOf(a)}">
+<input type="hidden" name="csrf" value="${csrfFor(a.id, s)}"><input type="hidden" name="action" value="signin">
+<label>E-mail <input type="email" name="email" required autocomplete="username" value="${a.login_hint}"></label>
+<label>Password <input type="password" name="password" required autocomplete="current-password"></label>
+<button type="submit">Sign in</button>
+</form>`);
+  }
+
+  async function decisionPage(reply: FastifyReply, status: number, a: AttemptView, s: Session, user: UserRow, error?: string) {
+    const orgs = await organizationsOf(app.db, user.id, a.tenant_id);
+    const confirmed = phaseOf(a) === 'confirmed';
+    const choice = orgs.length > 1 || (confirmed && orgs.length > 0)
+      ? html`<fieldset><legend>Organization</legend>${orgs.map((o) => html`
+<label><input type="radio" name="organization_id" value="${o.id}"${o.id === a.organization_id ? html` checked` : ''}> ${o.name}</label>`)}</fieldset>`
+      : orgs.length === 1 ? html`<p>Organization: ${orgs[0]!.name}</p>` : '';
+    return sendPage(reply, status, confirmed ? 'Claim confirmed' : 'Claim an agent', html`
+${error ? html`<p class="error">${error}</p>` : ''}
+${confirmed ? html`<p>You confirmed this claim; its code was shown once. You may still change the organization or deny.</p>` : html`<p>An agent asks to be bound to your account. Confirm only if you started it.</p>`}
+<dl><dt>Agent</dt><dd>${a.principal_name} (registration ${a.registration_id})</dd>
+<dt>Workspace</dt><dd>${a.tenant_name} (kept as it is, added to your account)</dd>
+<dt>Claim for</dt><dd>${a.login_hint}</dd></dl>
+<form method="post" action="${pathOf(a)}">
+<input type="hidden" name="csrf" value="${csrfFor(a.id, s)}">
+${choice}
+${confirmed
+  ? (orgs.length > 0 ? html`<button type="submit" name="action" value="organization">Save organization</button>` : '')
+  : html`<button type="submit" name="action" value="confirm">Confirm</button>`}
+<button type="submit" name="action" value="deny">Deny</button>
+</form>
+<p>Signed in as ${user.email}.</p>`);
+  }
+
+  function codePage(reply: FastifyReply, a: AttemptView, userCode: string, expiresIn: number) {
+    return sendPage(reply, 200, 'Give this code to the agent', html`
+<p>Tell the agent this code. It is valid for ${Math.round(expiresIn / 60)} minutes and is shown only this once.</p>
+<p class="code">${userCode}</p>
+<p>Agent ${a.principal_name} (registration ${a.registration_id}) will then be bound to your account with workspace ${a.tenant_name}.</p>`);
+  }
+
+  /** 404/410/403 for an attempt the page cannot act on; null when it can. */
+  function refusal(reply: FastifyReply, a: AttemptView | null) {
+    if (!a) return message(reply, 404, 'Claim not found', 'There is no such claim. Check the link the agent gave you.');
+    if (config.identity.serviceAuthRegistrationDisabled) return message(reply, 403, 'Claiming is turned off', 'Agents cannot be claimed here at the moment.');
+    const closed = CLOSED[phaseOf(a)];
+    return closed ? message(reply, closed.status, 'This claim is closed', closed.text) : null;
+  }
+
+  // ------------------------------------------------------------ routes
+
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    const status = typeof error.statusCode === 'number' && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500;
+    if (status === 500) request.log.error({ err: error }, 'claim page failed');
+    return message(reply, status, status === 500 ? 'Something went wrong' : 'Request refused', status === 500 ? 'Please try again.' : 'The request could not be handled.');
+  });
+
+  app.get(
+    `${CLAIM_PAGE_PREFIX}/:attemptId`,
+    { schema: { hide: true, operationId: 'getClaimPage', tags: ['identity'], params: Params } },
+    async (request, reply) => {
+      const attempt = await findAttempt(app.db, request.params.attemptId);
+      const refused = refusal(reply, attempt);
+      if (refused || !attempt) return refused;
+      const session = readSession(request) ?? startSession(reply, null);
+      const user = session.userId ? await findUser(app.db, session.userId) : null;
+      if (!user) return signInPage(reply, 200, attempt, session.userId ? startSession(reply, null) : session);
+      if (!sameEmail(user.email, attempt.login_hint)) {
+        return signInPage(reply, 403, attempt, session, `You are signed in as ${user.email}. This claim is for ${attempt.login_hint}; sign in as that account.`);
+      }
+      return decisionPage(reply, 200, attempt, session, user);
+    },
+  );
+
+  app.post(
+    `${CLAIM_PAGE_PREFIX}/:attemptId`,
+    { schema: { hide: true, operationId: 'postClaimPage', tags: ['identity'], params: Params, body: Form.optional() } },
+    async (request, reply) => {
+      const form: Form = request.body ?? {};
+      const attempt = await findAttempt(app.db, request.params.attemptId);
+      const refused = refusal(reply, attempt);
+      if (refused || !attempt) return refused;
+      const session = readSession(request);
+      if (!session || !form.csrf || !constantTimeEqual(form.csrf, csrfFor(attempt.id, session))) {
+        return message(reply, 403, 'Form expired', 'This form has expired or did not come from this page. Open the claim link again.', pathOf(attempt));
+      }
+      if (form.action === 'signin') return signIn(request, reply, attempt, session, form);
+      if (!['confirm', 'deny', 'organization'].includes(form.action ?? '')) return message(reply, 400, 'Unknown action', 'Choose Confirm or Deny.', pathOf(attempt));
+
+      const user = session.userId ? await findUser(app.db, session.userId) : null;
+      if (!user) return signInPage(reply, 401, attempt, session, 'Sign in first.');
+      const input = { attemptId: attempt.id, userId: user.id, userEmail: user.email, organizationId: form.organization_id || null };
+      try {
+        if (form.action === 'confirm') {
+          const { userCode, expiresIn } = await confirmAttempt(app.db, input);
+          request.log.info({ attemptId: attempt.id, userId: user.id }, 'claim confirmed');
+          return codePage(reply, attempt, userCode, expiresIn);
+        }
+        if (form.action === 'deny') {
+          await denyAttempt(app.db, input);
+          request.log.info({ attemptId: attempt.id, userId: user.id }, 'claim denied');
+          return message(reply, 200, 'Claim denied', 'The agent will not be bound to your account. Its claim is revoked.');
+        }
+        await selectOrganization(app.db, input);
+        return reply.code(303).header('location', pathOf(attempt)).send();
+      } catch (error) {
+        if (!(error instanceof ClaimError)) throw error;
+        if (error.code === 'wrong_account') return signInPage(reply, 403, attempt, session, `${error.message} Sign in as that account.`);
+        if (error.code === 'invalid_organization') return decisionPage(reply, 400, attempt, session, user, error.message);
+        return message(reply, error.code === 'attempt_not_found' ? 404 : 410, 'This claim is closed', error.message);
+      }
+    },
+  );
+
+  async function signIn(request: FastifyRequest, reply: FastifyReply, a: AttemptView, s: Session, form: Form): Promise<FastifyReply> {
+    // Shares the login endpoints' per-IP budget (spec: login attempts).
+    const limit = await hitRateLimit(app.db, LIMITS.login, request.ip);
+    if (!limit.allowed) {
+      reply.header('retry-after', String(limit.retryAfterSeconds));
+      return message(reply, 429, 'Too many sign-in attempts', `Try again in ${Math.ceil(limit.retryAfterSeconds / 60)} minutes.`);
+    }
+    if (!form.email || !form.password) return signInPage(reply, 400, a, s, 'Enter your e-mail and password.');
+    // A claim never binds to another account, so another e-mail is refused before any password check.
+    if (!sameEmail(form.email.trim(), a.login_hint)) {
+      return signInPage(reply, 403, a, s, `This claim is for ${a.login_hint}; sign in as that account.`);
+    }
+    const user = await checkPassword(app.db, form.email.trim(), form.password);
+    if (!user || !sameEmail(user.email, a.login_hint)) return signInPage(reply, 401, a, s, 'E-mail or password is wrong.');
+    startSession(reply, user.id);
+    request.log.info({ attemptId: a.id, userId: user.id }, 'signed in on the claim page');
+    return reply.code(303).header('location', pathOf(a)).send();
+  }
+};
+
+export default claimPageRoutes;
