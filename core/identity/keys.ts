@@ -54,8 +54,10 @@ export class KeyStore {
     return found.key;
   }
 
+  /** Read fresh each time: a rotation by another process shows at once (clients cache it anyway). */
   async jwks(): Promise<{ keys: JWK[] }> {
-    await this.signingKey();
+    await this.reload();
+    if (!this.signing) await this.signingKey();
     return { keys: this.publicJwks };
   }
 

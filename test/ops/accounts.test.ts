@@ -54,3 +54,13 @@ t.test('license:create prints a key once that logs in to the dashboard', async (
   t.equal(await bad.exited, 1);
   t.match(bad.output(), /--plan must be one of pro, enterprise/);
 });
+
+t.test('keys:rotate makes a new signing key and keeps the old one published', async (t) => {
+  const before = (await app.inject('/.well-known/jwks.json')).json().keys.length;
+  const p = spawnEntry(t, 'ops/rotate-keys.ts', env);
+  t.equal(await p.exited, 0, p.output());
+  const kid = /new signing key (\S+);/.exec(p.output())?.[1];
+  const after = (await app.inject('/.well-known/jwks.json')).json().keys as Array<{ kid: string }>;
+  t.equal(after.length, Math.max(before, 1) + 1);
+  t.ok(after.some((k) => k.kid === kid));
+});

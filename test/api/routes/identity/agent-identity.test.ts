@@ -208,3 +208,19 @@ t.test('auth.md describes this deployment', async (t) => {
   t.match(res.body, `resource=${encodeURIComponent(`${base}/api/agent`)}`);
   t.match(res.body, /Scopes before a claim: `svc:companies:read`, `svc:boards:read`, `svc:agents:write`/);
 });
+
+t.test('after a claim the assertion yields post-claim scopes and capabilities say claimed', async (t) => {
+  const { createUser } = await import('../../../../core/accounts/users.ts');
+  const { agent, confirmedClaim, PASSWORD } = await import('./claim-flow.ts');
+  await createUser(db, { email: 'claimer@example.test', password: PASSWORD });
+  const claimed = await confirmedClaim(app, db, 'claimer@example.test', { type: 'service_auth' });
+  const done = await agent(app).complete(claimed.reg.claimToken, claimed.code);
+  t.equal(done.statusCode, 200);
+  const token = (await exchange(done.json().identity.assertion)).json();
+  t.equal(token.scope, 'svc:companies:read svc:boards:read svc:boards:publish svc:agents:write');
+  const caps = (await app.inject({ url: '/api/agent/v1/capabilities', headers: { authorization: `Bearer ${token.access_token}` } })).json();
+  t.equal(caps.claim.state, 'claimed');
+  t.notOk(caps.next_actions.some((a: { action: string }) => a.action === 'claim_account'), 'no claim step left');
+  const refreshed = await register({ type: 'refresh', refresh_token: done.json().identity.refresh_token.value });
+  t.equal(refreshed.statusCode, 200, 'the refresh token from the claim works');
+});
