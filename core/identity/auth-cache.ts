@@ -23,12 +23,15 @@ export class AgentAuthCache {
   private enabled = false;
 
   constructor(hub: JobEventHub) {
-    this.enabled = hub.connected;
     hub.onConnectionChange((connected) => {
+      // On reconnect the hub has already re-issued LISTEN for our channel.
       this.enabled = connected;
       this.clear();
     });
-    void hub.listen('agent_auth_events', (registrationId) => this.registrations.delete(registrationId));
+    // Cache nothing until invalidations can reach us.
+    void hub.listen('agent_auth_events', (registrationId) => this.registrations.delete(registrationId)).then(() => {
+      this.enabled = hub.connected;
+    });
   }
 
   token(token: string): AccessClaims | undefined {

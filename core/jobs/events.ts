@@ -59,7 +59,8 @@ export class JobEventHub {
   async listen(channel: string, handler: ChannelHandler): Promise<void> {
     if (!/^[a-z_]+$/.test(channel)) throw new Error(`bad channel name ${channel}`);
     this.channels.set(channel, handler);
-    await this.client?.query(`listen ${channel}`);
+    // A connection that drops meanwhile listens again when it reconnects.
+    await this.client?.query(`listen ${channel}`).catch((error) => this.logger.debug({ err: error, channel }, 'listen deferred to the next connection'));
   }
 
   /** Called with false when the connection is lost and true when it is back. */
