@@ -1,0 +1,41 @@
+// Short-lived HS256 session tokens for people (platform and dashboard
+// logins). Each kind has its own audience and typ, so a token of one kind
+// never passes for the other; the subject is the user or license id.
+import { errors as joseErrors, jwtVerify, SignJWT } from 'jose';
+
+export class InvalidTokenError extends Error {
+  override name = 'InvalidTokenError';
+}
+
+export type SessionKind = 'platform' | 'dashboard';
+
+export async function signSessionToken(kind: SessionKind, subject: string, secret: Uint8Array, issuer: string, ttlSeconds: number): Promise<string> {
+  return new SignJWT({ typ: kind })
+    .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
+    .setSubject(subject)
+    .setIssuer(issuer)
+    .setAudience(kind)
+    .setIssuedAt()
+    .setExpirationTime(`${ttlSeconds}s`)
+    .sign(secret);
+}
+
+/** The subject of a valid token of this kind; InvalidTokenError otherwise. */
+export async function verifySessionToken(kind: SessionKind, token: string, secret: Uint8Array, issuer: string): Promise<string> {
+  try {
+    const { payload } = await jwtVerify(token, secret, { algorithms: ['HS256'], issuer, audience: kind });
+    if (typeof payload.sub !== 'string' || payload.typ !== kind) throw new InvalidTokenError('token has no subject');
+    return payload.sub;
+  } catch (error) {
+    if (error instanceof InvalidTokenError) throw error;
+    if (error instanceof joseErrors.JWTExpired) throw new InvalidTokenError('token expired');
+    throw new InvalidTokenError('token invalid');
+  }
+}
+
+/** Extracts the credential of an `Authorization: Bearer <token>` header. */
+export function bearerToken(header: string | undefined): string | null {
+  if (!header) return null;
+  const match = /^Bearer\s+([A-Za-z0-9\-._~+/]+=*)\s*$/i.exec(header);
+  return match ? match[1]! : null;
+}
