@@ -66,6 +66,16 @@ const envSchema = z.object({
   AGENT_ASSERTION_TTL_S: intFromEnv(300, 90 * 86_400).default(86_400),
   AGENT_ACCESS_TOKEN_TTL_S: intFromEnv(30, 3_600).default(300),
   AGENT_CLAIM_TOKEN_TTL_S: intFromEnv(300, 90 * 86_400).default(30 * 86_400),
+  PROVIDER_TIMEOUT_MS: intFromEnv(1_000, 600_000).default(60_000),
+  OPENAI_BASE_URL: urlFromEnv.default('https://api.openai.com/v1'),
+  ANTHROPIC_BASE_URL: urlFromEnv.default('https://api.anthropic.com'),
+  OPENROUTER_BASE_URL: urlFromEnv.default('https://openrouter.ai/api/v1'),
+  OLLAMA_BASE_URL: urlFromEnv.default('http://127.0.0.1:11434/v1'),
+  PLATFORM_OPENAI_API_KEY: z.string().min(1).optional(),
+  PLATFORM_ANTHROPIC_API_KEY: z.string().min(1).optional(),
+  PLATFORM_OPENROUTER_API_KEY: z.string().min(1).optional(),
+  NEW_TENANT_CREDITS_MICROS: intFromEnv(0, 1_000_000_000).default(5_000_000),
+  DATA_ENCRYPTION_KEY_PREVIOUS: secret32.optional(),
   PLATFORM_JWT_SECRET: secret32.optional(),
   DATA_ENCRYPTION_KEY: secret32.optional(),
 });
@@ -99,7 +109,16 @@ export type Config = {
     claimTokenTtlS: number;
   };
   ws: { heartbeatMs: number; maxBufferedBytes: number; maxSubscriptions: number; authTimeoutMs: number };
+  providers: {
+    timeoutMs: number;
+    baseUrls: { openai: string; anthropic: string; openrouter: string; ollama: string };
+    /** The platform's own keys, used for tenants on platform credits. */
+    platformKeys: { openai?: string; anthropic?: string; openrouter?: string };
+    newTenantCreditsMicros: number;
+  };
   secrets: Record<SecretName, Buffer>;
+  /** A retired data key that still decrypts what it sealed (rotation). */
+  previousEncryptionKey: Buffer | undefined;
 };
 
 export class ConfigError extends Error {
@@ -199,7 +218,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       maxSubscriptions: e.WS_MAX_SUBSCRIPTIONS,
       authTimeoutMs: e.WS_AUTH_TIMEOUT_MS,
     },
+    providers: {
+      timeoutMs: e.PROVIDER_TIMEOUT_MS,
+      baseUrls: { openai: e.OPENAI_BASE_URL, anthropic: e.ANTHROPIC_BASE_URL, openrouter: e.OPENROUTER_BASE_URL, ollama: e.OLLAMA_BASE_URL },
+      platformKeys: { openai: e.PLATFORM_OPENAI_API_KEY, anthropic: e.PLATFORM_ANTHROPIC_API_KEY, openrouter: e.PLATFORM_OPENROUTER_API_KEY },
+      newTenantCreditsMicros: e.NEW_TENANT_CREDITS_MICROS,
+    },
     secrets,
+    previousEncryptionKey: e.DATA_ENCRYPTION_KEY_PREVIOUS,
   };
 }
 
