@@ -29,8 +29,16 @@ const resultParser: Interceptor = {
 
 // Timestamps leave the database as ISO-8601 strings: JSON-ready and exact.
 const isoTimestamp = (value: string) => new Date(value.replace(' ', 'T').replace(/([+-]\d\d)$/, '$1:00')).toISOString();
+// int8 (bigint columns, count(*)) as a number: our counters and micro-dollar
+// amounts stay far below 2^53, and plain numbers serialise to JSON.
+const int8 = (value: string) => {
+  const n = Number(value);
+  if (!Number.isSafeInteger(n)) throw new RangeError(`int8 value ${value} exceeds the safe integer range`);
+  return n;
+};
 const typeParsers = [
-  ...createTypeParserPreset().filter((p) => p.name !== 'timestamptz' && p.name !== 'timestamp'),
+  ...createTypeParserPreset().filter((p) => !['timestamptz', 'timestamp', 'int8'].includes(p.name)),
+  { name: 'int8', parse: int8 },
   { name: 'timestamptz', parse: isoTimestamp },
   { name: 'timestamp', parse: (v: string) => isoTimestamp(`${v}+00`) },
 ];

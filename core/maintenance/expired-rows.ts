@@ -26,6 +26,11 @@ export const EXPIRING_ROWS: ExpiringRows[] = [
     expired: () => sql.fragment`started_at < now() - interval '30 days'`,
   },
   {
+    name: 'idempotency records past 24 hours',
+    table: 'idempotency_records',
+    expired: () => sql.fragment`expires_at < now()`,
+  },
+  {
     name: 'closed rate-limit windows',
     table: 'rate_limit_windows',
     expired: () => sql.fragment`window_start < now() - interval '1 day'`,

@@ -21,7 +21,7 @@ export class TenantLimitError extends Error {
   override name = 'TenantLimitError';
 }
 
-export async function createTenant(db: DatabasePool, userId: string, name: string): Promise<TenantRow> {
+export async function createTenant(db: CommonQueryMethods, userId: string, name: string): Promise<TenantRow> {
   return db.transaction(async (tx) => {
     // Serialise one user's creations so the limit holds under concurrency.
     await tx.query(sql.unsafe`select pg_advisory_xact_lock(hashtext('tenant-create:' || ${userId}))`);
