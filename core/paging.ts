@@ -3,7 +3,9 @@
 // cursor is opaque to clients (base64url JSON) and checked on the way in.
 import { z } from 'zod';
 
-const Position = z.object({ t: z.iso.datetime(), id: z.uuid() });
+// t is the row's timestamp at full (microsecond) precision, as PostgreSQL
+// prints it: a millisecond cursor would skip rows within the same millisecond.
+const Position = z.object({ t: z.string().regex(/^\d{4}-\d\d-\d\d[ T][\d:.]+([+-]\d\d(:?\d\d)?|Z)$/), id: z.uuid() });
 export type Position = z.infer<typeof Position>;
 
 export function encodeCursor(position: Position): string {
@@ -28,9 +30,12 @@ export const PageQuery = z.object({
   cursor: z.string().min(1).max(500).optional().describe('Opaque cursor from the previous page'),
 });
 
-/** Given limit+1 rows, the page and the cursor of the next one (or null). */
-export function pageOf<T extends { created_at: string; id: string }>(rows: readonly T[], limit: number) {
+/**
+ * Given limit+1 rows, the page and the cursor of the next one (or null).
+ * Rows carry `cursor_t`: `created_at::text` selected beside the row.
+ */
+export function pageOf<T extends { cursor_t: string; id: string }>(rows: readonly T[], limit: number) {
   const items = rows.slice(0, limit);
   const last = items.at(-1);
-  return { items, nextCursor: rows.length > limit && last ? encodeCursor({ t: last.created_at, id: last.id }) : null };
+  return { items, nextCursor: rows.length > limit && last ? encodeCursor({ t: last.cursor_t, id: last.id }) : null };
 }

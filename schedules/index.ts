@@ -18,4 +18,11 @@ export const CRON_ITEMS: CronItem[] = [
     match: '* * * * *',
     options: { backfillPeriod: 0, maxAttempts: 1, jobKey: DEAD_WORKER_SWEEP_KEY, jobKeyMode: 'preserve_run_at' },
   },
+  {
+    // Recomputes usage_daily (whole days, so a late or repeated run is harmless).
+    identifier: 'usage_rollup',
+    task: 'usage.rollup',
+    match: '*/10 * * * *',
+    options: { backfillPeriod: 0, maxAttempts: 3, jobKey: 'usage_rollup', jobKeyMode: 'preserve_run_at' },
+  },
 ];

@@ -30,13 +30,15 @@ export async function submitContact(
     returning ${columns}`);
 }
 
+const ContactPageRow = ContactRow.extend({ cursor_t: z.string() });
+
 export async function listContacts(
   db: CommonQueryMethods,
   options: { limit: number; cursor?: string | undefined; status?: (typeof CONTACT_STATUSES)[number] | undefined },
 ) {
   const after = options.cursor ? decodeCursor(options.cursor) : null;
-  const rows = await db.any(contactRow`
-    select ${columns} from contact_submissions
+  const rows = await db.any(sql.type(ContactPageRow)`
+    select ${columns}, created_at::text as cursor_t from contact_submissions
     where true
       ${options.status ? sql.fragment`and status = ${options.status}` : sql.fragment``}
       ${after ? sql.fragment`and (created_at, id) < (${after.t}::timestamptz, ${after.id}::uuid)` : sql.fragment``}

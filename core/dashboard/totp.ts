@@ -27,8 +27,8 @@ export class TotpStateError extends Error {
 
 const associatedData = (licenseId: string) => `dashboard-totp:${licenseId}`;
 
-// bigint columns arrive as BigInt; a time step (~6e7 today) is a safe number.
-const Step = z.bigint().nullable().transform((v) => (v === null ? null : Number(v)));
+// bigint columns arrive as safe numbers (core/db/pool.ts); a time step is ~6e7 today.
+const Step = z.number().int().nullable();
 
 const State = z.object({
   id: z.string(),

@@ -13,6 +13,12 @@ import { enqueueJobs, type EnqueuedJob, type JobSpec } from './enqueue.ts';
 export type Submission<T> = {
   /** The request's own writes, run in a savepoint of the shared transaction. */
   work?: (tx: DatabaseTransactionConnection) => Promise<T>;
+  /**
+   * False when `work` is a single statement (atomic by itself): it then runs
+   * without a savepoint, saving two round trips; if it fails, the batch is
+   * retried request by request so only the failing one fails.
+   */
+  savepoint?: boolean;
   /** Jobs to enqueue; a function may derive them from what `work` returned. */
   jobs: readonly JobSpec[] | ((value: T) => readonly JobSpec[]);
 };
@@ -76,15 +82,17 @@ export class GroupCommitter {
         const owners: Array<{ item: Pending; from: number; count: number }> = [];
         for (const item of batch) {
           try {
-            const { work, jobs } = item.submission;
+            const { work, jobs, savepoint = true } = item.submission;
             // A single-request batch needs no savepoint: its failure is the batch's.
-            const value = work ? (batch.length === 1 ? await work(tx) : await tx.transaction((sp) => work(sp))) : undefined;
+            const value = work ? (batch.length === 1 || !savepoint ? await work(tx) : await tx.transaction((sp) => work(sp))) : undefined;
             const itemSpecs = typeof jobs === 'function' ? jobs(value) : jobs;
             owners.push({ item, from: specs.length, count: itemSpecs.length });
             specs.push(...itemSpecs);
             outcomes.set(item, { value, jobs: [] });
           } catch (error) {
-            if (batch.length === 1) throw error;
+            // Without a savepoint the transaction is spoilt: let the batch fail
+            // and be retried one by one.
+            if (batch.length === 1 || item.submission.savepoint === false) throw error;
             failed.set(item, error);
           }
         }

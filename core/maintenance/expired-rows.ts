@@ -41,6 +41,17 @@ export const EXPIRING_ROWS: ExpiringRows[] = [
     expired: () => sql.fragment`expires_at < now() - interval '1 day'`,
   },
   {
+    name: 'budget snapshots older than 400 days',
+    table: 'budget_snapshots',
+    expired: () => sql.fragment`taken_at < now() - interval '400 days'`,
+  },
+  {
+    name: 'external cron runs older than 90 days',
+    table: 'external_cron_runs',
+    expired: () => sql.fragment`created_at < now() - interval '90 days'`,
+  },
+  // usage_rollup_queue is drained by the rollup itself and must never be swept.
+  {
     name: 'stale worker heartbeats',
     table: 'worker_heartbeats',
     expired: () => sql.fragment`last_seen_at < now() - interval '1 day'`,

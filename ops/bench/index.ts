@@ -29,6 +29,7 @@ import {
   startLatency,
   type BenchContext,
 } from './scenarios.ts';
+import { chatFigures } from './chat.ts';
 import { httpFigures } from './http.ts';
 import { websocketLatency } from './websocket.ts';
 
@@ -121,7 +122,15 @@ try {
   report.add('job finished -> websocket p50', ws.p50, 'ms', { name: 'NOTIFY p50', value: notify.p50 });
   report.add('job finished -> websocket p99', ws.p99, 'ms', { name: 'NOTIFY p99', value: notify.p99 }, '<= 25 ms');
 
-  // (f) HTTP: token exchanges and authenticated Agent API reads vs a bare route.
+  // (f) Chat: sends accepted over HTTP, and send -> first progress -> final.
+  await resetQueues(ctx);
+  const chat = await chatFigures(ctx, config, Math.min(samples, 200));
+  report.add('chat sends accepted/s (HTTP, 32 clients)', chat.acceptedPerSecond, 'req/s', rawBase, '>= 0.30x');
+  report.add('chat send -> first progress p50', chat.firstProgress.p50, 'ms');
+  report.add('chat send -> final websocket p50', chat.final.p50, 'ms', undefined, '< 20 ms');
+  report.add('chat send -> final websocket p99', chat.final.p99, 'ms');
+
+  // (g) HTTP: token exchanges and authenticated Agent API reads vs a bare route.
   const web = await httpFigures(ctx, config);
   const bareBase = { name: 'bare fastify route', value: web.bare };
   report.add('bare fastify GET (16 connections)', web.bare, 'req/s');

@@ -18,7 +18,7 @@ export type BenchContext = { url: string; db: DatabasePool; logger: Logger; seco
 export async function resetQueues(ctx: BenchContext): Promise<void> {
   // Bench-only: empty both queues between phases so one phase's backlog does
   // not slow the next.
-  await ctx.db.query(sql.unsafe`truncate jobs, graphile_worker._private_jobs, bench_raw`);
+  await ctx.db.query(sql.unsafe`truncate jobs, graphile_worker._private_jobs, bench_raw cascade`);
 }
 
 export async function rawInserts(ctx: BenchContext, connections: number): Promise<Throughput> {

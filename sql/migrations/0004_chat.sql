@@ -34,6 +34,8 @@ create table chat_messages (
   created_at timestamptz not null default now()
 );
 create index chat_messages_session_idx on chat_messages (session_id, seq);
+-- The monthly message quota counts a tenant's user messages.
+create index chat_messages_tenant_user_idx on chat_messages (tenant_id, created_at) where role = 'user';
 
 -- Idempotency: one row per (scope, tenant, key). The fingerprint is a hash
 -- of everything that makes the request the same request; the recorded

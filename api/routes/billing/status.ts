@@ -1,0 +1,48 @@
+// GET /api/billing/status: the tenant's plan, its user messages this UTC
+// month against the plan's limit, the plan's limits and platform credits.
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { billingStatus } from '../../../core/billing/status.ts';
+import { PLANS } from '../../../core/plans.ts';
+import { PlatformError, PlatformHttpError } from '../../errors.ts';
+import { TenantHeaders } from '../../plugins/tenant.ts';
+
+const BillingStatus = z
+  .object({
+    plan: z.enum(Object.keys(PLANS) as [keyof typeof PLANS, ...(keyof typeof PLANS)[]]),
+    period: z.object({ start: z.iso.date(), end: z.iso.date() }).describe('The current UTC month, both days included'),
+    messageCount: z.int().describe("User messages sent in the tenant's chats this month"),
+    remainingMessages: z.int(),
+    limits: z.object({
+      monthlyMessages: z.int(),
+      models: z.array(z.string()).describe('Models the plan allows (provider/* patterns)'),
+      companyWork: z.boolean(),
+    }),
+    credits: z.object({ balanceMicros: z.int().describe('Platform credits in micro-dollars') }),
+  })
+  .meta({ id: 'BillingStatus' });
+
+const billingStatusRoutes: FastifyPluginAsyncZod = async (app) => {
+  app.get(
+    '/api/billing/status',
+    {
+      onRequest: app.requireUser,
+      preHandler: app.requireTenant('viewer'),
+      schema: {
+        operationId: 'getBillingStatus',
+        tags: ['billing'],
+        summary: 'Plan, message count and usage limits',
+        security: [{ PlatformJWT: [] }],
+        headers: TenantHeaders,
+        response: { 200: BillingStatus, 400: PlatformError, 401: PlatformError, 403: PlatformError, 404: PlatformError },
+      },
+    },
+    async (request) => {
+      const status = await billingStatus(app.db, request.tenant!.id);
+      if (!status) throw new PlatformHttpError(404, 'not_found', 'No such tenant.');
+      return { ...status, limits: { ...status.limits, models: [...status.limits.models] } };
+    },
+  );
+};
+
+export default billingStatusRoutes;

@@ -1,0 +1,73 @@
+// Billing status of a tenant (plan, messages this month, the plan's limits,
+// platform credits) and the monthly message quota the chat send route checks.
+// A message is a chat message with role 'user'; months are UTC months.
+import { z } from 'zod';
+import { sql, type CommonQueryMethods } from '../db/pool.ts';
+import { planOf, type PlanName } from '../plans.ts';
+import { Count } from '../usage/periods.ts';
+
+const Row = z.object({
+  plan: z.string(),
+  used: z.number(),
+  balance_micros: Count.nullable(),
+  period_start: z.string(),
+  period_end: z.string(),
+});
+
+// Month bounds once, so the count and the reported period agree.
+async function monthOf(db: CommonQueryMethods, tenantId: string) {
+  return db.maybeOne(sql.type(Row)`
+    with m as (select date_trunc('month', now() at time zone 'UTC') as start)
+    select t.plan,
+      (select count(*)::int from chat_messages c
+        where c.tenant_id = t.id and c.role = 'user' and c.created_at >= (m.start at time zone 'UTC')) as used,
+      (select balance_micros from tenant_credits k where k.tenant_id = t.id) as balance_micros,
+      m.start::date::text as period_start,
+      (m.start + interval '1 month' - interval '1 day')::date::text as period_end
+    from tenants t, m
+    where t.id = ${tenantId}`);
+}
+
+export type BillingStatus = {
+  plan: PlanName;
+  period: { start: string; end: string };
+  messageCount: number;
+  limits: { monthlyMessages: number; models: readonly string[]; companyWork: boolean };
+  remainingMessages: number;
+  credits: { balanceMicros: number };
+};
+
+/** null when the tenant does not exist. */
+export async function billingStatus(db: CommonQueryMethods, tenantId: string): Promise<BillingStatus | null> {
+  const row = await monthOf(db, tenantId);
+  if (!row) return null;
+  const plan = planOf(row.plan);
+  return {
+    plan: plan.name,
+    period: { start: row.period_start, end: row.period_end },
+    messageCount: row.used,
+    limits: { monthlyMessages: plan.monthlyMessages, models: plan.models, companyWork: plan.companyWork },
+    remainingMessages: Math.max(0, plan.monthlyMessages - row.used),
+    credits: { balanceMicros: row.balance_micros ?? 0 },
+  };
+}
+
+/**
+ * May the tenant send one more message this month? Called before the user
+ * message is written. Concurrent sends can both pass at the last message;
+ * pass { lock: true } inside the send transaction to serialise the check
+ * per tenant (held until that transaction ends).
+ */
+export async function messageQuota(
+  db: CommonQueryMethods,
+  tenantId: string,
+  options: { lock?: boolean } = {},
+): Promise<{ allowed: boolean; limit: number; used: number }> {
+  if (options.lock) {
+    await db.query(sql.unsafe`select pg_advisory_xact_lock(73015521, hashtext(${tenantId}))`);
+  }
+  const row = await monthOf(db, tenantId);
+  if (!row) return { allowed: false, limit: 0, used: 0 };
+  const limit = planOf(row.plan).monthlyMessages;
+  return { allowed: row.used < limit, limit, used: row.used };
+}

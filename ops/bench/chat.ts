@@ -1,0 +1,93 @@
+// Chat figures: POST /api/chat/send accepted/s over real HTTP (each 202 is a
+// committed message + job), and send -> first progress -> final websocket
+// message with the built-in model answering at once.
+import http from 'node:http';
+import WebSocket from 'ws';
+import { buildApp } from '../../api/app.ts';
+import { signPlatformToken } from '../../core/auth/platform-token.ts';
+import type { Config } from '../../core/config.ts';
+import { sql } from '../../core/db/pool.ts';
+import { JobEventHub } from '../../core/jobs/events.ts';
+import { GroupCommitter } from '../../core/jobs/group-commit.ts';
+import { startWorker } from '../../workers/worker.ts';
+import { sleep, throughput } from './measure.ts';
+import { summarize, type BenchContext, type Latencies } from './scenarios.ts';
+
+const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
+
+function post(port: number, path: string, headers: Record<string, string>, body: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port, method: 'POST', path, agent, headers: { ...headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) } }, (res) => {
+      let data = '';
+      res.on('data', (c) => (data += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: data }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+export type ChatFigures = { acceptedPerSecond: number; firstProgress: Latencies; final: Latencies };
+
+export async function chatFigures(ctx: BenchContext, config: Config, samples: number): Promise<ChatFigures> {
+  const quiet = { ...config, logLevel: 'warn' };
+  const hub = new JobEventHub(ctx.url, ctx.db, ctx.logger);
+  await hub.start();
+  const app = await buildApp({ config: quiet, db: ctx.db, jobEvents: hub, jobs: new GroupCommitter(ctx.db) });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  const port = (app.server.address() as { port: number }).port;
+
+  const userId = await ctx.db.oneFirst(sql.unsafe`insert into users (email) values ('chat-bench@bench.test') returning id`) as string;
+  await ctx.db.query(sql.unsafe`update tenants set plan = 'enterprise' where id = ${ctx.tenantId}`);
+  await ctx.db.query(sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${ctx.tenantId}, ${userId}, 'admin')`);
+  const token = await signPlatformToken({ userId }, config.secrets.PLATFORM_JWT_SECRET, config.baseUrl);
+  const headers = { authorization: `Bearer ${token}`, 'x-tenant-id': ctx.tenantId };
+  const session = JSON.parse((await post(port, '/api/chat/sessions', headers, '{}')).body) as { id: string };
+  let n = 0;
+  const sendOnce = async () => {
+    const res = await post(port, '/api/chat/send', { ...headers, 'idempotency-key': `bench-${process.pid}-${++n}` }, JSON.stringify({ sessionId: session.id, message: `message ${n}` }));
+    if (res.status !== 202) throw new Error(`send answered ${res.status}: ${res.body}`);
+    return JSON.parse(res.body) as { jobId: string };
+  };
+
+  try {
+    // Accepted/s with no worker running: the api and PostgreSQL only.
+    await throughput(8, 1, async () => void (await sendOnce())); // warm-up
+    const accepted = await throughput(32, ctx.seconds, async () => void (await sendOnce()));
+    await ctx.db.query(sql.unsafe`truncate jobs, graphile_worker._private_jobs cascade`);
+
+    const worker = await startWorker({ config: quiet, databaseUrl: ctx.url, logger: ctx.logger, concurrency: 4 });
+    const socket = new WebSocket(`ws://127.0.0.1:${port}/api/ws`, { headers: { authorization: headers.authorization } });
+    const waiting = new Map<string, { progress?: number; resolve: (final: number) => void }>();
+    socket.on('message', (data) => {
+      const at = performance.now();
+      const m = JSON.parse(String(data)) as { type: string; job?: { id: string; status: string; progress: unknown } };
+      const w = m.job && waiting.get(m.job.id);
+      if (!w || !m.job) return;
+      if (m.job.progress && w.progress === undefined) w.progress = at;
+      if (m.job.status === 'succeeded' || m.job.status === 'failed') w.resolve(at);
+    });
+    await new Promise((resolve, reject) => socket.once('open', resolve).once('error', reject));
+    const firsts: number[] = [];
+    const finals: number[] = [];
+    for (let i = 0; i < samples; i++) {
+      const sent = performance.now();
+      const { jobId } = await sendOnce();
+      const entry: { progress?: number; resolve: (final: number) => void } = { resolve: () => undefined };
+      const final = new Promise<number>((resolve) => (entry.resolve = resolve));
+      waiting.set(jobId, entry);
+      socket.send(JSON.stringify({ type: 'subscribe', jobId }));
+      const done = await final;
+      finals.push(done - sent);
+      if (entry.progress !== undefined) firsts.push(entry.progress - sent);
+      waiting.delete(jobId);
+      await sleep(2);
+    }
+    socket.close();
+    await worker.stop();
+    return { acceptedPerSecond: accepted.perSecond, firstProgress: summarize(firsts), final: summarize(finals) };
+  } finally {
+    await app.close();
+    await hub.stop();
+  }
+}

@@ -1,0 +1,137 @@
+// Chat turns end to end on a real worker against a local server that speaks
+// the OpenAI protocol: streaming progress, retries, failures, crash recovery.
+import t from 'tap';
+import { z } from 'zod';
+import { Keyring } from '../../core/crypto/keyring.ts';
+import { sql } from '../../core/db/pool.ts';
+import { putKey } from '../../core/provider-keys/keys.ts';
+import { startTestServer } from '../helpers/app.ts';
+import { createTestDatabase } from '../helpers/db.ts';
+import { startFakeOpenAI } from '../helpers/fake-providers.ts';
+import { createMember } from '../helpers/fixtures.ts';
+import { waitFor } from '../helpers/wait.ts';
+import { spawnWorkerProcess, startTestWorker } from '../helpers/worker.ts';
+import { isJobMessage, TestSocket } from '../helpers/ws.ts';
+
+const openai = await startFakeOpenAI({ apiKey: 'sk-tenant-key-1234' });
+t.teardown(() => openai.close());
+const databaseUrl = await createTestDatabase(t);
+const overrides = { OPENAI_BASE_URL: openai.url };
+const api = await startTestServer(t, databaseUrl, overrides);
+const { app, db, config } = api;
+const member = await createMember(db, 'admin');
+await db.query(sql.unsafe`update tenants set plan = 'pro' where id = ${member.tenantId}`);
+await putKey(db, Keyring.fromConfig(config), { tenantId: member.tenantId, provider: 'openai', apiKey: 'sk-tenant-key-1234', userId: member.userId });
+const headers = { authorization: `Bearer ${member.token}`, 'x-tenant-id': member.tenantId };
+
+let keySeq = 0;
+async function newSession(model = 'openai/gpt-4o-mini') {
+  return (await app.inject({ method: 'POST', url: '/api/chat/sessions', headers, payload: { title: 'T', model } })).json().id as string;
+}
+async function send(sessionId: string, message: string) {
+  const res = await app.inject({ method: 'POST', url: '/api/chat/send', headers: { ...headers, 'idempotency-key': `turn-key-${++keySeq}-${Date.now()}` }, payload: { sessionId, message } });
+  t.equal(res.statusCode, 202);
+  return res.json() as { jobId: string; messageId: string };
+}
+const JobRow = z.object({ status: z.string(), attempts: z.number(), result: z.unknown(), error: z.unknown() });
+const finalJob = (jobId: string, timeoutMs = 30_000) =>
+  waitFor(`job ${jobId} to finish`, async () => {
+    const row = await db.one(sql.type(JobRow)`select status, attempts, result, error from jobs where id = ${jobId}`);
+    return ['succeeded', 'failed'].includes(row.status) ? row : null;
+  }, timeoutMs);
+const assistantMessages = (sessionId: string) =>
+  db.any(sql.type(z.object({ content: z.string(), job_id: z.string().nullable() }))`
+    select content, job_id from chat_messages where session_id = ${sessionId} and role = 'assistant' order by seq`);
+const usageOf = (jobId: string) =>
+  db.any(sql.type(z.object({ input_tokens: z.number(), output_tokens: z.number(), model: z.string(), credential: z.string() }))`
+    select input_tokens, output_tokens, model, credential from usage_records where job_id = ${jobId}`);
+
+t.test('send -> worker -> streamed progress over the websocket -> final state -> messages', async (t) => {
+  await startTestWorker(t, databaseUrl, overrides);
+  const sessionId = await newSession();
+  const socket = await TestSocket.connect(api.wsUrl, member.token);
+  t.teardown(() => socket.close());
+  openai.enqueue({ reply: 'one two three four five six', chunks: 6, delayMs: 70 });
+  const { jobId, messageId } = await send(sessionId, 'Count to six');
+  socket.send({ type: 'subscribe', jobId });
+  const seen: Array<{ status: string; progress: { text?: string } | null; result: { assistantMessageId?: string } | null }> = [];
+  while (!['succeeded', 'failed'].includes(seen.at(-1)?.status ?? '')) seen.push((await socket.next(isJobMessage(jobId), 20_000)).job as never);
+  const final = seen.at(-1)!;
+  t.equal(final.status, 'succeeded');
+  const partial = seen.filter((j) => j.status === 'running' && j.progress?.text);
+  t.ok(partial.length >= 1, `progress arrived before the end (${partial.length} updates)`);
+  t.ok(partial.every((p) => 'one two three four five six'.startsWith(p.progress!.text!)), 'progress is text so far');
+
+  const messages = (await app.inject({ url: `/api/chat/messages?sessionId=${sessionId}`, headers })).json().items;
+  t.same(messages.map((m: { role: string }) => m.role), ['user', 'assistant']);
+  t.equal(messages[0].id, messageId);
+  t.equal(messages[1].content, 'one two three four five six');
+  t.equal(messages[1].id, final.result!.assistantMessageId, 'the job result names the assistant message');
+  const polled = await app.inject({ url: `/api/chat/jobs/${jobId}`, headers });
+  t.same(polled.json(), final, 'polling returns the same final JSON');
+  t.match(await usageOf(jobId), [{ model: 'openai/gpt-4o-mini', credential: 'tenant_key' }]);
+  t.equal(openai.requests.at(-1)?.apiKey, 'sk-tenant-key-1234', "the tenant's own key was used");
+});
+
+t.test('provider errors: 429 then success, invalid key, stream cut mid-way', async (t) => {
+  await startTestWorker(t, databaseUrl, overrides);
+  const s1 = await newSession();
+  openai.enqueue({ status: 429, retryAfter: 1 }, { reply: 'after the rate limit' });
+  const rateLimited = await send(s1, 'hello');
+  const r1 = await finalJob(rateLimited.jobId);
+  t.match(r1, { status: 'succeeded', attempts: 2 });
+  t.same((await assistantMessages(s1)).map((m) => m.content), ['after the rate limit'], 'one message');
+
+  const s2 = await newSession();
+  openai.enqueue({ cutAfterChunks: 2, reply: 'partial answer that breaks' }, { reply: 'whole answer' });
+  const cut = await send(s2, 'hello');
+  t.match(await finalJob(cut.jobId), { status: 'succeeded', attempts: 2 });
+  t.same((await assistantMessages(s2)).map((m) => m.content), ['whole answer'], 'no partial duplicate');
+  t.equal((await usageOf(cut.jobId)).length, 1, 'one usage record');
+
+  const s3 = await newSession();
+  openai.enqueue({ status: 401, message: 'bad key' });
+  const refused = await send(s3, 'hello');
+  const r3 = await finalJob(refused.jobId);
+  t.match(r3, { status: 'failed', attempts: 1, error: { code: 'provider_invalid_key', retrying: false } });
+  t.same(await assistantMessages(s3), [], 'no message for a failed turn');
+});
+
+t.test('a model the plan does not allow fails with model_not_allowed', async (t) => {
+  await startTestWorker(t, databaseUrl, overrides);
+  const other = await createMember(db, 'admin'); // free plan: builtin only
+  const h = { authorization: `Bearer ${other.token}`, 'x-tenant-id': other.tenantId };
+  const sessionId = (await app.inject({ method: 'POST', url: '/api/chat/sessions', headers: h, payload: { model: 'openai/gpt-4o' } })).json().id;
+  await db.query(sql.unsafe`insert into tenant_credits (tenant_id, balance_micros) values (${other.tenantId}, 1000000)`);
+  const res = await app.inject({ method: 'POST', url: '/api/chat/send', headers: { ...h, 'idempotency-key': 'plan-key-0001' }, payload: { sessionId, message: 'hi' } });
+  t.equal(res.statusCode, 202);
+  t.match(await finalJob(res.json().jobId), { status: 'failed', error: { code: 'model_not_allowed' } });
+});
+
+t.test('the built-in offline model answers with no key at all', async (t) => {
+  await startTestWorker(t, databaseUrl, overrides);
+  const fresh = await createMember(db, 'admin');
+  const h = { authorization: `Bearer ${fresh.token}`, 'x-tenant-id': fresh.tenantId };
+  const sessionId = (await app.inject({ method: 'POST', url: '/api/chat/sessions', headers: h, payload: {} })).json().id;
+  const res = await app.inject({ method: 'POST', url: '/api/chat/send', headers: { ...h, 'idempotency-key': 'offline-key-1' }, payload: { sessionId, message: 'Hello offline' } });
+  t.match(await finalJob(res.json().jobId), { status: 'succeeded' });
+  const [answer] = await assistantMessages(sessionId);
+  t.ok(answer && answer.content.length > 0, 'an answer');
+  t.match(await usageOf(res.json().jobId), [{ model: 'builtin/offline', credential: 'none' }]);
+});
+
+t.test('a worker killed during a turn: after recovery one message and one usage record', async (t) => {
+  const sessionId = await newSession();
+  openai.enqueue({ reply: 'slow answer in many pieces', chunks: 5, delayMs: 800 }, { reply: 'answer after recovery' });
+  const doomed = spawnWorkerProcess(t, databaseUrl, { ...overrides, WORKER_CONCURRENCY: '1' });
+  const asked = openai.requests.length;
+  const { jobId } = await send(sessionId, 'take your time');
+  // Kill it once it is talking to the model, mid-stream.
+  await waitFor('the turn to reach the model', async () => openai.requests.length > asked, 30_000);
+  doomed.child.kill('SIGKILL');
+  await doomed.exited;
+  await startTestWorker(t, databaseUrl, overrides);
+  t.match(await finalJob(jobId, 60_000), { status: 'succeeded', attempts: 2 });
+  t.same((await assistantMessages(sessionId)).map((m) => m.content), ['answer after recovery']);
+  t.equal((await usageOf(jobId)).length, 1);
+});
