@@ -24,43 +24,7 @@ import { z } from 'zod';
 import { sql } from '../../core/db/pool.ts';
 import { PlatformHttpError } from '../errors.ts';
 
-export const README_SECTION = `### Signed requests ("HMAC + Auth")
-
-\`PUT\` and \`DELETE /api/provider-keys/:provider\` need the platform token,
-the tenant header **and** an HMAC-SHA256 signature:
-
-1. Get a signing key (valid about two days; fetch a new one when \`expiresAt\`
-   nears or on \`401 invalid_signature\`). It is shown only in this response:
-   \`GET /api/provider-keys/signing-key\` with \`Authorization: Bearer <token>\`
-   returns \`{signingKey, expiresAt, ...}\`.
-2. Build the string to sign, five lines joined by \`\\n\` (no trailing newline):
-   \`METHOD\` (upper case), the path as sent (\`/api/provider-keys/openai\`, with
-   the query string if any), the \`x-tenant-id\` value, the timestamp (unix
-   seconds), and the lower-case hex SHA-256 of the exact body bytes (of the
-   empty string for a request without a body).
-3. Signature = lower-case hex HMAC-SHA256 of that string, keyed with the UTF-8
-   bytes of \`signingKey\` exactly as returned. Send
-   \`x-signature-timestamp: <unix seconds>\` and \`x-signature: v1=<hex>\`.
-
-\`\`\`sh
-KEY=$(curl -s -H "authorization: Bearer $TOKEN" "$BASE/api/provider-keys/signing-key" | jq -r .signingKey)
-BODY='{"apiKey":"sk-..."}'; TS=$(date +%s); PATHNAME=/api/provider-keys/openai
-HASH=$(printf '%s' "$BODY" | sha256sum | cut -d' ' -f1)
-SIG=$(printf 'PUT\\n%s\\n%s\\n%s\\n%s' "$PATHNAME" "$TENANT" "$TS" "$HASH" | openssl dgst -sha256 -hmac "$KEY" | sed 's/^.* //')
-curl -X PUT "$BASE$PATHNAME" -H "authorization: Bearer $TOKEN" -H "x-tenant-id: $TENANT" \\
-  -H 'content-type: application/json' -H "x-signature-timestamp: $TS" -H "x-signature: v1=$SIG" --data "$BODY"
-\`\`\`
-
-Refusals (all 401): \`signature_required\` (a header is missing),
-\`signature_expired\` (timestamp more than 300 s from the server clock),
-\`invalid_signature\` (malformed, wrong key, or anything signed differs),
-\`signature_replayed\` (this exact signature was already accepted: sign each
-request anew, also a retry). The server remembers accepted signatures in
-PostgreSQL, so every replica refuses a replay. Two identical requests signed
-in the same second have the same signature, so the second one is refused;
-both requests are idempotent (the same key saved, a key already gone), so
-sign again a second later only if you really need the answer.
-`;
+// The scheme is documented for users in README.md ("Signed requests").
 
 export const SIGNATURE_TOLERANCE_S = 300;
 const KEY_EPOCH_S = 86_400;
@@ -166,12 +130,11 @@ async function hmacSignature(app: FastifyInstance) {
     if (!valid) throw refuse('invalid_signature', 'The signature does not match this request.');
 
     // Remembered in PostgreSQL so every replica refuses the same signature;
-    // kept for longer than its timestamp stays acceptable. TODO: own table
-    // (hmac_seen_signatures) once its migration lands; idempotency_records for now.
+    // kept for longer than its timestamp stays acceptable.
     const { rowCount } = await app.db.query(sql.unsafe`
-      insert into idempotency_records (scope, tenant_id, key, fingerprint, state, expires_at)
-      values ('hmac-signature', ${request.tenant.id}, ${given[1]!}, '', 'completed', now() + make_interval(secs => ${SEEN_RETENTION_S}))
-      on conflict (scope, tenant_id, key) do nothing`);
+      insert into hmac_seen_signatures (tenant_id, signature, expires_at)
+      values (${request.tenant.id}, ${given[1]!}, now() + make_interval(secs => ${SEEN_RETENTION_S}))
+      on conflict (tenant_id, signature) do nothing`);
     if (rowCount === 0) throw refuse('signature_replayed', 'This signature was already used; sign each request anew.');
   });
 }

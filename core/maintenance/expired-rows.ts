@@ -50,6 +50,11 @@ export const EXPIRING_ROWS: ExpiringRows[] = [
     table: 'external_cron_runs',
     expired: () => sql.fragment`created_at < now() - interval '90 days'`,
   },
+  {
+    name: 'seen HMAC signatures past their window',
+    table: 'hmac_seen_signatures',
+    expired: () => sql.fragment`expires_at < now()`,
+  },
   // usage_rollup_queue is drained by the rollup itself and must never be swept.
   {
     name: 'stale worker heartbeats',

@@ -148,3 +148,13 @@ export function formatDollars(amountMicros: number): string {
   const fraction = String(abs % 1_000_000).padStart(6, '0').replace(/0+$/, '').padEnd(2, '0');
   return `${sign}${whole}.${fraction}`;
 }
+
+/** One row of the provider-key audit trail (never the key itself). */
+export async function auditKey(
+  db: CommonQueryMethods,
+  entry: { tenantId: string; provider: string; action: 'saved' | 'deleted' | 'resolved'; userId: string | null; requestId?: string },
+): Promise<void> {
+  await db.query(sql.unsafe`
+    insert into provider_key_audit (tenant_id, provider, action, user_id, request_id)
+    values (${entry.tenantId}, ${entry.provider}, ${entry.action}, ${entry.userId}, ${entry.requestId ?? null})`);
+}

@@ -5,7 +5,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { Keyring } from '../../../core/crypto/keyring.ts';
-import { creditBalance, deleteKey, formatDollars, listMasked, putKey, resolveKey } from '../../../core/provider-keys/keys.ts';
+import { auditKey, creditBalance, deleteKey, formatDollars, listMasked, putKey, resolveKey } from '../../../core/provider-keys/keys.ts';
 import { PlatformError, PlatformHttpError } from '../../errors.ts';
 import hmacSignature, { issueSigningKey, keepRawJsonBody, SignatureHeaders } from '../../plugins/hmac-signature.ts';
 import { TenantHeaders } from '../../plugins/tenant.ts';
@@ -84,12 +84,16 @@ const providerKeyRoutes: FastifyPluginAsyncZod = async (app) => {
       },
     },
     async (request) => {
-      const saved = await putKey(app.db, keyring, {
-        tenantId: request.tenant!.id,
-        provider: request.params.provider,
-        apiKey: request.body.apiKey,
-        baseUrl: request.body.baseUrl,
-        userId: request.user!.userId,
+      const saved = await app.db.transaction(async (tx) => {
+        const row = await putKey(tx, keyring, {
+          tenantId: request.tenant!.id,
+          provider: request.params.provider,
+          apiKey: request.body.apiKey,
+          baseUrl: request.body.baseUrl,
+          userId: request.user!.userId,
+        });
+        await auditKey(tx, { tenantId: request.tenant!.id, provider: row.provider, action: 'saved', userId: request.user!.userId, requestId: request.id });
+        return row;
       });
       request.log.info({ tenantId: request.tenant!.id, provider: saved.provider, userId: request.user!.userId }, 'provider key saved');
       return { provider: saved.provider, masked: saved.masked, last4: saved.last4, baseUrl: saved.baseUrl, updatedAt: saved.updatedAt };
@@ -112,7 +116,11 @@ const providerKeyRoutes: FastifyPluginAsyncZod = async (app) => {
       },
     },
     async (request, reply) => {
-      const removed = await deleteKey(app.db, request.tenant!.id, request.params.provider);
+      const removed = await app.db.transaction(async (tx) => {
+        const gone = await deleteKey(tx, request.tenant!.id, request.params.provider);
+        if (gone) await auditKey(tx, { tenantId: request.tenant!.id, provider: request.params.provider, action: 'deleted', userId: request.user!.userId, requestId: request.id });
+        return gone;
+      });
       if (!removed) throw new PlatformHttpError(404, 'not_found', 'The tenant has no key for this provider.');
       request.log.info({ tenantId: request.tenant!.id, provider: request.params.provider, userId: request.user!.userId }, 'provider key deleted');
       return reply.code(204).send();
@@ -180,8 +188,8 @@ const providerKeyRoutes: FastifyPluginAsyncZod = async (app) => {
     async (request, reply) => {
       const resolved = await resolveKey(app.db, keyring, request.tenant!.id, request.params.provider);
       if (!resolved) throw new PlatformHttpError(404, 'not_found', 'The tenant has no key for this provider.');
-      // The audit trail: who read which key, never the key. TODO: also a
-      // provider_key_audit row once its migration exists.
+      // The audit trail: who read which key, never the key.
+      await auditKey(app.db, { tenantId: request.tenant!.id, provider: resolved.provider, action: 'resolved', userId: request.user!.userId, requestId: request.id });
       request.log.info({ tenantId: request.tenant!.id, provider: resolved.provider, userId: request.user!.userId }, 'provider key resolved');
       reply.header('cache-control', 'no-store');
       return resolved;

@@ -148,7 +148,7 @@ t.test('signature refusals: missing, stale, altered, foreign, replayed; nothing 
   const shouted = await app.inject({ method: 'PUT', url: '/api/provider-keys/anthropic', payload, headers: { ...headers, 'x-signature': headers['x-signature'].toUpperCase().replace('V1=', 'v1=') } });
   t.same(await code(shouted), [401, 'signature_replayed'], 'upper-case hex is the same signature');
   const seen = await db.oneFirst(sql.type(z.object({ expires_at: z.string() }))`
-    select expires_at from idempotency_records where scope = 'hmac-signature' and tenant_id = ${owner.tenantId} limit 1`);
+    select expires_at from hmac_seen_signatures where tenant_id = ${owner.tenantId} limit 1`);
   t.ok(Date.parse(seen) > Date.now() + 600_000, 'remembered past the time its timestamp is acceptable');
 
   const text = await app.inject({ method: 'PUT', url: '/api/provider-keys/anthropic', headers: { ...as(owner), 'content-type': 'text/plain', ...signRequest(await signingKeyOf(owner), 'PUT', '/api/provider-keys/anthropic', owner.tenantId, 'x') }, payload: 'x' });
@@ -241,4 +241,15 @@ t.test('OpenAPI documents the scheme on the signed routes', async (t) => {
   }
   t.equal(doc.paths['/api/provider-keys/{provider}/resolve'].get.operationId, 'resolveProviderKey');
   t.same(doc.paths['/api/provider-keys/{provider}'].put.parameters.find((p: { in: string }) => p.in === 'path').schema.enum, ['openai', 'anthropic', 'openrouter', 'ollama']);
+});
+
+t.test('saves, deletes and resolves leave an audit trail without the key', async (t) => {
+  const { z } = await import('zod');
+  const { sql } = await import('../../../../core/db/pool.ts');
+  const rows = await db.any(sql.type(z.object({ action: z.string(), provider: z.string() }))`
+    select action, provider from provider_key_audit order by id`);
+  const actions = new Set(rows.map((r) => r.action));
+  t.ok(actions.has('saved') && actions.has('resolved') && actions.has('deleted'), [...actions].join(','));
+  const dump = JSON.stringify(await db.any(sql.unsafe`select * from provider_key_audit`));
+  t.notMatch(dump, /sk-/, 'no key material in the audit rows');
 });
