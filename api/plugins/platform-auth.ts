@@ -7,6 +7,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { z } from 'zod';
 import { bearerToken, InvalidTokenError, verifyPlatformToken } from '../../core/auth/platform-token.ts';
+import { InvalidatedCache } from '../../core/cache/invalidated-cache.ts';
 import { sql } from '../../core/db/pool.ts';
 import { PlatformHttpError } from '../errors.ts';
 
@@ -30,11 +31,14 @@ async function platformAuth(app: FastifyInstance) {
   const secret = app.config.secrets.PLATFORM_JWT_SECRET;
   const issuer = app.config.baseUrl;
 
-  // A valid signature is not enough: the account must still exist.
+  // A valid signature is not enough: the account must still exist (cached
+  // per replica, dropped by NOTIFY when the user changes or is deleted).
+  const users = new InvalidatedCache<{ is_operator: boolean } | null>(app.jobEvents, 'user_cache_events');
   const authenticateToken = async (token: string): Promise<AuthenticatedUser> => {
     const { userId } = await verifyPlatformToken(token, secret, issuer);
-    const row = await app.db.maybeOne(sql.type(z.object({ is_operator: z.boolean() }))`
-      select is_operator from users where id = ${userId}`);
+    const row = await users.get(`user:${userId}`, () =>
+      app.db.maybeOne(sql.type(z.object({ is_operator: z.boolean() }))`select is_operator from users where id = ${userId}`),
+    );
     if (!row) throw new InvalidTokenError('account no longer exists');
     return { userId, isOperator: row.is_operator };
   };

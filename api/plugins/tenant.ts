@@ -6,6 +6,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { z } from 'zod';
+import { InvalidatedCache } from '../../core/cache/invalidated-cache.ts';
 import { sql } from '../../core/db/pool.ts';
 import { PlatformHttpError } from '../errors.ts';
 
@@ -29,6 +30,8 @@ export const TenantHeaders = z.object({
 const Membership = z.object({ role: z.enum(['admin', 'viewer']) });
 
 async function tenantPlugin(app: FastifyInstance) {
+  // Roles are cached per replica and dropped by NOTIFY when a membership changes.
+  const memberships = new InvalidatedCache<{ role: TenantRole } | null>(app.jobEvents, 'user_cache_events');
   app.decorateRequest('tenant', null);
   app.decorate('requireTenant', (minimum: TenantRole) => async (request: FastifyRequest) => {
     if (!request.user) throw new PlatformHttpError(401, 'unauthorized', 'Authentication required.');
@@ -37,8 +40,10 @@ async function tenantPlugin(app: FastifyInstance) {
       throw new PlatformHttpError(400, 'invalid_request', 'Send the tenant id as the `x-tenant-id` header (a UUID).');
     }
     const tenantId = header.data['x-tenant-id'];
-    const membership = await app.db.maybeOne(sql.type(Membership)`
-      select role from tenant_memberships where tenant_id = ${tenantId} and user_id = ${request.user.userId}`);
+    const userId = request.user.userId;
+    const membership = await memberships.get(`member:${tenantId}:${userId}`, () =>
+      app.db.maybeOne(sql.type(Membership)`select role from tenant_memberships where tenant_id = ${tenantId} and user_id = ${userId}`),
+    );
     if (!membership) throw new PlatformHttpError(404, 'not_found', 'No such tenant.');
     if (minimum === 'admin' && membership.role !== 'admin') {
       throw new PlatformHttpError(403, 'forbidden', 'This needs the Admin role in the tenant.');

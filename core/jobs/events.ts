@@ -22,7 +22,8 @@ export class JobEventHub {
   private attempt = 0;
   private readyPromise: Promise<void> | null = null;
   /** Other channels that ride on the same connection (e.g. agent auth cache invalidation). */
-  private channels = new Map<string, ChannelHandler>();
+  private channels = new Map<string, Set<ChannelHandler>>();
+  private listening = new Map<string, Promise<void>>();
   private connectionListeners = new Set<(connected: boolean) => void>();
 
   constructor(
@@ -58,9 +59,18 @@ export class JobEventHub {
   /** Listens on another channel over the same connection (also after reconnects). */
   async listen(channel: string, handler: ChannelHandler): Promise<void> {
     if (!/^[a-z_]+$/.test(channel)) throw new Error(`bad channel name ${channel}`);
-    this.channels.set(channel, handler);
+    const handlers = this.channels.get(channel);
+    if (handlers) {
+      handlers.add(handler);
+      return this.listening.get(channel); // resolves once LISTEN is in place
+    }
+    this.channels.set(channel, new Set([handler]));
     // A connection that drops meanwhile listens again when it reconnects.
-    await this.client?.query(`listen ${channel}`).catch((error) => this.logger.debug({ err: error, channel }, 'listen deferred to the next connection'));
+    const done = (this.client?.query(`listen ${channel}`) ?? Promise.resolve())
+      .then(() => undefined)
+      .catch((error) => this.logger.debug({ err: error, channel }, 'listen deferred to the next connection'));
+    this.listening.set(channel, done);
+    return done;
   }
 
   /** Called with false when the connection is lost and true when it is back. */
@@ -92,7 +102,7 @@ export class JobEventHub {
     const client = new pg.Client({ connectionString: this.connectionString, application_name: 'api-job-events' });
     client.on('notification', (message) => {
       if (message.channel === CHANNEL && message.payload) this.onNotification(message.payload);
-      else if (message.payload !== undefined) this.channels.get(message.channel)?.(message.payload);
+      else if (message.payload !== undefined) this.channels.get(message.channel)?.forEach((handler) => handler(message.payload!));
     });
     const lost = (error?: Error) => {
       if (this.client !== client) return;

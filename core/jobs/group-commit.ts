@@ -25,8 +25,17 @@ export type Submission<T> = {
 
 export type Submitted<T> = { value: T; jobs: EnqueuedJob[] };
 
+/**
+ * Set-based work: one call handles every queued input of its kind with a few
+ * statements, instead of a statement (and savepoint) per request. It returns
+ * one result per input, in order. If it throws, the batch is retried request
+ * by request, so only a failing input fails.
+ */
+export type BatchHandler<I, T> = (tx: DatabaseTransactionConnection, inputs: readonly I[]) => Promise<Array<{ value: T; jobs: readonly JobSpec[] }>>;
+
 type Pending = {
   submission: Submission<unknown>;
+  batched?: { handler: BatchHandler<unknown, unknown>; input: unknown };
   resolve: (v: Submitted<unknown>) => void;
   reject: (e: unknown) => void;
 };
@@ -54,6 +63,18 @@ export class GroupCommitter {
     });
   }
 
+  submitBatched<I, T>(handler: BatchHandler<I, T>, input: I): Promise<Submitted<T>> {
+    return new Promise<Submitted<T>>((resolve, reject) => {
+      this.queue.push({
+        submission: { jobs: [] },
+        batched: { handler: handler as BatchHandler<unknown, unknown>, input },
+        resolve: resolve as Pending['resolve'],
+        reject,
+      });
+      this.pump();
+    });
+  }
+
   /** Convenience for requests that only enqueue. */
   async enqueue(specs: readonly JobSpec[]): Promise<EnqueuedJob[]> {
     return (await this.submit({ jobs: specs })).jobs;
@@ -71,7 +92,7 @@ export class GroupCommitter {
   }
 
   private async flush(batch: Pending[]): Promise<void> {
-    if (batch.every((item) => !item.submission.work)) return this.flushEnqueueOnly(batch);
+    if (batch.every((item) => !item.submission.work && !item.batched)) return this.flushEnqueueOnly(batch);
     const outcomes = new Map<Pending, Submitted<unknown>>();
     const failed = new Map<Pending, unknown>();
     try {
@@ -80,7 +101,22 @@ export class GroupCommitter {
         failed.clear();
         const specs: JobSpec[] = [];
         const owners: Array<{ item: Pending; from: number; count: number }> = [];
+        // Set-based work first, one call per handler for all its inputs.
+        const groups = new Map<BatchHandler<unknown, unknown>, Pending[]>();
         for (const item of batch) {
+          if (item.batched) groups.set(item.batched.handler, [...(groups.get(item.batched.handler) ?? []), item]);
+        }
+        for (const [handler, items] of groups) {
+          const results = await handler(tx, items.map((i) => i.batched!.input));
+          items.forEach((item, i) => {
+            const result = results[i]!;
+            owners.push({ item, from: specs.length, count: result.jobs.length });
+            specs.push(...result.jobs);
+            outcomes.set(item, { value: result.value, jobs: [] });
+          });
+        }
+        for (const item of batch) {
+          if (item.batched) continue;
           try {
             const { work, jobs, savepoint = true } = item.submission;
             // A single-request batch needs no savepoint: its failure is the batch's.

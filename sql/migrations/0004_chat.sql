@@ -93,3 +93,23 @@ create table usage_records (
   created_at timestamptz not null default now()
 );
 create index usage_records_tenant_time_idx on usage_records (tenant_id, occurred_at desc, id desc);
+
+-- User messages per tenant and UTC month, kept by a trigger, so the quota
+-- check on every send reads one row instead of counting the month's messages.
+create table tenant_message_counts (
+  tenant_id uuid not null references tenants (id) on delete cascade,
+  month date not null,
+  messages integer not null default 0,
+  primary key (tenant_id, month)
+);
+
+create function count_user_message() returns trigger language plpgsql as $$
+begin
+  insert into tenant_message_counts (tenant_id, month, messages)
+  values (new.tenant_id, date_trunc('month', new.created_at at time zone 'UTC')::date, 1)
+  on conflict (tenant_id, month) do update set messages = tenant_message_counts.messages + 1;
+  return null;
+end;
+$$;
+create trigger chat_messages_count_user after insert on chat_messages
+  for each row when (new.role = 'user') execute function count_user_message();

@@ -2,7 +2,7 @@
 // turn runs on a worker) and the turn's job status.
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { checkSendQuota, CHAT_TURN_KIND, sendInTransaction, SessionNotFoundError, type SendOutcome } from '../../../core/chat/send.ts';
+import { checkSendQuota, CHAT_TURN_KIND, sendBatch, sendInTransaction, SessionNotFoundError, type SendOutcome } from '../../../core/chat/send.ts';
 import {
   createChatSession,
   findSession,
@@ -132,25 +132,27 @@ const chatRoutes: FastifyPluginAsyncZod = async (app) => {
       const { sessionId, message, companyScope, attachments } = request.body;
 
       const refusal = await checkSendQuota(app.db, tenantId, sessionId);
-      let outcome: SendOutcome;
-      try {
-        outcome = (
+      const input = { tenantId, userId: request.user!.userId, idempotencyKey: key, sessionId, message, companyScope, attachments };
+      let result: SendOutcome | SessionNotFoundError;
+      if (refusal) {
+        // Over quota: a replay still answers, a new turn is refused and its
+        // writes are undone by the savepoint.
+        result = (
           await app.jobs.submit({
             work: async (tx) => {
-              const result = await sendInTransaction(tx, { tenantId, userId: request.user!.userId, idempotencyKey: key, sessionId, message, companyScope, attachments });
-              // A replay answers even when the quota is now spent; a new turn does not.
-              if (result.kind === 'accepted' && refusal) throw new PlatformHttpError(402, refusal.code, refusal.message);
-              return result;
+              const sent = await sendInTransaction(tx, input).catch((error: unknown) => (error instanceof SessionNotFoundError ? error : Promise.reject(error)));
+              if (!(sent instanceof SessionNotFoundError) && sent.kind === 'accepted') throw new PlatformHttpError(402, refusal.code, refusal.message);
+              return sent;
             },
-            // The send is one statement; a refusal after it needs the savepoint to undo it.
-            savepoint: refusal !== null,
-            jobs: (result) => (result.kind === 'accepted' ? [result.job] : []),
+            jobs: () => [],
+            savepoint: true,
           })
         ).value;
-      } catch (error) {
-        if (error instanceof SessionNotFoundError) throw new PlatformHttpError(404, 'not_found', error.message);
-        throw error;
+      } else {
+        result = (await app.jobs.submitBatched(sendBatch, input)).value;
       }
+      if (result instanceof SessionNotFoundError) throw new PlatformHttpError(404, 'not_found', result.message);
+      const outcome = result;
       if (outcome.kind === 'conflict') throw new PlatformHttpError(409, 'IDEMPOTENCY_KEY_REUSED', 'This Idempotency-Key was used for a different message; use a new key for new work.');
       if (outcome.kind === 'in_progress') throw new PlatformHttpError(409, 'IDEMPOTENCY_KEY_IN_PROGRESS', 'The first request with this key is still running; retry shortly.');
       if (outcome.kind === 'replayed') reply.header('idempotency-replayed', 'true');

@@ -9,6 +9,7 @@ import { GroupCommitter } from '../../../../core/jobs/group-commit.ts';
 import { buildTestApp } from '../../../helpers/app.ts';
 import { testConfig } from '../../../helpers/config.ts';
 import { createTestDatabase } from '../../../helpers/db.ts';
+import { waitFor } from '../../../helpers/wait.ts';
 
 const databaseUrl = await createTestDatabase(t);
 const logs: string[] = [];
@@ -125,7 +126,12 @@ t.test('deleting the account removes its data and keeps a shared tenant alive', 
   t.equal(await count(sql.unsafe`select count(*)::int from auth_refresh_tokens where user_id = ${bob.id}`), 0, 'refresh tokens gone');
   t.equal(await count(sql.unsafe`select count(*)::int from tenant_memberships where tenant_id = ${shared}`), 1, 'shared tenant keeps Carol');
   t.equal(await count(sql.unsafe`select count(*)::int from chat_sessions where tenant_id = ${shared}`), 1, 'and its data');
-  t.equal((await app.inject({ url: '/api/auth/me', headers: auth })).statusCode, 401, 'the old token no longer works');
+  // Every replica drops its cached view of the user on the deletion's NOTIFY.
+  const refused = await waitFor('the old token to be refused', async () => {
+    const res = await app.inject({ url: '/api/auth/me', headers: auth });
+    return res.statusCode === 401 ? res : null;
+  }, 5_000);
+  t.equal(refused.statusCode, 401, 'the old token no longer works');
   t.ok(z.string().parse(carol.id));
 });
 
