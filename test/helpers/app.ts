@@ -1,5 +1,6 @@
 // The api as the tests use it: buildApp on a fresh database, with its pool,
 // LISTEN hub and group committer; everything closed when the test ends.
+import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import type { Test } from 'tap';
 import { buildApp } from '../../api/app.ts';
@@ -9,14 +10,30 @@ import { JobEventHub } from '../../core/jobs/events.ts';
 import { GroupCommitter } from '../../core/jobs/group-commit.ts';
 import { testConfig, testLogger } from './config.ts';
 
-export type TestApi = { app: FastifyInstance; db: DatabasePool; hub: JobEventHub; config: Config; close: () => Promise<void> };
+export type TestApi = {
+  app: FastifyInstance;
+  db: DatabasePool;
+  hub: JobEventHub;
+  config: Config;
+  /** Everything the app logged so far (set LOG_LEVEL in the overrides to see more). */
+  logs: () => string;
+  close: () => Promise<void>;
+};
 
 export async function buildTestApp(t: Test, databaseUrl: string, overrides: Record<string, string> = {}): Promise<TestApi> {
   const config = testConfig(databaseUrl, overrides);
   const db = await createDatabasePool(databaseUrl, { maximumPoolSize: 5 });
   const hub = new JobEventHub(databaseUrl, db, testLogger('job-events'));
   await hub.start();
-  const app = await buildApp({ config, db, jobEvents: hub, jobs: new GroupCommitter(db) });
+  // Logs are kept in memory, so tests can check what was (never) logged.
+  const lines: string[] = [];
+  const logStream = new Writable({
+    write(chunk, _encoding, done) {
+      lines.push(String(chunk));
+      done();
+    },
+  });
+  const app = await buildApp({ config, db, jobEvents: hub, jobs: new GroupCommitter(db) }, { logStream });
   let closed = false;
   const close = async () => {
     if (closed) return;
@@ -26,7 +43,7 @@ export async function buildTestApp(t: Test, databaseUrl: string, overrides: Reco
     await db.end();
   };
   t.teardown(close);
-  return { app, db, hub, config, close };
+  return { app, db, hub, config, logs: () => lines.join(''), close };
 }
 
 /** Same, listening on a random port (for websockets and real HTTP clients). */

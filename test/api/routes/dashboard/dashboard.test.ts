@@ -4,39 +4,18 @@
 // otplib, for the previous, current and next 30 s step (the server accepts
 // +-1 step), so no test waits for the clock.
 import { randomUUID } from 'node:crypto';
-import { Writable } from 'node:stream';
 import { generate } from 'otplib';
 import t from 'tap';
 import { z } from 'zod';
-import { buildApp } from '../../../../api/app.ts';
 import { signPlatformToken } from '../../../../core/auth/platform-token.ts';
 import { createLicense, type NewLicense } from '../../../../core/dashboard/licenses.ts';
 import { normalizeRecoveryCode, sha256 } from '../../../../core/crypto/tokens.ts';
-import { createDatabasePool, sql } from '../../../../core/db/pool.ts';
-import { JobEventHub } from '../../../../core/jobs/events.ts';
-import { GroupCommitter } from '../../../../core/jobs/group-commit.ts';
-import { testConfig, testLogger } from '../../../helpers/config.ts';
+import { sql } from '../../../../core/db/pool.ts';
+import { buildTestApp } from '../../../helpers/app.ts';
 import { createTestDatabase } from '../../../helpers/db.ts';
 
-// The app is built here rather than with buildTestApp to read its log lines.
-const lines: string[] = [];
-const logStream = new Writable({
-  write(chunk, _enc, done) {
-    lines.push(String(chunk));
-    done();
-  },
-});
 const databaseUrl = await createTestDatabase(t);
-const config = testConfig(databaseUrl, { LOG_LEVEL: 'trace' });
-const db = await createDatabasePool(databaseUrl, { maximumPoolSize: 5 });
-const hub = new JobEventHub(databaseUrl, db, testLogger('job-events'));
-await hub.start();
-const app = await buildApp({ config, db, jobEvents: hub, jobs: new GroupCommitter(db) }, { logStream });
-t.teardown(async () => {
-  await app.close();
-  await hub.stop();
-  await db.end();
-});
+const { app, db, config, logs } = await buildTestApp(t, databaseUrl, { LOG_LEVEL: 'trace' });
 
 /** Every secret handed out during the run; none may appear in the logs. */
 const secrets = new Set<string>();
@@ -327,7 +306,7 @@ t.test('the login endpoints share one limit per client address', async (t) => {
 });
 
 t.test('no license key, TOTP secret or recovery code reaches a log line', async (t) => {
-  const text = lines.join('');
+  const text = logs();
   t.match(text, /dashboard login with second factor/, 'the flows above were logged');
   t.match(text, /request completed/);
   t.ok(secrets.size > 40);

@@ -3,17 +3,14 @@
 // with a real local OpenAI-protocol server before anything is saved, and
 // completion with Dashboard Auth.
 import { randomUUID } from 'node:crypto';
-import { Writable } from 'node:stream';
 import t from 'tap';
 import { z } from 'zod';
 import { signDashboardToken } from '../../../../core/auth/dashboard-token.ts';
 import { signPlatformToken } from '../../../../core/auth/platform-token.ts';
 import { createLicense } from '../../../../core/dashboard/licenses.ts';
-import { buildApp } from '../../../../api/app.ts';
-import { createDatabasePool, sql } from '../../../../core/db/pool.ts';
-import { JobEventHub } from '../../../../core/jobs/events.ts';
-import { GroupCommitter } from '../../../../core/jobs/group-commit.ts';
-import { TEST_SECRET, testConfig, testLogger } from '../../../helpers/config.ts';
+import { sql } from '../../../../core/db/pool.ts';
+import { TEST_SECRET } from '../../../helpers/config.ts';
+import { buildTestApp } from '../../../helpers/app.ts';
 import { createTestDatabase } from '../../../helpers/db.ts';
 import { startFakeOpenAI } from '../../../helpers/fake-providers.ts';
 import { createMember } from '../../../helpers/fixtures.ts';
@@ -24,25 +21,8 @@ t.teardown(fake.close);
 const gone = await startFakeOpenAI();
 await gone.close(); // a provider nobody answers for
 
-// Built here rather than with buildTestApp to read its log lines.
-const lines: string[] = [];
-const logStream = new Writable({
-  write(chunk, _enc, done) {
-    lines.push(String(chunk));
-    done();
-  },
-});
 const databaseUrl = await createTestDatabase(t);
-const config = testConfig(databaseUrl, { LOG_LEVEL: 'trace', OPENAI_BASE_URL: fake.url, NEW_TENANT_CREDITS_MICROS: '2500000' });
-const db = await createDatabasePool(databaseUrl, { maximumPoolSize: 5 });
-const hub = new JobEventHub(databaseUrl, db, testLogger('job-events'));
-await hub.start();
-const app = await buildApp({ config, db, jobEvents: hub, jobs: new GroupCommitter(db) }, { logStream });
-t.teardown(async () => {
-  await app.close();
-  await hub.stop();
-  await db.end();
-});
+const { app, db, config, logs } = await buildTestApp(t, databaseUrl, { LOG_LEVEL: 'trace', OPENAI_BASE_URL: fake.url, NEW_TENANT_CREDITS_MICROS: '2500000' });
 const secret = Buffer.from(TEST_SECRET, 'base64');
 
 type Person = { userId: string; email: string; token: string };
@@ -168,8 +148,8 @@ t.test('setup: an accepted key is saved and the default agent moves to the chose
   t.equal(await agentModel(adaTenant), 'openai/gpt-4o-mini');
   const resolved = await app.inject({ url: '/api/provider-keys/openai/resolve', headers });
   t.equal(resolved.json().apiKey, RIGHT_KEY, 'stored the same way as PUT');
-  t.match(lines.join(''), /provider key saved by onboarding/);
-  t.notMatch(lines.join(''), /RIGHTKEY|WRONGKEY/, 'no key, accepted or refused, in any log line');
+  t.match(logs(), /provider key saved by onboarding/);
+  t.notMatch(logs(), /RIGHTKEY|WRONGKEY/, 'no key, accepted or refused, in any log line');
 });
 
 t.test('complete: Dashboard Auth, for a tenant one of whose Admins bought the license', async (t) => {

@@ -2,40 +2,18 @@
 // replayed), masking everywhere but resolve (responses and log lines), roles
 // and tenant isolation, key rotation, and the credentials/credits functions
 // the chat worker uses.
-import { Writable } from 'node:stream';
 import t from 'tap';
 import { z } from 'zod';
-import { buildApp } from '../../../../api/app.ts';
 import { signRequest } from '../../../../api/plugins/hmac-signature.ts';
 import { Keyring } from '../../../../core/crypto/keyring.ts';
-import { createDatabasePool, sql } from '../../../../core/db/pool.ts';
-import { JobEventHub } from '../../../../core/jobs/events.ts';
-import { GroupCommitter } from '../../../../core/jobs/group-commit.ts';
+import { sql } from '../../../../core/db/pool.ts';
 import { creditBalance, credentialsFor, formatDollars, putKey, spendCredits } from '../../../../core/provider-keys/keys.ts';
 import { buildTestApp } from '../../../helpers/app.ts';
-import { testConfig, testLogger } from '../../../helpers/config.ts';
 import { createTestDatabase } from '../../../helpers/db.ts';
 import { createMember, type Member } from '../../../helpers/fixtures.ts';
 
-// Built here rather than with buildTestApp to read its log lines.
-const lines: string[] = [];
-const logStream = new Writable({
-  write(chunk, _enc, done) {
-    lines.push(String(chunk));
-    done();
-  },
-});
 const databaseUrl = await createTestDatabase(t);
-const config = testConfig(databaseUrl, { LOG_LEVEL: 'trace', PLATFORM_OPENAI_API_KEY: 'sk-platform-PLATFORMKEY' });
-const db = await createDatabasePool(databaseUrl, { maximumPoolSize: 5 });
-const hub = new JobEventHub(databaseUrl, db, testLogger('job-events'));
-await hub.start();
-const app = await buildApp({ config, db, jobEvents: hub, jobs: new GroupCommitter(db) }, { logStream });
-t.teardown(async () => {
-  await app.close();
-  await hub.stop();
-  await db.end();
-});
+const { app, db, config, logs } = await buildTestApp(t, databaseUrl, { LOG_LEVEL: 'trace', PLATFORM_OPENAI_API_KEY: 'sk-platform-PLATFORMKEY' });
 
 const owner = await createMember(db, 'admin');
 const viewer = await createMember(db, 'viewer');
@@ -102,8 +80,8 @@ t.test('a signed PUT saves the key sealed; every view but resolve is masked', as
   t.same(resolved.json(), { provider: 'openai', apiKey: SECRET_KEY, baseUrl: null });
   t.equal(resolved.headers['cache-control'], 'no-store');
 
-  const log = lines.join('');
-  const audit = lines.map((l) => JSON.parse(l)).find((l) => l.msg === 'provider key resolved');
+  const log = logs();
+  const audit = log.trim().split('\n').map((l) => JSON.parse(l) as { msg?: string }).find((l) => l.msg === 'provider key resolved');
   t.match(audit, { tenantId: owner.tenantId, provider: 'openai', userId: owner.userId }, 'resolve is audit-logged');
   t.notMatch(log, /SUPERSECRET/, 'the key is in no log line');
   t.notMatch(log, new RegExp(await signingKeyOf(owner)), 'nor is the signing key');
