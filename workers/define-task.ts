@@ -6,6 +6,7 @@ import type { JobHelpers, Task } from 'graphile-worker';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { Config } from '../core/config.ts';
+import type { CommonQueryMethods } from '../core/db/pool.ts';
 import type { DatabasePool } from '../core/db/pool.ts';
 import { TaskEnvelope } from '../core/jobs/enqueue.ts';
 import { PermanentJobError, RetryableJobError } from '../core/jobs/errors.ts';
@@ -20,6 +21,12 @@ export type TaskContext = TaskDeps & {
   maxAttempts: number;
   /** Publishes progress to pollers and websocket subscribers. */
   progress: (value: unknown) => Promise<void>;
+  /**
+   * Records the result inside the handler's own transaction, so the job's
+   * final state commits with the task's writes (one commit fewer, and no gap
+   * between them). The value returned by the handler is then not recorded again.
+   */
+  completeWithin: (tx: CommonQueryMethods, result: unknown) => Promise<boolean>;
   /** Aborted when the worker shuts down; long work should stop and let a retry resume. */
   signal: AbortSignal;
   helpers: JobHelpers;
@@ -56,6 +63,7 @@ export function defineTask<S extends z.ZodType>(
         await failAttempt(deps.db, jobId, { code: 'invalid_input', message: z.prettifyError(parsed.error) }, true);
         return;
       }
+      let completedWithin = false;
       const ctx: TaskContext = {
         ...deps,
         logger,
@@ -68,10 +76,14 @@ export function defineTask<S extends z.ZodType>(
         progress: async (value) => {
           await reportProgress(deps.db, jobId, value);
         },
+        completeWithin: async (tx, result) => {
+          completedWithin = true;
+          return completeJob(tx, jobId, result);
+        },
       };
       try {
         const result = await run(parsed.data, ctx);
-        const recorded = await completeJob(deps.db, jobId, result);
+        const recorded = completedWithin || (await completeJob(deps.db, jobId, result));
         logger.info({ recorded }, recorded ? 'job succeeded' : 'job finished by another attempt; result not recorded twice');
       } catch (error) {
         const permanent = error instanceof PermanentJobError;

@@ -4,7 +4,7 @@
 import { z } from 'zod';
 import type { Config } from '../config.ts';
 import type { Keyring } from '../crypto/keyring.ts';
-import { sql, type DatabasePool } from '../db/pool.ts';
+import { sql, type CommonQueryMethods, type DatabasePool } from '../db/pool.ts';
 import { PermanentJobError, RetryableJobError } from '../jobs/errors.ts';
 import { OFFLINE_MODEL, planOf } from '../plans.ts';
 import { credentialsFor, spendCredits } from '../provider-keys/keys.ts';
@@ -31,6 +31,8 @@ export type TurnContext = {
   tenantId: string;
   signal: AbortSignal;
   progress: (value: unknown) => Promise<void>;
+  /** Records the job's result in the given transaction (with the answer). */
+  completeWithin: (tx: CommonQueryMethods, result: unknown) => Promise<boolean>;
 };
 
 const HISTORY_LIMIT = 50;
@@ -153,6 +155,8 @@ export async function runChatTurn(input: TurnInput, ctx: TurnContext): Promise<T
       await tx.query(sql.unsafe`update tenant_credits set balance_micros = 0, updated_at = now() where tenant_id = ${ctx.tenantId}`);
     }
     await tx.query(sql.unsafe`update chat_sessions set updated_at = now() where id = ${input.sessionId}`);
-    return { assistantMessageId: inserted, model: modelId, inputTokens: result.inputTokens, outputTokens: result.outputTokens, costMicros: cost };
+    const answer: TurnResult = { assistantMessageId: inserted, model: modelId, inputTokens: result.inputTokens, outputTokens: result.outputTokens, costMicros: cost };
+    await ctx.completeWithin(tx, answer);
+    return answer;
   });
 }

@@ -13,5 +13,6 @@ export default defineTask('chat.turn', TurnInput, async (input, ctx) =>
     tenantId: ctx.tenantId,
     signal: ctx.signal,
     progress: ctx.progress,
+    completeWithin: ctx.completeWithin,
   }),
 );
