@@ -90,6 +90,12 @@ export class AgentHttpError extends Error {
     message: string,
     public readonly nextAction: NextAction,
     public readonly headers: Record<string, string> = {},
+    /**
+     * False for refusals given before the operation started (rule 6: a
+     * readiness refusal): the idempotency record is dropped, so the identical
+     * retry runs once the cause is gone. Other refusals are replayed as recorded.
+     */
+    public readonly recordIdempotency = true,
   ) {
     super(message);
   }
