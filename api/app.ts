@@ -13,6 +13,7 @@ import rateLimit from './plugins/rate-limit.ts';
 import tenant from './plugins/tenant.ts';
 import authRoutes from './routes/auth/index.ts';
 import agentAuth from './plugins/agent-auth.ts';
+import agentAdmission from './plugins/agent-admission.ts';
 import agentIdempotency from './plugins/agent-idempotency.ts';
 import agentIdentityRoutes from './routes/agent/identity.ts';
 import chatRoutes from './routes/chat/index.ts';
@@ -69,6 +70,7 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   await app.register(rateLimit);
   await app.register(agentAuth);
   await app.register(agentIdempotency);
+  await app.register(agentAdmission);
 
   await app.register(healthRoutes);
   await app.register(openapiRoutes);

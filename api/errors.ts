@@ -60,6 +60,17 @@ export const AgentApiError = z
   .meta({ id: 'AgentApiError', description: 'Error body of the Agent API' });
 export type AgentApiErrorBody = z.infer<typeof AgentApiError>;
 
+export const SharedRateLimitError = z
+  .object({
+    code: z.literal('rate_limit_exceeded'),
+    message: z.string(),
+    next_action: z.literal('retry_same_request_later'),
+    retry_after: z.int().min(0).describe('Seconds; also in the Retry-After header'),
+    limit: z.int().describe('Requests allowed per window for this principal'),
+    window_seconds: z.int(),
+  })
+  .meta({ id: 'SharedRateLimitError', description: 'The shared admission limit of the Agent API refused the request before it reached the route' });
+
 export const IdentityError = z
   .object({
     code: z.string(),

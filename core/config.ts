@@ -66,6 +66,9 @@ const envSchema = z.object({
   AGENT_ASSERTION_TTL_S: intFromEnv(300, 90 * 86_400).default(86_400),
   AGENT_ACCESS_TOKEN_TTL_S: intFromEnv(30, 3_600).default(300),
   AGENT_CLAIM_TOKEN_TTL_S: intFromEnv(300, 90 * 86_400).default(30 * 86_400),
+  AGENT_AUTH_DISABLED: boolFromEnv.default(false),
+  AGENT_API_RATE_LIMIT: intFromEnv(1, 1_000_000).default(600),
+  AGENT_API_RATE_WINDOW_MS: intFromEnv(1_000, 3_600_000).default(60_000),
   PROVIDER_TIMEOUT_MS: intFromEnv(1_000, 600_000).default(60_000),
   OPENAI_BASE_URL: urlFromEnv.default('https://api.openai.com/v1'),
   ANTHROPIC_BASE_URL: urlFromEnv.default('https://api.anthropic.com'),
@@ -102,6 +105,11 @@ export type Config = {
   };
   jobRetentionDays: number;
   identity: {
+    /** Switches agent authentication off: the Agent API answers 503 temporarily_disabled. */
+    agentAuthDisabled: boolean;
+    /** Shared admission limit of /api/agent/v1: requests per window per principal. */
+    agentRateLimit: number;
+    agentRateWindowMs: number;
     anonymousRegistrationDisabled: boolean;
     serviceAuthRegistrationDisabled: boolean;
     assertionTtlS: number;
@@ -206,6 +214,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     jobRetentionDays: e.JOB_RETENTION_DAYS,
     identity: {
+      agentAuthDisabled: e.AGENT_AUTH_DISABLED,
+      agentRateLimit: e.AGENT_API_RATE_LIMIT,
+      agentRateWindowMs: e.AGENT_API_RATE_WINDOW_MS,
       anonymousRegistrationDisabled: e.ANONYMOUS_REGISTRATION_DISABLED,
       serviceAuthRegistrationDisabled: e.SERVICE_AUTH_REGISTRATION_DISABLED,
       assertionTtlS: e.AGENT_ASSERTION_TTL_S,

@@ -8,7 +8,7 @@ import fp from 'fastify-plugin';
 import { bearerToken } from '../../core/auth/platform-token.ts';
 import { agentContext, type AgentContextRow } from '../../core/agent/capabilities.ts';
 import { AgentAuthCache } from '../../core/identity/auth-cache.ts';
-import { RejectedTokenError, resources, verifyAccessToken, type AgentScope } from '../../core/identity/tokens.ts';
+import { RejectedTokenError, resources, verifyAccessToken, type AccessClaims, type AgentScope } from '../../core/identity/tokens.ts';
 import { AgentHttpError } from '../errors.ts';
 import { protectedResourceMetadataUrl } from '../routes/identity/metadata.ts';
 
@@ -29,6 +29,8 @@ declare module 'fastify' {
   }
   interface FastifyInstance {
     requireAgent: (scope?: AgentScope) => (request: FastifyRequest) => Promise<void>;
+    /** The verified claims of an Agent API token (cached), or null when it does not verify. */
+    agentTokenClaims: (token: string) => Promise<AccessClaims | null>;
   }
 }
 
@@ -42,20 +44,25 @@ async function agentAuth(app: FastifyInstance) {
     new AgentHttpError(401, code, message, 'reauthenticate', { 'www-authenticate': challenge(error) });
 
   const cache = new AgentAuthCache(app.jobEvents);
+  const claimsOf = async (token: string): Promise<AccessClaims> => {
+    const cached = cache.token(token);
+    if (cached) return cached;
+    const claims = await verifyAccessToken(app.idpKeys, token, authUrl, audience);
+    cache.rememberToken(token, claims);
+    return claims;
+  };
+  app.decorate('agentTokenClaims', (token: string) => claimsOf(token).catch(() => null));
   app.decorateRequest('agent', null);
   app.decorateRequest('agentContext', null);
   app.decorate('requireAgent', (scope?: AgentScope) => async (request: FastifyRequest) => {
     const token = bearerToken(request.headers.authorization);
     if (!token) throw unauthorized('invalid_credential', 'Send an access token for the Agent API as `Authorization: Bearer <token>`; see the resource metadata for how to get one.');
-    let claims = cache.token(token);
-    if (!claims) {
-      try {
-        claims = await verifyAccessToken(app.idpKeys, token, authUrl, audience);
-      } catch (error) {
-        if (error instanceof RejectedTokenError) throw unauthorized('invalid_credential', `${error.message}; exchange the assertion for a new token.`, 'invalid_token');
-        throw error;
-      }
-      cache.rememberToken(token, claims);
+    let claims: AccessClaims;
+    try {
+      claims = await claimsOf(token);
+    } catch (error) {
+      if (error instanceof RejectedTokenError) throw unauthorized('invalid_credential', `${error.message}; exchange the assertion for a new token.`, 'invalid_token');
+      throw error;
     }
     let live = cache.registration(claims.registrationId);
     if (!live) {

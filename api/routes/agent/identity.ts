@@ -4,7 +4,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { capabilitiesOf, type AgentContextRow } from '../../../core/agent/capabilities.ts';
 import { AGENT_SCOPES } from '../../../core/identity/tokens.ts';
-import { AgentApiError, AgentHttpError } from '../../errors.ts';
+import { AgentApiError, AgentHttpError, SharedRateLimitError } from '../../errors.ts';
 
 const ClaimState = z.enum(['unclaimed', 'pending', 'claimed']);
 const Me = z
@@ -46,7 +46,7 @@ const Capabilities = z
   })
   .meta({ id: 'AgentCapabilitiesResponse' });
 
-const errors = { 401: AgentApiError, 403: AgentApiError, 429: AgentApiError, 503: AgentApiError };
+const errors = { 401: AgentApiError, 403: AgentApiError, 429: SharedRateLimitError, 503: AgentApiError };
 
 const agentIdentityRoutes: FastifyPluginAsyncZod = async (app) => {
   const security = [{ AgentBearer: [] }];
