@@ -16,6 +16,13 @@ import agentAuth from './plugins/agent-auth.ts';
 import agentAdmission from './plugins/agent-admission.ts';
 import agentIdempotency from './plugins/agent-idempotency.ts';
 import agentIdentityRoutes from './routes/agent/identity.ts';
+import agentCompanyRoutes from './routes/agent/companies.ts';
+import companyRoutes from './routes/companies/index.ts';
+import agentBoardRoutes from './routes/agent/boards.ts';
+import boardRoutes from './routes/boards/index.ts';
+import managedAgentRoutes from './routes/agent/managed-agents.ts';
+import managedAgentPlatformRoutes from './routes/managed-agents/index.ts';
+import runnerRoutes from './routes/runners/index.ts';
 import chatRoutes from './routes/chat/index.ts';
 import contactRoutes from './routes/contact/index.ts';
 import identityRoutes from './routes/identity/index.ts';
@@ -46,6 +53,8 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
     loggerInstance: logger,
     trustProxy: ctx.config.trustProxy,
     bodyLimit: 1024 * 1024,
+    // The Agent API's taskRef may be 2048 characters, more when URL-encoded (Fastify's default is 100).
+    maxParamLength: 8192,
     // Keep a well-formed incoming request id for tracing; mint one otherwise.
     requestIdHeader: false,
     genReqId: (req) => {
@@ -87,6 +96,13 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   await app.register(chatRoutes);
   await app.register(identityRoutes);
   await app.register(agentIdentityRoutes);
+  await app.register(companyRoutes);
+  await app.register(agentCompanyRoutes);
+  await app.register(agentBoardRoutes);
+  await app.register(boardRoutes);
+  await app.register(managedAgentRoutes);
+  await app.register(managedAgentPlatformRoutes);
+  await app.register(runnerRoutes);
   await app.register(wsRoutes);
 
   await app.ready();

@@ -29,6 +29,11 @@ async function openapi(app: FastifyInstance) {
             bearerFormat: 'JWT',
             description: 'Access token from POST {auth_url}/oauth2/token (JWT-bearer grant, resource {base_url}/api/agent), about 5 minutes; auth class agent_bearer',
           },
+          RunnerToken: {
+            type: 'http',
+            scheme: 'bearer',
+            description: 'Runner token from POST /api/runners/enroll (shown once)',
+          },
           DashboardJWT: {
             type: 'http',
             scheme: 'bearer',

@@ -1,10 +1,12 @@
 // Every task the worker runs. A task's identifier is its platform job kind.
 import type { TaskDefinition } from '../define-task.ts';
+import agentRestore from './agent-restore.ts';
 import chatTurn from './chat-turn.ts';
+import companyRun from './company-run.ts';
 import diagNoop from './diag-noop.ts';
 import diagSteps from './diag-steps.ts';
 import deadWorkers from './maintenance-dead-workers.ts';
 import sweepExpired from './maintenance-sweep-expired.ts';
 import usageRollup from './usage-rollup.ts';
 
-export const TASKS: readonly TaskDefinition[] = [chatTurn, diagNoop, diagSteps, sweepExpired, deadWorkers, usageRollup];
+export const TASKS: readonly TaskDefinition[] = [chatTurn, companyRun, diagNoop, diagSteps, sweepExpired, deadWorkers, usageRollup, agentRestore];
