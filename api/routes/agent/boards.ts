@@ -6,7 +6,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { BoardNotFoundError, boardContent, createBoard, findBoard, listBoards, saveBoardVersion, type BoardRow } from '../../../core/boards/boards.ts';
 import { BoardVersionMissingError, NotPublishedPubliclyError, publishBoard, readPublication, rotateBoardLink, unpublishBoard, type NewLink, type PublicationRow } from '../../../core/boards/publications.ts';
-import { AgentApiError, AgentHttpError } from '../../errors.ts';
+import { AgentApiError, AgentHttpError, SharedRateLimitError } from '../../errors.ts';
 import {
   Board, BoardList, BoardParams, CreateBody, ListQuery, PublicationResponse, PublishBody, PublishResponse,
   RotateBody, RotateResponse, SaveBody, UnpublishBody, UnpublishResponse,
@@ -32,7 +32,7 @@ function refusal(error: unknown): never {
   throw error;
 }
 
-const readErrors = { 400: AgentApiError, 401: AgentApiError, 403: AgentApiError, 404: AgentApiError, 429: AgentApiError, 503: AgentApiError };
+const readErrors = { 400: AgentApiError, 401: AgentApiError, 403: AgentApiError, 404: AgentApiError, 429: SharedRateLimitError, 503: AgentApiError };
 const writeErrors = { ...readErrors, 409: AgentApiError };
 const IDEMPOTENCY = 'Requires `Idempotency-Key` (8-200 characters, unique to this exact mutation); an identical retry within 24 hours returns the recorded outcome with `Idempotency-Replayed: true`.';
 

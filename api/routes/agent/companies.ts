@@ -10,7 +10,7 @@ import { findCompany, findCompanyTask, listCompanies, listCompanyAgents, listCom
 import { findCompanyRun, listCompanyRuns } from '../../../core/companies/runs.ts';
 import { InvalidCursorError } from '../../../core/paging.ts';
 import { planOf } from '../../../core/plans.ts';
-import { AgentApiError, AgentHttpError } from '../../errors.ts';
+import { AgentApiError, AgentHttpError, SharedRateLimitError } from '../../errors.ts';
 import {
   AgentCompanyAgentListResponse,
   AgentCompanyListResponse,
@@ -29,7 +29,7 @@ import {
 
 const SCOPE = 'svc:companies:read';
 const DEFAULT_LIMIT = 50;
-const errors = { 400: AgentApiError, 401: AgentApiError, 402: AgentApiError, 403: AgentApiError, 404: AgentApiError, 429: AgentApiError, 503: AgentApiError };
+const errors = { 400: AgentApiError, 401: AgentApiError, 402: AgentApiError, 403: AgentApiError, 404: AgentApiError, 429: SharedRateLimitError, 503: AgentApiError };
 
 const notFound = (what: string) =>
   new AgentHttpError(404, 'not_found', `No ${what} with this reference is visible to you; re-read the list instead of guessing identifiers.`, 'reread_list');
