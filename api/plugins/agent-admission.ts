@@ -39,7 +39,8 @@ async function agentAdmission(app: FastifyInstance) {
     window.count++;
     if (window.count > agentRateLimit) {
       const retryAfter = Math.max(0, Math.ceil((window.start + agentRateWindowMs - now) / 1000));
-      request.log.warn({ retryAfter }, 'agent admission limit reached');
+      // debug: a flood of refused requests must not become a flood of log lines
+      request.log.debug({ retryAfter }, 'agent admission limit reached');
       return reply
         .code(429)
         .header('retry-after', String(retryAfter))
