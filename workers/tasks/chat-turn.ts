@@ -4,15 +4,4 @@ import { TurnInput, runChatTurn } from '../../core/chat/turn.ts';
 import { Keyring } from '../../core/crypto/keyring.ts';
 import { defineTask } from '../define-task.ts';
 
-export default defineTask('chat.turn', TurnInput, async (input, ctx) =>
-  runChatTurn(input, {
-    db: ctx.db,
-    config: ctx.config,
-    keyring: Keyring.fromConfig(ctx.config),
-    jobId: ctx.jobId,
-    tenantId: ctx.tenantId,
-    signal: ctx.signal,
-    progress: ctx.progress,
-    completeWithin: ctx.completeWithin,
-  }),
-);
+export default defineTask('chat.turn', TurnInput, async (input, ctx) => runChatTurn(input, { ...ctx, keyring: Keyring.fromConfig(ctx.config) }));
