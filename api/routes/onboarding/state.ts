@@ -10,6 +10,7 @@ import { grantInitialCredits, putKey, type MaskedKey } from '../../../core/provi
 import { modelRef } from '../../../core/providers/registry.ts';
 import type { KeyedProvider } from '../../../core/providers/types.ts';
 import { createTenant } from '../../../core/tenants/tenants.ts';
+import { defaultAgent } from '../../../core/chat/sessions.ts';
 
 export const DEFAULT_AGENT = { name: 'Assistant', model: modelRef('builtin', 'offline') };
 export const DEFAULT_WORKSPACE_NAME = 'My workspace';
@@ -36,16 +37,6 @@ async function writeSettings(tx: CommonQueryMethods, tenantId: string, patch: Re
   await tx.query(sql.unsafe`update tenants set settings = settings || ${sql.jsonb(patch as never)} where id = ${tenantId}`);
 }
 
-/** The default agent's id, creating it on the offline model when the tenant has none. */
-async function ensureDefaultAgent(tx: CommonQueryMethods, tenantId: string, model = DEFAULT_AGENT.model): Promise<string> {
-  const existing = await tx.maybeOneFirst(sql.type(z.object({ id: z.string() }))`
-    select id from agents where tenant_id = ${tenantId} and is_default`);
-  if (existing) return existing;
-  return tx.oneFirst(sql.type(z.object({ id: z.string() }))`
-    insert into agents (tenant_id, name, model, is_default) values (${tenantId}, ${DEFAULT_AGENT.name}, ${model}, true)
-    returning id`);
-}
-
 export type InitResult = { created: boolean; tenantId: string; agentId: string; onboarding: OnboardingState };
 
 const TenantPick = z.object({ id: z.string(), settings: Settings });
@@ -67,7 +58,7 @@ export async function initOnboarding(db: DatabasePool, config: Config, userId: s
       where t.settings ? 'onboarding' order by t.created_at, t.id limit 1`);
     const state = onboarded && readState(onboarded.settings);
     if (onboarded && state) {
-      return { created: false, tenantId: onboarded.id, agentId: await ensureDefaultAgent(tx, onboarded.id), onboarding: state };
+      return { created: false, tenantId: onboarded.id, agentId: (await defaultAgent(tx, onboarded.id)).id, onboarding: state };
     }
 
     const owned = await tx.maybeOneFirst(sql.type(z.object({ id: z.string() }))`
@@ -75,7 +66,7 @@ export async function initOnboarding(db: DatabasePool, config: Config, userId: s
       order by t.created_at, t.id limit 1`);
     // createTenant nests as a savepoint of this transaction.
     const tenantId = owned ?? (await createTenant(tx, userId, DEFAULT_WORKSPACE_NAME)).id;
-    const agentId = await ensureDefaultAgent(tx, tenantId);
+    const agentId = (await defaultAgent(tx, tenantId)).id;
     const agentModel = await tx.oneFirst(sql.type(z.object({ model: z.string() }))`select model from agents where id = ${agentId}`);
     // Once per tenant: a tenant that ever had a credits row gets no second grant.
     await grantInitialCredits(tx, tenantId, config.providers.newTenantCreditsMicros);
@@ -108,7 +99,7 @@ export async function applySetup(db: DatabasePool, keyring: Keyring, input: Setu
       select settings from tenants where id = ${input.tenantId} for update`);
     let agentModel: string | null = null;
     if (input.model) {
-      const agentId = await ensureDefaultAgent(tx, input.tenantId, input.model);
+      const agentId = (await defaultAgent(tx, input.tenantId)).id;
       await tx.query(sql.unsafe`update agents set model = ${input.model} where id = ${agentId}`);
       agentModel = input.model;
     }
