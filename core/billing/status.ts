@@ -19,8 +19,8 @@ async function monthOf(db: CommonQueryMethods, tenantId: string) {
   return db.maybeOne(sql.type(Row)`
     with m as (select date_trunc('month', now() at time zone 'UTC') as start)
     select t.plan,
-      (select count(*)::int from chat_messages c
-        where c.tenant_id = t.id and c.role = 'user' and c.created_at >= (m.start at time zone 'UTC')) as used,
+      -- The per-month count the send quota reads too (kept by a trigger on chat_messages).
+      coalesce((select messages from tenant_message_counts c where c.tenant_id = t.id and c.month = m.start::date), 0) as used,
       (select balance_micros from tenant_credits k where k.tenant_id = t.id) as balance_micros,
       m.start::date::text as period_start,
       (m.start + interval '1 month' - interval '1 day')::date::text as period_end
