@@ -47,56 +47,6 @@ export class SessionNotFoundError extends Error {
 
 export const turnQueue = (sessionId: string) => `chat:${sessionId}`;
 
-/**
- * One statement: checks the session, claims the key (recording the 202 it
- * will answer, since ids are made here), and stores the user message only if
- * the claim was new. Being one statement it is atomic without a savepoint,
- * which lets the group committer batch many sends cheaply.
- */
-export async function sendInTransaction(tx: CommonQueryMethods, input: SendInput): Promise<SendOutcome> {
-  const jobId = randomUUID();
-  const messageId = randomUUID();
-  const body: SendAccepted = { jobId, messageId, sessionId: input.sessionId, status: 'queued' };
-  const print = fingerprint({
-    sessionId: input.sessionId,
-    companyScope: input.companyScope ?? null,
-    message: input.message,
-    attachments: input.attachments,
-  });
-  const row = await tx.one(sql.type(z.object({ session_found: z.boolean(), created: z.boolean() }))`
-    with session as (
-      select id from chat_sessions where id = ${input.sessionId} and tenant_id = ${input.tenantId}
-    ), claim as (
-      insert into idempotency_records (scope, tenant_id, key, fingerprint, state, response_status, response_body)
-      select ${CHAT_SEND_SCOPE}, ${input.tenantId}, ${input.idempotencyKey}, ${print}, 'completed', 202, ${sql.jsonb(body)}
-      from session
-      on conflict (scope, tenant_id, key) do update
-        set fingerprint = excluded.fingerprint, state = excluded.state, response_status = excluded.response_status,
-            response_body = excluded.response_body, created_at = now(), expires_at = now() + interval '24 hours'
-        where idempotency_records.expires_at <= now()
-      returning 1
-    ), message as (
-      insert into chat_messages (id, tenant_id, session_id, role, content, attachments, company_scope, created_by)
-      select ${messageId}, ${input.tenantId}, ${input.sessionId}, 'user', ${input.message},
-        ${sql.jsonb(input.attachments as never)}, ${input.companyScope ?? null}, ${input.userId}
-      from claim
-      returning 1
-    )
-    select exists (select 1 from session) as session_found, exists (select 1 from message) as created`);
-  if (!row.session_found) throw new SessionNotFoundError('No such session in this tenant.');
-  if (!row.created) {
-    // The key was taken: read its record in a new statement (a racing first
-    // request may have committed after this statement's snapshot).
-    const existing = await tx.maybeOne(sql.type(z.object({ fingerprint: z.string(), state: z.string(), response_body: z.unknown() }))`
-      select fingerprint, state, response_body from idempotency_records
-      where scope = ${CHAT_SEND_SCOPE} and tenant_id = ${input.tenantId} and key = ${input.idempotencyKey}`);
-    if (!existing || existing.fingerprint !== print) return { kind: 'conflict' };
-    if (existing.state !== 'completed') return { kind: 'in_progress' };
-    return { kind: 'replayed', body: existing.response_body as SendAccepted };
-  }
-  return { kind: 'accepted', body, job: turnJob(input, body) };
-}
-
 const BatchRow = z.object({ i: z.number(), session_found: z.boolean(), created: z.boolean() });
 const ExistingRecord = z.object({ tenant_id: z.string(), key: z.string(), fingerprint: z.string(), state: z.string(), response_body: z.unknown() });
 
@@ -104,7 +54,7 @@ type Prepared = { input: SendInput; print: string; body: SendAccepted };
 
 /**
  * Many sends in a few statements (the group committer's batch path): the
- * same rules as sendInTransaction, set-based. Sends that share a key within
+ * set-based. Sends that share a key within
  * one batch go in later rounds, so the first one wins as in a race.
  */
 export const sendBatch: BatchHandler<SendInput, SendOutcome | SessionNotFoundError> = async (tx, inputs) => {

@@ -2,7 +2,7 @@
 // turn runs on a worker) and the turn's job status.
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { checkSendQuota, CHAT_TURN_KIND, sendBatch, sendInTransaction, SessionNotFoundError, type SendOutcome } from '../../../core/chat/send.ts';
+import { checkSendQuota, CHAT_TURN_KIND, sendBatch, SessionNotFoundError, type SendOutcome } from '../../../core/chat/send.ts';
 import {
   createChatSession,
   findSession,
@@ -140,9 +140,9 @@ const chatRoutes: FastifyPluginAsyncZod = async (app) => {
         result = (
           await app.jobs.submit({
             work: async (tx) => {
-              const sent = await sendInTransaction(tx, input).catch((error: unknown) => (error instanceof SessionNotFoundError ? error : Promise.reject(error)));
-              if (!(sent instanceof SessionNotFoundError) && sent.kind === 'accepted') throw new PlatformHttpError(402, refusal.code, refusal.message);
-              return sent;
+              const { value } = (await sendBatch(tx, [input]))[0]!;
+              if (!(value instanceof SessionNotFoundError) && value.kind === 'accepted') throw new PlatformHttpError(402, refusal.code, refusal.message);
+              return value;
             },
             jobs: () => [],
             savepoint: true,
