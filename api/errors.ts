@@ -1,6 +1,6 @@
 // Errors are data: one class and one body shape per surface of the spec.
 //   platform  (/api/..., /oauth/...)      {error, status, message?, details?}
-//   agent     (/api/agent/v1/...)          {code, message, next_action, ...}
+//   agent     (/api/agent/v1/..., /mcp)    {code, message, next_action, ...}
 //   identity  ({auth_url} endpoints)       {code, message, retry_after?}
 import { z } from 'zod';
 
@@ -10,7 +10,8 @@ const IDENTITY_PREFIXES = ['/agent/identity', '/oauth2/', '/.well-known/oauth-au
 
 export function surfaceOf(url: string): Surface {
   const path = url.split('?')[0] ?? url;
-  if (path === '/api/agent' || path.startsWith('/api/agent/')) return 'agent';
+  // The MCP endpoint mirrors the Agent API, so its HTTP refusals share its shape.
+  if (path === '/api/agent' || path.startsWith('/api/agent/') || path === '/mcp') return 'agent';
   if (IDENTITY_PREFIXES.some((p) => path === p || path.startsWith(p))) return 'identity';
   return 'platform';
 }
@@ -29,6 +30,9 @@ export const PlatformError = z
   })
   .meta({ id: 'PlatformError', description: 'Error body of the platform API' });
 export type PlatformErrorBody = z.infer<typeof PlatformError>;
+
+export const IDEMPOTENCY_KEY_BOUNDS = { min: 8, max: 200 } as const;
+export const INVALID_IDEMPOTENCY_KEY = 'Send an Idempotency-Key header of 8-200 characters, unique to this exact mutation.';
 
 /** The safe next action an agent can take after a refusal. */
 export const NEXT_ACTIONS = [
@@ -107,8 +111,15 @@ export class AgentHttpError extends Error {
      * retry runs once the cause is gone. Other refusals are replayed as recorded.
      */
     public readonly recordIdempotency = true,
+    /** Named facts about the refusal, e.g. a readiness reason: [{path: 'reason', message: 'runner_offline'}]. */
+    public readonly details?: ValidationIssue[],
   ) {
     super(message);
+  }
+
+  /** The AgentApiError body: the same over HTTP and as an MCP tool error. */
+  body(): AgentApiErrorBody {
+    return { code: this.code, message: this.message, next_action: this.nextAction, ...(this.details ? { details: this.details } : {}) };
   }
 }
 

@@ -1,7 +1,10 @@
-// Agent API authentication: `onRequest: app.requireAgent('svc:companies:read')`.
-// The bearer is verified locally (signature against the key store, issuer,
-// audience {base_url}/api/agent, expiry); then one indexed read checks that
-// the registration and principal are still live. Refusals carry the
+// Agent authentication for the two protected resources of the agent surface:
+// the Agent API ({base_url}/api/agent, `onRequest: app.requireAgent(scope)`)
+// and the MCP endpoint ({base_url}/mcp, `app.mcpAuth`). A token is accepted
+// only by the resource it names as audience, so a token for one is refused
+// at the other. The bearer is verified locally (signature against the key
+// store, issuer, audience, expiry); then one indexed read checks that the
+// registration and principal are still live. Refusals carry the resource's
 // protected-resource metadata URL so a client can find the way to a token.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
@@ -21,6 +24,8 @@ export type AgentPrincipal = {
   expiresAt: number;
 };
 
+export type AuthenticatedAgent = { agent: AgentPrincipal; context: AgentContextRow };
+
 declare module 'fastify' {
   interface FastifyRequest {
     agent: AgentPrincipal | null;
@@ -31,57 +36,99 @@ declare module 'fastify' {
     requireAgent: (scope?: AgentScope) => (request: FastifyRequest) => Promise<void>;
     /** The verified claims of an Agent API token (cached), or null when it does not verify. */
     agentTokenClaims: (token: string) => Promise<AccessClaims | null>;
+    /** Authentication for the MCP endpoint (audience {base_url}/mcp). */
+    mcpAuth: AgentAuthenticator;
+  }
+}
+
+type Resource = 'api/agent' | 'mcp';
+
+/** Verifies bearer tokens for one protected resource. */
+export class AgentAuthenticator {
+  readonly audience: string;
+  readonly metadataUrl: string;
+  private cache: AgentAuthCache;
+
+  constructor(
+    private app: FastifyInstance,
+    resource: Resource,
+  ) {
+    const { baseUrl } = app.config;
+    this.audience = resource === 'mcp' ? resources(baseUrl).mcp : resources(baseUrl).agent;
+    this.metadataUrl = protectedResourceMetadataUrl(baseUrl, resource);
+    // One cache per resource: a token verified for one audience is never
+    // found in the other's cache.
+    this.cache = new AgentAuthCache(app.jobEvents);
+  }
+
+  /** The Bearer challenge for WWW-Authenticate (RFC 6750 with RFC 9728's resource_metadata). */
+  challenge(error?: string, extra = ''): string {
+    return `Bearer resource_metadata="${this.metadataUrl}"${error ? `, error="${error}"` : ''}${extra}`;
+  }
+
+  private unauthorized(code: string, message: string, error?: string) {
+    return new AgentHttpError(401, code, message, 'reauthenticate', { 'www-authenticate': this.challenge(error) });
+  }
+
+  /** 403 scope_denied with the insufficient_scope challenge naming the scope. */
+  scopeDenied(scope: AgentScope, claimState: AgentPrincipal['claimState']): AgentHttpError {
+    return new AgentHttpError(403, 'scope_denied', `This operation needs the scope ${scope}, which this token does not have.`, claimState === 'claimed' ? 'request_scope' : 'claim_account', {
+      'www-authenticate': this.challenge('insufficient_scope', `, scope="${scope}"`),
+    });
+  }
+
+  private async verify(token: string): Promise<AccessClaims> {
+    const cached = this.cache.token(token);
+    if (cached) return cached;
+    const claims = await verifyAccessToken(this.app.idpKeys, token, this.app.config.authUrl, this.audience);
+    this.cache.rememberToken(token, claims);
+    return claims;
+  }
+
+  /** Verified claims, or null: for admission limits keyed by principal. */
+  claims(token: string): Promise<AccessClaims | null> {
+    return this.verify(token).catch(() => null);
+  }
+
+  /** The live caller behind an Authorization header, or an AgentHttpError (401, 403). */
+  async authenticate(authorization: string | undefined, scope?: AgentScope): Promise<AuthenticatedAgent> {
+    const token = bearerToken(authorization);
+    if (!token) {
+      throw this.unauthorized('invalid_credential', `Send an access token for ${this.audience} as \`Authorization: Bearer <token>\`; see the resource metadata for how to get one.`);
+    }
+    let claims: AccessClaims;
+    try {
+      claims = await this.verify(token);
+    } catch (error) {
+      if (error instanceof RejectedTokenError) throw this.unauthorized('invalid_credential', `${error.message}; exchange the assertion for a new token with resource ${this.audience}.`, 'invalid_token');
+      throw error;
+    }
+    let live = this.cache.registration(claims.registrationId);
+    if (!live) {
+      live = (await agentContext(this.app.db, claims.registrationId)) ?? undefined;
+      if (live) this.cache.rememberRegistration(claims.registrationId, live);
+    }
+    if (!live || live.registration_status === 'revoked') {
+      throw this.unauthorized('registration_revoked', 'The registration behind this token was revoked; register again.', 'invalid_token');
+    }
+    if (live.principal_status !== 'active' || live.principal_id !== claims.principalId) {
+      throw this.unauthorized('principal_not_linked', 'The agent principal is no longer linked to this registration; register or claim again.', 'invalid_token');
+    }
+    if (scope && !claims.scopes.includes(scope)) throw this.scopeDenied(scope, live.claim_state);
+    return { agent: { ...claims, claimState: live.claim_state }, context: live };
   }
 }
 
 async function agentAuth(app: FastifyInstance) {
-  const { authUrl, baseUrl } = app.config;
-  const audience = resources(baseUrl).agent;
-  const metadata = protectedResourceMetadataUrl(baseUrl, 'api/agent');
-  const challenge = (error?: string, extra = '') =>
-    `Bearer resource_metadata="${metadata}"${error ? `, error="${error}"` : ''}${extra}`;
-  const unauthorized = (code: string, message: string, error?: string) =>
-    new AgentHttpError(401, code, message, 'reauthenticate', { 'www-authenticate': challenge(error) });
-
-  const cache = new AgentAuthCache(app.jobEvents);
-  const claimsOf = async (token: string): Promise<AccessClaims> => {
-    const cached = cache.token(token);
-    if (cached) return cached;
-    const claims = await verifyAccessToken(app.idpKeys, token, authUrl, audience);
-    cache.rememberToken(token, claims);
-    return claims;
-  };
-  app.decorate('agentTokenClaims', (token: string) => claimsOf(token).catch(() => null));
+  const agentApi = new AgentAuthenticator(app, 'api/agent');
+  app.decorate('mcpAuth', new AgentAuthenticator(app, 'mcp'));
+  app.decorate('agentTokenClaims', (token: string) => agentApi.claims(token));
   app.decorateRequest('agent', null);
   app.decorateRequest('agentContext', null);
   app.decorate('requireAgent', (scope?: AgentScope) => async (request: FastifyRequest) => {
-    const token = bearerToken(request.headers.authorization);
-    if (!token) throw unauthorized('invalid_credential', 'Send an access token for the Agent API as `Authorization: Bearer <token>`; see the resource metadata for how to get one.');
-    let claims: AccessClaims;
-    try {
-      claims = await claimsOf(token);
-    } catch (error) {
-      if (error instanceof RejectedTokenError) throw unauthorized('invalid_credential', `${error.message}; exchange the assertion for a new token.`, 'invalid_token');
-      throw error;
-    }
-    let live = cache.registration(claims.registrationId);
-    if (!live) {
-      live = (await agentContext(app.db, claims.registrationId)) ?? undefined;
-      if (live) cache.rememberRegistration(claims.registrationId, live);
-    }
-    if (!live || live.registration_status === 'revoked') {
-      throw unauthorized('registration_revoked', 'The registration behind this token was revoked; register again.', 'invalid_token');
-    }
-    if (live.principal_status !== 'active' || live.principal_id !== claims.principalId) {
-      throw unauthorized('principal_not_linked', 'The agent principal is no longer linked to this registration; register or claim again.', 'invalid_token');
-    }
-    if (scope && !claims.scopes.includes(scope)) {
-      throw new AgentHttpError(403, 'scope_denied', `This operation needs the scope ${scope}, which this token does not have.`, live.claim_state === 'claimed' ? 'request_scope' : 'claim_account', {
-        'www-authenticate': challenge('insufficient_scope', `, scope="${scope}"`),
-      });
-    }
-    request.agent = { ...claims, claimState: live.claim_state };
-    request.agentContext = live;
+    const { agent, context } = await agentApi.authenticate(request.headers.authorization, scope);
+    request.agent = agent;
+    request.agentContext = context;
   });
 }
 

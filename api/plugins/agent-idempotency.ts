@@ -1,8 +1,10 @@
-// Idempotency-Key on every Agent API mutation (rule 5). Spread
-// `...app.agentIdempotency()` into a route's options after
-// `onRequest: app.requireAgent(scope)`:
+// Idempotency-Key on every Agent API mutation (rule 5), over HTTP and MCP.
+// HTTP routes spread `...app.agentIdempotency()` into their options after
+// `onRequest: app.requireAgent(scope)`; MCP tools call `app.agentKeys`
+// directly with the key from their arguments. Both use one record per
+// principal and key, and the same fingerprint (method, path, body), so the
+// same mutation under the same key is the same request on either surface.
 //   - the key (8-200 characters) is required: 400 invalid_idempotency_key;
-//   - keyed by principal and key; the fingerprint covers method, path, body;
 //   - an identical retry within 24 hours gets the recorded status and body
 //     (a recorded failure as the same failure) with Idempotency-Replayed: true,
 //     and the operation does not run again;
@@ -15,17 +17,26 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { sql } from '../../core/db/pool.ts';
 import { claimIdempotencyKey, fingerprint, recordIdempotentResponse } from '../../core/idempotency.ts';
-import { AgentHttpError } from '../errors.ts';
-
-const KEY = /^.{8,200}$/s;
+import { AgentHttpError, IDEMPOTENCY_KEY_BOUNDS, INVALID_IDEMPOTENCY_KEY } from '../errors.ts';
+import type { AgentPrincipal } from './agent-auth.ts';
 
 type Claimed = { scope: string; tenantId: string; key: string; record: boolean };
+type Claim = { kind: 'run'; claimed: Claimed } | { kind: 'replay'; status: number; body: unknown };
+type Mutation = { method: string; path: string; body: unknown };
+
+/** The key store both surfaces use. */
+export type AgentKeys = {
+  claim: (agent: AgentPrincipal, key: unknown, mutation: Mutation) => Promise<Claim>;
+  /** Records the outcome (or drops the claim when it must not be recorded). */
+  finish: (claimed: Claimed, status: number, body: unknown) => Promise<void>;
+};
 
 declare module 'fastify' {
   interface FastifyRequest {
     agentIdempotency: Claimed | null;
   }
   interface FastifyInstance {
+    agentKeys: AgentKeys;
     agentIdempotency: () => {
       preHandler: (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
       onSend: (request: FastifyRequest, reply: FastifyReply, payload: unknown) => Promise<unknown>;
@@ -34,36 +45,53 @@ declare module 'fastify' {
   }
 }
 
+const validKey = (key: unknown): key is string =>
+  typeof key === 'string' && key.length >= IDEMPOTENCY_KEY_BOUNDS.min && key.length <= IDEMPOTENCY_KEY_BOUNDS.max;
+
 async function agentIdempotency(app: FastifyInstance) {
   app.decorateRequest('agentIdempotency', null);
+
+  const forget = (c: Claimed) =>
+    app.db.query(sql.unsafe`delete from idempotency_records where scope = ${c.scope} and tenant_id = ${c.tenantId} and key = ${c.key}`);
+
+  const keys: AgentKeys = {
+    async claim(agent, key, mutation) {
+      if (!validKey(key)) throw new AgentHttpError(400, 'invalid_idempotency_key', INVALID_IDEMPOTENCY_KEY, 'fix_request');
+      const claimed: Claimed = { scope: `agent:${agent.principalId}`, tenantId: agent.tenantId, key, record: true };
+      const claim = await claimIdempotencyKey(app.db, {
+        ...claimed,
+        fingerprint: fingerprint({ method: mutation.method, path: mutation.path, body: mutation.body ?? null }),
+      });
+      if (claim.kind === 'conflict') {
+        throw new AgentHttpError(409, 'idempotency_conflict', 'This Idempotency-Key belongs to another request; use a new key for new work.', 'use_new_idempotency_key');
+      }
+      if (claim.kind === 'in_progress') {
+        throw new AgentHttpError(409, 'idempotency_in_progress', 'The first request with this key is still running; retry it unchanged shortly.', 'retry_same_request_later');
+      }
+      if (claim.kind === 'replay') return claim;
+      return { kind: 'run', claimed };
+    },
+    async finish(claimed, status, body) {
+      if (!claimed.record || status >= 500) await forget(claimed);
+      else await recordIdempotentResponse(app.db, { ...claimed, status, body });
+    },
+  };
+  app.decorate('agentKeys', keys);
 
   const preHandler = async (request: FastifyRequest, reply: FastifyReply) => {
     const agent = request.agent;
     if (!agent) throw new AgentHttpError(401, 'invalid_credential', 'Authenticate first.', 'reauthenticate');
-    const key = request.headers['idempotency-key'];
-    if (typeof key !== 'string' || !KEY.test(key)) {
-      throw new AgentHttpError(400, 'invalid_idempotency_key', 'Send an Idempotency-Key header of 8-200 characters, unique to this exact mutation.', 'fix_request');
-    }
-    const claimed: Claimed = { scope: `agent:${agent.principalId}`, tenantId: agent.tenantId, key, record: true };
-    const claim = await claimIdempotencyKey(app.db, {
-      ...claimed,
-      fingerprint: fingerprint({ method: request.method, path: request.url.split('?')[0], body: request.body ?? null }),
+    const claim = await keys.claim(agent, request.headers['idempotency-key'], {
+      method: request.method,
+      path: request.url.split('?')[0] ?? request.url,
+      body: request.body,
     });
-    if (claim.kind === 'conflict') {
-      throw new AgentHttpError(409, 'idempotency_conflict', 'This Idempotency-Key belongs to another request; use a new key for new work.', 'use_new_idempotency_key');
-    }
-    if (claim.kind === 'in_progress') {
-      throw new AgentHttpError(409, 'idempotency_in_progress', 'The first request with this key is still running; retry it unchanged shortly.', 'retry_same_request_later');
-    }
     if (claim.kind === 'replay') {
       return reply.code(claim.status).header('idempotency-replayed', 'true').type('application/json; charset=utf-8').send(claim.body);
     }
-    request.agentIdempotency = claimed;
+    request.agentIdempotency = claim.claimed;
     return undefined;
   };
-
-  const forget = (c: Claimed) =>
-    app.db.query(sql.unsafe`delete from idempotency_records where scope = ${c.scope} and tenant_id = ${c.tenantId} and key = ${c.key}`);
 
   const onError = async (request: FastifyRequest, _reply: FastifyReply, error: Error) => {
     if (request.agentIdempotency && error instanceof AgentHttpError && !error.recordIdempotency) request.agentIdempotency.record = false;
@@ -73,10 +101,6 @@ async function agentIdempotency(app: FastifyInstance) {
     const claimed = request.agentIdempotency;
     if (!claimed) return payload;
     request.agentIdempotency = null;
-    if (!claimed.record || reply.statusCode >= 500) {
-      await forget(claimed);
-      return payload;
-    }
     let body: unknown = payload;
     if (typeof payload === 'string') {
       try {
@@ -85,7 +109,7 @@ async function agentIdempotency(app: FastifyInstance) {
         body = payload;
       }
     }
-    await recordIdempotentResponse(app.db, { ...claimed, status: reply.statusCode, body });
+    await keys.finish(claimed, reply.statusCode, body);
     return payload;
   };
 

@@ -10,6 +10,7 @@ import {
   defaultsFor,
   IdentityHttpError,
   PlatformHttpError,
+  INVALID_IDEMPOTENCY_KEY,
   RateLimitedError,
   surfaceOf,
   type NextAction,
@@ -62,7 +63,7 @@ async function errorsPlugin(app: FastifyInstance) {
     }
     if (error instanceof AgentHttpError) {
       reply.headers(error.headers);
-      return sendError(request, reply, { status: error.status, code: error.code, message: error.message, next: error.nextAction });
+      return sendError(request, reply, { status: error.status, code: error.code, message: error.message, next: error.nextAction, details: error.details });
     }
     if (error instanceof RateLimitedError) {
       return sendError(request, reply, { status: 429, message: error.message, retryAfter: error.retryAfterSeconds });
@@ -73,6 +74,11 @@ async function errorsPlugin(app: FastifyInstance) {
     if (hasZodFastifySchemaValidationErrors(error) || error.validation) {
       const details = validationIssues(error);
       const first = details[0];
+      // Agent API mutations declare Idempotency-Key as a required header;
+      // a missing or malformed one has its own code (rule 5).
+      if (first?.path.startsWith('header.idempotency-key') && surfaceOf(request.url) === 'agent') {
+        return sendError(request, reply, { status: 400, code: 'invalid_idempotency_key', message: INVALID_IDEMPOTENCY_KEY, next: 'fix_request' });
+      }
       return sendError(request, reply, {
         status: 400,
         message: first ? `Invalid request: ${first.path}: ${first.message}` : 'Invalid request.',

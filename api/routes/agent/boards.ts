@@ -7,6 +7,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { BoardNotFoundError, boardContent, createBoard, findBoard, listBoards, saveBoardVersion, type BoardRow } from '../../../core/boards/boards.ts';
 import { BoardVersionMissingError, NotPublishedPubliclyError, publishBoard, readPublication, rotateBoardLink, unpublishBoard, type NewLink, type PublicationRow } from '../../../core/boards/publications.ts';
 import { AgentApiError, AgentHttpError, SharedRateLimitError } from '../../errors.ts';
+import { defineOperation, registerHttpOperation } from './operation.ts';
 import {
   Board, BoardList, BoardParams, CreateBody, ListQuery, PublicationResponse, PublishBody, PublishResponse,
   RotateBody, RotateResponse, SaveBody, UnpublishBody, UnpublishResponse,
@@ -36,121 +37,168 @@ const readErrors = { 400: AgentApiError, 401: AgentApiError, 403: AgentApiError,
 const writeErrors = { ...readErrors, 409: AgentApiError };
 const IDEMPOTENCY = 'Requires `Idempotency-Key` (8-200 characters, unique to this exact mutation); an identical retry within 24 hours returns the recorded outcome with `Idempotency-Replayed: true`.';
 
-const agentBoardRoutes: FastifyPluginAsyncZod = async (app) => {
-  const read = { onRequest: app.requireAgent('svc:boards:read') };
-  const write = { onRequest: app.requireAgent('svc:boards:publish'), ...app.agentIdempotency() };
-  const readSecurity = [{ AgentBearer: ['svc:boards:read'] }];
-  const writeSecurity = [{ AgentBearer: ['svc:boards:publish'] }];
-  const baseUrl = app.config.baseUrl;
+const read = { method: 'GET', scope: 'svc:boards:read', errors: readErrors } as const;
+const write = { scope: 'svc:boards:publish', errors: writeErrors } as const;
 
-  app.get('/api/agent/v1/boards', {
+export const boardOperations = [
+  defineOperation({
     ...read,
-    schema: { operationId: 'listInsightBoards', tags: ['agent'], summary: 'Boards of the workspace, in position order', security: readSecurity,
-      querystring: ListQuery, response: { 200: BoardList, ...readErrors } },
-  }, async (request) => {
-    const page = await listBoards(app.db, request.agent!.tenantId, request.query);
-    return { items: page.items.map(toBoardSummary), next_cursor: page.nextCursor };
-  });
-
-  app.get('/api/agent/v1/boards/:boardId', {
+    operationId: 'listInsightBoards',
+    path: '/api/agent/v1/boards',
+    summary: 'Boards of the workspace, in position order',
+    query: ListQuery,
+    response: BoardList,
+    mcp: { title: 'List boards', readOnly: true },
+    run: async (app, caller, { query }) => {
+      const page = await listBoards(app.db, caller.agent.tenantId, query);
+      return { items: page.items.map(toBoardSummary), next_cursor: page.nextCursor };
+    },
+  }),
+  defineOperation({
     ...read,
-    schema: { operationId: 'getInsightBoard', tags: ['agent'], summary: 'A board with its latest saved content', security: readSecurity,
-      params: BoardParams, response: { 200: Board, ...readErrors } },
-  }, async (request) => {
-    const board = await findBoard(app.db, request.agent!.tenantId, request.params.boardId);
-    if (!board) throw notFound();
-    return { ...toBoardSummary(board), content: ((await boardContent(app.db, board.id, board.latest_version)) ?? null) as Record<string, unknown> | unknown[] | null };
-  });
-
-  app.get('/api/agent/v1/boards/:boardId/publication', {
+    operationId: 'getInsightBoard',
+    path: '/api/agent/v1/boards/:boardId',
+    summary: 'A board with its latest saved content',
+    params: BoardParams,
+    response: Board,
+    mcp: { title: 'Get a board', readOnly: true },
+    run: async (app, caller, { params }) => {
+      const board = await findBoard(app.db, caller.agent.tenantId, params.boardId);
+      if (!board) throw notFound();
+      return { ...toBoardSummary(board), content: ((await boardContent(app.db, board.id, board.latest_version)) ?? null) as Record<string, unknown> | unknown[] | null };
+    },
+  }),
+  defineOperation({
     ...read,
-    schema: { operationId: 'getInsightBoardPublication', tags: ['agent'], summary: 'Hosted publication state (never a link secret)', security: readSecurity,
-      params: BoardParams, response: { 200: PublicationResponse, ...readErrors } },
-  }, async (request) => {
-    try {
-      return toPublication(await readPublication(app.db, request.agent!.tenantId, request.params.boardId));
-    } catch (error) {
-      refusal(error);
-    }
-  });
-
-  app.post('/api/agent/v1/boards/:boardId/publish', {
+    operationId: 'getInsightBoardPublication',
+    path: '/api/agent/v1/boards/:boardId/publication',
+    summary: 'Hosted publication state (never a link secret)',
+    params: BoardParams,
+    response: PublicationResponse,
+    mcp: { title: 'Get a board\'s publication state', readOnly: true },
+    run: async (app, caller, { params }) => {
+      try {
+        return toPublication(await readPublication(app.db, caller.agent.tenantId, params.boardId));
+      } catch (error) {
+        refusal(error);
+      }
+    },
+  }),
+  defineOperation({
     ...write,
-    schema: { operationId: 'publishInsightBoard', tags: ['agent'], summary: 'Publish a saved version (public needs an approval of this exact request)',
-      description: `Private publishes at once. Public answers \`approval_required\` with an \`approve_url\` to hand to a tenant Admin; once approved, send the identical request again (same body, a new Idempotency-Key) to publish. A different request needs its own approval. The first public publication returns the hosted link secret once. ${IDEMPOTENCY}`,
-      security: writeSecurity, params: BoardParams, body: PublishBody, response: { 200: PublishResponse, ...writeErrors } },
-  }, async (request) => {
-    const agent = request.agent!;
-    let outcome;
-    try {
-      outcome = await publishBoard(app.db, { tenantId: agent.tenantId, boardId: request.params.boardId, principalId: agent.principalId, body: request.body });
-    } catch (error) {
-      refusal(error);
-    }
-    if (outcome.kind === 'approval_denied') {
-      throw new AgentHttpError(403, 'approval_denied', 'A tenant Admin denied this exact publish request; send a different request (for example visibility private).', 'fix_request');
-    }
-    if (outcome.kind === 'approval_required') {
-      return {
-        state: 'approval_required' as const,
-        approval: { id: outcome.approvalId, state: 'pending' as const, approve_url: `${baseUrl}/api/boards/approvals/${outcome.approvalId}` },
-        next_action: 'await_approval' as const,
-      };
-    }
-    return { state: 'published' as const, publication: toPublication(outcome.publication), link: outcome.link ? toLink(baseUrl, outcome.link) : null };
-  });
-
-  app.post('/api/agent/v1/boards/:boardId/unpublish', {
+    method: 'POST',
+    operationId: 'publishInsightBoard',
+    path: '/api/agent/v1/boards/:boardId/publish',
+    summary: 'Publish a saved version (public needs an approval of this exact request)',
+    description: `Private publishes at once. Public answers \`approval_required\` with an \`approve_url\` to hand to a tenant Admin; once approved, send the identical request again (same body, a new Idempotency-Key) to publish. A different request needs its own approval. The first public publication returns the hosted link secret once. ${IDEMPOTENCY}`,
+    params: BoardParams,
+    body: PublishBody,
+    response: PublishResponse,
+    mcp: { title: 'Publish a board', readOnly: false },
+    run: async (app, caller, { params, body }) => {
+      const { agent } = caller;
+      let outcome;
+      try {
+        outcome = await publishBoard(app.db, { tenantId: agent.tenantId, boardId: params.boardId, principalId: agent.principalId, body });
+      } catch (error) {
+        refusal(error);
+      }
+      if (outcome.kind === 'approval_denied') {
+        throw new AgentHttpError(403, 'approval_denied', 'A tenant Admin denied this exact publish request; send a different request (for example visibility private).', 'fix_request');
+      }
+      const baseUrl = app.config.baseUrl;
+      if (outcome.kind === 'approval_required') {
+        return {
+          state: 'approval_required' as const,
+          approval: { id: outcome.approvalId, state: 'pending' as const, approve_url: `${baseUrl}/api/boards/approvals/${outcome.approvalId}` },
+          next_action: 'await_approval' as const,
+        };
+      }
+      return { state: 'published' as const, publication: toPublication(outcome.publication), link: outcome.link ? toLink(baseUrl, outcome.link) : null };
+    },
+  }),
+  defineOperation({
     ...write,
-    schema: { operationId: 'unpublishInsightBoard', tags: ['agent'], summary: 'Unpublish the hosted board and revoke its active links', description: IDEMPOTENCY,
-      security: writeSecurity, params: BoardParams, body: UnpublishBody, response: { 200: UnpublishResponse, ...writeErrors } },
-  }, async (request) => {
-    try {
-      const { publication, revokedLinks } = await unpublishBoard(app.db, request.agent!.tenantId, request.params.boardId);
-      return { publication: toPublication(publication), revoked_links: revokedLinks };
-    } catch (error) {
-      refusal(error);
-    }
-  });
-
-  app.post('/api/agent/v1/boards/:boardId/rotate-link', {
+    method: 'POST',
+    operationId: 'unpublishInsightBoard',
+    path: '/api/agent/v1/boards/:boardId/unpublish',
+    summary: 'Unpublish the hosted board and revoke its active links',
+    description: IDEMPOTENCY,
+    params: BoardParams,
+    body: UnpublishBody,
+    response: UnpublishResponse,
+    mcp: { title: 'Unpublish a board', readOnly: false, destructive: true },
+    run: async (app, caller, { params }) => {
+      try {
+        const { publication, revokedLinks } = await unpublishBoard(app.db, caller.agent.tenantId, params.boardId);
+        return { publication: toPublication(publication), revoked_links: revokedLinks };
+      } catch (error) {
+        refusal(error);
+      }
+    },
+  }),
+  defineOperation({
     ...write,
-    schema: { operationId: 'rotateInsightBoardLink', tags: ['agent'], summary: 'Revoke the hosted link and issue a new secret, returned exactly once',
-      description: `Needs a public publication (409 not_published_publicly otherwise). ${IDEMPOTENCY}`,
-      security: writeSecurity, params: BoardParams, body: RotateBody, response: { 200: RotateResponse, ...writeErrors } },
-  }, async (request) => {
-    try {
-      const { link, revokedLinks } = await rotateBoardLink(app.db, request.agent!.tenantId, request.params.boardId);
-      return { board_id: request.params.boardId, link: toLink(baseUrl, link), revoked_links: revokedLinks };
-    } catch (error) {
-      refusal(error);
-    }
-  });
-
+    method: 'POST',
+    operationId: 'rotateInsightBoardLink',
+    path: '/api/agent/v1/boards/:boardId/rotate-link',
+    summary: 'Revoke the hosted link and issue a new secret, returned exactly once',
+    description: `Needs a public publication (409 not_published_publicly otherwise). ${IDEMPOTENCY}`,
+    params: BoardParams,
+    body: RotateBody,
+    response: RotateResponse,
+    mcp: { title: 'Rotate a board\'s hosted link', readOnly: false, destructive: true },
+    run: async (app, caller, { params }) => {
+      try {
+        const { link, revokedLinks } = await rotateBoardLink(app.db, caller.agent.tenantId, params.boardId);
+        return { board_id: params.boardId, link: toLink(app.config.baseUrl, link), revoked_links: revokedLinks };
+      } catch (error) {
+        refusal(error);
+      }
+    },
+  }),
   // Extensions (not in the published table): agents create and save boards.
-  app.post('/api/agent/v1/boards', {
+  defineOperation({
     ...write,
-    schema: { operationId: 'createInsightBoard', tags: ['agent'], summary: 'Extension: create a board (with optional first content version)', description: IDEMPOTENCY,
-      security: writeSecurity, body: CreateBody, response: { 201: Board, ...writeErrors } },
-  }, async (request, reply) => {
-    const agent = request.agent!;
-    const { title, scope_type, scope_id, content } = request.body;
-    const board = await createBoard(app.db, agent.tenantId, { principalId: agent.principalId }, { title, scopeType: scope_type, scopeId: scope_id, content });
-    return reply.code(201).send({ ...toBoardSummary(board), content: content ?? null });
-  });
+    method: 'POST',
+    operationId: 'createInsightBoard',
+    path: '/api/agent/v1/boards',
+    summary: 'Extension: create a board (with optional first content version)',
+    description: IDEMPOTENCY,
+    body: CreateBody,
+    response: Board,
+    status: 201,
+    mcp: { title: 'Create a board', readOnly: false },
+    run: async (app, caller, { body }) => {
+      const { title, scope_type, scope_id, content } = body;
+      const board = await createBoard(app.db, caller.agent.tenantId, { principalId: caller.agent.principalId }, { title, scopeType: scope_type, scopeId: scope_id, content });
+      return { ...toBoardSummary(board), content: content ?? null };
+    },
+  }),
+  defineOperation({
+    ...write,
+    method: 'PUT',
+    operationId: 'saveInsightBoardVersion',
+    path: '/api/agent/v1/boards/:boardId/content',
+    summary: 'Extension: save content as the next version',
+    description: IDEMPOTENCY,
+    params: BoardParams,
+    body: SaveBody,
+    response: Board,
+    mcp: { title: 'Save board content', readOnly: false },
+    run: async (app, caller, { params, body }) => {
+      try {
+        const board = await saveBoardVersion(app.db, caller.agent.tenantId, params.boardId, body.content);
+        return { ...toBoardSummary(board), content: body.content };
+      } catch (error) {
+        refusal(error);
+      }
+    },
+  }),
+];
 
-  app.put('/api/agent/v1/boards/:boardId/content', {
-    ...write,
-    schema: { operationId: 'saveInsightBoardVersion', tags: ['agent'], summary: 'Extension: save content as the next version', description: IDEMPOTENCY,
-      security: writeSecurity, params: BoardParams, body: SaveBody, response: { 200: Board, ...writeErrors } },
-  }, async (request) => {
-    try {
-      const board = await saveBoardVersion(app.db, request.agent!.tenantId, request.params.boardId, request.body.content);
-      return { ...toBoardSummary(board), content: request.body.content };
-    } catch (error) {
-      refusal(error);
-    }
-  });
+const agentBoardRoutes: FastifyPluginAsyncZod = async (app) => {
+  for (const op of boardOperations) registerHttpOperation(app, op);
 
   // The router refuses a path segment longer than its maxParamLength (100)
   // before any schema runs; these catch-alls answer such board ids: over 256
@@ -160,7 +208,7 @@ const agentBoardRoutes: FastifyPluginAsyncZod = async (app) => {
     if (boardId.length > 256) throw new AgentHttpError(400, 'invalid_request', 'Invalid request: path.boardId: at most 256 characters.', 'fix_request');
     throw notFound();
   };
-  app.get('/api/agent/v1/boards/*', { ...read, schema: { hide: true } }, tooLong);
+  app.get('/api/agent/v1/boards/*', { onRequest: app.requireAgent('svc:boards:read'), schema: { hide: true } }, tooLong);
   app.post('/api/agent/v1/boards/*', { onRequest: app.requireAgent('svc:boards:publish'), schema: { hide: true } }, tooLong);
   app.put('/api/agent/v1/boards/*', { onRequest: app.requireAgent('svc:boards:publish'), schema: { hide: true } }, tooLong);
 };

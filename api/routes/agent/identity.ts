@@ -2,9 +2,10 @@
 // is, and what it may do now (with the safe next actions where it may not).
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { capabilitiesOf, type AgentContextRow } from '../../../core/agent/capabilities.ts';
+import { capabilitiesOf } from '../../../core/agent/capabilities.ts';
 import { AGENT_SCOPES } from '../../../core/identity/tokens.ts';
-import { AgentApiError, AgentHttpError, SharedRateLimitError } from '../../errors.ts';
+import { AgentApiError, SharedRateLimitError } from '../../errors.ts';
+import { defineOperation, registerHttpOperation, type Caller } from './operation.ts';
 
 const ClaimState = z.enum(['unclaimed', 'pending', 'claimed']);
 const Me = z
@@ -48,50 +49,40 @@ const Capabilities = z
 
 const errors = { 401: AgentApiError, 403: AgentApiError, 429: SharedRateLimitError, 503: AgentApiError };
 
+const meOf = ({ agent, context: ctx }: Caller) => ({
+  principal: { id: ctx.principal_id, name: ctx.principal_name },
+  registration: { id: ctx.registration_id, type: ctx.registration_type, claim_state: ctx.claim_state },
+  workspace: { id: ctx.tenant_id, name: ctx.tenant_name, plan: ctx.plan },
+  scopes: agent.scopes,
+  token_expires_at: new Date(agent.expiresAt * 1000).toISOString(),
+});
+
+export const identityOperations = [
+  defineOperation({
+    operationId: 'getAgentMe',
+    method: 'GET',
+    path: '/api/agent/v1/me',
+    summary: 'The calling agent',
+    response: Me,
+    errors,
+    mcp: { title: 'Who am I', readOnly: true },
+    run: async (_app, caller) => meOf(caller),
+  }),
+  defineOperation({
+    operationId: 'getAgentCapabilities',
+    method: 'GET',
+    path: '/api/agent/v1/capabilities',
+    summary: 'Identity, claim state, plan, quota, models, setup and approval state, and the safe next actions',
+    description: 'The authority for what the caller may do now; read it first and follow `next_actions`.',
+    response: Capabilities,
+    errors,
+    mcp: { title: 'Capabilities and next actions', readOnly: true },
+    run: async (app, { agent, context }) => capabilitiesOf(context, agent, app.config),
+  }),
+];
+
 const agentIdentityRoutes: FastifyPluginAsyncZod = async (app) => {
-  const security = [{ AgentBearer: [] }];
-  // The auth check has already read (or cached) the registration's context.
-  const load = (request: { agentContext: AgentContextRow | null }) => {
-    if (!request.agentContext) throw new AgentHttpError(401, 'registration_revoked', 'The registration no longer exists; register again.', 'reauthenticate');
-    return request.agentContext;
-  };
-
-  app.get(
-    '/api/agent/v1/me',
-    {
-      onRequest: app.requireAgent(),
-      schema: { operationId: 'getAgentMe', tags: ['agent'], summary: 'The calling agent', security, response: { 200: Me, ...errors } },
-    },
-    async (request) => {
-      const agent = request.agent!;
-      const ctx = load(request);
-      return {
-        principal: { id: ctx.principal_id, name: ctx.principal_name },
-        registration: { id: ctx.registration_id, type: ctx.registration_type, claim_state: ctx.claim_state },
-        workspace: { id: ctx.tenant_id, name: ctx.tenant_name, plan: ctx.plan },
-        scopes: agent.scopes,
-        token_expires_at: new Date(agent.expiresAt * 1000).toISOString(),
-      };
-    },
-  );
-
-  app.get(
-    '/api/agent/v1/capabilities',
-    {
-      onRequest: app.requireAgent(),
-      schema: {
-        operationId: 'getAgentCapabilities',
-        tags: ['agent'],
-        summary: 'Identity, claim state, plan, quota, models, setup and approval state, and the safe next actions',
-        security,
-        response: { 200: Capabilities, ...errors },
-      },
-    },
-    async (request) => {
-      const agent = request.agent!;
-      return capabilitiesOf(load(request), agent, app.config);
-    },
-  );
+  for (const op of identityOperations) registerHttpOperation(app, op);
 };
 
 export default agentIdentityRoutes;

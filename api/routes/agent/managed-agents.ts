@@ -11,13 +11,12 @@
 //     runner_offline, cloud_gateway_not_connected)  503, next_action retry_later
 //   deleted authority tombstone                     409 tombstone_not_restorable
 // The reason is named in the message and in details [{path: 'reason', message: <reason>}].
-import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { findManagedAgent, latestRestoreJob, restoreManagedAgent, type ManagedAgentRow, type RestoreJob } from '../../../core/managed-agents/managed-agents.ts';
 import { readiness, type Readiness } from '../../../core/runners/runners.ts';
 import { AgentApiError, AgentHttpError, SharedRateLimitError } from '../../errors.ts';
-import { sendError } from '../../plugins/errors.ts';
 import { AgentRefParams, ManagedAgentResponse, RestoreAgentRequest } from './managed-agents.schemas.ts';
+import { defineOperation, registerHttpOperation } from './operation.ts';
 
 type Reason = Extract<Readiness, { ready: false }>['reason'];
 
@@ -36,7 +35,7 @@ const REFUSALS: Record<Reason, { status: number; code: string; message: string; 
 export class ReadinessRefusal extends AgentHttpError {
   constructor(public readonly reason: Reason) {
     const r = REFUSALS[reason];
-    super(r.status, r.code, r.message, r.next, {}, false);
+    super(r.status, r.code, r.message, r.next, {}, false, [{ path: 'reason', message: reason }]);
   }
 }
 
@@ -49,50 +48,21 @@ const toResponse = (agent: ManagedAgentRow, job: RestoreJob | null) => ({
   restore_job: job,
 });
 
-const managedAgentRoutes: FastifyPluginAsyncZod = async (app) => {
-  // The shared handler renders AgentHttpError without details; readiness
-  // refusals add their reason, everything else goes to the shared handler.
-  const errorHandler = (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
-    if (error instanceof ReadinessRefusal) {
-      return sendError(request, reply, {
-        status: error.status,
-        code: error.code,
-        message: error.message,
-        next: error.nextAction,
-        details: [{ path: 'reason', message: error.reason }],
-      });
-    }
-    return app.errorHandler(error, request, reply);
-  };
-
-  app.post(
-    '/api/agent/v1/agents/:agentRef/restore',
-    {
-      onRequest: app.requireAgent('svc:agents:write'),
-      ...app.agentIdempotency(),
-      errorHandler,
-      schema: {
-        operationId: 'restoreAgent',
-        tags: ['agent'],
-        summary: 'Restore a deleted managed agent; refused before it starts when the runner or gateway is not ready',
-        security: [{ AgentBearer: ['svc:agents:write'] }],
-        params: AgentRefParams,
-        body: RestoreAgentRequest,
-        response: {
-          200: ManagedAgentResponse,
-          400: AgentApiError,
-          401: AgentApiError,
-          403: AgentApiError,
-          404: AgentApiError,
-          409: AgentApiError,
-          429: SharedRateLimitError,
-          503: AgentApiError,
-        },
-      },
-    },
-    async (request) => {
-      const caller = request.agent!;
-      const agent = await findManagedAgent(app.db, caller.tenantId, request.params.agentRef);
+export const managedAgentOperations = [
+  defineOperation({
+    operationId: 'restoreAgent',
+    method: 'POST',
+    path: '/api/agent/v1/agents/:agentRef/restore',
+    scope: 'svc:agents:write',
+    summary: 'Restore a deleted managed agent; refused before it starts when the runner or gateway is not ready',
+    description: 'Returns the active managed agent. A readiness refusal (409 setup_required, 503 temporarily_disabled, the reason in details) is not recorded under the Idempotency-Key, so the identical retry runs once the runner or gateway is ready.',
+    params: AgentRefParams,
+    body: RestoreAgentRequest,
+    response: ManagedAgentResponse,
+    errors: { 400: AgentApiError, 401: AgentApiError, 403: AgentApiError, 404: AgentApiError, 409: AgentApiError, 429: SharedRateLimitError, 503: AgentApiError },
+    mcp: { title: 'Restore a managed agent', readOnly: false },
+    run: async (app, { agent: caller, log }, { params, body }) => {
+      const agent = await findManagedAgent(app.db, caller.tenantId, params.agentRef);
       if (!agent) throw new AgentHttpError(404, 'not_found', 'No such managed agent in this workspace; re-read your agents.', 'reread_list');
       const ownStandalone = agent.kind === 'standalone' && agent.created_by_principal === caller.principalId;
       if (caller.claimState !== 'claimed' && !ownStandalone) {
@@ -106,10 +76,14 @@ const managedAgentRoutes: FastifyPluginAsyncZod = async (app) => {
       const ready = await readiness(app.db, caller.tenantId, agent.runner_id);
       if (!ready.ready) throw new ReadinessRefusal(ready.reason);
       const restored = await restoreManagedAgent(app.db, agent, ready.runnerId);
-      request.log.info({ managedAgentId: agent.id, jobId: restored.job?.id, reason: request.body?.reason }, 'managed agent restored');
+      log.info({ managedAgentId: agent.id, jobId: restored.job?.id, reason: body?.reason }, 'managed agent restored');
       return toResponse(restored.agent, restored.job);
     },
-  );
+  }),
+];
+
+const managedAgentRoutes: FastifyPluginAsyncZod = async (app) => {
+  for (const op of managedAgentOperations) registerHttpOperation(app, op);
 };
 
 export default managedAgentRoutes;

@@ -1,0 +1,101 @@
+// One definition per Agent API operation, served twice: as an HTTP route
+// under /api/agent/v1 (registerHttpOperation) and as an MCP tool at /mcp
+// (api/routes/mcp). Both run the same guard and the same `run`, so the MCP
+// endpoint has no second implementation of any operation: same checks, same
+// core calls, same error codes.
+import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import type { AgentScope } from '../../../core/identity/tokens.ts';
+import type { AgentContextRow } from '../../../core/agent/capabilities.ts';
+import { AgentHttpError, IDEMPOTENCY_KEY_BOUNDS } from '../../errors.ts';
+import type { AgentPrincipal } from '../../plugins/agent-auth.ts';
+
+/** Who calls: the verified principal and its live registration context. */
+export type Caller = { agent: AgentPrincipal; context: AgentContextRow; log: FastifyBaseLogger };
+
+type Obj = z.ZodObject;
+type Out<T> = T extends z.ZodType ? z.output<T> : undefined;
+
+export type AgentOperation<P extends Obj | undefined = Obj | undefined, Q extends Obj | undefined = Obj | undefined, B extends Obj | undefined = Obj | undefined> = {
+  operationId: string;
+  method: 'GET' | 'POST' | 'PUT';
+  /** Fastify path with :params. */
+  path: string;
+  scope?: AgentScope;
+  summary: string;
+  description?: string;
+  params?: P;
+  query?: Q;
+  body?: B;
+  response: z.ZodType;
+  /** Success status (200 unless said). */
+  status?: 200 | 201;
+  /** Error statuses with their body schemas, as the spec lists them per endpoint. */
+  errors: Record<number, z.ZodType>;
+  /** Checked after authentication and before the input is read (company reads: claim, then plan). */
+  guard?: (caller: Caller) => void;
+  /** MCP tool title and hints; the tool name is the operationId. */
+  mcp: { title: string; readOnly: boolean; destructive?: boolean };
+  run: (app: FastifyInstance, caller: Caller, input: { params: Out<P>; query: Out<Q>; body: Out<B> }) => Promise<unknown>;
+};
+
+/** Keeps each operation's input types while the list holds them all. */
+export function defineOperation<P extends Obj | undefined = undefined, Q extends Obj | undefined = undefined, B extends Obj | undefined = undefined>(
+  op: AgentOperation<P, Q, B>,
+): AgentOperation {
+  return op as unknown as AgentOperation;
+}
+
+export const isMutation = (op: AgentOperation) => op.method !== 'GET';
+
+/** The concrete path of an operation with its params filled in, as a client would send it. */
+export function concretePath(op: AgentOperation, params: Record<string, unknown> | undefined): string {
+  return op.path.replace(/:([A-Za-z]+)/g, (_, name: string) => encodeURIComponent(String(params?.[name] ?? '')));
+}
+
+const callerOf = (request: FastifyRequest): Caller => {
+  if (!request.agent || !request.agentContext) throw new AgentHttpError(401, 'invalid_credential', 'Authenticate first.', 'reauthenticate');
+  return { agent: request.agent, context: request.agentContext, log: request.log };
+};
+
+/** Serves an operation as an HTTP route of the Agent API. */
+export function registerHttpOperation(app: FastifyInstance, op: AgentOperation): void {
+  const guard = op.guard;
+  app.route({
+    method: op.method,
+    url: op.path,
+    onRequest: [app.requireAgent(op.scope), ...(guard ? [async (request: FastifyRequest) => guard(callerOf(request))] : [])],
+    ...(isMutation(op) ? app.agentIdempotency() : {}),
+    schema: {
+      operationId: op.operationId,
+      tags: ['agent'],
+      summary: op.summary,
+      ...(op.description ? { description: op.description } : {}),
+      security: [{ AgentBearer: op.scope ? [op.scope] : [] }],
+      ...(op.params ? { params: op.params } : {}),
+      ...(op.query ? { querystring: op.query } : {}),
+      ...(op.body ? { body: op.body } : {}),
+      ...(isMutation(op)
+        ? {
+            headers: z.looseObject({
+              'idempotency-key': z
+                .string()
+                .min(IDEMPOTENCY_KEY_BOUNDS.min)
+                .max(IDEMPOTENCY_KEY_BOUNDS.max)
+                .describe('Unique to this exact mutation; an identical retry within 24 hours returns the recorded outcome'),
+            }),
+          }
+        : {}),
+      response: { [op.status ?? 200]: op.response, ...op.errors },
+    },
+    handler: async (request, reply) => {
+      const result = await op.run(app, callerOf(request), {
+        params: request.params as never,
+        query: request.query as never,
+        body: request.body as never,
+      });
+      if (op.status) reply.code(op.status);
+      return result;
+    },
+  });
+}
