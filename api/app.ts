@@ -36,6 +36,8 @@ import tenantRoutes from './routes/tenants/index.ts';
 import jobRoutes from './routes/jobs/index.ts';
 import authGuideRoute from './routes/public/auth-guide.ts';
 import openapiRoutes from './routes/public/openapi.ts';
+import contractRoutes from './routes/contracts/index.ts';
+import mcpRoutes from './routes/mcp/index.ts';
 import wsRoutes from './routes/ws/index.ts';
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/;
@@ -84,6 +86,7 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   await app.register(healthRoutes);
   await app.register(openapiRoutes);
   await app.register(authGuideRoute);
+  await app.register(contractRoutes);
   await app.register(jobRoutes);
   await app.register(authRoutes);
   await app.register(tenantRoutes);
@@ -103,6 +106,7 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   await app.register(managedAgentRoutes);
   await app.register(managedAgentPlatformRoutes);
   await app.register(runnerRoutes);
+  await app.register(mcpRoutes);
   await app.register(wsRoutes);
 
   await app.ready();

@@ -1,4 +1,4 @@
-// Admission to /api/agent/v1/* before any route runs: 503
+// Admission to /api/agent/v1/* and /mcp before any route runs: 503
 // temporarily_disabled while agent authentication is switched off
 // (AGENT_AUTH_DISABLED), and a per-principal request limit answering 429
 // with Retry-After and the SharedRateLimitError body. The limit is counted
@@ -17,19 +17,22 @@ async function agentAdmission(app: FastifyInstance) {
 
   // The verified principal (cached verification, shared with the route's own
   // check), or the client IP for requests without a valid token.
-  const keyOf = async (request: FastifyRequest): Promise<string> => {
+  // One window per principal across both surfaces (Agent API and /mcp).
+  const keyOf = async (request: FastifyRequest, mcp: boolean): Promise<string> => {
     const token = bearerToken(request.headers.authorization);
-    const claims = token ? await app.agentTokenClaims(token) : null;
+    const claims = token ? await (mcp ? app.mcpAuth.claims(token) : app.agentTokenClaims(token)) : null;
     return claims ? `p:${claims.principalId}` : `ip:${request.ip}`;
   };
 
   app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
-    if (!request.url.startsWith('/api/agent/v1')) return;
+    const path = request.url.split('?')[0];
+    const mcp = path === '/mcp';
+    if (!mcp && !request.url.startsWith('/api/agent/v1')) return;
     if (agentAuthDisabled) {
       throw new AgentHttpError(503, 'temporarily_disabled', 'Agent authentication is switched off here for now; do not bypass it, retry later.', 'retry_later');
     }
     const now = Date.now();
-    const key = await keyOf(request);
+    const key = await keyOf(request, mcp);
     let window = windows.get(key);
     if (!window || now - window.start >= agentRateWindowMs) {
       if (!window && windows.size >= MAX_TRACKED) windows.delete(windows.keys().next().value!);
