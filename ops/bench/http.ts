@@ -1,6 +1,7 @@
 // HTTP figures: requests/s through real sockets (keep-alive, N concurrent
-// loops) for a bare Fastify route, the JWT-bearer token exchange and an
-// authenticated Agent API read, all in this run.
+// loops) for a bare Fastify route, the JWT-bearer token exchange, an
+// authenticated Agent API read and the same read as an MCP tool call, all in
+// this run.
 import http from 'node:http';
 import Fastify from 'fastify';
 import { buildApp } from '../../api/app.ts';
@@ -55,6 +56,20 @@ export async function httpFigures(ctx: BenchContext, config: Config) {
   const formHeaders = { 'content-type': 'application/x-www-form-urlencoded', 'content-length': String(Buffer.byteLength(form)) };
   const tokenResponse = await app.inject({ method: 'POST', url: '/oauth2/token', headers: formHeaders, payload: form });
   const bearer = { authorization: `Bearer ${tokenResponse.json().access_token}` };
+  // The same operation as a tool call at /mcp (its own token audience).
+  const mcpForm = new URLSearchParams({ grant_type: 'urn:ietf:params:oauth:grant-type:jwt-bearer', assertion, resource: `${config.baseUrl}/mcp` }).toString();
+  const mcpToken = (await app.inject({ method: 'POST', url: '/oauth2/token', headers: formHeaders, payload: mcpForm })).json().access_token;
+  const mcpBody = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'getAgentMe', arguments: {} } });
+  const mcpHeaders = {
+    authorization: `Bearer ${mcpToken}`,
+    'content-type': 'application/json',
+    accept: 'application/json, text/event-stream',
+    'mcp-protocol-version': '2025-11-25',
+    'content-length': String(Buffer.byteLength(mcpBody)),
+  };
+  const probe = await app.inject({ method: 'POST', url: '/mcp', headers: mcpHeaders, payload: mcpBody });
+  if (probe.statusCode !== 200 || probe.json().result?.isError) throw new Error(`the MCP tool call fails: ${probe.body}`);
+  const mcpCall = () => call(port, 'POST', '/mcp', mcpHeaders, mcpBody);
 
   try {
     await load(1, concurrency, () => call(barePort, 'GET', '/bare')); // warm-up
@@ -63,13 +78,16 @@ export async function httpFigures(ctx: BenchContext, config: Config) {
     // of other work on this 2-core machine does not decide the ratio.
     let bareRate = 0;
     let me = 0;
+    let mcp = 0;
+    await load(1, concurrency, mcpCall);
     const round = Math.max(1, ctx.seconds / 3);
     for (let i = 0; i < 3; i++) {
       bareRate = Math.max(bareRate, (await load(round, concurrency, () => call(barePort, 'GET', '/bare'))).perSecond);
       me = Math.max(me, (await load(round, concurrency, () => call(port, 'GET', '/api/agent/v1/me', bearer))).perSecond);
+      mcp = Math.max(mcp, (await load(round, concurrency, mcpCall)).perSecond);
     }
     const exchanges = await load(ctx.seconds, concurrency, () => call(port, 'POST', '/oauth2/token', formHeaders, form));
-    return { bare: bareRate, me, exchanges: exchanges.perSecond };
+    return { bare: bareRate, me, mcp, exchanges: exchanges.perSecond };
   } finally {
     await app.close();
     await bare.close();

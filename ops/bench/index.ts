@@ -139,6 +139,7 @@ try {
   report.add('bare fastify GET (16 connections)', web.bare, 'req/s');
   report.add('token exchanges (JWT-bearer grant)', web.exchanges, 'req/s', bareBase);
   report.add('authenticated GET /api/agent/v1/me', web.me, 'req/s', bareBase, '>= 0.40x');
+  report.add('MCP tools/call getAgentMe (same operation at /mcp)', web.mcp, 'req/s', { name: 'GET /api/agent/v1/me', value: web.me });
 
   await db.end();
   console.log(`\nbench on ${process.platform}/${process.arch}, node ${process.version}, PostgreSQL 18 embedded, ${(await import('node:os')).cpus().length} cores\n`);

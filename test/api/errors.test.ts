@@ -59,11 +59,11 @@ t.test('the OpenAPI document is generated and served as JSON and YAML', async (t
   const json = await app.inject('/openapi.json');
   t.equal(json.statusCode, 200);
   const doc = json.json();
-  t.equal(doc.openapi, '3.1.0');
+  t.equal(doc.openapi, '3.1.2');
   t.ok(doc.paths['/api/jobs/{jobId}']?.get?.operationId === 'getJob', 'routes carry their operationId');
   t.ok(doc.components.schemas.JobStatus, 'shared job-status schema is published');
   const yaml = await app.inject('/openapi.yaml');
   t.equal(yaml.statusCode, 200);
   t.match(yaml.headers['content-type'], /yaml/);
-  t.match(yaml.body, /^openapi: 3\.1\.0/m);
+  t.match(yaml.body, /^openapi: 3\.1\.2$/m);
 });

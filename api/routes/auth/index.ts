@@ -27,6 +27,7 @@ const authRoutes: FastifyPluginAsyncZod = async (app) => {
       onRequest: app.rateLimit(LIMITS.login),
       schema: {
         operationId: 'login',
+        security: [],
         tags: ['auth'],
         summary: 'Log in with e-mail and password; returns a platform JWT and a refresh token',
         body: LoginBody,
@@ -46,6 +47,7 @@ const authRoutes: FastifyPluginAsyncZod = async (app) => {
     {
       schema: {
         operationId: 'refreshLogin',
+        security: [],
         tags: ['auth'],
         summary: 'Renew the platform JWT with a refresh token (extension); the refresh token is rotated',
         body: RefreshBody,
@@ -69,6 +71,7 @@ const authRoutes: FastifyPluginAsyncZod = async (app) => {
     {
       schema: {
         operationId: 'logout',
+        security: [],
         tags: ['auth'],
         summary: 'Revoke a refresh token and every token rotated from it (extension)',
         body: RefreshBody,

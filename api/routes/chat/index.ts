@@ -119,7 +119,13 @@ const chatRoutes: FastifyPluginAsyncZod = async (app) => {
         description:
           'Requires `Idempotency-Key` (8-200 printable ASCII, no spaces). Retrying with the same key and the same session, company scope, message and attachments returns the original 202 with `Idempotency-Replayed: true` and creates nothing; the same key with a different request is 409 IDEMPOTENCY_KEY_REUSED.',
         security,
-        headers: TenantHeaders.extend({ 'idempotency-key': z.string().optional().describe('Unique per turn; reuse it only to retry the same turn') }),
+        // Bounds are checked by the handler (400 or, when missing, 428), so they are documented, not validated.
+        headers: TenantHeaders.extend({
+          'idempotency-key': z
+            .string()
+            .optional()
+            .meta({ minLength: 8, maxLength: 200, pattern: '^[\\x21-\\x7E]+$', description: 'Unique per turn; reuse it only to retry the same turn. Missing: 428 IDEMPOTENCY_KEY_REQUIRED' }),
+        }),
         body: SendBody,
         response: { 202: SendAccepted, ...errors, 402: PlatformError, 409: PlatformError, 428: PlatformError, 429: PlatformError },
       },

@@ -30,6 +30,7 @@ const contactRoutes: FastifyPluginAsyncZod = async (app) => {
       onRequest: app.rateLimit(LIMITS.contact),
       schema: {
         operationId: 'submitContact',
+        security: [],
         tags: ['contact'],
         summary: 'Submit a contact message',
         body: z.object({

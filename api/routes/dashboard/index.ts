@@ -63,6 +63,7 @@ const dashboardRoutes: FastifyPluginAsyncZod = async (app) => {
       onRequest: loginLimit,
       schema: {
         operationId: 'dashboardLogin',
+        security: [],
         tags,
         summary: 'Log in with a license key; returns a dashboard JWT or signals that TOTP is required',
         body: LicenseLoginBody,
@@ -86,6 +87,7 @@ const dashboardRoutes: FastifyPluginAsyncZod = async (app) => {
       onRequest: loginLimit,
       schema: {
         operationId: 'dashboardTotpLogin',
+        security: [],
         tags,
         summary: 'Finish a dashboard login with the purchaser e-mail plus a TOTP code or a recovery code',
         description: 'Each TOTP code and each recovery code is accepted once. A wrong code and an unknown e-mail get the same 401.',

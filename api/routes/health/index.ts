@@ -21,7 +21,7 @@ const Readiness = z
 const healthRoutes: FastifyPluginAsyncZod = async (app) => {
   app.get(
     '/healthz',
-    { schema: { operationId: 'getHealth', tags: ['operations'], summary: 'Process liveness', response: { 200: Health } } },
+    { schema: { operationId: 'getHealth', security: [], tags: ['operations'], summary: 'Process liveness', response: { 200: Health } } },
     async () => ({ status: 'ok' as const }),
   );
 
@@ -30,6 +30,7 @@ const healthRoutes: FastifyPluginAsyncZod = async (app) => {
     {
       schema: {
         operationId: 'getReadiness',
+        security: [],
         tags: ['operations'],
         summary: 'Readiness: database reachable, migrations current',
         response: { 200: Readiness, 503: Readiness },

@@ -83,6 +83,7 @@ const claimRoutes: FastifyPluginAsyncZod = async (app) => {
     {
       schema: {
         operationId: 'startAgentClaim',
+        security: [],
         tags: ['identity'],
         summary: 'Start a claim: returns a verification_uri for the person to sign in and confirm',
         description:
@@ -115,6 +116,7 @@ const claimRoutes: FastifyPluginAsyncZod = async (app) => {
     {
       schema: {
         operationId: 'completeAgentClaim',
+        security: [],
         tags: ['identity'],
         summary: 'Complete a claim with the user code; returns the verified identity once',
         description:

@@ -41,7 +41,7 @@ const metadataRoutes: FastifyPluginAsyncZod = async (app) => {
 
   app.get(
     '/.well-known/jwks.json',
-    { schema: { operationId: 'getJwks', tags: ['identity'], summary: 'Public keys that verify assertions and access tokens', response: { 200: Jwks } } },
+    { schema: { operationId: 'getJwks', security: [], tags: ['identity'], summary: 'Public keys that verify assertions and access tokens', response: { 200: Jwks } } },
     async (_request, reply) => {
       cache(reply);
       return app.idpKeys.jwks();
@@ -50,7 +50,7 @@ const metadataRoutes: FastifyPluginAsyncZod = async (app) => {
 
   app.get(
     '/.well-known/oauth-authorization-server',
-    { schema: { operationId: 'getAuthorizationServerMetadata', tags: ['identity'], summary: 'RFC 8414 metadata', response: { 200: AuthorizationServerMetadata } } },
+    { schema: { operationId: 'getAuthorizationServerMetadata', security: [], tags: ['identity'], summary: 'RFC 8414 metadata', response: { 200: AuthorizationServerMetadata } } },
     async (_request, reply) => {
       cache(reply);
       return {
@@ -79,6 +79,7 @@ const metadataRoutes: FastifyPluginAsyncZod = async (app) => {
       {
         schema: {
           operationId: path === 'mcp' ? 'getMcpResourceMetadata' : 'getAgentApiResourceMetadata',
+          security: [],
           tags: ['identity'],
           summary: `RFC 9728 metadata of ${resource}`,
           response: { 200: ProtectedResourceMetadata },

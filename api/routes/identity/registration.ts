@@ -64,6 +64,7 @@ const registrationRoutes: FastifyPluginAsyncZod = async (app) => {
     {
       schema: {
         operationId: 'registerAgentIdentity',
+        security: [],
         tags: ['identity'],
         summary: 'Register an agent (anonymous or service_auth) or refresh a registration',
         body: Body,

@@ -41,6 +41,7 @@ const tokenRoutes: FastifyPluginAsyncZod = async (app) => {
     {
       schema: {
         operationId: 'exchangeToken',
+        security: [],
         tags: ['identity'],
         summary: 'Exchange an agent assertion for an access token (JWT-bearer grant, with resource)',
         consumes: ['application/x-www-form-urlencoded'],

@@ -83,6 +83,7 @@ const onboardingRoutes: FastifyPluginAsyncZod = async (app) => {
     {
       schema: {
         operationId: 'listOnboardingModels',
+        security: [],
         tags,
         summary: 'Model providers and their models with prices',
         response: {
