@@ -56,7 +56,7 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
     trustProxy: ctx.config.trustProxy,
     bodyLimit: 1024 * 1024,
     // The Agent API's taskRef may be 2048 characters, more when URL-encoded (Fastify's default is 100).
-    maxParamLength: 8192,
+    routerOptions: { maxParamLength: 8192 },
     // Keep a well-formed incoming request id for tracing; mint one otherwise.
     requestIdHeader: false,
     genReqId: (req) => {

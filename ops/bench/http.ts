@@ -58,7 +58,7 @@ export async function httpFigures(ctx: BenchContext, config: Config) {
   const bearer = { authorization: `Bearer ${tokenResponse.json().access_token}` };
   // The same operation as a tool call at /mcp (its own token audience).
   const mcpForm = new URLSearchParams({ grant_type: 'urn:ietf:params:oauth:grant-type:jwt-bearer', assertion, resource: `${config.baseUrl}/mcp` }).toString();
-  const mcpToken = (await app.inject({ method: 'POST', url: '/oauth2/token', headers: formHeaders, payload: mcpForm })).json().access_token;
+  const mcpToken = (await app.inject({ method: 'POST', url: '/oauth2/token', headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: mcpForm })).json().access_token;
   const mcpBody = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'getAgentMe', arguments: {} } });
   const mcpHeaders = {
     authorization: `Bearer ${mcpToken}`,

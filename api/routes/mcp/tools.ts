@@ -20,11 +20,11 @@ const IdempotencyKey = z
   .max(IDEMPOTENCY_KEY_BOUNDS.max)
   .describe('Unique to this exact mutation (8-200 characters); repeat it only to retry the identical call. Shared with the HTTP Idempotency-Key of the same operation.');
 
-type Parts = { params: string[]; query: string[]; body: string[] };
+type Parts = { params: string[]; query: string[]; body: string[]; input: z.ZodObject };
 
 /** Which argument goes to which part of the operation; names never collide (checked at start). */
 function partsOf(op: AgentOperation): Parts {
-  const parts: Parts = { params: Object.keys(op.params?.shape ?? {}), query: Object.keys(op.query?.shape ?? {}), body: Object.keys(op.body?.shape ?? {}) };
+  const parts: Parts = { params: Object.keys(op.params?.shape ?? {}), query: Object.keys(op.query?.shape ?? {}), body: Object.keys(op.body?.shape ?? {}), input: inputSchemaOf(op) };
   const all = [...parts.params, ...parts.query, ...parts.body, 'idempotency_key'];
   if (new Set(all).size !== all.length) throw new Error(`MCP tool ${op.operationId}: argument names collide (${all.join(', ')})`);
   return parts;
@@ -97,7 +97,7 @@ function invalid(error: z.ZodError): AgentHttpError {
 }
 
 function parseInput(op: AgentOperation, parts: Parts, args: Record<string, unknown>) {
-  const parsed = inputSchemaOf(op).safeParse(args);
+  const parsed = parts.input.safeParse(args);
   if (!parsed.success) throw invalid(parsed.error);
   const pick = (keys: string[], schema: z.ZodObject | undefined) => {
     if (!schema) return undefined;
