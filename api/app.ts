@@ -21,6 +21,7 @@ import companyRoutes from './routes/companies/index.ts';
 import agentBoardRoutes from './routes/agent/boards.ts';
 import boardRoutes from './routes/boards/index.ts';
 import managedAgentRoutes from './routes/agent/managed-agents.ts';
+import agentJobRoutes from './routes/agent/jobs.ts';
 import managedAgentPlatformRoutes from './routes/managed-agents/index.ts';
 import runnerRoutes from './routes/runners/index.ts';
 import chatRoutes from './routes/chat/index.ts';
@@ -104,6 +105,7 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   await app.register(agentBoardRoutes);
   await app.register(boardRoutes);
   await app.register(managedAgentRoutes);
+  await app.register(agentJobRoutes);
   await app.register(managedAgentPlatformRoutes);
   await app.register(runnerRoutes);
   await app.register(mcpRoutes);

@@ -14,7 +14,7 @@ export const RestoreAgentRequest = z
 
 export const RestoreJob = z
   .object({
-    id: z.uuid().describe('Poll GET /api/jobs/{id} (platform) or wait for the agent to become usable'),
+    id: z.uuid().describe('Poll GET /api/agent/v1/jobs/{id} (MCP tool getAgentJob) until it is finished'),
     status: z.enum(['queued', 'running', 'succeeded', 'failed', 'cancelled']),
   })
   .describe('The job that hands the agent to its runner');

@@ -3,6 +3,7 @@
 import { boardOperations } from './boards.ts';
 import { companyOperations } from './companies.ts';
 import { identityOperations } from './identity.ts';
+import { jobOperations } from './jobs.ts';
 import { managedAgentOperations } from './managed-agents.ts';
 
-export const agentOperations = [...identityOperations, ...companyOperations, ...boardOperations, ...managedAgentOperations];
+export const agentOperations = [...identityOperations, ...companyOperations, ...boardOperations, ...managedAgentOperations, ...jobOperations];
