@@ -41,7 +41,7 @@ const TAG_DESCRIPTIONS: Record<string, string> = {
   companies: 'Companies, their agents, tasks and runs',
   boards: 'Saved boards and the approvals of their public publication',
   'managed-agents': 'Managed agents of a tenant',
-  runners: 'Self-hosted runners: enrolment, heartbeat and work acknowledgement',
+  runners: 'Self-hosted runners: enrolment, listing, revocation, heartbeat and work acknowledgement',
   chat: 'Chat sessions, messages and asynchronous chat jobs',
   jobs: 'Asynchronous jobs: status and cancellation',
   usage: 'Usage records, summaries and budgets',

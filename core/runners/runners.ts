@@ -2,6 +2,8 @@
 // once (stored as SHA-256); the runner authenticates every heartbeat and
 // acknowledgement with it. Heartbeats record liveness and whether the runner
 // reaches the cloud gateway; they answer with the runner's pending work.
+// Admins list and revoke runners (registry.ts); a revoked runner's token no
+// longer authenticates and readiness never picks it.
 import { z } from 'zod';
 import { randomToken, sha256 } from '../crypto/tokens.ts';
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
@@ -9,6 +11,16 @@ import { sql, type CommonQueryMethods } from '../db/pool.ts';
 export const RUNNER_TOKEN_PREFIX = 'rnr_';
 /** A runner whose last heartbeat is older than this counts as offline. */
 export const RUNNER_OFFLINE_AFTER_S = 60;
+/**
+ * Whether a `runners` row counts as online: active and seen recently. One
+ * definition for readiness and the runner list, so they never disagree.
+ */
+export const RUNNER_ONLINE = sql.fragment`(status = 'active' and coalesce(last_heartbeat_at > now() - make_interval(secs => ${RUNNER_OFFLINE_AFTER_S}), false))`;
+
+/** The runner was revoked after its token was checked (a revoke racing a request). */
+export class RunnerRevokedError extends Error {
+  override name = 'RunnerRevokedError';
+}
 
 const Id = z.object({ id: z.string() });
 
@@ -38,10 +50,15 @@ export const PendingWorkRow = z.object({
 });
 export type PendingWorkRow = z.infer<typeof PendingWorkRow>;
 
-/** Records a heartbeat and returns the runner's pending work, oldest first. */
+/**
+ * Records a heartbeat and returns the runner's pending work, oldest first.
+ * The update re-checks the status, so a revoke that commits first wins.
+ */
 export async function heartbeat(db: CommonQueryMethods, runner: RunnerIdentity, gatewayConnected: boolean): Promise<readonly PendingWorkRow[]> {
-  await db.query(sql.unsafe`
-    update runners set last_heartbeat_at = now(), gateway_connected = ${gatewayConnected} where id = ${runner.id}`);
+  const seen = await db.maybeOne(sql.type(Id)`
+    update runners set last_heartbeat_at = now(), gateway_connected = ${gatewayConnected}
+    where id = ${runner.id} and status = 'active' returning id`);
+  if (!seen) throw new RunnerRevokedError('runner revoked');
   return db.any(sql.type(PendingWorkRow)`
     select w.id, 'agent.restore' as kind, w.managed_agent_id, a.name as agent_name, w.job_id, w.created_at
     from runner_work w join managed_agents a on a.id = w.managed_agent_id
@@ -55,14 +72,18 @@ export type WorkState = z.infer<typeof WorkState>;
 /**
  * Acknowledges a piece of the runner's own work. Repeating it is harmless:
  * work already acknowledged or done is returned as it is. Null: no such work
- * for this runner.
+ * for this runner. A runner revoked meanwhile acknowledges nothing.
  */
 export async function acknowledgeWork(db: CommonQueryMethods, runner: RunnerIdentity, workId: string): Promise<WorkState | null> {
   const updated = await db.maybeOne(sql.type(WorkState)`
     update runner_work set state = 'acknowledged', acknowledged_at = now()
     where id = ${workId} and runner_id = ${runner.id} and state = 'pending'
+      and exists (select 1 from runners where id = ${runner.id} and status = 'active')
     returning id, state, acknowledged_at`);
-  return updated ?? db.maybeOne(sql.type(WorkState)`select id, state, acknowledged_at from runner_work where id = ${workId} and runner_id = ${runner.id}`);
+  if (updated) return updated;
+  const active = await db.exists(sql.unsafe`select 1 from runners where id = ${runner.id} and status = 'active'`);
+  if (!active) throw new RunnerRevokedError('runner revoked');
+  return db.maybeOne(sql.type(WorkState)`select id, state, acknowledged_at from runner_work where id = ${workId} and runner_id = ${runner.id}`);
 }
 
 export async function runExecutionEnabled(db: CommonQueryMethods, tenantId: string): Promise<boolean> {
@@ -91,7 +112,7 @@ const Candidate = z.object({ id: z.string(), online: z.boolean(), gateway_connec
  */
 export async function readiness(db: CommonQueryMethods, tenantId: string, preferredRunnerId: string | null): Promise<Readiness> {
   const runner = await db.maybeOne(sql.type(Candidate)`
-    select id, coalesce(last_heartbeat_at > now() - make_interval(secs => ${RUNNER_OFFLINE_AFTER_S}), false) as online, gateway_connected
+    select id, ${RUNNER_ONLINE} as online, gateway_connected
     from runners where tenant_id = ${tenantId} and status = 'active'
     order by online desc, gateway_connected desc, (id = ${preferredRunnerId ?? '00000000-0000-0000-0000-000000000000'}) desc,
       last_heartbeat_at desc nulls last, enrolled_at desc

@@ -1,13 +1,17 @@
 // Runners (platform API): tenant Admins enroll runners and switch run
 // execution; a runner authenticates with its own token (shown once at
 // enrollment) to send heartbeats and acknowledge the work they return.
+// Listing, reading and revoking runners live in ./registry.ts.
 import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { bearerToken } from '../../../core/auth/platform-token.ts';
-import { acknowledgeWork, enrollRunner, heartbeat, runExecutionEnabled, runnerByToken, setRunExecutionEnabled, type RunnerIdentity } from '../../../core/runners/runners.ts';
+import {
+  acknowledgeWork, enrollRunner, heartbeat, runExecutionEnabled, runnerByToken, RunnerRevokedError, setRunExecutionEnabled, type RunnerIdentity,
+} from '../../../core/runners/runners.ts';
 import { PlatformError, PlatformHttpError } from '../../errors.ts';
 import { TenantHeaders } from '../../plugins/tenant.ts';
+import runnerRegistryRoutes from './registry.ts';
 
 const Enrolled = z
   .object({ runnerId: z.uuid(), token: z.string().describe('The runner token, shown only now; the runner sends it as `Authorization: Bearer <token>`') })
@@ -43,12 +47,24 @@ const runnerRoutes: FastifyPluginAsyncZod = async (app) => {
   const errors = { 400: PlatformError, 401: PlatformError, 403: PlatformError, 404: PlatformError };
 
   app.decorateRequest('runner', null);
+  const unauthorized = () => new PlatformHttpError(401, 'unauthorized', 'Send the runner token from enrollment as `Authorization: Bearer <token>`.');
   const requireRunner = async (request: FastifyRequest) => {
     const token = bearerToken(request.headers.authorization);
     const runner = token ? await runnerByToken(app.db, token) : null;
-    if (!runner) throw new PlatformHttpError(401, 'unauthorized', 'Send the runner token from enrollment as `Authorization: Bearer <token>`.');
+    if (!runner) throw unauthorized();
     request.runner = runner;
   };
+  // A revoke that lands between the token check and the write answers like a revoked token.
+  const asRunner = async <T>(work: () => Promise<T>): Promise<T> => {
+    try {
+      return await work();
+    } catch (error) {
+      if (error instanceof RunnerRevokedError) throw unauthorized();
+      throw error;
+    }
+  };
+
+  await app.register(runnerRegistryRoutes);
 
   app.post(
     '/api/runners/enroll',
@@ -73,7 +89,7 @@ const runnerRoutes: FastifyPluginAsyncZod = async (app) => {
         body: z.object({ gatewayConnected: z.boolean() }), response: { 200: HeartbeatResponse, 400: PlatformError, 401: PlatformError } },
     },
     async (request) => {
-      const work = await heartbeat(app.db, request.runner!, request.body.gatewayConnected);
+      const work = await asRunner(() => heartbeat(app.db, request.runner!, request.body.gatewayConnected));
       return {
         pendingWork: work.map((w) => ({ id: w.id, kind: w.kind, managedAgentId: w.managed_agent_id, agentName: w.agent_name, jobId: w.job_id, createdAt: w.created_at })),
         heartbeatIntervalSeconds: HEARTBEAT_INTERVAL_S,
@@ -90,7 +106,7 @@ const runnerRoutes: FastifyPluginAsyncZod = async (app) => {
         params: z.object({ workId: z.uuid() }), response: { 200: WorkAck, 400: PlatformError, 401: PlatformError, 404: PlatformError } },
     },
     async (request) => {
-      const work = await acknowledgeWork(app.db, request.runner!, request.params.workId);
+      const work = await asRunner(() => acknowledgeWork(app.db, request.runner!, request.params.workId));
       if (!work) throw new PlatformHttpError(404, 'not_found', 'No such work for this runner.');
       return { id: work.id, state: work.state, acknowledgedAt: work.acknowledged_at };
     },
