@@ -27,7 +27,7 @@ function post(port: number, path: string, headers: Record<string, string>, body:
   });
 }
 
-export type ChatFigures = { acceptedPerSecond: number; firstProgress: Latencies; final: Latencies };
+export type ChatFigures = { acceptedPerSecond: number; acceptedPerSecondManySessions: number; firstProgress: Latencies; final: Latencies };
 
 export async function chatFigures(ctx: BenchContext, config: Config, samples: number): Promise<ChatFigures> {
   const quiet = { ...config, logLevel: 'warn' };
@@ -42,10 +42,11 @@ export async function chatFigures(ctx: BenchContext, config: Config, samples: nu
   await ctx.db.query(sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${ctx.tenantId}, ${userId}, 'admin')`);
   const token = await signPlatformToken({ userId }, config.secrets.PLATFORM_JWT_SECRET, config.baseUrl);
   const headers = { authorization: `Bearer ${token}`, 'x-tenant-id': ctx.tenantId };
-  const session = JSON.parse((await post(port, '/api/chat/sessions', headers, '{}')).body) as { id: string };
+  const newSession = async () => (JSON.parse((await post(port, '/api/chat/sessions', headers, '{}')).body) as { id: string }).id;
+  const session = await newSession();
   let n = 0;
-  const sendOnce = async () => {
-    const res = await post(port, '/api/chat/send', { ...headers, 'idempotency-key': `bench-${process.pid}-${++n}` }, JSON.stringify({ sessionId: session.id, message: `message ${n}` }));
+  const sendOnce = async (sessionId = session) => {
+    const res = await post(port, '/api/chat/send', { ...headers, 'idempotency-key': `bench-${process.pid}-${++n}` }, JSON.stringify({ sessionId, message: `message ${n}` }));
     if (res.status !== 202) throw new Error(`send answered ${res.status}: ${res.body}`);
     return JSON.parse(res.body) as { jobId: string };
   };
@@ -53,7 +54,12 @@ export async function chatFigures(ctx: BenchContext, config: Config, samples: nu
   try {
     // Accepted/s with no worker running: the api and PostgreSQL only.
     await throughput(8, 1, async () => void (await sendOnce())); // warm-up
+    // 32 clients in one session: every send queues on the same Graphile queue row.
     const accepted = await throughput(32, ctx.seconds, async () => void (await sendOnce()));
+    // 32 clients, each in its own session (one conversation per person, as real traffic is).
+    const sessions = await Promise.all(Array.from({ length: 32 }, newSession));
+    let next = 0;
+    const perSession = await throughput(32, ctx.seconds, async () => void (await sendOnce(sessions[next++ % sessions.length])));
     await ctx.db.query(sql.unsafe`truncate jobs, graphile_worker._private_jobs cascade`);
 
     const worker = await startWorker({ config: quiet, databaseUrl: ctx.url, logger: ctx.logger, concurrency: 4 });
@@ -85,7 +91,7 @@ export async function chatFigures(ctx: BenchContext, config: Config, samples: nu
     }
     socket.close();
     await worker.stop();
-    return { acceptedPerSecond: accepted.perSecond, firstProgress: summarize(firsts), final: summarize(finals) };
+    return { acceptedPerSecond: accepted.perSecond, acceptedPerSecondManySessions: perSession.perSecond, firstProgress: summarize(firsts), final: summarize(finals) };
   } finally {
     await app.close();
     await hub.stop();

@@ -2,6 +2,8 @@
 // measured in the same run. Prints a table; nothing here is pass/fail.
 //   BENCH_SECONDS   duration of each throughput phase (default 4)
 //   BENCH_SAMPLES   latency samples per figure (default 300)
+//   BENCH_ONLY      comma list of sections to run: jobs, websocket, chat, http
+//                   (default all; the raw-insert baseline always runs)
 import { mkdtempSync, rmSync, chmodSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -36,6 +38,8 @@ import { websocketLatency } from './websocket.ts';
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 4);
 const samples = Number(process.env.BENCH_SAMPLES ?? 300);
+const selected = process.env.BENCH_ONLY ? new Set(process.env.BENCH_ONLY.split(',').map((x) => x.trim())) : null;
+const only = (section: 'jobs' | 'websocket' | 'chat' | 'http') => !selected || selected.has(section);
 const logger = createLogger(process.env.LOG_LEVEL ?? 'warn', 'bench');
 const scratch = mkdtempSync(path.join(tmpdir(), 'platform-bench-'));
 chmodSync(scratch, 0o755);
@@ -58,88 +62,101 @@ try {
   report.add('raw insert/s, 32 connections', raw32.perSecond, 'ops/s');
   const rawBase = { name: 'raw insert 32c', value: raw32.perSecond };
 
-  // (b) raw Graphile Worker.
-  await resetQueues(ctx);
-  const added = await rawAddJob(ctx, 32);
-  report.add('graphile add_job/s, 32 connections', added.perSecond, 'ops/s', rawBase);
-  await resetQueues(ctx);
-  const rawRun = await rawExecuted(ctx, 5000, 8);
-  report.add('graphile no-op jobs executed/s (concurrency 8)', rawRun, 'jobs/s');
-
-  // (c) our enqueue: jobs row + Graphile job in one transaction.
-  await resetQueues(ctx);
-  const single = await enqueueUngrouped(ctx, 32, db);
-  report.add('our enqueue/s, one transaction per request, 32 callers', single.perSecond, 'ops/s', rawBase);
-  await resetQueues(ctx);
-  const grouped = await enqueueGrouped(ctx, 32, db);
-  report.add('our enqueue/s, group commit, 32 callers', grouped.perSecond, 'ops/s', rawBase, '>= 0.30x');
-
-  // Our worker draining no-op jobs, with status updates and NOTIFY per job.
-  await resetQueues(ctx);
-  await enqueueBacklog(ctx, 5000);
   const config = loadConfig({ DATABASE_URL: url, NODE_ENV: 'production', LOG_LEVEL: 'warn', DATA_DIR: scratch,
     PLATFORM_JWT_SECRET: Buffer.alloc(32, 3).toString('base64'), DATA_ENCRYPTION_KEY: Buffer.alloc(32, 4).toString('base64'),
     WORKER_CONCURRENCY: '8', WS_MAX_SUBSCRIPTIONS: String(samples + 10), PORT: '0',
     AGENT_API_RATE_LIMIT: '1000000' }); // the bench measures throughput, not the admission limit
-  // Counted in the database: the worker starts on the backlog before any
-  // event listener could be attached.
-  const t0 = performance.now();
-  const worker = await startWorker({ config, databaseUrl: url, logger });
-  for (;;) {
-    const succeeded = await db.oneFirst(sql.type(z.object({ n: z.number() }))`
-      select count(*)::int as n from jobs where kind = 'diag.noop' and status = 'succeeded'`);
-    if (succeeded >= 5000) break;
-    await sleep(20);
+
+  if (only('jobs')) {
+    // (b) raw Graphile Worker.
+    await resetQueues(ctx);
+    const added = await rawAddJob(ctx, 32);
+    report.add('graphile add_job/s, 32 connections', added.perSecond, 'ops/s', rawBase);
+    await resetQueues(ctx);
+    const rawRun = await rawExecuted(ctx, 5000, 8);
+    report.add('graphile no-op jobs executed/s (concurrency 8)', rawRun, 'jobs/s');
+
+    // (c) our enqueue: jobs row + Graphile job in one transaction.
+    await resetQueues(ctx);
+    const single = await enqueueUngrouped(ctx, 32, db);
+    report.add('our enqueue/s, one transaction per request, 32 callers', single.perSecond, 'ops/s', rawBase);
+    await resetQueues(ctx);
+    const grouped = await enqueueGrouped(ctx, 32, db);
+    report.add('our enqueue/s, group commit, 32 callers', grouped.perSecond, 'ops/s', rawBase, '>= 0.30x');
+
+    // Our worker draining no-op jobs, with status updates and NOTIFY per job.
+    await resetQueues(ctx);
+    await enqueueBacklog(ctx, 5000);
+
+    // Counted in the database: the worker starts on the backlog before any
+    // event listener could be attached.
+    const t0 = performance.now();
+    const worker = await startWorker({ config, databaseUrl: url, logger });
+    for (;;) {
+      const succeeded = await db.oneFirst(sql.type(z.object({ n: z.number() }))`
+        select count(*)::int as n from jobs where kind = 'diag.noop' and status = 'succeeded'`);
+      if (succeeded >= 5000) break;
+      await sleep(20);
+    }
+    report.add('our no-op jobs executed/s (concurrency 8)', 5000 / ((performance.now() - t0) / 1000), 'jobs/s', { name: 'graphile', value: rawRun });
+
+    // (d) enqueue -> task start latency; baseline: raw add_job -> start.
+    await resetQueues(ctx);
+    const rawEvents: WorkerEvents = new EventEmitter() as WorkerEvents;
+    const rawRunner = await run({ connectionString: url, concurrency: 1, noHandleSignals: true, taskList: { 'bench.noop': async () => undefined },
+      logger: graphileLogger(logger), events: rawEvents });
+    const sender = new pg.Client({ connectionString: url });
+    await sender.connect();
+    let n = 0;
+    const rawStart = await startLatency(samples, rawEvents, (p) => (p as { n?: number }).n?.toString(), async () => {
+      const id = String(++n);
+      await sender.query(`select graphile_worker.add_job('bench.noop', json_build_object('n', $1::int))`, [id]);
+      return id;
+    });
+    await sender.end();
+    await rawRunner.stop();
+    // Through the group committer, as the api enqueues.
+    const committer = new GroupCommitter(db, { logger });
+    const ourStart = await startLatency(samples, worker.events, (p) => (p as { jobId?: string }).jobId, async () => {
+      const [job] = await committer.enqueue([{ kind: 'diag.noop', tenantId }]);
+      return job!.id;
+    });
+    for (const p of ['p50', 'p95', 'p99'] as const) {
+      report.add(`enqueue -> task start ${p}`, ourStart[p], 'ms', { name: `graphile ${p}`, value: rawStart[p] }, p === 'p50' ? '<= 5 ms' : undefined);
+    }
+    await worker.stop();
   }
-  report.add('our no-op jobs executed/s (concurrency 8)', 5000 / ((performance.now() - t0) / 1000), 'jobs/s', { name: 'graphile', value: rawRun });
 
-  // (d) enqueue -> task start latency; baseline: raw add_job -> start.
-  await resetQueues(ctx);
-  const rawEvents: WorkerEvents = new EventEmitter() as WorkerEvents;
-  const rawRunner = await run({ connectionString: url, concurrency: 1, noHandleSignals: true, taskList: { 'bench.noop': async () => undefined },
-    logger: graphileLogger(logger), events: rawEvents });
-  const sender = new pg.Client({ connectionString: url });
-  await sender.connect();
-  let n = 0;
-  const rawStart = await startLatency(samples, rawEvents, (p) => (p as { n?: number }).n?.toString(), async () => {
-    const id = String(++n);
-    await sender.query(`select graphile_worker.add_job('bench.noop', json_build_object('n', $1::int))`, [id]);
-    return id;
-  });
-  await sender.end();
-  await rawRunner.stop();
-  // Through the group committer, as the api enqueues.
-  const committer = new GroupCommitter(db, { logger });
-  const ourStart = await startLatency(samples, worker.events, (p) => (p as { jobId?: string }).jobId, async () => {
-    const [job] = await committer.enqueue([{ kind: 'diag.noop', tenantId }]);
-    return job!.id;
-  });
-  for (const p of ['p50', 'p95', 'p99'] as const) {
-    report.add(`enqueue -> task start ${p}`, ourStart[p], 'ms', { name: `graphile ${p}`, value: rawStart[p] }, p === 'p50' ? '<= 5 ms' : undefined);
+  if (only('websocket')) {
+    // (e) job finished -> websocket message; baseline: raw NOTIFY -> LISTEN.
+    const notify = await rawNotifyLatency(ctx, samples);
+    const ws = await websocketLatency(ctx, config, samples);
+    report.add('job finished -> websocket p50', ws.p50, 'ms', { name: 'NOTIFY p50', value: notify.p50 });
+    report.add('job finished -> websocket p99', ws.p99, 'ms', { name: 'NOTIFY p99', value: notify.p99 }, '<= 25 ms');
+
   }
-  await worker.stop();
 
-  // (e) job finished -> websocket message; baseline: raw NOTIFY -> LISTEN.
-  const notify = await rawNotifyLatency(ctx, samples);
-  const ws = await websocketLatency(ctx, config, samples);
-  report.add('job finished -> websocket p50', ws.p50, 'ms', { name: 'NOTIFY p50', value: notify.p50 });
-  report.add('job finished -> websocket p99', ws.p99, 'ms', { name: 'NOTIFY p99', value: notify.p99 }, '<= 25 ms');
+  if (only('chat')) {
+    // (f) Chat: sends accepted over HTTP, and send -> first progress -> final.
+    await resetQueues(ctx);
+    const chat = await chatFigures(ctx, config, Math.min(samples, 200));
+    report.add('chat sends accepted/s (HTTP, 32 clients, 1 session)', chat.acceptedPerSecond, 'req/s', rawBase, '>= 0.30x');
+    report.add('chat sends accepted/s (HTTP, 32 clients, 32 sessions)', chat.acceptedPerSecondManySessions, 'req/s', rawBase, '>= 0.30x');
+    report.add('chat send -> first progress p50', chat.firstProgress.p50, 'ms');
+    report.add('chat send -> final websocket p50', chat.final.p50, 'ms', undefined, '< 20 ms');
+    report.add('chat send -> final websocket p99', chat.final.p99, 'ms');
 
-  // (f) Chat: sends accepted over HTTP, and send -> first progress -> final.
-  await resetQueues(ctx);
-  const chat = await chatFigures(ctx, config, Math.min(samples, 200));
-  report.add('chat sends accepted/s (HTTP, 32 clients)', chat.acceptedPerSecond, 'req/s', rawBase, '>= 0.30x');
-  report.add('chat send -> first progress p50', chat.firstProgress.p50, 'ms');
-  report.add('chat send -> final websocket p50', chat.final.p50, 'ms', undefined, '< 20 ms');
-  report.add('chat send -> final websocket p99', chat.final.p99, 'ms');
+  }
 
-  // (g) HTTP: token exchanges and authenticated Agent API reads vs a bare route.
-  const web = await httpFigures(ctx, config);
-  const bareBase = { name: 'bare fastify route', value: web.bare };
-  report.add('bare fastify GET (16 connections)', web.bare, 'req/s');
-  report.add('token exchanges (JWT-bearer grant)', web.exchanges, 'req/s', bareBase);
-  report.add('authenticated GET /api/agent/v1/me', web.me, 'req/s', bareBase, '>= 0.40x');
-  report.add('MCP tools/call getAgentMe (same operation at /mcp)', web.mcp, 'req/s', { name: 'GET /api/agent/v1/me', value: web.me });
+  if (only('http')) {
+    // (g) HTTP: token exchanges and authenticated Agent API reads vs a bare route.
+    const web = await httpFigures(ctx, config);
+    const bareBase = { name: 'bare fastify route', value: web.bare };
+    report.add('bare fastify GET (16 connections)', web.bare, 'req/s');
+    report.add('token exchanges (JWT-bearer grant)', web.exchanges, 'req/s', bareBase);
+    report.add('authenticated GET /api/agent/v1/me', web.me, 'req/s', bareBase, '>= 0.40x');
+    report.add('MCP tools/call getAgentMe (same operation at /mcp)', web.mcp, 'req/s', { name: 'GET /api/agent/v1/me', value: web.me });
+  }
 
   await db.end();
   console.log(`\nbench on ${process.platform}/${process.arch}, node ${process.version}, PostgreSQL 18 embedded, ${(await import('node:os')).cpus().length} cores\n`);
