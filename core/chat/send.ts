@@ -34,9 +34,12 @@ export type SendInput = {
 
 export type SendAccepted = { jobId: string; messageId: string; sessionId: string; status: 'queued' };
 
+export type QuotaRefusal = { code: 'MESSAGE_LIMIT_REACHED' | 'CREDITS_DEPLETED'; message: string };
+
 export type SendOutcome =
   | { kind: 'accepted'; body: SendAccepted; job: JobSpec }
   | { kind: 'replayed'; body: SendAccepted }
+  | { kind: 'refused'; refusal: QuotaRefusal }
   | { kind: 'conflict' }
   | { kind: 'in_progress' };
 
@@ -50,19 +53,22 @@ export const turnQueue = (sessionId: string) => `chat:${sessionId}`;
 const BatchRow = z.object({ i: z.number(), session_found: z.boolean(), created: z.boolean() });
 const ExistingRecord = z.object({ tenant_id: z.string(), key: z.string(), fingerprint: z.string(), state: z.string(), response_body: z.unknown() });
 
-type Prepared = { input: SendInput; print: string; body: SendAccepted };
+type Prepared = { input: SendInput; print: string; body: SendAccepted; refusal: QuotaRefusal | null };
 
 /**
- * Many sends in a few statements (the group committer's batch path): the
- * set-based. Sends that share a key within
- * one batch go in later rounds, so the first one wins as in a race.
+ * Many sends in a few statements (the group committer's batch path): one read
+ * for the quota of every send, one statement for the idempotency records and
+ * messages, then the group committer's one add_jobs. Sends that share a key
+ * within one batch go in later rounds, so the first one wins as in a race.
  */
 export const sendBatch: BatchHandler<SendInput, SendOutcome | SessionNotFoundError> = async (tx, inputs) => {
   const prepared: Prepared[] = inputs.map((input) => ({
     input,
     print: fingerprint({ sessionId: input.sessionId, companyScope: input.companyScope ?? null, message: input.message, attachments: input.attachments }),
     body: { jobId: randomUUID(), messageId: randomUUID(), sessionId: input.sessionId, status: 'queued' },
+    refusal: null,
   }));
+  await decideQuota(tx, prepared);
   const results: Array<{ value: SendOutcome | SessionNotFoundError; jobs: JobSpec[] }> = new Array(inputs.length);
   let pending = prepared.map((_, i) => i);
   while (pending.length > 0) {
@@ -91,18 +97,18 @@ async function sendRound(
     return {
       i, tenant_id: input.tenantId, session_id: input.sessionId, key: input.idempotencyKey, fingerprint: print,
       message_id: body.messageId, body, content: input.message, attachments: input.attachments,
-      company_scope: input.companyScope ?? null, user_id: input.userId,
+      company_scope: input.companyScope ?? null, user_id: input.userId, allowed: prepared[i]!.refusal === null,
     };
   });
   const outcome = await tx.any(sql.type(BatchRow)`
     with input as (
       select * from jsonb_to_recordset(${sql.jsonb(rows as never)}) as r(i int, tenant_id uuid, session_id uuid, key text,
-        fingerprint text, message_id uuid, body jsonb, content text, attachments jsonb, company_scope text, user_id uuid)
+        fingerprint text, message_id uuid, body jsonb, content text, attachments jsonb, company_scope text, user_id uuid, allowed boolean)
     ), valid as (
       select input.* from input join chat_sessions s on s.id = input.session_id and s.tenant_id = input.tenant_id
     ), claim as (
       insert into idempotency_records (scope, tenant_id, key, fingerprint, state, response_status, response_body)
-      select ${CHAT_SEND_SCOPE}, tenant_id, key, fingerprint, 'completed', 202, body from valid
+      select ${CHAT_SEND_SCOPE}, tenant_id, key, fingerprint, 'completed', 202, body from valid where allowed
       on conflict (scope, tenant_id, key) do update
         set fingerprint = excluded.fingerprint, state = excluded.state, response_status = excluded.response_status,
             response_body = excluded.response_body, created_at = now(), expires_at = now() + interval '24 hours'
@@ -132,10 +138,13 @@ async function sendRound(
     where scope = ${CHAT_SEND_SCOPE} and (tenant_id, key) in (
       select * from unnest(${sql.array(taken.map((i) => prepared[i]!.input.tenantId), 'uuid')}, ${sql.array(taken.map((i) => prepared[i]!.input.idempotencyKey), 'text')}))`);
   for (const i of taken) {
-    const { input, print } = prepared[i]!;
+    const { input, print, refusal } = prepared[i]!;
     const record = existing.find((r) => r.tenant_id === input.tenantId && r.key === input.idempotencyKey);
+    // Over quota, a new send is refused (nothing written, the key not spent); its replay still answers.
     const value: SendOutcome =
-      !record || record.fingerprint !== print
+      !record && refusal
+        ? { kind: 'refused', refusal }
+        : !record || record.fingerprint !== print
         ? { kind: 'conflict' }
         : record.state !== 'completed'
           ? { kind: 'in_progress' }
@@ -155,29 +164,65 @@ function turnJob(input: SendInput, body: SendAccepted): JobSpec {
   };
 }
 
-export type QuotaRefusal = { code: 'MESSAGE_LIMIT_REACHED' | 'CREDITS_DEPLETED'; message: string };
+const QuotaRow = z.object({
+  i: z.number(), plan: z.string(), used: z.number(), model: z.string().nullable(), balance: z.number().nullable(),
+  own_providers: z.array(z.string()), has_record: z.boolean(),
+});
 
 /**
- * Refuses a send before anything is queued: the plan's monthly message limit,
- * or no credits left for a model the tenant has no own key for.
+ * Refuses sends before anything is written: the plan's monthly message limit
+ * (this UTC month's user messages, the count billing status shows, kept by a
+ * trigger), or no credits left for a model the tenant has no own key for.
+ * One read for the whole batch; the batch's own new messages count against
+ * the limit in order. A send whose key already has a record (or repeats a key
+ * earlier in the batch) is a replay and spends nothing.
  */
-export async function checkSendQuota(db: CommonQueryMethods, tenantId: string, sessionId: string): Promise<QuotaRefusal | null> {
-  // One read: this UTC month's user messages (the same count billing status
-  // shows, kept by a trigger), the session's model, own keys and credits.
-  const row = await db.maybeOne(sql.type(z.object({
-    plan: z.string(), used: z.number(), model: z.string().nullable(), balance: z.number().nullable(), own_providers: z.array(z.string()),
-  }))`
-    select t.plan,
-      coalesce((select messages from tenant_message_counts c
-        where c.tenant_id = t.id and c.month = date_trunc('month', now() at time zone 'UTC')::date), 0) as used,
+async function decideQuota(tx: CommonQueryMethods, prepared: Prepared[]): Promise<void> {
+  // The tenants' counter rows of this month, created if missing and locked in
+  // a fixed order: a concurrent batch of the same tenant waits here for this
+  // one's commit and then reads the new count, so the limit holds exactly.
+  // (The trigger that bumps the count would lock the row later anyway.)
+  const tenants = [...new Set(prepared.map((p) => p.input.tenantId))].sort();
+  await tx.query(sql.unsafe`
+    insert into tenant_message_counts (tenant_id, month, messages)
+    select t, date_trunc('month', now() at time zone 'UTC')::date, 0 from unnest(${sql.array(tenants, 'uuid')}) t order by t
+    on conflict (tenant_id, month) do nothing`);
+  const rows = await tx.any(sql.type(QuotaRow)`
+    with locked as (
+      select tenant_id, messages from tenant_message_counts
+      where tenant_id = any(${sql.array(tenants, 'uuid')}) and month = date_trunc('month', now() at time zone 'UTC')::date
+      order by tenant_id for update
+    ), input as (
+      select * from unnest(${sql.array(prepared.map((_, i) => i), 'int4')}, ${sql.array(prepared.map((p) => p.input.tenantId), 'uuid')},
+        ${sql.array(prepared.map((p) => p.input.sessionId), 'uuid')}, ${sql.array(prepared.map((p) => p.input.idempotencyKey), 'text')}) as x(i, tenant_id, session_id, key)
+    )
+    select input.i, t.plan,
+      coalesce((select messages from locked where locked.tenant_id = t.id), 0) as used,
       (select coalesce(s.model, a.model) from chat_sessions s left join agents a on a.id = s.agent_id
-        where s.id = ${sessionId} and s.tenant_id = t.id) as model,
+        where s.id = input.session_id and s.tenant_id = t.id) as model,
       (select balance_micros from tenant_credits c where c.tenant_id = t.id) as balance,
-      array(select provider from provider_keys k where k.tenant_id = t.id) as own_providers
-    from tenants t where t.id = ${tenantId}`);
-  if (!row) return null;
+      array(select provider from provider_keys k where k.tenant_id = t.id) as own_providers,
+      exists (select 1 from idempotency_records r
+        where r.scope = ${CHAT_SEND_SCOPE} and r.tenant_id = t.id and r.key = input.key and r.expires_at > now()) as has_record
+    from input join tenants t on t.id = input.tenant_id`);
+  const byIndex = new Map(rows.map((r) => [r.i, r]));
+  const newInBatch = new Map<string, number>();
+  const keysInBatch = new Set<string>();
+  prepared.forEach((p, i) => {
+    const row = byIndex.get(i);
+    const key = `${p.input.tenantId}\u0000${p.input.idempotencyKey}`;
+    const replay = !row || row.has_record || keysInBatch.has(key);
+    keysInBatch.add(key);
+    if (replay) return; // no tenant: the session check answers 404
+    const earlier = newInBatch.get(p.input.tenantId) ?? 0;
+    p.refusal = refusalOf(row, row.used + earlier);
+    if (!p.refusal) newInBatch.set(p.input.tenantId, earlier + 1);
+  });
+}
+
+function refusalOf(row: z.infer<typeof QuotaRow>, used: number): QuotaRefusal | null {
   const limit = planOf(row.plan).monthlyMessages;
-  if (row.used >= limit) {
+  if (used >= limit) {
     return { code: 'MESSAGE_LIMIT_REACHED', message: `The ${row.plan} plan includes ${limit} messages a month; upgrade or wait for the next month.` };
   }
   const provider = parseModel(row.model ?? OFFLINE_MODEL)?.provider;

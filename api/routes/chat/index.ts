@@ -2,7 +2,7 @@
 // turn runs on a worker) and the turn's job status.
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { checkSendQuota, CHAT_TURN_KIND, sendBatch, SessionNotFoundError, type SendOutcome } from '../../../core/chat/send.ts';
+import { CHAT_TURN_KIND, sendBatch, SessionNotFoundError } from '../../../core/chat/send.ts';
 import {
   createChatSession,
   findSession,
@@ -137,28 +137,12 @@ const chatRoutes: FastifyPluginAsyncZod = async (app) => {
       const tenantId = request.tenant!.id;
       const { sessionId, message, companyScope, attachments } = request.body;
 
-      const refusal = await checkSendQuota(app.db, tenantId, sessionId);
+      // Quota, session, idempotency record and message in the group committer's batch (core/chat/send.ts).
       const input = { tenantId, userId: request.user!.userId, idempotencyKey: key, sessionId, message, companyScope, attachments };
-      let result: SendOutcome | SessionNotFoundError;
-      if (refusal) {
-        // Over quota: a replay still answers, a new turn is refused and its
-        // writes are undone by the savepoint.
-        result = (
-          await app.jobs.submit({
-            work: async (tx) => {
-              const { value } = (await sendBatch(tx, [input]))[0]!;
-              if (!(value instanceof SessionNotFoundError) && value.kind === 'accepted') throw new PlatformHttpError(402, refusal.code, refusal.message);
-              return value;
-            },
-            jobs: () => [],
-            savepoint: true,
-          })
-        ).value;
-      } else {
-        result = (await app.jobs.submitBatched(sendBatch, input)).value;
-      }
+      const result = (await app.jobs.submitBatched(sendBatch, input)).value;
       if (result instanceof SessionNotFoundError) throw new PlatformHttpError(404, 'not_found', result.message);
       const outcome = result;
+      if (outcome.kind === 'refused') throw new PlatformHttpError(402, outcome.refusal.code, outcome.refusal.message);
       if (outcome.kind === 'conflict') throw new PlatformHttpError(409, 'IDEMPOTENCY_KEY_REUSED', 'This Idempotency-Key was used for a different message; use a new key for new work.');
       if (outcome.kind === 'in_progress') throw new PlatformHttpError(409, 'IDEMPOTENCY_KEY_IN_PROGRESS', 'The first request with this key is still running; retry shortly.');
       if (outcome.kind === 'replayed') reply.header('idempotency-replayed', 'true');

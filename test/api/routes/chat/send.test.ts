@@ -117,6 +117,32 @@ t.test('over the plan message limit: 402 and nothing queued', async (t) => {
   t.equal(retry.statusCode, 402, 'the key was not spent by the refusal');
 });
 
+t.test('the quota is decided in the batch: sends of one batch count in order, replays spend nothing', async (t) => {
+  const tenant = await createMember(db, 'admin');
+  const session = await sessionOf(tenant);
+  await db.query(sql.unsafe`
+    insert into chat_messages (tenant_id, session_id, role, content)
+    select ${tenant.tenantId}, ${session}, 'user', 'old' from generate_series(1, 197)`);
+  const first = await send(tenant, 'quota-key-1', { sessionId: session, message: 'first' });
+  t.equal(first.statusCode, 202, '198 of 200');
+  // Sent together, these land in one batch of the group committer (or a few):
+  // the replay spends nothing, so exactly two of the four new ones fit.
+  const results = await Promise.all([
+    send(tenant, 'quota-key-1', { sessionId: session, message: 'first' }),
+    ...[2, 3, 4, 5].map((n) => send(tenant, `quota-key-${n}`, { sessionId: session, message: `new ${n}` })),
+  ]);
+  t.equal(results[0]!.statusCode, 202);
+  t.equal(results[0]!.headers['idempotency-replayed'], 'true');
+  const fresh = results.slice(1).map((r) => r.statusCode).sort();
+  t.same(fresh, [202, 202, 402, 402], 'two fit, two are refused');
+  const used = await db.oneFirst(sql.type(z.object({ messages: z.number() }))`
+    select messages from tenant_message_counts where tenant_id = ${tenant.tenantId}`);
+  t.equal(used, 200, 'the counter stops at the limit');
+  // Over the limit, a replay of an accepted send still answers.
+  const replay = await send(tenant, 'quota-key-1', { sessionId: session, message: 'first' });
+  t.equal(replay.statusCode, 202);
+});
+
 t.test('messages list oldest to newest with a cursor; sessions list pages', async (t) => {
   const session = await sessionOf(owner);
   for (let i = 1; i <= 3; i++) await send(owner, `list-key-000${i}`, { sessionId: session, message: `m${i}` });
