@@ -70,6 +70,7 @@ const envSchema = z.object({
   AGENT_API_RATE_LIMIT: intFromEnv(1, 1_000_000).default(600),
   AGENT_API_RATE_WINDOW_MS: intFromEnv(1_000, 3_600_000).default(60_000),
   PROVIDER_TIMEOUT_MS: intFromEnv(1_000, 600_000).default(60_000),
+  PROVIDER_ALLOW_PRIVATE_URLS: boolFromEnv.default(false),
   OPENAI_BASE_URL: urlFromEnv.default('https://api.openai.com/v1'),
   ANTHROPIC_BASE_URL: urlFromEnv.default('https://api.anthropic.com'),
   OPENROUTER_BASE_URL: urlFromEnv.default('https://openrouter.ai/api/v1'),
@@ -120,6 +121,8 @@ export type Config = {
   providers: {
     timeoutMs: number;
     baseUrls: { openai: string; anthropic: string; openrouter: string; ollama: string };
+    /** A tenant's own provider baseUrl may lead to private/loopback addresses (the operator's baseUrls always may). */
+    allowPrivateUrls: boolean;
     /** The platform's own keys, used for tenants on platform credits. */
     platformKeys: { openai?: string; anthropic?: string; openrouter?: string };
     newTenantCreditsMicros: number;
@@ -232,6 +235,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     providers: {
       timeoutMs: e.PROVIDER_TIMEOUT_MS,
       baseUrls: { openai: e.OPENAI_BASE_URL, anthropic: e.ANTHROPIC_BASE_URL, openrouter: e.OPENROUTER_BASE_URL, ollama: e.OLLAMA_BASE_URL },
+      allowPrivateUrls: e.PROVIDER_ALLOW_PRIVATE_URLS,
       platformKeys: { openai: e.PLATFORM_OPENAI_API_KEY, anthropic: e.PLATFORM_ANTHROPIC_API_KEY, openrouter: e.PLATFORM_OPENROUTER_API_KEY },
       newTenantCreditsMicros: e.NEW_TENANT_CREDITS_MICROS,
     },

@@ -14,6 +14,7 @@ import {
   kindForStreamError,
   normalizeFinishReason,
 } from './errors.ts';
+import { fetchFor } from './outbound.ts';
 import {
   ProviderError,
   type ChatMessage,
@@ -30,6 +31,8 @@ export type AnthropicOptions = {
   defaultBaseUrl: string;
   models: readonly ModelInfo[];
   timeoutMs?: number;
+  /** Lets a credential's own baseUrl lead to private addresses (PROVIDER_ALLOW_PRIVATE_URLS). */
+  allowPrivateUrls?: boolean;
 };
 
 // The API requires max_tokens; this is the ceiling when the caller sets none.
@@ -62,9 +65,13 @@ export function createAnthropicAdapter(options: AnthropicOptions): ProviderAdapt
     if (!credentials.apiKey) throw new ProviderError('invalid_key', `no API key for ${displayName}`);
     // Explicit key and URL: the SDK would otherwise read ANTHROPIC_* variables
     // and credential files of the machine.
+    const baseURL = credentials.baseUrl ?? options.defaultBaseUrl;
+    // A tenant's own endpoint goes through the outbound policy (outbound.ts).
+    const fetch = fetchFor(baseURL, { trustedBaseUrl: options.defaultBaseUrl, allowPrivateUrls: options.allowPrivateUrls });
     return new Anthropic({
       apiKey: credentials.apiKey,
-      baseURL: credentials.baseUrl ?? options.defaultBaseUrl,
+      baseURL,
+      ...(fetch ? { fetch } : {}),
       maxRetries: 0,
       timeout: timeoutMs,
       logLevel: 'off',

@@ -1,5 +1,6 @@
 // What the adapters share: turning HTTP failures into ProviderError kinds,
 // a deadline that also covers a stream going quiet, and token estimates.
+import { blockedCause } from './outbound.ts';
 import { ProviderError, type ChatMessage, type ProviderErrorKind } from './types.ts';
 
 /** Used when neither the caller nor the config sets one. */
@@ -143,15 +144,18 @@ export class Deadline {
 /**
  * The last resort of every adapter's catch: an abort by the caller is
  * rethrown as it came, our deadline becomes `timeout`, a caller's onDelta
- * failure passes through, and anything else (a socket reset, a parse error
- * of a half-received event) is `interrupted` once the response has started
- * and `unavailable` before.
+ * failure passes through, a destination the outbound policy refused is
+ * `unavailable` (the provider cannot be reached from here), and anything
+ * else (a socket reset, a parse error of a half-received event) is
+ * `interrupted` once the response has started and `unavailable` before.
  */
 export function fallbackError(error: unknown, deadline: Deadline, started: boolean): unknown {
   if (error instanceof ProviderError) return error;
   if (error instanceof DeltaHandlerError) return error.original;
   const aborted = deadline.abortError();
   if (aborted) return aborted;
+  const blocked = blockedCause(error);
+  if (blocked) return new ProviderError('unavailable', `the provider address is not allowed: ${blocked.message}`);
   const message = error instanceof Error ? error.message : String(error);
   return started
     ? new ProviderError('interrupted', `the response stream broke off: ${message}`)

@@ -13,6 +13,7 @@ import {
   httpProviderError,
   kindForStreamError,
 } from './errors.ts';
+import { fetchFor } from './outbound.ts';
 import {
   ProviderError,
   type CompletionRequest,
@@ -31,6 +32,8 @@ export type OpenAICompatibleOptions = {
   models: readonly ModelInfo[];
   /** How long to wait for the response, and for each next piece of a stream. */
   timeoutMs?: number;
+  /** Lets a credential's own baseUrl lead to private addresses (PROVIDER_ALLOW_PRIVATE_URLS). */
+  allowPrivateUrls?: boolean;
 };
 
 // The SDK insists on a key; servers that need none (Ollama) ignore this one.
@@ -45,9 +48,13 @@ export function createOpenAICompatibleAdapter(options: OpenAICompatibleOptions):
     }
     // apiKey and baseURL are always explicit so OPENAI_API_KEY / OPENAI_BASE_URL
     // in the environment never leak into a tenant's call.
+    const baseURL = credentials.baseUrl ?? options.defaultBaseUrl;
+    // A tenant's own endpoint goes through the outbound policy (outbound.ts).
+    const fetch = fetchFor(baseURL, { trustedBaseUrl: options.defaultBaseUrl, allowPrivateUrls: options.allowPrivateUrls });
     return new OpenAI({
       apiKey: credentials.apiKey ?? NO_KEY,
-      baseURL: credentials.baseUrl ?? options.defaultBaseUrl,
+      baseURL,
+      ...(fetch ? { fetch } : {}),
       maxRetries: 0,
       timeout: timeoutMs,
       logLevel: 'off',

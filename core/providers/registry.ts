@@ -61,11 +61,14 @@ export const isProviderId = (value: string): value is ProviderId => (PROVIDER_ID
 /**
  * Settings for the adapters; `config.providers` fits as it is. `timeoutMs`
  * bounds the wait for an answer and for each next piece of a stream;
- * `baseUrls` are the defaults that a credential's own baseUrl overrides.
+ * `baseUrls` are the defaults that a credential's own baseUrl overrides;
+ * such an own baseUrl may reach private addresses only with
+ * `allowPrivateUrls` (core/providers/outbound.ts).
  */
 export type ProviderSettings = {
   timeoutMs?: number;
   baseUrls?: Partial<Record<KeyedProvider, string>>;
+  allowPrivateUrls?: boolean;
 };
 
 /** The adapter for a provider id; throws on an unknown one. */
@@ -77,6 +80,7 @@ export function providerFor(id: string, settings: ProviderSettings = {}): Provid
     defaultBaseUrl: settings.baseUrls?.[id] ?? FALLBACK_BASE_URLS[id],
     models: MODELS[id],
     ...(settings.timeoutMs === undefined ? {} : { timeoutMs: settings.timeoutMs }),
+    allowPrivateUrls: settings.allowPrivateUrls ?? false,
   };
   if (id === 'anthropic') return createAnthropicAdapter(base);
   return createOpenAICompatibleAdapter({ ...base, id, needsKey: id !== 'ollama' });

@@ -9,6 +9,7 @@ import { KEYED_PROVIDERS, ProviderError, type KeyedProvider, type ProviderId } f
 import { PlatformError, PlatformHttpError } from '../../errors.ts';
 import dashboardAuth from '../../plugins/dashboard-auth.ts';
 import { TenantHeaders } from '../../plugins/tenant.ts';
+import { assertTenantBaseUrl, BASE_URL_RULES } from '../provider-keys/base-url.ts';
 import { ApiKey, BaseUrl, KeyedProviderId, SavedProviderKey } from '../provider-keys/schemas.ts';
 import { TenantLimitError } from '../../../core/tenants/tenants.ts';
 import { applySetup, completeOnboarding, DEFAULT_AGENT, initOnboarding, OnboardingState } from './state.ts';
@@ -131,7 +132,8 @@ const onboardingRoutes: FastifyPluginAsyncZod = async (app) => {
         description:
           'Nothing is stored unless the provider accepts the key: 400 invalid_provider_key when it refuses it, ' +
           '502 provider_unreachable when it cannot be asked. `model` must be one of the provider\'s models from ' +
-          'GET /api/onboarding/models (e.g. openai/gpt-4o-mini or gpt-4o-mini); 400 unknown_model otherwise.',
+          'GET /api/onboarding/models (e.g. openai/gpt-4o-mini or gpt-4o-mini); 400 unknown_model otherwise. ' +
+          BASE_URL_RULES,
         security: [{ PlatformJWT: [] }],
         headers: TenantHeaders,
         body: z.object({ provider: KeyedProviderId, apiKey: ApiKey, baseUrl: BaseUrl.optional(), model: z.string().min(1).max(200).optional() }),
@@ -151,6 +153,8 @@ const onboardingRoutes: FastifyPluginAsyncZod = async (app) => {
       const { provider, apiKey, baseUrl } = request.body;
       const model = request.body.model === undefined ? undefined : listedModel(provider, request.body.model);
       if (model === null) throw new PlatformHttpError(400, 'unknown_model', `Not a model of ${provider}; see GET /api/onboarding/models.`);
+      // Before the key check, which would call the URL.
+      await assertTenantBaseUrl(app.config, baseUrl);
 
       // A bounded synchronous call to the provider (the adapter's timeout):
       // the answer must say whether the key works, before anything is saved.

@@ -9,6 +9,7 @@ import { auditKey, creditBalance, deleteKey, formatDollars, listMasked, putKey, 
 import { PlatformError, PlatformHttpError } from '../../errors.ts';
 import hmacSignature, { issueSigningKey, keepRawJsonBody, SignatureHeaders } from '../../plugins/hmac-signature.ts';
 import { TenantHeaders } from '../../plugins/tenant.ts';
+import { assertTenantBaseUrl, BASE_URL_RULES } from './base-url.ts';
 import { ApiKey, BaseUrl, KeyedProviderId, MaskedProviderKey, ProviderKeyMode, SavedProviderKey } from './schemas.ts';
 
 const tags = ['provider-keys'];
@@ -75,7 +76,7 @@ const providerKeyRoutes: FastifyPluginAsyncZod = async (app) => {
         operationId: 'putProviderKey',
         tags,
         summary: 'Save or replace the tenant\'s key for a provider (sealed before storage)',
-        description: `${SIGNED} The response shows the key masked; it is not checked against the provider (POST /api/onboarding/setup does that).`,
+        description: `${SIGNED} The response shows the key masked; it is not checked against the provider (POST /api/onboarding/setup does that). ${BASE_URL_RULES}`,
         security,
         headers: SignedHeaders,
         params: ProviderParams,
@@ -84,6 +85,7 @@ const providerKeyRoutes: FastifyPluginAsyncZod = async (app) => {
       },
     },
     async (request) => {
+      await assertTenantBaseUrl(app.config, request.body.baseUrl);
       const saved = await app.db.transaction(async (tx) => {
         const row = await putKey(tx, keyring, {
           tenantId: request.tenant!.id,

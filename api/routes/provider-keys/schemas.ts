@@ -12,8 +12,9 @@ export const ApiKey = z
   .describe('The provider API key; stored sealed, never returned except by the resolve route');
 
 // A tenant admin chooses where calls go (Ollama, a proxy, vLLM); only http(s).
+// Where it may lead is checked by the routes (base-url.ts), which know the config.
 export const BaseUrl = z
-  .url({ protocol: /^https?$/ })
+  .url({ protocol: /^https?$/, error: 'must be an http:// or https:// URL' })
   .max(500)
   .transform((v) => v.replace(/\/+$/, ''))
   .describe('Overrides the provider endpoint, e.g. a self-hosted Ollama (http or https)');

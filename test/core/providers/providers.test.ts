@@ -20,10 +20,12 @@ const openaiServer = await startFakeOpenAI({ apiKey: KEY, models: ['gpt-4o-mini'
 const anthropicServer = await startFakeAnthropic({ apiKey: KEY, models: ['claude-3-5-haiku-latest'] });
 t.teardown(() => Promise.all([openaiServer.close(), anthropicServer.close()]));
 
-// defaultBaseUrl is never used: every call passes the fake's url.
+// defaultBaseUrl is never used: every call passes the fake's url, a private
+// address, which the outbound policy allows only when told to (outbound.test.ts).
+const allowPrivateUrls = true;
 const openaiWith = (timeoutMs: number) =>
-  createOpenAICompatibleAdapter({ id: 'openai', displayName: 'OpenAI', defaultBaseUrl: 'http://127.0.0.1:9/v1', needsKey: true, models: [], timeoutMs });
-const anthropicWith = (timeoutMs: number) => createAnthropicAdapter({ defaultBaseUrl: 'http://127.0.0.1:9', models: [], timeoutMs });
+  createOpenAICompatibleAdapter({ id: 'openai', displayName: 'OpenAI', defaultBaseUrl: 'http://127.0.0.1:9/v1', needsKey: true, models: [], timeoutMs, allowPrivateUrls });
+const anthropicWith = (timeoutMs: number) => createAnthropicAdapter({ defaultBaseUrl: 'http://127.0.0.1:9', models: [], timeoutMs, allowPrivateUrls });
 const openai = openaiWith(TIMEOUT_MS);
 
 const protocols: Array<{ name: string; adapter: ProviderAdapter; impatient: ProviderAdapter; server: FakeProvider; model: string; overloaded: number }> = [
@@ -181,7 +183,7 @@ for (const { name, adapter, impatient, server, model, overloaded } of protocols)
 t.test('openrouter checks the key at /key; ollama needs no key', async (t) => {
   const server = await startFakeOpenAI({ apiKey: KEY });
   t.teardown(server.close);
-  const openrouter = providerFor('openrouter', { timeoutMs: TIMEOUT_MS });
+  const openrouter = providerFor('openrouter', { timeoutMs: TIMEOUT_MS, allowPrivateUrls });
   t.same(await openrouter.validateKey({ apiKey: KEY, baseUrl: server.url }), { valid: true });
   t.equal(server.requests.at(-1)!.path, '/v1/key');
   t.equal((await openrouter.validateKey({ apiKey: 'nope', baseUrl: server.url })).valid, false);

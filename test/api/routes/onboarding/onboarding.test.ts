@@ -22,7 +22,13 @@ const gone = await startFakeOpenAI();
 await gone.close(); // a provider nobody answers for
 
 const databaseUrl = await createTestDatabase(t);
-const { app, db, config, logs } = await buildTestApp(t, databaseUrl, { LOG_LEVEL: 'trace', OPENAI_BASE_URL: fake.url, NEW_TENANT_CREDITS_MICROS: '2500000' });
+// The unreachable case below names a tenant baseUrl on 127.0.0.1, which only the switch allows.
+const { app, db, config, logs } = await buildTestApp(t, databaseUrl, {
+  LOG_LEVEL: 'trace',
+  OPENAI_BASE_URL: fake.url,
+  NEW_TENANT_CREDITS_MICROS: '2500000',
+  PROVIDER_ALLOW_PRIVATE_URLS: 'true',
+});
 const secret = Buffer.from(TEST_SECRET, 'base64');
 
 type Person = { userId: string; email: string; token: string };
