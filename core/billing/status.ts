@@ -1,5 +1,6 @@
 // Billing status of a tenant (plan, messages this month, the plan's limits,
-// platform credits) and the monthly message quota the chat send route checks.
+// platform credits). The chat send decides its quota from the same counter
+// (core/chat/send.ts).
 // A message is a chat message with role 'user'; months are UTC months.
 import { z } from 'zod';
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
@@ -50,24 +51,4 @@ export async function billingStatus(db: CommonQueryMethods, tenantId: string): P
     remainingMessages: Math.max(0, plan.monthlyMessages - row.used),
     credits: { balanceMicros: row.balance_micros ?? 0 },
   };
-}
-
-/**
- * May the tenant send one more message this month? Called before the user
- * message is written. Concurrent sends can both pass at the last message;
- * pass { lock: true } inside the send transaction to serialise the check
- * per tenant (held until that transaction ends).
- */
-export async function messageQuota(
-  db: CommonQueryMethods,
-  tenantId: string,
-  options: { lock?: boolean } = {},
-): Promise<{ allowed: boolean; limit: number; used: number }> {
-  if (options.lock) {
-    await db.query(sql.unsafe`select pg_advisory_xact_lock(73015521, hashtext(${tenantId}))`);
-  }
-  const row = await monthOf(db, tenantId);
-  if (!row) return { allowed: false, limit: 0, used: 0 };
-  const limit = planOf(row.plan).monthlyMessages;
-  return { allowed: row.used < limit, limit, used: row.used };
 }

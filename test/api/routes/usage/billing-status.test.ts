@@ -1,10 +1,9 @@
-// GET /api/billing/status and the message quota the chat send route checks:
-// user messages of this UTC month only, against the plan's limit.
+// GET /api/billing/status: user messages of this UTC month only, against the
+// plan's limit (the chat send tests check the quota itself).
 // (Lives beside the usage tests: the billing area has no test folder of its own yet.)
 import { randomUUID } from 'node:crypto';
 import t from 'tap';
 import { signPlatformToken } from '../../../../core/auth/platform-token.ts';
-import { messageQuota } from '../../../../core/billing/status.ts';
 import { sql } from '../../../../core/db/pool.ts';
 import { buildTestApp } from '../../../helpers/app.ts';
 import { TEST_SECRET } from '../../../helpers/config.ts';
@@ -59,14 +58,9 @@ t.test('counts the user messages of this month and shows the plan limits', async
   await db.query(sql.unsafe`update tenants set plan = 'free' where id = ${admin.tenantId}`);
 });
 
-t.test('the quota refuses once the month is used up', async (t) => {
-  t.same(await messageQuota(db, admin.tenantId), { allowed: true, limit: 200, used: 3 });
+t.test('a used-up month shows no messages remaining', async (t) => {
   await messages(admin.tenantId, 'user', 197, 'now');
-  t.same(await messageQuota(db, admin.tenantId), { allowed: false, limit: 200, used: 200 });
   t.match((await status(admin)).json(), { messageCount: 200, remainingMessages: 0 });
-  const locked = await db.transaction((tx) => messageQuota(tx, other.tenantId, { lock: true }));
-  t.same(locked, { allowed: true, limit: 200, used: 7 });
-  t.same(await messageQuota(db, randomUUID()), { allowed: false, limit: 0, used: 0 }, 'no such tenant');
 });
 
 t.test('tenant rules: header required, members only', async (t) => {
