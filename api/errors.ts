@@ -8,8 +8,18 @@ export type Surface = 'platform' | 'agent' | 'identity';
 
 const IDENTITY_PREFIXES = ['/agent/identity', '/oauth2/', '/.well-known/oauth-authorization-server', '/.well-known/jwks.json'];
 
+/** The path as the router sees it (percent-decoded), so /m%63p is /mcp here too. */
+function decodedPath(url: string): string {
+  const raw = url.split('?')[0] ?? url;
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return raw;
+  }
+}
+
 export function surfaceOf(url: string): Surface {
-  const path = url.split('?')[0] ?? url;
+  const path = decodedPath(url);
   // The MCP endpoint mirrors the Agent API, so its HTTP refusals share its shape.
   if (path === '/api/agent' || path.startsWith('/api/agent/') || path === '/mcp') return 'agent';
   if (IDENTITY_PREFIXES.some((p) => path === p || path.startsWith(p))) return 'identity';

@@ -25,9 +25,11 @@ async function agentAdmission(app: FastifyInstance) {
   };
 
   app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
-    const path = request.url.split('?')[0];
-    const mcp = path === '/mcp';
-    if (!mcp && !request.url.startsWith('/api/agent/v1')) return;
+    // The matched route, not the raw URL: the router decodes the path, so
+    // /m%63p reaches /mcp and must be admitted (or refused) like it.
+    const route = request.routeOptions.url ?? '';
+    const mcp = route === '/mcp';
+    if (!mcp && !route.startsWith('/api/agent/v1')) return;
     if (agentAuthDisabled) {
       throw new AgentHttpError(503, 'temporarily_disabled', 'Agent authentication is switched off here for now; do not bypass it, retry later.', 'retry_later');
     }

@@ -45,6 +45,11 @@ declare module 'fastify' {
   }
 }
 
+/** A route pattern with its :params filled in (encoded): the path a mutation is fingerprinted by. */
+export function fillPath(pattern: string, params: Record<string, unknown> | undefined): string {
+  return pattern.replace(/:([A-Za-z]+)/g, (_, name: string) => encodeURIComponent(String(params?.[name] ?? '')));
+}
+
 const validKey = (key: unknown): key is string =>
   typeof key === 'string' && key.length >= IDEMPOTENCY_KEY_BOUNDS.min && key.length <= IDEMPOTENCY_KEY_BOUNDS.max;
 
@@ -83,7 +88,9 @@ async function agentIdempotency(app: FastifyInstance) {
     if (!agent) throw new AgentHttpError(401, 'invalid_credential', 'Authenticate first.', 'reauthenticate');
     const claim = await keys.claim(agent, request.headers['idempotency-key'], {
       method: request.method,
-      path: request.url.split('?')[0] ?? request.url,
+      // Rebuilt from the route and its decoded params, as the MCP tools build it,
+      // so however a client encodes the path the same mutation is the same request.
+      path: fillPath(request.routeOptions.url ?? request.url, request.params as Record<string, unknown>),
       body: request.body,
     });
     if (claim.kind === 'replay') {

@@ -9,6 +9,7 @@ import type { AgentScope } from '../../../core/identity/tokens.ts';
 import type { AgentContextRow } from '../../../core/agent/capabilities.ts';
 import { AgentHttpError, IDEMPOTENCY_KEY_BOUNDS } from '../../errors.ts';
 import type { AgentPrincipal } from '../../plugins/agent-auth.ts';
+import { fillPath } from '../../plugins/agent-idempotency.ts';
 
 /** Who calls: the verified principal and its live registration context. */
 export type Caller = { agent: AgentPrincipal; context: AgentContextRow; log: FastifyBaseLogger };
@@ -49,9 +50,7 @@ export function defineOperation<P extends Obj | undefined = undefined, Q extends
 export const isMutation = (op: AgentOperation) => op.method !== 'GET';
 
 /** The concrete path of an operation with its params filled in, as a client would send it. */
-export function concretePath(op: AgentOperation, params: Record<string, unknown> | undefined): string {
-  return op.path.replace(/:([A-Za-z]+)/g, (_, name: string) => encodeURIComponent(String(params?.[name] ?? '')));
-}
+export const concretePath = (op: AgentOperation, params: Record<string, unknown> | undefined): string => fillPath(op.path, params);
 
 const callerOf = (request: FastifyRequest): Caller => {
   if (!request.agent || !request.agentContext) throw new AgentHttpError(401, 'invalid_credential', 'Authenticate first.', 'reauthenticate');

@@ -14,7 +14,7 @@ import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import { CallToolRequestSchema, ListResourcesRequestSchema, ListToolsRequestSchema, ReadResourceRequestSchema } from '@modelcontextprotocol/sdk/types.js';
-import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { AgentHttpError } from '../../errors.ts';
 import type { AuthenticatedAgent } from '../../plugins/agent-auth.ts';
 import type { Caller } from '../agent/operation.ts';
@@ -27,11 +27,14 @@ const INSTRUCTIONS =
   'A refusal is a tool error whose text is JSON {code, message, next_action}. URLs meant for a person (approve_url, claim pages) go to the user; never attach a token to them. ' +
   'Contract documents (OpenAPI, Arazzo, auth.md, llms.txt, knowledge manifest) are resources.';
 
-/** The scope a tools/call needs, when the body is one. */
-function requestedTool(body: unknown): string | null {
-  if (!body || typeof body !== 'object' || Array.isArray(body)) return null;
-  const message = body as { method?: unknown; params?: { name?: unknown } };
-  return message.method === 'tools/call' && typeof message.params?.name === 'string' ? message.params.name : null;
+type Message = { jsonrpc?: unknown; id?: unknown; method?: unknown; params?: { name?: unknown; arguments?: unknown } };
+const asMessage = (body: unknown): Message | null => (body && typeof body === 'object' && !Array.isArray(body) ? (body as Message) : null);
+const rpcError = (id: unknown, code: number, message: string) => ({ jsonrpc: '2.0', id: id ?? null, error: { code, message } });
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    mcpCaller: AuthenticatedAgent | null;
+  }
 }
 
 const mcpRoutes: FastifyPluginAsync = async (app) => {
@@ -41,26 +44,41 @@ const mcpRoutes: FastifyPluginAsync = async (app) => {
   // Shared: the SDK's default builds a new Ajv for every Server, which halved
   // the requests per second of this per-request-server endpoint (measured).
   const jsonSchemaValidator = new AjvJsonSchemaValidator();
+  app.decorateRequest('mcpCaller', null);
 
-  /** Browser-originated requests from other sites are refused (DNS rebinding guard). */
-  const checkOrigin = (request: FastifyRequest) => {
+  // Before the body is read: a browser page of another origin is refused
+  // (DNS rebinding), then the token is checked, so a client without one gets
+  // the 401 that starts discovery whatever it sent.
+  const authenticate = async (request: FastifyRequest) => {
     const origin = request.headers.origin;
     if (origin !== undefined && origin !== allowedOrigin) {
       throw new AgentHttpError(403, 'origin_not_allowed', `Requests from the origin ${origin} are not accepted; call /mcp from a server-side client.`, 'fix_request');
     }
+    request.mcpCaller = await app.mcpAuth.authenticate(request.headers.authorization);
   };
 
-  const authenticate = async (request: FastifyRequest): Promise<AuthenticatedAgent> => {
-    checkOrigin(request);
-    const who = await app.mcpAuth.authenticate(request.headers.authorization);
-    const tool = requestedTool(request.body);
-    const scope = tool ? scopes.get(tool) : undefined;
-    if (scope && !who.agent.scopes.includes(scope)) throw app.mcpAuth.scopeDenied(scope, who.agent.claimState);
-    return who;
+  // A body that is not JSON is a JSON-RPC parse error; other refusals keep the agent shape.
+  const errorHandler = (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
+    if (error.code === 'FST_ERR_CTP_INVALID_JSON_BODY' || error.code === 'FST_ERR_CTP_EMPTY_JSON_BODY') {
+      return reply.code(400).send(rpcError(null, -32700, 'Parse error: the body is not a JSON-RPC message.'));
+    }
+    return app.errorHandler(error, request, reply);
   };
 
   const serve = async (request: FastifyRequest, reply: FastifyReply) => {
-    const { agent, context } = await authenticate(request);
+    const { agent, context } = request.mcpCaller!;
+    const message = asMessage(request.body);
+    // JSON-RPC batches left MCP in 2025-06-18: one message per POST, so each
+    // tool call is admitted, scope-checked and counted on its own.
+    if (!message) return reply.code(400).send(rpcError(null, -32600, 'Send one JSON-RPC message per request; batches are not supported.'));
+    if (message.method === 'tools/call') {
+      const scope = typeof message.params?.name === 'string' ? scopes.get(message.params.name) : undefined;
+      if (scope && !agent.scopes.includes(scope)) throw app.mcpAuth.scopeDenied(scope, agent.claimState);
+      const args = message.params?.arguments;
+      if (args !== undefined && (args === null || typeof args !== 'object' || Array.isArray(args))) {
+        return reply.send(rpcError(message.id, -32602, 'Invalid params: arguments must be an object of named arguments.'));
+      }
+    }
     const caller: Caller = { agent, context, log: request.log.child({ principalId: agent.principalId }) };
     const server = new Server({ name: 'agent-platform', title: 'Agent platform', version: '1.0.0' }, { capabilities: { tools: {}, resources: {} }, instructions: INSTRUCTIONS, jsonSchemaValidator });
     server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: tools.tools }));
@@ -75,7 +93,7 @@ const mcpRoutes: FastifyPluginAsync = async (app) => {
       await transport.handleRequest(request.raw as IncomingMessage, reply.raw, request.body);
     } catch (error) {
       request.log.error({ err: error }, 'mcp request failed');
-      if (!reply.raw.headersSent) reply.raw.writeHead(500, { 'content-type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32603, message: 'Internal error' }, id: null }));
+      if (!reply.raw.headersSent) reply.raw.writeHead(500, { 'content-type': 'application/json' }).end(JSON.stringify(rpcError(message.id, -32603, 'Internal error')));
     } finally {
       await transport.close().catch(() => undefined);
       await server.close().catch(() => undefined);
@@ -84,18 +102,16 @@ const mcpRoutes: FastifyPluginAsync = async (app) => {
 
   // Stateless: no server-initiated stream (GET) and no session to end (DELETE);
   // both still authenticate first so a client learns where to get a token.
-  const notAllowed = async (request: FastifyRequest, reply: FastifyReply) => {
-    await authenticate(request);
-    return reply
+  const notAllowed = async (_request: FastifyRequest, reply: FastifyReply) =>
+    reply
       .code(405)
       .header('allow', 'POST')
       .send({ code: 'method_not_allowed', message: 'This MCP endpoint is stateless: send JSON-RPC messages with POST.', next_action: 'fix_request' });
-  };
 
-  const hidden = { schema: { hide: true } };
-  app.post('/mcp', hidden, serve);
-  app.get('/mcp', hidden, notAllowed);
-  app.delete('/mcp', hidden, notAllowed);
+  const options = { onRequest: authenticate, errorHandler, schema: { hide: true } };
+  app.post('/mcp', options, serve);
+  app.get('/mcp', options, notAllowed);
+  app.delete('/mcp', options, notAllowed);
 };
 
 export default mcpRoutes;

@@ -2,7 +2,9 @@
 // their public URLs and read from the same bytes the HTTP routes serve (and
 // the knowledge manifest hashes).
 import type { FastifyInstance } from 'fastify';
-import { McpError, ErrorCode, type ReadResourceResult, type Resource } from '@modelcontextprotocol/sdk/types.js';
+import { McpError, type ReadResourceResult, type Resource } from '@modelcontextprotocol/sdk/types.js';
+
+const RESOURCE_NOT_FOUND = -32002;
 import { contractDocuments, knowledgeManifest, type ContractDocument } from '../contracts/documents.ts';
 
 const TITLES: Record<string, string> = {
@@ -32,7 +34,8 @@ export const contractResources = {
 
   async read(app: FastifyInstance, uri: string): Promise<ReadResourceResult> {
     const doc = (await all(app)).find((d) => d.url === uri);
-    if (!doc) throw new McpError(ErrorCode.InvalidParams, `No resource ${uri}; list the resources.`);
+    // -32002 is MCP's "resource not found".
+    if (!doc) throw new McpError(RESOURCE_NOT_FOUND, `No resource ${uri}; list the resources.`, { uri });
     return { contents: [{ uri: doc.url, mimeType: mimeOf(doc), text: doc.body.toString('utf8') }] };
   },
 };

@@ -86,8 +86,11 @@ const failure = (body: AgentApiErrorBody | unknown, replayed = false): CallToolR
   ...(replayed ? { _meta: { idempotency_replayed: true } } : {}),
 });
 
-/** Argument errors read like the HTTP route's validation errors. */
+/** Argument errors read like the HTTP route's validation errors (a bad key has its own code, as over HTTP). */
 function invalid(error: z.ZodError): AgentHttpError {
+  if (error.issues.some((issue) => issue.path[0] === 'idempotency_key')) {
+    return new AgentHttpError(400, 'invalid_idempotency_key', 'Pass idempotency_key: 8-200 characters, unique to this exact mutation.', 'fix_request');
+  }
   const details = error.issues.map((issue) => ({
     path: ['arguments', ...issue.path.map(String)].join('.'),
     message: issue.code === 'unrecognized_keys' ? `unknown argument(s): ${issue.keys.join(', ')}` : issue.message,

@@ -35,4 +35,10 @@ t.test('agent authentication switched off: 503 temporarily_disabled', async (t) 
   const res = await api.app.inject({ url: '/api/agent/v1/capabilities', headers: { authorization: `Bearer ${await tokenFor(api)}` } });
   t.equal(res.statusCode, 503);
   t.match(res.json(), { code: 'temporarily_disabled', next_action: 'retry_later' });
+  // The router decodes paths: encoded spellings reach the same routes and get the same answer.
+  for (const url of ['/api/agent/%761/capabilities', '/api/%61gent/v1/me', '/m%63p']) {
+    const encoded = await api.app.inject({ method: url === '/m%63p' ? 'POST' : 'GET', url, headers: { authorization: `Bearer ${await tokenFor(api)}` } });
+    t.equal(encoded.statusCode, 503, url);
+    t.match(encoded.json(), { code: 'temporarily_disabled' }, `${url} in the agent error shape`);
+  }
 });

@@ -29,6 +29,17 @@ t.test('a recorded failure is replayed as the same failure', async (t) => {
   t.equal(again.headers['idempotency-replayed'], 'true');
 });
 
+t.test('however the client encodes the path, the same mutation is the same request', async (t) => {
+  const first = await send(`/api/agent/v1/boards/${board}/publish`, { visibility: 'private' }, 'encoded-key-001');
+  t.equal(first.statusCode, 200);
+  // The same board id with its first character percent-encoded, and the action too.
+  const encodedId = `%${board.charCodeAt(0).toString(16)}${board.slice(1)}`;
+  const again = await send(`/api/agent/v1/boards/${encodedId}/p%75blish`, { visibility: 'private' }, 'encoded-key-001');
+  t.equal(again.statusCode, 200);
+  t.equal(again.headers['idempotency-replayed'], 'true');
+  t.same(again.json(), first.json());
+});
+
 t.test('a key whose first request still runs: 409 idempotency_in_progress', async (t) => {
   const path = `/api/agent/v1/boards/${board}/unpublish`;
   await db.query(sql.unsafe`

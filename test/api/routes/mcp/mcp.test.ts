@@ -172,7 +172,9 @@ t.test('refusals are tool errors with the Agent API codes', async (t) => {
   const unknown = await client.callTool({ name: 'listInsightBoards', arguments: { colour: 'red' } });
   t.match(errorOf(unknown), { code: 'invalid_request', message: /colour/ });
   const missingKey = await client.callTool({ name: 'unpublishInsightBoard', arguments: { boardId: 'x' } });
-  t.match(errorOf(missingKey), { code: 'invalid_request', details: [{ path: 'arguments.idempotency_key' }] });
+  t.match(errorOf(missingKey), { code: 'invalid_idempotency_key', next_action: 'fix_request' }, 'the same code as the HTTP header');
+  const shortKey = await client.callTool({ name: 'restoreAgent', arguments: { agentRef: 'x', idempotency_key: 'short' } });
+  t.match(errorOf(shortKey), { code: 'invalid_idempotency_key' });
   const missing = await client.callTool({ name: 'getInsightBoard', arguments: { boardId: '00000000-0000-4000-8000-000000000000' } });
   t.match(errorOf(missing), { code: 'not_found', next_action: 'reread_list' });
   const restore = await client.callTool({ name: 'restoreAgent', arguments: { agentRef: '00000000-0000-4000-8000-000000000000', idempotency_key: 'restore-missing-1' } });
@@ -218,6 +220,18 @@ t.test('authorization at the HTTP level: audience, scope, method, origin', async
   const foreign = await fetch(`${base}/mcp`, { method: 'POST', headers: { ...MCP_HEADERS, origin: 'https://evil.example', authorization: `Bearer ${mcpToken}` }, body: init });
   t.equal(foreign.status, 403, 'a browser page of another origin is refused');
 
+  // One JSON-RPC message per POST (batches left MCP in 2025-06-18).
+  const batch = await fetch(`${base}/mcp`, { method: 'POST', headers: { ...MCP_HEADERS, authorization: `Bearer ${mcpToken}` }, body: `[${call},${init}]` });
+  t.equal(batch.status, 400);
+  t.match(await batch.json(), { jsonrpc: '2.0', id: null, error: { code: -32600 } });
+  const garbled = await fetch(`${base}/mcp`, { method: 'POST', headers: { ...MCP_HEADERS, authorization: `Bearer ${mcpToken}` }, body: '{"jsonrpc": "2.0",' });
+  t.equal(garbled.status, 400);
+  t.match(await garbled.json(), { error: { code: -32700 } });
+  const garbledAnonymous = await fetch(`${base}/mcp`, { method: 'POST', headers: MCP_HEADERS, body: '{"jsonrpc"' });
+  t.equal(garbledAnonymous.status, 401, 'without a token the 401 comes first, whatever the body');
+  const badArgs = await fetch(`${base}/mcp`, { method: 'POST', headers: { ...MCP_HEADERS, authorization: `Bearer ${mcpToken}` }, body: rpc('tools/call', { name: 'getAgentMe', arguments: [] }, 7) });
+  t.match(await badArgs.json(), { id: 7, error: { code: -32602 } });
+
   t.notMatch(api.logs(), mcpToken.slice(-20), 'the token is never logged');
 });
 
@@ -233,5 +247,5 @@ t.test('contract documents are resources with the bytes the manifest hashes', as
     const text = (read.contents[0] as { text: string }).text;
     t.equal(createHash('sha256').update(text, 'utf8').digest('hex'), doc.sha256, `${doc.url} matches the manifest`);
   }
-  await t.rejects(client.readResource({ uri: `${base}/etc/passwd` }), /No resource/);
+  await t.rejects(client.readResource({ uri: `${base}/etc/passwd` }), { code: -32002, message: /No resource/ });
 });
