@@ -36,8 +36,9 @@ const RULES: ReadonlyArray<[AddressClass, 'ipv4' | 'ipv6', Rule[]]> = [
   ['link-local', 'ipv4', [['169.254.0.0', 16]]],
   ['shared', 'ipv4', [['100.64.0.0', 10]]],
   ['multicast', 'ipv4', [['224.0.0.0', 4]]],
-  // IETF protocol assignments, documentation, benchmarking, class E and broadcast.
-  ['reserved', 'ipv4', [['192.0.0.0', 24], ['192.0.2.0', 24], ['198.18.0.0', 15], ['198.51.100.0', 24], ['203.0.113.0', 24], ['240.0.0.0', 4]]],
+  // IETF protocol assignments, documentation, the retired 6to4 relay anycast,
+  // benchmarking, class E and broadcast.
+  ['reserved', 'ipv4', [['192.0.0.0', 24], ['192.0.2.0', 24], ['192.88.99.0', 24], ['198.18.0.0', 15], ['198.51.100.0', 24], ['203.0.113.0', 24], ['240.0.0.0', 4]]],
   ['unspecified', 'ipv6', [['::', 128]]],
   ['loopback', 'ipv6', [['::1', 128]]],
   ['unique-local', 'ipv6', [['fc00::', 7]]],
@@ -78,12 +79,14 @@ const v4 = (hi: number, lo: number) => `${hi >> 8}.${hi & 0xff}.${lo >> 8}.${lo 
 
 /**
  * The IPv4 address an IPv6 one carries to an IPv4 host: mapped (::ffff:a.b.c.d),
- * IPv4-compatible (::a.b.c.d), NAT64 (64:ff9b::/96) and 6to4 (2002::/16).
+ * SIIT-translated (::ffff:0:a.b.c.d), IPv4-compatible (::a.b.c.d), NAT64
+ * (64:ff9b::/96) and 6to4 (2002::/16).
  */
 function embeddedIPv4(address: string): string | null {
   const h = hextets(address);
   const zeros = (from: number, to: number) => h.slice(from, to).every((x) => x === 0);
   if (zeros(0, 5) && h[5] === 0xffff) return v4(h[6]!, h[7]!);
+  if (zeros(0, 4) && h[4] === 0xffff && h[5] === 0) return v4(h[6]!, h[7]!);
   if (zeros(0, 6)) return v4(h[6]!, h[7]!);
   if (h[0] === 0x64 && h[1] === 0xff9b && zeros(2, 6)) return v4(h[6]!, h[7]!);
   if (h[0] === 0x2002) return v4(h[1]!, h[2]!);

@@ -32,6 +32,7 @@ t.test('classifyAddress: IPv4, IPv6 and IPv6 forms that carry IPv4', async (t) =
     ['fd12:3456::1', 'unique-local'], ['ff02::1', 'multicast'], ['fe80::1%eth0', 'link-local'],
     ['::ffff:127.0.0.1', 'loopback'], ['::ffff:a9fe:a9fe', 'link-local'], ['::ffff:10.1.2.3', 'private'], ['::127.0.0.1', 'loopback'],
     ['64:ff9b::169.254.169.254', 'link-local'], ['2002:c0a8:0101::1', 'private'],
+    ['::ffff:0:127.0.0.1', 'loopback'], ['::ffff:0:a9fe:a9fe', 'link-local'], ['192.88.99.1', 'reserved'],
     // Public: nothing to say.
     ['1.1.1.1', null], ['8.8.8.8', null], ['172.32.0.1', null], ['100.128.0.1', null], ['2606:4700:4700::1111', null],
     ['::ffff:8.8.8.8', null], ['64:ff9b::8.8.8.8', null],
