@@ -36,8 +36,12 @@ export type EnqueuedJob = { id: string; kind: string; status: 'queued' };
 
 const DEFAULT_MAX_ATTEMPTS = 10;
 
-/** Jobs as the two JSON documents the enqueue SQL reads: our rows and Graphile's job specs. */
-export function prepareJobs(specs: readonly JobSpec[]) {
+/**
+ * Inserts the jobs rows and the Graphile Worker jobs in one round trip, inside
+ * the transaction (or connection) it is given. Call it from a transaction.
+ */
+export async function enqueueJobs(tx: CommonQueryMethods, specs: readonly JobSpec[]): Promise<EnqueuedJob[]> {
+  if (specs.length === 0) return [];
   const rows = specs.map((spec) => ({
     id: spec.id ?? randomUUID(),
     tenant_id: spec.tenantId,
@@ -55,46 +59,23 @@ export function prepareJobs(specs: readonly JobSpec[]) {
     priority: spec.priority ?? null,
     flags: null,
   }));
-  return { rows, workerSpecs };
-}
-
-/**
- * Two CTEs, `jobs_inserted` and `jobs_added`, that write the prepared jobs
- * (only those whose id `chosen` selects, when given) as part of a larger
- * statement. The statement's final select must read from both, or PostgreSQL
- * skips add_jobs().
- */
-export function enqueueCtes(prepared: ReturnType<typeof prepareJobs>, chosen?: ReturnType<typeof sql.fragment>) {
-  const rowFilter = chosen ? sql.fragment`where r.id in (${chosen})` : sql.fragment``;
-  const specFilter = chosen ? sql.fragment`where (spec->'payload'->>'jobId')::uuid in (${chosen})` : sql.fragment``;
-  return sql.fragment`
-    jobs_inserted as (
+  // The data-modifying CTE and add_jobs() both run because the final select
+  // reads from each of them.
+  await tx.query(sql.unsafe`
+    with inserted as (
       insert into jobs (id, tenant_id, kind, queue_name, max_attempts)
-      select r.id, r.tenant_id, r.kind, r.queue_name, r.max_attempts
-      from jsonb_to_recordset(${sql.jsonb(prepared.rows)})
+      select id, tenant_id, kind, queue_name, max_attempts
+      from jsonb_to_recordset(${sql.jsonb(rows)})
         as r(id uuid, tenant_id uuid, kind text, queue_name text, max_attempts integer)
-      ${rowFilter}
       returning 1
-    ), jobs_added as (
+    ), added as (
       select 1 from graphile_worker.add_jobs(array(
         select json_populate_record(null::graphile_worker.job_spec, spec)
-        from json_array_elements(${sql.json(prepared.workerSpecs as never)}) as spec
-        ${specFilter}
+        from json_array_elements(${sql.json(workerSpecs as never)}) as spec
       ))
-    )`;
-}
-
-/**
- * Inserts the jobs rows and the Graphile Worker jobs in one round trip, inside
- * the transaction (or connection) it is given. Call it from a transaction.
- */
-export async function enqueueJobs(tx: CommonQueryMethods, specs: readonly JobSpec[]): Promise<EnqueuedJob[]> {
-  if (specs.length === 0) return [];
-  const prepared = prepareJobs(specs);
-  await tx.query(sql.unsafe`
-    with ${enqueueCtes(prepared)}
-    select (select count(*) from jobs_inserted) as inserted, (select count(*) from jobs_added) as added`);
-  return prepared.rows.map((r) => ({ id: r.id, kind: r.kind, status: 'queued' as const }));
+    )
+    select (select count(*) from inserted) as inserted, (select count(*) from added) as added`);
+  return rows.map((r) => ({ id: r.id, kind: r.kind, status: 'queued' as const }));
 }
 
 export async function enqueueJob(tx: CommonQueryMethods, spec: JobSpec): Promise<EnqueuedJob> {

@@ -7,7 +7,7 @@
 // before that COMMIT returns. At low load a batch is a single request, so this
 // adds no waiting.
 import type { Logger } from 'pino';
-import type { CommonQueryMethods, DatabasePool, DatabaseTransactionConnection } from '../db/pool.ts';
+import type { DatabasePool, DatabaseTransactionConnection } from '../db/pool.ts';
 import { enqueueJobs, type EnqueuedJob, type JobSpec } from './enqueue.ts';
 
 export type Submission<T> = {
@@ -33,18 +33,9 @@ export type Submitted<T> = { value: T; jobs: EnqueuedJob[] };
  */
 export type BatchHandler<I, T> = (tx: DatabaseTransactionConnection, inputs: readonly I[]) => Promise<Array<{ value: T; jobs: readonly JobSpec[] }>>;
 
-/**
- * A whole batch as one statement, run outside any transaction block (a single
- * statement is atomic by itself): no BEGIN and COMMIT round trips. It returns
- * one value per input, in order; any jobs are written by the statement itself.
- * If it throws, the batch is retried input by input, so only a failing one fails.
- */
-export type StatementHandler<I, T> = (db: CommonQueryMethods, inputs: readonly I[]) => Promise<T[]>;
-
 type Pending = {
   submission: Submission<unknown>;
   batched?: { handler: BatchHandler<unknown, unknown>; input: unknown };
-  statement?: { handler: StatementHandler<unknown, unknown>; input: unknown };
   resolve: (v: Submitted<unknown>) => void;
   reject: (e: unknown) => void;
 };
@@ -84,18 +75,6 @@ export class GroupCommitter {
     });
   }
 
-  submitStatement<I, T>(handler: StatementHandler<I, T>, input: I): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      this.queue.push({
-        submission: { jobs: [] },
-        statement: { handler: handler as StatementHandler<unknown, unknown>, input },
-        resolve: (submitted) => resolve(submitted.value as T),
-        reject,
-      });
-      this.pump();
-    });
-  }
-
   /** Convenience for requests that only enqueue. */
   async enqueue(specs: readonly JobSpec[]): Promise<EnqueuedJob[]> {
     return (await this.submit({ jobs: specs })).jobs;
@@ -113,12 +92,6 @@ export class GroupCommitter {
   }
 
   private async flush(batch: Pending[]): Promise<void> {
-    const statements = batch.filter((item) => item.statement);
-    if (statements.length > 0) {
-      const rest = batch.filter((item) => !item.statement);
-      await Promise.all([this.flushStatements(statements), rest.length > 0 ? this.flush(rest) : undefined]);
-      return;
-    }
     if (batch.every((item) => !item.submission.work && !item.batched)) return this.flushEnqueueOnly(batch);
     const outcomes = new Map<Pending, Submitted<unknown>>();
     const failed = new Map<Pending, unknown>();
@@ -178,24 +151,6 @@ export class GroupCommitter {
       if (outcome) item.resolve(outcome);
       else item.reject(failed.get(item));
     }
-  }
-
-  /** One statement per handler for all its inputs; on failure, input by input. */
-  private async flushStatements(items: Pending[]): Promise<void> {
-    const groups = new Map<StatementHandler<unknown, unknown>, Pending[]>();
-    for (const item of items) groups.set(item.statement!.handler, [...(groups.get(item.statement!.handler) ?? []), item]);
-    await Promise.all(
-      [...groups].map(async ([handler, group]) => {
-        try {
-          const values = await handler(this.pool, group.map((item) => item.statement!.input));
-          group.forEach((item, i) => item.resolve({ value: values[i], jobs: [] }));
-        } catch (error) {
-          if (group.length === 1) return group[0]!.reject(error);
-          this.options.logger?.warn({ err: error, size: group.length }, 'batched statement failed; retrying requests one by one');
-          await Promise.all(group.map((item) => this.flushStatements([item])));
-        }
-      }),
-    );
   }
 
   /**

@@ -2,7 +2,7 @@
 // turn runs on a worker) and the turn's job status.
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { CHAT_TURN_KIND, sendStatement, SessionNotFoundError } from '../../../core/chat/send.ts';
+import { CHAT_TURN_KIND, sendBatch, SessionNotFoundError } from '../../../core/chat/send.ts';
 import {
   createChatSession,
   findSession,
@@ -137,9 +137,9 @@ const chatRoutes: FastifyPluginAsyncZod = async (app) => {
       const tenantId = request.tenant!.id;
       const { sessionId, message, companyScope, attachments } = request.body;
 
-      // Quota, session, idempotency record, message and job: one statement per batch (core/chat/send.ts).
+      // Quota, session, idempotency record and message in the group committer's batch (core/chat/send.ts).
       const input = { tenantId, userId: request.user!.userId, idempotencyKey: key, sessionId, message, companyScope, attachments };
-      const result = await app.jobs.submitStatement(sendStatement, input);
+      const result = (await app.jobs.submitBatched(sendBatch, input)).value;
       if (result instanceof SessionNotFoundError) throw new PlatformHttpError(404, 'not_found', result.message);
       const outcome = result;
       if (outcome.kind === 'refused') throw new PlatformHttpError(402, outcome.refusal.code, outcome.refusal.message);
