@@ -14,7 +14,7 @@ import {
   kindForStreamError,
   normalizeFinishReason,
 } from './errors.ts';
-import { fetchFor } from './outbound.ts';
+import { sdkEndpoint } from './outbound.ts';
 import {
   ProviderError,
   type ChatMessage,
@@ -65,13 +65,10 @@ export function createAnthropicAdapter(options: AnthropicOptions): ProviderAdapt
     if (!credentials.apiKey) throw new ProviderError('invalid_key', `no API key for ${displayName}`);
     // Explicit key and URL: the SDK would otherwise read ANTHROPIC_* variables
     // and credential files of the machine.
-    const baseURL = credentials.baseUrl ?? options.defaultBaseUrl;
-    // A tenant's own endpoint goes through the outbound policy (outbound.ts).
-    const fetch = fetchFor(baseURL, { trustedBaseUrl: options.defaultBaseUrl, allowPrivateUrls: options.allowPrivateUrls });
     return new Anthropic({
       apiKey: credentials.apiKey,
-      baseURL,
-      ...(fetch ? { fetch } : {}),
+      // A tenant's own endpoint goes through the outbound policy (outbound.ts).
+      ...sdkEndpoint(credentials.baseUrl, options),
       maxRetries: 0,
       timeout: timeoutMs,
       logLevel: 'off',

@@ -13,7 +13,7 @@ import {
   httpProviderError,
   kindForStreamError,
 } from './errors.ts';
-import { fetchFor } from './outbound.ts';
+import { sdkEndpoint } from './outbound.ts';
 import {
   ProviderError,
   type CompletionRequest,
@@ -48,13 +48,10 @@ export function createOpenAICompatibleAdapter(options: OpenAICompatibleOptions):
     }
     // apiKey and baseURL are always explicit so OPENAI_API_KEY / OPENAI_BASE_URL
     // in the environment never leak into a tenant's call.
-    const baseURL = credentials.baseUrl ?? options.defaultBaseUrl;
-    // A tenant's own endpoint goes through the outbound policy (outbound.ts).
-    const fetch = fetchFor(baseURL, { trustedBaseUrl: options.defaultBaseUrl, allowPrivateUrls: options.allowPrivateUrls });
     return new OpenAI({
       apiKey: credentials.apiKey ?? NO_KEY,
-      baseURL,
-      ...(fetch ? { fetch } : {}),
+      // A tenant's own endpoint goes through the outbound policy (outbound.ts).
+      ...sdkEndpoint(credentials.baseUrl, options),
       maxRetries: 0,
       timeout: timeoutMs,
       logLevel: 'off',

@@ -152,6 +152,17 @@ export function fetchFor(baseUrl: string, policy: OutboundPolicy): typeof fetch 
   return guardedFetch;
 }
 
+/**
+ * Where an SDK client connects, and how: the credential's own baseUrl (or the
+ * operator's default) and, when the policy applies to it, the guarded fetch.
+ * Spread into the OpenAI and Anthropic client options alike.
+ */
+export function sdkEndpoint(ownBaseUrl: string | undefined, options: { defaultBaseUrl: string; allowPrivateUrls?: boolean | undefined }) {
+  const baseURL = ownBaseUrl ?? options.defaultBaseUrl;
+  const fetch = fetchFor(baseURL, { trustedBaseUrl: options.defaultBaseUrl, allowPrivateUrls: options.allowPrivateUrls ?? false });
+  return { baseURL, ...(fetch ? { fetch } : {}) };
+}
+
 /** The policy refusal somewhere in an error's cause chain (SDK error -> TypeError -> ours). */
 export function blockedCause(error: unknown): OutboundBlockedError | undefined {
   for (let e = error, depth = 0; e instanceof Error && depth < 8; e = e.cause, depth++) {

@@ -11,7 +11,7 @@ import { findCompanyRun, listCompanyRuns } from '../../../core/companies/runs.ts
 import { InvalidCursorError } from '../../../core/paging.ts';
 import { planOf } from '../../../core/plans.ts';
 import { AgentApiError, AgentHttpError, SharedRateLimitError } from '../../errors.ts';
-import { defineOperation, registerHttpOperation, type Caller } from './operation.ts';
+import { callerOf, defineOperation, registerHttpOperation, type Caller } from './operation.ts';
 import {
   AgentCompanyAgentListResponse,
   AgentCompanyListResponse,
@@ -168,7 +168,7 @@ const agentCompanyRoutes: FastifyPluginAsyncZod = async (app) => {
   // The router gives up on a path segment longer than its maxParamLength
   // before any schema sees it; this catch-all answers those with the 400 the
   // spec asks for (and anything else under /companies/ with a 404).
-  const onRequest = [app.requireAgent(SCOPE), async (request: FastifyRequest) => requireCompanyWork({ agent: request.agent!, context: request.agentContext!, log: request.log })];
+  const onRequest = [app.requireAgent(SCOPE), async (request: FastifyRequest) => requireCompanyWork(callerOf(request))];
   app.get('/api/agent/v1/companies/*', { onRequest, schema: { hide: true } }, async (request) => {
     const [companyRef = '', kind, ref, ...rest] = ((request.params as Record<string, string>)['*'] ?? '').split('/');
     if (companyRef.length > REF_BOUNDS.company) throw badRequest(`Invalid request: path.companyRef: at most ${REF_BOUNDS.company} characters.`);

@@ -52,7 +52,8 @@ export const isMutation = (op: AgentOperation) => op.method !== 'GET';
 /** The concrete path of an operation with its params filled in, as a client would send it. */
 export const concretePath = (op: AgentOperation, params: Record<string, unknown> | undefined): string => fillPath(op.path, params);
 
-const callerOf = (request: FastifyRequest): Caller => {
+/** The authenticated caller of an HTTP request (after app.requireAgent). */
+export const callerOf = (request: FastifyRequest): Caller => {
   if (!request.agent || !request.agentContext) throw new AgentHttpError(401, 'invalid_credential', 'Authenticate first.', 'reauthenticate');
   return { agent: request.agent, context: request.agentContext, log: request.log };
 };
