@@ -39,7 +39,6 @@ declare module 'fastify' {
 
 const mcpRoutes: FastifyPluginAsync = async (app) => {
   const tools = agentTools(app);
-  const scopes = new Map(tools.tools.map((t) => [t.name, tools.scopeOf(t.name)]));
   const allowedOrigin = new URL(app.config.baseUrl).origin;
   // Shared: the SDK's default builds a new Ajv for every Server, which halved
   // the requests per second of this per-request-server endpoint (measured).
@@ -72,7 +71,7 @@ const mcpRoutes: FastifyPluginAsync = async (app) => {
     // tool call is admitted, scope-checked and counted on its own.
     if (!message) return reply.code(400).send(rpcError(null, -32600, 'Send one JSON-RPC message per request; batches are not supported.'));
     if (message.method === 'tools/call') {
-      const scope = typeof message.params?.name === 'string' ? scopes.get(message.params.name) : undefined;
+      const scope = typeof message.params?.name === 'string' ? tools.scopeOf(message.params.name) : undefined;
       if (scope && !agent.scopes.includes(scope)) throw app.mcpAuth.scopeDenied(scope, agent.claimState);
       const args = message.params?.arguments;
       if (args !== undefined && (args === null || typeof args !== 'object' || Array.isArray(args))) {

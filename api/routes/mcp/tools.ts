@@ -52,7 +52,7 @@ function inputSchemaOf(op: AgentOperation): z.ZodObject {
     .strict();
 }
 
-export function toolOf(op: AgentOperation): Tool {
+function toolOf(op: AgentOperation, parts: Parts): Tool {
   const notes = [
     op.description,
     op.scope ? `Scope: ${op.scope}.` : 'Any valid token.',
@@ -62,7 +62,7 @@ export function toolOf(op: AgentOperation): Tool {
     name: op.operationId,
     title: op.mcp.title,
     description: `${op.summary}. ${notes.join(' ')}`,
-    inputSchema: jsonSchema(inputSchemaOf(op), 'input') as Tool['inputSchema'],
+    inputSchema: jsonSchema(parts.input, 'input') as Tool['inputSchema'],
     outputSchema: jsonSchema(op.response, 'output') as Tool['outputSchema'],
     annotations: {
       title: op.mcp.title,
@@ -117,7 +117,7 @@ export type ToolSet = { tools: Tool[]; scopeOf: (name: string) => AgentOperation
 /** Built once per app: the tool list and the dispatcher. */
 export function agentTools(app: FastifyInstance): ToolSet {
   const byName = new Map(agentOperations.map((op) => [op.operationId, { op, parts: partsOf(op) }]));
-  const tools = agentOperations.map(toolOf);
+  const tools = [...byName.values()].map(({ op, parts }) => toolOf(op, parts));
 
   async function run(caller: Caller, op: AgentOperation, parts: Parts, args: Record<string, unknown>): Promise<CallToolResult> {
     if (op.scope && !caller.agent.scopes.includes(op.scope)) throw app.mcpAuth.scopeDenied(op.scope, caller.agent.claimState);
