@@ -56,6 +56,12 @@ const envSchema = z.object({
   WORKER_HEARTBEAT_MS: intFromEnv(100, 600_000).default(5_000),
   WORKER_STALE_AFTER_MS: intFromEnv(500, 3_600_000).default(20_000),
   WORKER_SWEEP_INTERVAL_MS: intFromEnv(500, 3_600_000).default(15_000),
+  WORKER_TENANT_CONCURRENCY: intFromEnv(1, 100).optional(),
+  JOB_CANCEL_GRACE_MS: intFromEnv(100, 600_000).default(5_000),
+  REQUEST_TIMEOUT_MS: intFromEnv(1_000, 3_600_000).default(30_000),
+  CONNECTION_TIMEOUT_MS: intFromEnv(1_000, 3_600_000).default(120_000),
+  KEEP_ALIVE_TIMEOUT_MS: intFromEnv(1_000, 3_600_000).default(72_000),
+  MAX_REQUESTS_PER_SOCKET: intFromEnv(0, 1_000_000).default(1_000),
   JOB_RETENTION_DAYS: intFromEnv(1, 3650).default(30),
   WS_HEARTBEAT_MS: intFromEnv(100, 600_000).default(30_000),
   WS_MAX_BUFFERED_BYTES: intFromEnv(1024, 64 * 1024 * 1024).default(1024 * 1024),
@@ -69,6 +75,8 @@ const envSchema = z.object({
   AGENT_AUTH_DISABLED: boolFromEnv.default(false),
   AGENT_API_RATE_LIMIT: intFromEnv(1, 1_000_000).default(600),
   AGENT_API_RATE_WINDOW_MS: intFromEnv(1_000, 3_600_000).default(60_000),
+  AGENT_API_RATE_LEASE: intFromEnv(1, 100_000).optional(),
+  AGENT_IDEMPOTENCY_LEASE_MS: intFromEnv(1_000, 3_600_000).default(15_000),
   PROVIDER_TIMEOUT_MS: intFromEnv(1_000, 600_000).default(60_000),
   PROVIDER_ALLOW_PRIVATE_URLS: boolFromEnv.default(false),
   OPENAI_BASE_URL: urlFromEnv.default('https://api.openai.com/v1'),
@@ -103,6 +111,19 @@ export type Config = {
     heartbeatMs: number;
     staleAfterMs: number;
     sweepIntervalMs: number;
+    /** At most this many jobs of one tenant run at once in one worker process (fairness). */
+    tenantConcurrency: number;
+    /** How long a running job may take to stop after it is cancelled before it is cut off. */
+    cancelGraceMs: number;
+  };
+  http: {
+    /** Whole request (headers and body) must arrive within this time. */
+    requestTimeoutMs: number;
+    /** An idle socket is closed after this time. */
+    connectionTimeoutMs: number;
+    keepAliveTimeoutMs: number;
+    /** 0 = unlimited. */
+    maxRequestsPerSocket: number;
   };
   jobRetentionDays: number;
   identity: {
@@ -111,6 +132,10 @@ export type Config = {
     /** Shared admission limit of /api/agent/v1: requests per window per principal. */
     agentRateLimit: number;
     agentRateWindowMs: number;
+    /** Tokens an api replica takes from the shared window at once (fewer database writes, bounded unfairness). */
+    agentRateLease: number;
+    /** An in-progress Idempotency-Key claim whose owner stopped renewing it for this long may be taken over. */
+    idempotencyLeaseMs: number;
     anonymousRegistrationDisabled: boolean;
     serviceAuthRegistrationDisabled: boolean;
     assertionTtlS: number;
@@ -214,12 +239,22 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       heartbeatMs: e.WORKER_HEARTBEAT_MS,
       staleAfterMs: e.WORKER_STALE_AFTER_MS,
       sweepIntervalMs: e.WORKER_SWEEP_INTERVAL_MS,
+      tenantConcurrency: Math.min(e.WORKER_CONCURRENCY, e.WORKER_TENANT_CONCURRENCY ?? Math.max(1, Math.floor(e.WORKER_CONCURRENCY / 2))),
+      cancelGraceMs: e.JOB_CANCEL_GRACE_MS,
+    },
+    http: {
+      requestTimeoutMs: e.REQUEST_TIMEOUT_MS,
+      connectionTimeoutMs: e.CONNECTION_TIMEOUT_MS,
+      keepAliveTimeoutMs: e.KEEP_ALIVE_TIMEOUT_MS,
+      maxRequestsPerSocket: e.MAX_REQUESTS_PER_SOCKET,
     },
     jobRetentionDays: e.JOB_RETENTION_DAYS,
     identity: {
       agentAuthDisabled: e.AGENT_AUTH_DISABLED,
       agentRateLimit: e.AGENT_API_RATE_LIMIT,
       agentRateWindowMs: e.AGENT_API_RATE_WINDOW_MS,
+      agentRateLease: e.AGENT_API_RATE_LEASE ?? Math.max(1, Math.min(50, Math.ceil(e.AGENT_API_RATE_LIMIT / 20))),
+      idempotencyLeaseMs: e.AGENT_IDEMPOTENCY_LEASE_MS,
       anonymousRegistrationDisabled: e.ANONYMOUS_REGISTRATION_DISABLED,
       serviceAuthRegistrationDisabled: e.SERVICE_AUTH_REGISTRATION_DISABLED,
       assertionTtlS: e.AGENT_ASSERTION_TTL_S,
