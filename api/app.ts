@@ -65,6 +65,21 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
     },
     return503OnClosing: true,
+    // Finite limits, so slow or idle clients cannot hold sockets for ever:
+    // the whole request must arrive within requestTimeout (a body trickled
+    // byte by byte is cut with 408), idle sockets close after
+    // connectionTimeout, and a keep-alive socket serves a bounded number of
+    // requests. Websockets are exempt once upgraded (ws clears the timeout).
+    requestTimeout: ctx.config.http.requestTimeoutMs,
+    connectionTimeout: ctx.config.http.connectionTimeoutMs,
+    keepAliveTimeout: ctx.config.http.keepAliveTimeoutMs,
+    maxRequestsPerSocket: ctx.config.http.maxRequestsPerSocket,
+    http: {
+      // Node checks for overdue requests on this interval (30 s by default),
+      // so a short requestTimeout needs a finer check to mean what it says.
+      connectionsCheckingInterval: Math.min(30_000, Math.max(250, Math.floor(ctx.config.http.requestTimeoutMs / 4))),
+      headersTimeout: Math.min(60_000, ctx.config.http.requestTimeoutMs),
+    },
     ajv: { customOptions: { coerceTypes: false } },
   }).withTypeProvider<ZodTypeProvider>();
 

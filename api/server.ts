@@ -7,7 +7,7 @@ import { createDatabasePool } from '../core/db/pool.ts';
 import { JobEventHub } from '../core/jobs/events.ts';
 import { GroupCommitter } from '../core/jobs/group-commit.ts';
 import { createLogger } from '../core/logger.ts';
-import { ensureSchema, exitWithError, isMain, onShutdownSignal } from '../core/process/lifecycle.ts';
+import { ensureSchema, exitWithError, guardUnhandledRejections, isMain, onShutdownSignal } from '../core/process/lifecycle.ts';
 import { buildApp } from './app.ts';
 
 export type RunningApi = { app: FastifyInstance; url: string; stop: () => Promise<void> };
@@ -39,6 +39,7 @@ export async function startApi(config: Config, databaseUrl: string, logger: Logg
 async function main() {
   const config = loadConfigOrExit();
   const logger = createLogger(config.logLevel, 'api');
+  guardUnhandledRejections(logger);
   try {
     const databaseUrl = requireDatabaseUrl(config, 'npm run start:api');
     await ensureSchema(config, databaseUrl, logger);

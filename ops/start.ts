@@ -7,12 +7,13 @@ import { startApi } from '../api/server.ts';
 import { loadConfigOrExit } from '../core/config.ts';
 import { migrate } from '../core/db/migrate.ts';
 import { createLogger, safeDatabaseUrl } from '../core/logger.ts';
-import { exitWithError, onShutdownSignal } from '../core/process/lifecycle.ts';
+import { exitWithError, guardUnhandledRejections, onShutdownSignal } from '../core/process/lifecycle.ts';
 import { startWorker } from '../workers/worker.ts';
 import { startEmbeddedPostgres, type EmbeddedDatabase } from './embedded-postgres.ts';
 
 const config = loadConfigOrExit();
 const logger = createLogger(config.logLevel, 'platform');
+guardUnhandledRejections(logger);
 let embedded: EmbeddedDatabase | null = null;
 try {
   if (!config.databaseUrl) {

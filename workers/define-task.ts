@@ -10,9 +10,10 @@ import type { CommonQueryMethods } from '../core/db/pool.ts';
 import type { DatabasePool } from '../core/db/pool.ts';
 import { TaskEnvelope } from '../core/jobs/enqueue.ts';
 import { PermanentJobError, RetryableJobError } from '../core/jobs/errors.ts';
-import { completeJob, failAttempt, reportProgress, startAttempt } from '../core/jobs/lifecycle.ts';
+import { completeJob, failAttempt, finishCancelled, reportProgress, startAttempt } from '../core/jobs/lifecycle.ts';
+import type { CancelListener } from './cancellation.ts';
 
-export type TaskDeps = { db: DatabasePool; config: Config; logger: Logger };
+export type TaskDeps = { db: DatabasePool; config: Config; logger: Logger; cancels: CancelListener };
 
 export type TaskContext = TaskDeps & {
   jobId: string;
@@ -25,14 +26,47 @@ export type TaskContext = TaskDeps & {
    * Records the result inside the handler's own transaction, so the job's
    * final state commits with the task's writes (one commit fewer, and no gap
    * between them). The value returned by the handler is then not recorded again.
+   * Throws JobNotRecordedError (rolling the transaction back) when the job is
+   * no longer this attempt's to finish: cancelled, or finished by another attempt.
    */
-  completeWithin: (tx: CommonQueryMethods, result: unknown) => Promise<boolean>;
-  /** Aborted when the worker shuts down; long work should stop and let a retry resume. */
+  completeWithin: (tx: CommonQueryMethods, result: unknown) => Promise<void>;
+  /**
+   * Aborted when the job is cancelled or the worker shuts down; long work
+   * should stop. A handler that ignores a cancel is cut off after
+   * JOB_CANCEL_GRACE_MS (its later writes are refused by the job's state).
+   */
   signal: AbortSignal;
   helpers: JobHelpers;
 };
 
 export type TaskDefinition = { kind: string; build: (deps: TaskDeps) => Task };
+
+/** The job's final state was set elsewhere (cancel, another attempt); the handler's transaction must not commit. */
+export class JobNotRecordedError extends Error {
+  override name = 'JobNotRecordedError';
+}
+
+const CUT = Symbol('cut');
+
+/**
+ * The handler's outcome, or CUT when the job was cancelled and the handler
+ * did not stop within the grace time. A cut handler runs on unobserved; what
+ * it writes later is refused by the job's state.
+ */
+function untilCancelled<T>(work: Promise<T>, cancel: AbortSignal, graceMs: number, logger: Logger): Promise<T | typeof CUT> {
+  const cut = new Promise<typeof CUT>((resolve) => {
+    const arm = () => setTimeout(resolve, graceMs, CUT).unref();
+    if (cancel.aborted) arm();
+    else cancel.addEventListener('abort', arm, { once: true });
+  });
+  return Promise.race([work, cut]).then((outcome) => {
+    if (outcome === CUT) {
+      logger.warn({ graceMs }, 'cancelled job did not stop within the grace time; cut off');
+      work.catch(() => undefined); // it may still fail later: nobody is waiting
+    }
+    return outcome;
+  });
+}
 
 export function defineTask<S extends z.ZodType>(
   kind: string,
@@ -64,6 +98,7 @@ export function defineTask<S extends z.ZodType>(
         return;
       }
       let completedWithin = false;
+      const cancel = deps.cancels.track(jobId);
       const ctx: TaskContext = {
         ...deps,
         logger,
@@ -72,20 +107,32 @@ export function defineTask<S extends z.ZodType>(
         attempt,
         maxAttempts,
         helpers,
-        signal: helpers.abortSignal ?? new AbortController().signal,
+        signal: helpers.abortSignal ? AbortSignal.any([helpers.abortSignal, cancel.signal]) : cancel.signal,
         progress: async (value) => {
           await reportProgress(deps.db, jobId, value);
         },
         completeWithin: async (tx, result) => {
+          if (!(await completeJob(tx, jobId, result))) throw new JobNotRecordedError('The job is no longer this attempt\'s to finish.');
           completedWithin = true;
-          return completeJob(tx, jobId, result);
         },
       };
+      const endCancelled = async () => {
+        await finishCancelled(deps.db, jobId);
+        logger.info('job cancelled; no result recorded');
+      };
       try {
-        const result = await run(parsed.data, ctx);
+        const result = await untilCancelled(run(parsed.data, ctx), cancel.signal, deps.config.worker.cancelGraceMs, logger);
+        if (cancel.signal.aborted && !completedWithin) return await endCancelled();
         const recorded = completedWithin || (await completeJob(deps.db, jobId, result));
+        if (!recorded && (await finishCancelled(deps.db, jobId))) return logger.info('job cancelled as it finished; no result recorded');
         logger.info({ recorded }, recorded ? 'job succeeded' : 'job finished by another attempt; result not recorded twice');
       } catch (error) {
+        if (cancel.signal.aborted) return await endCancelled();
+        if (error instanceof JobNotRecordedError) {
+          if (!(await finishCancelled(deps.db, jobId))) logger.info('job finished by another attempt; this one stops');
+          else logger.info('job cancelled as it finished; no result recorded');
+          return;
+        }
         const permanent = error instanceof PermanentJobError;
         const final = permanent || attempt >= maxAttempts;
         const code = error instanceof PermanentJobError || error instanceof RetryableJobError ? error.code : 'task_failed';
@@ -95,6 +142,8 @@ export function defineTask<S extends z.ZodType>(
         // Rethrow only to have Graphile Worker retry; a final failure is recorded
         // in our jobs table and the Graphile job is let go.
         if (!final) throw error;
+      } finally {
+        cancel.untrack();
       }
     },
   };

@@ -3,12 +3,13 @@
 // its cron fires each schedule once across all of them.
 import { loadConfigOrExit, requireDatabaseUrl } from '../core/config.ts';
 import { createLogger } from '../core/logger.ts';
-import { ensureSchema, exitWithError, isMain, onShutdownSignal } from '../core/process/lifecycle.ts';
+import { ensureSchema, exitWithError, guardUnhandledRejections, isMain, onShutdownSignal } from '../core/process/lifecycle.ts';
 import { startWorker } from './worker.ts';
 
 async function main() {
   const config = loadConfigOrExit();
   const logger = createLogger(config.logLevel, 'worker');
+  guardUnhandledRejections(logger);
   try {
     const databaseUrl = requireDatabaseUrl(config, 'npm run start:worker');
     await ensureSchema(config, databaseUrl, logger);

@@ -5,6 +5,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { hasZodFastifySchemaValidationErrors, isResponseSerializationError } from 'fastify-type-provider-zod';
+import { DATABASE_RETRY_AFTER_S, isDatabaseUnavailable } from '../../core/db/unavailable.ts';
 import {
   AgentHttpError,
   defaultsFor,
@@ -83,6 +84,18 @@ async function errorsPlugin(app: FastifyInstance) {
         status: 400,
         message: first ? `Invalid request: ${first.path}: ${first.message}` : 'Invalid request.',
         details,
+      });
+    }
+    if (isDatabaseUnavailable(error)) {
+      // Not a bug: PostgreSQL is down or restarting. Fast 503 with a hint
+      // when to retry, on every surface; warn once per request, no stack.
+      request.log.warn({ reason: (error as Error).message }, 'database unavailable; answered 503');
+      return sendError(request, reply, {
+        status: 503,
+        code: surfaceOf(request.url) === 'agent' ? 'temporarily_disabled' : 'service_unavailable',
+        message: `The service cannot reach its database right now; retry in ${DATABASE_RETRY_AFTER_S} s.`,
+        next: 'retry_later',
+        retryAfter: DATABASE_RETRY_AFTER_S,
       });
     }
     if (isResponseSerializationError(error)) {

@@ -36,6 +36,9 @@ export type EnqueuedJob = { id: string; kind: string; status: 'queued' };
 
 const DEFAULT_MAX_ATTEMPTS = 10;
 
+/** The Graphile Worker flag every job of a tenant carries. */
+export const tenantFlag = (tenantId: string) => `t:${tenantId}`;
+
 /**
  * Inserts the jobs rows and the Graphile Worker jobs in one round trip, inside
  * the transaction (or connection) it is given. Call it from a transaction.
@@ -57,7 +60,8 @@ export async function enqueueJobs(tx: CommonQueryMethods, specs: readonly JobSpe
     max_attempts: spec.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
     job_key: null,
     priority: spec.priority ?? null,
-    flags: null,
+    // Lets each worker skip a tenant that is at its concurrency cap (workers/tenant-gate.ts).
+    flags: [tenantFlag(spec.tenantId)],
   }));
   // The data-modifying CTE and add_jobs() both run because the final select
   // reads from each of them.

@@ -30,6 +30,8 @@ export class JobEventHub {
     private readonly connectionString: string,
     private readonly pool: DatabasePool,
     private readonly logger: Logger,
+    /** The worker listens only to its own channels, not to every job change. */
+    private readonly options: { jobEvents?: boolean; applicationName?: string } = {},
   ) {}
 
   get connected(): boolean {
@@ -99,7 +101,7 @@ export class JobEventHub {
   }
 
   private async connect(isReconnect: boolean): Promise<void> {
-    const client = new pg.Client({ connectionString: this.connectionString, application_name: 'api-job-events' });
+    const client = new pg.Client({ connectionString: this.connectionString, application_name: this.options.applicationName ?? 'api-job-events' });
     client.on('notification', (message) => {
       if (message.channel === CHANNEL && message.payload) this.onNotification(message.payload);
       else if (message.payload !== undefined) this.channels.get(message.channel)?.forEach((handler) => handler(message.payload!));
@@ -117,7 +119,7 @@ export class JobEventHub {
     client.on('error', lost);
     client.on('end', () => lost());
     await client.connect();
-    await client.query(`listen ${CHANNEL}`);
+    if (this.options.jobEvents !== false) await client.query(`listen ${CHANNEL}`);
     for (const channel of this.channels.keys()) await client.query(`listen ${channel}`);
     if (this.stopped) {
       await client.end();

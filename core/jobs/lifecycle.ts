@@ -9,13 +9,18 @@ const jobRow = sql.type(JobRow);
 
 export type JobFailure = { code: string; message: string };
 
-/** Marks the attempt as running; null when the job is already final (skip it). */
+/**
+ * Marks the attempt as running; null when the job is already final (skip it).
+ * A job asked to stop while it was between attempts ends as cancelled here.
+ */
 export async function startAttempt(db: CommonQueryMethods, jobId: string, attempt: number, lockedBy: string | null): Promise<JobRow | null> {
-  return db.maybeOne(jobRow`
+  const started = await db.maybeOne(jobRow`
     update jobs
     set status = 'running', attempts = ${attempt}, locked_by = ${lockedBy}, started_at = coalesce(started_at, now())
     where id = ${jobId} and status in ('queued', 'running')
     returning *`);
+  if (!started) await finishCancelled(db, jobId);
+  return started;
 }
 
 export async function reportProgress(db: CommonQueryMethods, jobId: string, progress: unknown): Promise<boolean> {
@@ -49,12 +54,26 @@ export async function failAttempt(db: CommonQueryMethods, jobId: string, failure
 }
 
 /**
- * Cancels a job that has not started. The Graphile job stays queued and is
- * skipped when a worker picks it up (startAttempt finds it final).
+ * Cancels a job. One that has not started is cancelled at once (the Graphile
+ * job stays queued and is skipped when a worker picks it up: startAttempt
+ * finds it final). A running one becomes 'cancelling': the worker holding it
+ * hears of it (job_cancel NOTIFY), aborts the handler and ends it as
+ * 'cancelled'. Null when the job is already final or already cancelling.
  */
-export async function cancelQueuedJob(db: CommonQueryMethods, jobId: string): Promise<JobRow | null> {
+export async function requestCancel(db: CommonQueryMethods, jobId: string): Promise<JobRow | null> {
   return db.maybeOne(jobRow`
-    update jobs set status = 'cancelled', finished_at = now(), error = null
-    where id = ${jobId} and status = 'queued'
+    update jobs
+    set status = case when status = 'queued' then 'cancelled' else 'cancelling' end,
+        finished_at = case when status = 'queued' then now() end,
+        error = null
+    where id = ${jobId} and status in ('queued', 'running')
     returning *`);
+}
+
+/** Ends a job that was asked to stop; its result (if any came) is not recorded. */
+export async function finishCancelled(db: CommonQueryMethods, jobId: string): Promise<boolean> {
+  const updated = await db.query(sql.unsafe`
+    update jobs set status = 'cancelled', finished_at = now(), error = null
+    where id = ${jobId} and status = 'cancelling'`);
+  return updated.rowCount === 1;
 }

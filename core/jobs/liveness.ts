@@ -35,13 +35,26 @@ export async function sweepDeadWorkers(db: DatabasePool, staleAfterMs: number): 
       where j.locked_by is not null and j.locked_at < ${stale}
         and not exists (select 1 from worker_heartbeats h where h.worker_id = j.locked_by and h.last_seen_at >= ${stale})`);
     if (dead.length === 0) return { unlockedWorkers: [], requeuedJobs: 0 };
-    const ids = sql.array(dead, 'text');
-    // Tell clients the attempt was lost; the next worker sets it running again.
-    const requeued = await tx.query(sql.unsafe`
-      update jobs set status = 'queued',
-        error = '{"code":"worker_lost","message":"The worker running this job stopped; it will run again.","retrying":true}'::jsonb
-      where status = 'running' and locked_by = any(${ids})`);
-    await tx.query(sql.unsafe`select graphile_worker.force_unlock_workers(${ids})`);
-    return { unlockedWorkers: [...dead], requeuedJobs: requeued.rowCount };
+    return { unlockedWorkers: [...dead], requeuedJobs: await releaseWorkerJobs(tx, dead) };
   });
+}
+
+/**
+ * Gives the jobs locked by these Graphile worker ids back to the queue. Only
+ * for ids whose handlers have stopped (a dead process, or a pool the worker
+ * itself stopped): clients are told the attempt was lost and the next worker
+ * sets it running again; a job that was asked to stop ends as cancelled.
+ * Returns how many platform jobs were requeued.
+ */
+export async function releaseWorkerJobs(tx: CommonQueryMethods, workerIds: readonly string[]): Promise<number> {
+  const ids = sql.array(workerIds, 'text');
+  const requeued = await tx.query(sql.unsafe`
+    update jobs set status = 'queued',
+      error = '{"code":"worker_lost","message":"The worker running this job stopped; it will run again.","retrying":true}'::jsonb
+    where status = 'running' and locked_by = any(${ids})`);
+  await tx.query(sql.unsafe`
+    update jobs set status = 'cancelled', finished_at = now(), error = null
+    where status = 'cancelling' and locked_by = any(${ids})`);
+  await tx.query(sql.unsafe`select graphile_worker.force_unlock_workers(${ids})`);
+  return requeued.rowCount;
 }

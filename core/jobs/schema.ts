@@ -3,7 +3,8 @@
 // and by the websocket, so a client sees the same object either way.
 import { z } from 'zod';
 
-export const JOB_STATUSES = ['queued', 'running', 'succeeded', 'failed', 'cancelled'] as const;
+// 'cancelling': a running job was asked to stop; its worker ends it as 'cancelled'.
+export const JOB_STATUSES = ['queued', 'running', 'cancelling', 'succeeded', 'failed', 'cancelled'] as const;
 export const FINAL_JOB_STATUSES = ['succeeded', 'failed', 'cancelled'] as const;
 export type JobState = (typeof JOB_STATUSES)[number];
 

@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import { sql, type CommonQueryMethods, type DatabasePool } from '../db/pool.ts';
 import { enqueueJob } from '../jobs/enqueue.ts';
+import { JOB_STATUSES, type JobState } from '../jobs/schema.ts';
 
 export const AGENT_RESTORE_KIND = 'agent.restore';
 export const MANAGED_AGENT_KINDS = ['standalone', 'authority'] as const;
@@ -51,11 +52,11 @@ export async function findManagedAgent(db: CommonQueryMethods, tenantId: string,
   return db.maybeOne(row`select ${COLUMNS} from managed_agents where id = ${id} and tenant_id = ${tenantId}`);
 }
 
-export type RestoreJob = { id: string; status: 'queued' | 'running' | 'succeeded' | 'failed' | 'cancelled' };
+export type RestoreJob = { id: string; status: JobState };
 
 /** The job of the agent's latest restore, if any. */
 export async function latestRestoreJob(db: CommonQueryMethods, agentId: string): Promise<RestoreJob | null> {
-  return db.maybeOne(sql.type(z.object({ id: z.string(), status: z.enum(['queued', 'running', 'succeeded', 'failed', 'cancelled']) }))`
+  return db.maybeOne(sql.type(z.object({ id: z.string(), status: z.enum(JOB_STATUSES) }))`
     select j.id, j.status from runner_work w join jobs j on j.id = w.job_id
     where w.managed_agent_id = ${agentId} order by w.created_at desc limit 1`);
 }

@@ -24,7 +24,7 @@ export type ModelTaskContext = {
   signal: AbortSignal;
   progress: (value: unknown) => Promise<void>;
   /** Records the job's result in the given transaction (with the task's writes). */
-  completeWithin: (tx: CommonQueryMethods, result: unknown) => Promise<boolean>;
+  completeWithin: (tx: CommonQueryMethods, result: unknown) => Promise<void>;
 };
 
 export type ModelCall = {

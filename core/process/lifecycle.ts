@@ -4,6 +4,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../config.ts';
 import { createDatabasePool } from '../db/pool.ts';
 import { migrate, migrationState } from '../db/migrate.ts';
+import { isDatabaseUnavailable } from '../db/unavailable.ts';
 
 /** True when the module is the script node was started with. */
 export function isMain(importMetaUrl: string): boolean {
@@ -11,17 +12,26 @@ export function isMain(importMetaUrl: string): boolean {
 }
 
 /**
- * Runs `shutdown` once on SIGINT/SIGTERM, then exits. A second signal, or a
- * shutdown that outlives the timeout, exits at once.
+ * A terminal's Ctrl-C reaches every process of the foreground group, and npm
+ * forwards the signal it got as well: one key press arrives as two signals
+ * within milliseconds. Signals inside this window count as one.
+ */
+const SIGNAL_COALESCE_MS = 1_000;
+
+/**
+ * Runs `shutdown` once on SIGINT/SIGTERM, then exits. A repeated signal
+ * arriving after the coalescing window, or a shutdown that outlives the
+ * timeout, exits at once.
  */
 export function onShutdownSignal(logger: Logger, timeoutMs: number, shutdown: (signal: string) => Promise<void>): void {
-  let started = false;
+  let startedAt = 0;
   const handler = (signal: NodeJS.Signals) => {
-    if (started) {
+    if (startedAt) {
+      if (Date.now() - startedAt < SIGNAL_COALESCE_MS) return; // the same Ctrl-C, delivered twice
       logger.warn({ signal }, 'second signal: exiting now');
       process.exit(1);
     }
-    started = true;
+    startedAt = Date.now();
     logger.info({ signal }, 'shutting down');
     const force = setTimeout(() => {
       logger.error({ timeoutMs }, 'shutdown took too long; exiting');
@@ -35,8 +45,40 @@ export function onShutdownSignal(logger: Logger, timeoutMs: number, shutdown: (s
         process.exit(1);
       });
   };
-  process.once('SIGINT', handler);
-  process.once('SIGTERM', handler);
+  // `on`, not `once`: after the first signal Node's default action (exit at
+  // once) must never come back for the duplicate.
+  process.on('SIGINT', handler);
+  process.on('SIGTERM', handler);
+}
+
+const lostDatabaseWork = new Set<(error: unknown) => void>();
+
+/**
+ * Called with every rejection that escaped because the database went away
+ * (Graphile Worker 0.17 does not await the release of a finished job); the
+ * worker uses it to recover what such a release left locked.
+ */
+export function onLostDatabaseWork(listener: (error: unknown) => void): () => void {
+  lostDatabaseWork.add(listener);
+  return () => lostDatabaseWork.delete(listener);
+}
+
+/**
+ * Installed by every process entry. A promise rejected because PostgreSQL is
+ * unreachable must never end the process: it is logged and handed to whoever
+ * recovers from it. Any other unhandled rejection is a bug and keeps Node's
+ * meaning: the process stops (a supervisor restarts a clean one).
+ */
+export function guardUnhandledRejections(logger: Logger): void {
+  process.on('unhandledRejection', (reason) => {
+    if (isDatabaseUnavailable(reason)) {
+      logger.warn({ reason: (reason as Error)?.message }, 'database unreachable: an operation failed and will be recovered');
+      for (const listener of lostDatabaseWork) listener(reason);
+      return;
+    }
+    logger.fatal({ err: reason }, 'unhandled promise rejection; stopping');
+    process.exit(1);
+  });
 }
 
 export class UnmigratedDatabaseError extends Error {

@@ -1,5 +1,6 @@
 // Schemas of the managed-agent operations of the Agent API.
 import { z } from 'zod';
+import { JOB_STATUSES } from '../../../core/jobs/schema.ts';
 
 export const AgentRefParams = z.object({
   agentRef: z.string().min(1).max(256).describe('The managed agent id (1-256 characters; ids are UUIDs)'),
@@ -15,7 +16,7 @@ export const RestoreAgentRequest = z
 export const RestoreJob = z
   .object({
     id: z.uuid().describe('Poll GET /api/agent/v1/jobs/{id} (MCP tool getAgentJob) until it is finished'),
-    status: z.enum(['queued', 'running', 'succeeded', 'failed', 'cancelled']),
+    status: z.enum(JOB_STATUSES),
   })
   .describe('The job that hands the agent to its runner');
 

@@ -1,10 +1,11 @@
 // GET /api/jobs/:jobId: the state of any job of a tenant the caller belongs to.
-// POST /api/jobs/:jobId/cancel: a tenant Admin cancels a job not yet started.
+// POST /api/jobs/:jobId/cancel: a tenant Admin cancels a job: at once when it
+// has not started, through its worker ('cancelling', then 'cancelled') when it runs.
 // (Extension of the spec; the per-area routes such as /api/chat/jobs/:jobId
 // return the same JobStatus.) Another tenant's job is a plain 404.
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { cancelQueuedJob } from '../../../core/jobs/lifecycle.ts';
+import { requestCancel } from '../../../core/jobs/lifecycle.ts';
 import { findJobForUser, findJobWithRole } from '../../../core/jobs/read.ts';
 import { JobStatus, toJobStatus } from '../../../core/jobs/schema.ts';
 import { PlatformError, PlatformHttpError } from '../../errors.ts';
@@ -37,8 +38,12 @@ const jobRoutes: FastifyPluginAsyncZod = async (app) => {
       schema: {
         operationId: 'cancelJob',
         tags: ['jobs'],
-        summary: 'Cancel a job that has not started yet (tenant Admin)',
-        description: 'A running job cannot be cancelled; a finished one is left as it is (409 either way).',
+        summary: 'Cancel a job (tenant Admin)',
+        description:
+          'A queued job is cancelled at once (status `cancelled`). A running job becomes `cancelling`: the worker holding it ' +
+          'aborts its work and ends it as `cancelled` (within JOB_CANCEL_GRACE_MS even if the work ignores the request); ' +
+          'follow it by polling or over the websocket. No result is recorded for a cancelled job. ' +
+          'A job that already finished, or is already cancelling, is left as it is (409).',
         security: [{ PlatformJWT: [] }],
         params: z.object({ jobId: z.uuid() }),
         response: { 200: JobStatus, 400: PlatformError, 401: PlatformError, 403: PlatformError, 404: PlatformError, 409: PlatformError },
@@ -48,10 +53,10 @@ const jobRoutes: FastifyPluginAsyncZod = async (app) => {
       const found = await findJobWithRole(app.db, request.params.jobId, request.user!.userId);
       if (!found) throw new PlatformHttpError(404, 'not_found', 'No such job.');
       if (found.role !== 'admin') throw new PlatformHttpError(403, 'forbidden', 'Only a tenant Admin can cancel jobs.');
-      const cancelled = await cancelQueuedJob(app.db, found.job.id);
+      const cancelled = await requestCancel(app.db, found.job.id);
       if (cancelled) return toJobStatus(cancelled);
       const current = await findJobForUser(app.db, found.job.id, request.user!.userId);
-      throw new PlatformHttpError(409, 'job_not_queued', `The job is ${current?.status ?? found.job.status}; only a queued job can be cancelled.`);
+      throw new PlatformHttpError(409, 'job_not_cancellable', `The job is ${current?.status ?? found.job.status}; only a queued or running job can be cancelled.`);
     },
   );
 };

@@ -21,7 +21,11 @@ const Tenant = z
 const CreatedTenant = z.object({ id: z.uuid(), name: z.string(), settings: Settings }).meta({ id: 'CreatedTenant' });
 const TenantName = z.string().trim().min(1).max(200);
 
-/** Job kinds a tenant Admin may start directly; areas add their own routes for theirs. */
+/**
+ * Diagnostic job kinds, started directly by the platform operator (in a
+ * tenant the operator administers). They are not for customers: a diag.steps
+ * job may run for 100 minutes. Areas start their own work through their routes.
+ */
 export const TENANT_JOB_KINDS = ['diag.noop', 'diag.steps'] as const;
 
 const tenantRoutes: FastifyPluginAsyncZod = async (app) => {
@@ -130,11 +134,12 @@ const tenantRoutes: FastifyPluginAsyncZod = async (app) => {
   app.post(
     '/api/tenants/jobs',
     {
-      ...admin,
+      onRequest: app.requireOperator,
+      preHandler: app.requireTenant('admin'),
       schema: {
         operationId: 'createTenantJob',
         tags: ['tenants'],
-        summary: 'Start an asynchronous job; follow it with GET /api/jobs/:jobId or the /api/ws websocket',
+        summary: 'Start a diagnostic job (platform operator, as Admin of the tenant); follow it with GET /api/jobs/:jobId or the /api/ws websocket',
         security,
         headers: TenantHeaders,
         body: z.object({

@@ -23,7 +23,7 @@ t.test('a queued job is cancelled and a worker then skips it', async (t) => {
 
   const again = await app.inject({ method: 'POST', url: `/api/jobs/${jobId}/cancel`, headers: auth(admin.token) });
   t.equal(again.statusCode, 409);
-  t.match(again.json(), { error: 'job_not_queued', status: 409, message: /cancelled/ });
+  t.match(again.json(), { error: 'job_not_cancellable', status: 409, message: /cancelled/ });
 
   const worker = await startTestWorker(t, databaseUrl);
   // The Graphile job is consumed without running the task.

@@ -46,8 +46,9 @@ t.test('a tenant reads as missing to a non-member, exactly like a tenant that do
 const adminRoutes = [
   { url: '/api/tenants/secrets', payload: { name: 'stripe_key', value: 'sk_test_abcdef' } },
   { url: '/api/tenants/sessions', payload: { title: 'Planning' } },
-  { url: '/api/tenants/jobs', payload: { kind: 'diag.noop', input: {} } },
 ];
+// Diagnostic jobs are the operator's: the owner of the tenant is made operator here.
+await db.query(sql.unsafe`update users set is_operator = true where id = ${owner.userId}`);
 
 t.test('tenant routes: 401, 400 header, 404 for outsiders, 403 for viewers; nothing written', async (t) => {
   const before = await Promise.all(['tenant_secrets', 'chat_sessions', 'jobs'].map(count));
@@ -91,6 +92,20 @@ t.test('sessions are created in the header tenant, never one from the body', asy
   t.equal(res.statusCode, 201);
   const tenant = await db.oneFirst(sql.type(z.object({ tenant_id: z.string() }))`select tenant_id from chat_sessions where id = ${res.json().id}`);
   t.equal(tenant, owner.tenantId);
+});
+
+t.test('diagnostic jobs are for the platform operator only, in a tenant the operator administers', async (t) => {
+  const before = await count('jobs');
+  const payload = { kind: 'diag.steps', input: { steps: 100, delayMs: 60_000 } };
+  const post = (headers: Record<string, string>) => app.inject({ method: 'POST', url: '/api/tenants/jobs', headers, payload });
+  t.equal((await post({})).statusCode, 401);
+  const customer = await post(as(outsider, outsider.tenantId));
+  t.equal(customer.statusCode, 403, 'a tenant Admin who is not the operator is refused');
+  t.match(customer.json(), { error: 'forbidden', status: 403 });
+  t.equal((await post(as(viewer, owner.tenantId))).statusCode, 403);
+  t.equal((await post(as(owner))).statusCode, 400, 'the operator still names the tenant');
+  t.equal((await post(as(owner, outsider.tenantId))).statusCode, 404, "the operator is no member of another customer's tenant");
+  t.equal(await count('jobs'), before, 'nothing was enqueued');
 });
 
 t.test('a tenant job runs through the engine and is observable by poll and websocket', async (t) => {

@@ -1,0 +1,56 @@
+// Telling "PostgreSQL is unreachable right now" apart from every other
+// database error. Such errors are answered 503 with Retry-After, waited out
+// by the worker, and never end a process; anything else is a bug or bad data.
+import { BackendTerminatedError, BackendTerminatedUnexpectedlyError, ConnectionError } from 'slonik';
+
+/** Network and server states that mean the database is down or restarting. */
+const CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  '57P01', // admin_shutdown: the server is stopping
+  '57P02', // crash_shutdown
+  '57P03', // cannot_connect_now: starting up or shutting down
+  '08000', // connection_exception
+  '08001', // sqlclient_unable_to_establish_sqlconnection
+  '08003', // connection_does_not_exist
+  '08004', // sqlserver_rejected_establishment_of_sqlconnection
+  '08006', // connection_failure
+]);
+
+/** pg reports a dropped socket by message only. */
+const MESSAGES = [
+  'Connection terminated',
+  'connection terminated',
+  'Client has encountered a connection error',
+  'Connection is closed',
+  'timeout exceeded when trying to connect',
+  'Cannot use a pool after calling end',
+];
+
+export function isDatabaseUnavailable(error: unknown): boolean {
+  // Errors wrap each other (slonik around pg, AggregateError for several
+  // addresses): look through the chain, a few levels deep.
+  const seen = new Set<unknown>();
+  const queue: unknown[] = [error];
+  while (queue.length > 0 && seen.size < 10) {
+    const e = queue.shift();
+    if (!e || typeof e !== 'object' || seen.has(e)) continue;
+    seen.add(e);
+    if (e instanceof ConnectionError || e instanceof BackendTerminatedError || e instanceof BackendTerminatedUnexpectedlyError) return true;
+    const { code, message, cause, errors } = e as { code?: unknown; message?: unknown; cause?: unknown; errors?: unknown };
+    if (typeof code === 'string' && CODES.has(code)) return true;
+    if (typeof message === 'string' && MESSAGES.some((m) => message.includes(m))) return true;
+    queue.push(cause);
+    if (Array.isArray(errors)) queue.push(...errors);
+  }
+  return false;
+}
+
+/** Seconds a client should wait before retrying while the database is away. */
+export const DATABASE_RETRY_AFTER_S = 2;
