@@ -94,7 +94,7 @@ export function defineTask<S extends z.ZodType>(
       }
       const parsed = input.safeParse(envelope.data.input);
       if (!parsed.success) {
-        await failAttempt(deps.db, jobId, { code: 'invalid_input', message: z.prettifyError(parsed.error) }, true);
+        await failAttempt(deps.db, jobId, attempt, { code: 'invalid_input', message: z.prettifyError(parsed.error) }, true);
         return;
       }
       let completedWithin = false;
@@ -109,10 +109,10 @@ export function defineTask<S extends z.ZodType>(
         helpers,
         signal: helpers.abortSignal ? AbortSignal.any([helpers.abortSignal, cancel.signal]) : cancel.signal,
         progress: async (value) => {
-          await reportProgress(deps.db, jobId, value);
+          await reportProgress(deps.db, jobId, attempt, value);
         },
         completeWithin: async (tx, result) => {
-          if (!(await completeJob(tx, jobId, result))) throw new JobNotRecordedError('The job is no longer this attempt\'s to finish.');
+          if (!(await completeJob(tx, jobId, attempt, result))) throw new JobNotRecordedError('The job is no longer this attempt\'s to finish.');
           completedWithin = true;
         },
       };
@@ -123,7 +123,7 @@ export function defineTask<S extends z.ZodType>(
       try {
         const result = await untilCancelled(run(parsed.data, ctx), cancel.signal, deps.config.worker.cancelGraceMs, logger);
         if (cancel.signal.aborted && !completedWithin) return await endCancelled();
-        const recorded = completedWithin || (await completeJob(deps.db, jobId, result));
+        const recorded = completedWithin || (await completeJob(deps.db, jobId, attempt, result));
         if (!recorded && (await finishCancelled(deps.db, jobId))) return logger.info('job cancelled as it finished; no result recorded');
         logger.info({ recorded }, recorded ? 'job succeeded' : 'job finished by another attempt; result not recorded twice');
       } catch (error) {
@@ -137,7 +137,7 @@ export function defineTask<S extends z.ZodType>(
         const final = permanent || attempt >= maxAttempts;
         const code = error instanceof PermanentJobError || error instanceof RetryableJobError ? error.code : 'task_failed';
         const message = permanent || error instanceof RetryableJobError ? (error as Error).message : 'The task failed unexpectedly.';
-        await failAttempt(deps.db, jobId, { code, message }, final);
+        await failAttempt(deps.db, jobId, attempt, { code, message }, final);
         logger[final ? 'error' : 'warn']({ err: error, final }, final ? 'job failed' : 'job attempt failed; it will be retried');
         // Rethrow only to have Graphile Worker retry; a final failure is recorded
         // in our jobs table and the Graphile job is let go.

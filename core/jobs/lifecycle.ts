@@ -1,6 +1,8 @@
 // How a worker moves a platform job through its states. Every update is
-// guarded by the current status, so a retried or duplicated attempt can never
-// write a second result or resurrect a finished job. Each change fires the
+// guarded by the current status and by the attempt number (a fencing token):
+// an attempt that was given up on (its worker looked dead, or the database
+// was away) and runs on somewhere can never write progress, a result or a
+// failure over the attempt that replaced it, nor resurrect a finished job. Each change fires the
 // jobs_notify trigger, which is how websocket subscribers hear about it.
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
 import { JobRow } from './schema.ts';
@@ -23,19 +25,19 @@ export async function startAttempt(db: CommonQueryMethods, jobId: string, attemp
   return started;
 }
 
-export async function reportProgress(db: CommonQueryMethods, jobId: string, progress: unknown): Promise<boolean> {
+export async function reportProgress(db: CommonQueryMethods, jobId: string, attempt: number, progress: unknown): Promise<boolean> {
   const result = await db.query(sql.unsafe`
     update jobs set progress = ${sql.jsonb(progress as never)}
-    where id = ${jobId} and status = 'running'`);
+    where id = ${jobId} and status = 'running' and attempts = ${attempt}`);
   return result.rowCount === 1;
 }
 
 /** Records the result exactly once; false when another attempt already finished it. */
-export async function completeJob(db: CommonQueryMethods, jobId: string, result: unknown): Promise<boolean> {
+export async function completeJob(db: CommonQueryMethods, jobId: string, attempt: number, result: unknown): Promise<boolean> {
   const updated = await db.query(sql.unsafe`
     update jobs
     set status = 'succeeded', result = ${sql.jsonb((result ?? null) as never)}, error = null, finished_at = now()
-    where id = ${jobId} and status in ('queued', 'running')`);
+    where id = ${jobId} and status = 'running' and attempts = ${attempt}`);
   return updated.rowCount === 1;
 }
 
@@ -43,14 +45,14 @@ export async function completeJob(db: CommonQueryMethods, jobId: string, result:
  * A failed attempt: final failures end the job, others put it back to
  * 'queued' with the error marked as retrying, so clients can show it.
  */
-export async function failAttempt(db: CommonQueryMethods, jobId: string, failure: JobFailure, final: boolean): Promise<void> {
+export async function failAttempt(db: CommonQueryMethods, jobId: string, attempt: number, failure: JobFailure, final: boolean): Promise<void> {
   const error = { code: failure.code, message: failure.message, retrying: !final };
   await db.query(sql.unsafe`
     update jobs
     set status = ${final ? 'failed' : 'queued'},
         error = ${sql.jsonb(error)},
         finished_at = case when ${final} then now() else null end
-    where id = ${jobId} and status in ('queued', 'running')`);
+    where id = ${jobId} and status in ('queued', 'running') and attempts = ${attempt}`);
 }
 
 /**

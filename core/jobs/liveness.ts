@@ -25,6 +25,11 @@ export type SweepResult = { unlockedWorkers: string[]; requeuedJobs: number };
 export async function sweepDeadWorkers(db: DatabasePool, staleAfterMs: number): Promise<SweepResult> {
   return db.transaction(async (tx) => {
     const stale = sql.fragment`now() - make_interval(secs => ${staleAfterMs / 1000})`;
+    // Nobody could beat while the server was down: right after a restart every
+    // heartbeat looks stale. Judge none before the workers had time to beat again.
+    const justStarted = await tx.oneFirst(sql.type(z.object({ recent: z.boolean() }))`
+      select pg_postmaster_start_time() > ${stale} as recent`);
+    if (justStarted) return { unlockedWorkers: [], requeuedJobs: 0 };
     const dead = await tx.anyFirst(sql.type(z.object({ worker_id: z.string() }))`
       with gone as (
         delete from worker_heartbeats where last_seen_at < ${stale} returning worker_id

@@ -10,7 +10,7 @@ import { sql } from '../../core/db/pool.ts';
 import { enqueueJobs } from '../../core/jobs/enqueue.ts';
 import { JobEventHub } from '../../core/jobs/events.ts';
 import { GroupCommitter } from '../../core/jobs/group-commit.ts';
-import { completeJob } from '../../core/jobs/lifecycle.ts';
+import { completeJob, startAttempt } from '../../core/jobs/lifecycle.ts';
 import { sleep } from './measure.ts';
 import { summarize, type BenchContext, type Latencies } from './scenarios.ts';
 
@@ -26,6 +26,8 @@ export async function websocketLatency(ctx: BenchContext, config: Config, sample
   const token = await signPlatformToken({ userId }, config.secrets.PLATFORM_JWT_SECRET, config.baseUrl);
 
   const jobs = await db.transaction((tx) => enqueueJobs(tx, Array.from({ length: samples }, () => ({ kind: 'bench.idle', tenantId: ctx.tenantId }))));
+  // Running, as a worker would have them, so the finishing update is the real one.
+  for (const job of jobs) await startAttempt(db, job.id, 1, 'bench');
   const socket = new WebSocket(`${base.replace('http', 'ws')}/api/ws`, { headers: { authorization: `Bearer ${token}` } });
   const arrivals = new Map<string, (at: number) => void>();
   let snapshots = 0;
@@ -35,7 +37,7 @@ export async function websocketLatency(ctx: BenchContext, config: Config, sample
     const at = performance.now();
     const message = JSON.parse(String(data)) as { type: string; job?: { id: string; status: string } };
     if (message.type !== 'job' || !message.job) return;
-    if (message.job.status === 'queued' && ++snapshots === samples) allSubscribed();
+    if (message.job.status === 'running' && ++snapshots === samples) allSubscribed();
     if (message.job.status === 'succeeded') arrivals.get(message.job.id)?.(at);
   });
   await new Promise((resolve, reject) => socket.once('open', resolve).once('error', reject));
@@ -48,7 +50,7 @@ export async function websocketLatency(ctx: BenchContext, config: Config, sample
     // The clock starts as the finishing update is sent: the message can
     // arrive before the commit's reply is processed in this same process.
     const sent = performance.now();
-    await completeJob(db, job.id, { ok: true });
+    await completeJob(db, job.id, 1, { ok: true });
     results.push((await arrived) - sent);
     await sleep(2);
   }

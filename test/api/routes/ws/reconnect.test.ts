@@ -58,7 +58,7 @@ t.test('a change made while the LISTEN connection is down still reaches subscrib
   await admin.query('select pg_terminate_backend($1)', [pid]);
   await admin.end();
   await startAttempt(api.db, jobId, 1, 'test');
-  await completeJob(api.db, jobId, { done: true });
+  await completeJob(api.db, jobId, 1, { done: true });
 
   const final = (await socket.next((m) => isJobMessage(jobId)(m) && (m.job as { status: string }).status === 'succeeded', 20_000)).job as { result: unknown };
   t.same(final.result, { done: true }, 'final state delivered by the re-read after reconnecting');
