@@ -1,6 +1,7 @@
 // The process entries as an operator runs them: clear refusals for bad
 // configuration and an unmigrated database, a clean stop on SIGTERM.
 import t from 'tap';
+import { z } from 'zod';
 import { createTestDatabase } from '../helpers/db.ts';
 import { testEnv } from '../helpers/config.ts';
 import { waitForOutput } from '../helpers/wait.ts';
@@ -57,4 +58,26 @@ t.test('/readyz says not ready, and why, on an unmigrated database', async (t) =
   t.equal(res.statusCode, 503);
   t.match(res.json(), { status: 'not_ready', checks: { migrations: 'pending' }, pendingMigrations: ['0001_engine.sql'] });
   t.equal((await app.inject('/healthz')).statusCode, 200, 'still alive');
+});
+
+t.test("Ctrl-C delivered twice (the terminal's and npm's) is one graceful stop: the running job finishes", async (t) => {
+  const { createDatabasePool, sql } = await import('../../core/db/pool.ts');
+  const { createMember, enqueue } = await import('../helpers/fixtures.ts');
+  const { waitFor } = await import('../helpers/wait.ts');
+  const url = await createTestDatabase(t);
+  const db = await createDatabasePool(url, { maximumPoolSize: 2 });
+  t.teardown(() => db.end());
+  const member = await createMember(db);
+  const p = spawnEntry(t, 'workers/runner.ts', testEnv(url, { LOG_LEVEL: 'info' }));
+  await waitForOutput(p, /worker started/);
+  const jobId = await enqueue(db, { kind: 'diag.steps', tenantId: member.tenantId, input: { steps: 6, delayMs: 250 } });
+  const status = () => db.oneFirst(sql.type(z.object({ status: z.string() }))`select status from jobs where id = ${jobId}`);
+  await waitFor('the job to run', async () => (await status()) === 'running');
+  p.child.kill('SIGINT');
+  await new Promise((resolve) => setTimeout(resolve, 20));
+  p.child.kill('SIGINT');
+  t.equal(await p.exited, 0, 'graceful exit, not the forced one');
+  t.equal(await status(), 'succeeded', 'the job finished before the worker stopped');
+  t.notMatch(p.output(), /second signal/);
+  t.match(p.output(), /worker stopped/);
 });
