@@ -1,19 +1,19 @@
 // Admission to /api/agent/v1/* and /mcp before any route runs: 503
 // temporarily_disabled while agent authentication is switched off
 // (AGENT_AUTH_DISABLED), and a per-principal request limit answering 429
-// with Retry-After and the SharedRateLimitError body. The limit is counted
-// in each api replica's memory (a fixed window per principal): it guards the
-// replica's own capacity, so it needs no database round trip per request.
+// with Retry-After and the SharedRateLimitError body. The limit is shared by
+// every api replica (a fixed window per principal, leased from PostgreSQL in
+// blocks of AGENT_API_RATE_LEASE tokens; see core/agent/admission.ts), so it
+// needs no database round trip per request.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
+import { SharedAdmission } from '../../core/agent/admission.ts';
 import { bearerToken } from '../../core/auth/platform-token.ts';
 import { AgentHttpError } from '../errors.ts';
 
-const MAX_TRACKED = 100_000;
-
 async function agentAdmission(app: FastifyInstance) {
-  const { agentAuthDisabled, agentRateLimit, agentRateWindowMs } = app.config.identity;
-  const windows = new Map<string, { start: number; count: number }>();
+  const { agentAuthDisabled, agentRateLimit, agentRateWindowMs, agentRateLease } = app.config.identity;
+  const admission = new SharedAdmission(app.db, { limit: agentRateLimit, windowMs: agentRateWindowMs, lease: agentRateLease }, app.log);
 
   // The verified principal (cached verification, shared with the route's own
   // check), or the client IP for requests without a valid token.
@@ -33,17 +33,10 @@ async function agentAdmission(app: FastifyInstance) {
     if (agentAuthDisabled) {
       throw new AgentHttpError(503, 'temporarily_disabled', 'Agent authentication is switched off here for now; do not bypass it, retry later.', 'retry_later');
     }
-    const now = Date.now();
     const key = await keyOf(request, mcp);
-    let window = windows.get(key);
-    if (!window || now - window.start >= agentRateWindowMs) {
-      if (!window && windows.size >= MAX_TRACKED) windows.delete(windows.keys().next().value!);
-      window = { start: now, count: 0 };
-      windows.set(key, window);
-    }
-    window.count++;
-    if (window.count > agentRateLimit) {
-      const retryAfter = Math.max(0, Math.ceil((window.start + agentRateWindowMs - now) / 1000));
+    if (!(await admission.admit(key))) {
+      // To the end of the fixed window, which every replica shares.
+      const retryAfter = admission.retryAfterSeconds();
       // debug: a flood of refused requests must not become a flood of log lines
       request.log.debug({ retryAfter }, 'agent admission limit reached');
       return reply

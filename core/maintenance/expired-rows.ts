@@ -36,6 +36,12 @@ export const EXPIRING_ROWS: ExpiringRows[] = [
     expired: () => sql.fragment`window_start < now() - interval '1 day'`,
   },
   {
+    // A minute past the window's end: replicas' clocks may differ a little.
+    name: 'closed agent admission windows',
+    table: 'agent_admission_windows',
+    expired: (config) => sql.fragment`window_start < now() - make_interval(secs => ${config.identity.agentRateWindowMs / 1000 + 60})`,
+  },
+  {
     name: 'spent or expired refresh tokens',
     table: 'auth_refresh_tokens',
     expired: () => sql.fragment`expires_at < now() - interval '1 day'`,
