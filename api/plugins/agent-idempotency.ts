@@ -11,23 +11,32 @@
 //   - the key with another request: 409 idempotency_conflict; while the first
 //     still runs: 409 idempotency_in_progress (the claim commits at once, so
 //     of two identical requests at the same instant exactly one runs);
+//   - the claim carries a lease of AGENT_IDEMPOTENCY_LEASE_MS that its request
+//     renews every third of it until it finishes, so only a claim whose owner
+//     died (crash, kill -9, lost host) stops being renewed; the identical
+//     retry after the lease takes it over and runs once (core/idempotency.ts).
+//     Remaining window: the operation commits in its own transaction and the
+//     outcome is recorded just after; a process that dies between the two
+//     leaves a claim whose takeover runs the operation again. That gap is a
+//     few milliseconds per request (closing it needs each operation to record
+//     inside its own transaction, which the operations do not do yet);
 //   - a refusal thrown with recordIdempotency=false (readiness refusals) and
 //     unexpected 5xx answers are not recorded: the identical retry runs.
+import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
-import { sql } from '../../core/db/pool.ts';
-import { claimIdempotencyKey, fingerprint, recordIdempotentResponse } from '../../core/idempotency.ts';
+import { claimIdempotencyKey, fingerprint, recordIdempotentResponse, releaseIdempotencyClaim, renewIdempotencyLease } from '../../core/idempotency.ts';
 import { AgentHttpError, IDEMPOTENCY_KEY_BOUNDS, INVALID_IDEMPOTENCY_KEY } from '../errors.ts';
 import type { AgentPrincipal } from './agent-auth.ts';
 
-type Claimed = { scope: string; tenantId: string; key: string; record: boolean };
+type Claimed = { scope: string; tenantId: string; key: string; record: boolean; owner: string; stopRenewing: () => void };
 type Claim = { kind: 'run'; claimed: Claimed } | { kind: 'replay'; status: number; body: unknown };
 type Mutation = { method: string; path: string; body: unknown };
 
 /** The key store both surfaces use. */
 export type AgentKeys = {
   claim: (agent: AgentPrincipal, key: unknown, mutation: Mutation) => Promise<Claim>;
-  /** Records the outcome (or drops the claim when it must not be recorded). */
+  /** Stops renewing the lease and records the outcome (or drops the claim when it must not be recorded). */
   finish: (claimed: Claimed, status: number, body: unknown) => Promise<void>;
 };
 
@@ -41,6 +50,7 @@ declare module 'fastify' {
       preHandler: (request: FastifyRequest, reply: FastifyReply) => Promise<unknown>;
       onSend: (request: FastifyRequest, reply: FastifyReply, payload: unknown) => Promise<unknown>;
       onError: (request: FastifyRequest, reply: FastifyReply, error: Error) => Promise<void>;
+      onResponse: (request: FastifyRequest) => Promise<void>;
     };
   }
 }
@@ -56,16 +66,48 @@ const validKey = (key: unknown): key is string =>
 async function agentIdempotency(app: FastifyInstance) {
   app.decorateRequest('agentIdempotency', null);
 
-  const forget = (c: Claimed) =>
-    app.db.query(sql.unsafe`delete from idempotency_records where scope = ${c.scope} and tenant_id = ${c.tenantId} and key = ${c.key}`);
+  const leaseMs = app.config.identity.idempotencyLeaseMs;
+
+  /**
+   * Renews the claim every third of the lease while its request runs (a
+   * request shorter than that costs no query). Stops once the claim is not
+   * its own any more; a failed renewal is retried at the next tick.
+   */
+  function renewWhileRunning(c: Omit<Claimed, 'stopRenewing'>): () => void {
+    let stopped = false;
+    let timer: NodeJS.Timeout | undefined;
+    const tick = async () => {
+      try {
+        const held = await renewIdempotencyLease(app.db, { ...c, lease: { owner: c.owner, ms: leaseMs } });
+        if (!held) {
+          if (!stopped) app.log.warn({ idempotencyKey: c.key, scope: c.scope }, 'idempotency claim lost while its request runs (taken over after a missed lease)');
+          stopped = true;
+        }
+      } catch (error) {
+        app.log.warn({ err: error, idempotencyKey: c.key }, 'could not renew an idempotency lease; retrying');
+      }
+      schedule();
+    };
+    const schedule = () => {
+      if (stopped) return;
+      timer = setTimeout(() => void tick(), leaseMs / 3);
+      timer.unref();
+    };
+    schedule();
+    return () => {
+      stopped = true;
+      clearTimeout(timer);
+    };
+  }
 
   const keys: AgentKeys = {
     async claim(agent, key, mutation) {
       if (!validKey(key)) throw new AgentHttpError(400, 'invalid_idempotency_key', INVALID_IDEMPOTENCY_KEY, 'fix_request');
-      const claimed: Claimed = { scope: `agent:${agent.principalId}`, tenantId: agent.tenantId, key, record: true };
+      const id = { scope: `agent:${agent.principalId}`, tenantId: agent.tenantId, key, record: true, owner: randomUUID() };
       const claim = await claimIdempotencyKey(app.db, {
-        ...claimed,
+        ...id,
         fingerprint: fingerprint({ method: mutation.method, path: mutation.path, body: mutation.body ?? null }),
+        lease: { owner: id.owner, ms: leaseMs },
       });
       if (claim.kind === 'conflict') {
         throw new AgentHttpError(409, 'idempotency_conflict', 'This Idempotency-Key belongs to another request; use a new key for new work.', 'use_new_idempotency_key');
@@ -74,11 +116,16 @@ async function agentIdempotency(app: FastifyInstance) {
         throw new AgentHttpError(409, 'idempotency_in_progress', 'The first request with this key is still running; retry it unchanged shortly.', 'retry_same_request_later');
       }
       if (claim.kind === 'replay') return claim;
-      return { kind: 'run', claimed };
+      return { kind: 'run', claimed: { ...id, stopRenewing: renewWhileRunning(id) } };
     },
     async finish(claimed, status, body) {
-      if (!claimed.record || status >= 500) await forget(claimed);
-      else await recordIdempotentResponse(app.db, { ...claimed, status, body });
+      // Stopped before the write: if the write fails, the claim lapses after
+      // its lease instead of being renewed for as long as the process lives.
+      claimed.stopRenewing();
+      const own = !claimed.record || status >= 500
+        ? await releaseIdempotencyClaim(app.db, claimed)
+        : await recordIdempotentResponse(app.db, { ...claimed, status, body });
+      if (!own) app.log.warn({ idempotencyKey: claimed.key, scope: claimed.scope }, 'idempotency claim was taken over before its request finished; outcome not recorded');
     },
   };
   app.decorate('agentKeys', keys);
@@ -120,7 +167,17 @@ async function agentIdempotency(app: FastifyInstance) {
     return payload;
   };
 
-  app.decorate('agentIdempotency', () => ({ preHandler, onSend, onError }));
+  // Backstop: a response that went out without our onSend (it always runs
+  // today) must not leave its claim renewed for the life of the process.
+  const onResponse = async (request: FastifyRequest) => {
+    const claimed = request.agentIdempotency;
+    if (!claimed) return;
+    request.agentIdempotency = null;
+    claimed.record = false;
+    await keys.finish(claimed, 500, null);
+  };
+
+  app.decorate('agentIdempotency', () => ({ preHandler, onSend, onError, onResponse }));
 }
 
 export default fp(agentIdempotency, { name: 'agent-idempotency', dependencies: ['agent-auth'] });
