@@ -60,7 +60,10 @@ export async function startWorker({ config, databaseUrl, logger, concurrency }: 
     // that forwards everything to the public one.
     const own = new EventEmitter();
     const forward = own.emit.bind(own);
-    own.emit = (name: string | symbol, ...args: unknown[]) => forward(name, ...args) || events.emit(name as never, ...(args as [never]));
+    own.emit = (name: string | symbol, ...args: unknown[]) => {
+      const heard = forward(name, ...args);
+      return events.emit(name as never, ...(args as [never])) || heard;
+    };
     const generation: Generation = { runner: null as unknown as Runner, poolId: 'unknown', ids: new Set(), gate: tenantCap < size ? new TenantGate(tenantCap) : null, retired: false };
     const { ids, gate } = generation;
     // Graphile 0.17 locks jobs under the pool id as well as worker ids: both

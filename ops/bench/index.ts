@@ -2,7 +2,7 @@
 // measured in the same run. Prints a table; nothing here is pass/fail.
 //   BENCH_SECONDS   duration of each throughput phase (default 4)
 //   BENCH_SAMPLES   latency samples per figure (default 300)
-//   BENCH_ONLY      comma list of sections to run: jobs, websocket, chat, http
+//   BENCH_ONLY      comma list of sections to run: jobs, fairness, websocket, chat, http
 //                   (default all; the raw-insert baseline always runs)
 import { mkdtempSync, rmSync, chmodSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -33,13 +33,14 @@ import {
   type BenchContext,
 } from './scenarios.ts';
 import { chatFigures } from './chat.ts';
+import { fairnessFigures } from './fairness.ts';
 import { httpFigures } from './http.ts';
 import { websocketLatency } from './websocket.ts';
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 4);
 const samples = Number(process.env.BENCH_SAMPLES ?? 300);
 const selected = process.env.BENCH_ONLY ? new Set(process.env.BENCH_ONLY.split(',').map((x) => x.trim())) : null;
-const only = (section: 'jobs' | 'websocket' | 'chat' | 'http') => !selected || selected.has(section);
+const only = (section: 'jobs' | 'fairness' | 'websocket' | 'chat' | 'http') => !selected || selected.has(section);
 const logger = createLogger(process.env.LOG_LEVEL ?? 'warn', 'bench');
 const scratch = mkdtempSync(path.join(tmpdir(), 'platform-bench-'));
 chmodSync(scratch, 0o755);
@@ -62,10 +63,13 @@ try {
   report.add('raw insert/s, 32 connections', raw32.perSecond, 'ops/s');
   const rawBase = { name: 'raw insert 32c', value: raw32.perSecond };
 
-  const config = loadConfig({ DATABASE_URL: url, NODE_ENV: 'production', LOG_LEVEL: 'warn', DATA_DIR: scratch,
+  const benchEnv = { DATABASE_URL: url, NODE_ENV: 'production', LOG_LEVEL: 'warn', DATA_DIR: scratch,
     PLATFORM_JWT_SECRET: Buffer.alloc(32, 3).toString('base64'), DATA_ENCRYPTION_KEY: Buffer.alloc(32, 4).toString('base64'),
     WORKER_CONCURRENCY: '8', WS_MAX_SUBSCRIPTIONS: String(samples + 10), PORT: '0',
-    AGENT_API_RATE_LIMIT: '1000000' }); // the bench measures throughput, not the admission limit
+    AGENT_API_RATE_LIMIT: '1000000' }; // the bench measures throughput, not the admission limit
+  const config = loadConfig(benchEnv);
+  // Plain Graphile has no per-tenant cap: compare like with like, and show the shipped default too.
+  const uncappedConfig = loadConfig({ ...benchEnv, WORKER_TENANT_CONCURRENCY: '8' });
 
   if (only('jobs')) {
     // (b) raw Graphile Worker.
@@ -84,21 +88,29 @@ try {
     const grouped = await enqueueGrouped(ctx, 32, db);
     report.add('our enqueue/s, group commit, 32 callers', grouped.perSecond, 'ops/s', rawBase, '>= 0.30x');
 
-    // Our worker draining no-op jobs, with status updates and NOTIFY per job.
-    await resetQueues(ctx);
-    await enqueueBacklog(ctx, 5000);
-
+    // Our worker draining no-op jobs of one tenant, with status updates and
+    // NOTIFY per job: with the per-tenant cap off, then as shipped (cap 4 of 8).
     // Counted in the database: the worker starts on the backlog before any
     // event listener could be attached.
-    const t0 = performance.now();
-    const worker = await startWorker({ config, databaseUrl: url, logger });
-    for (;;) {
-      const succeeded = await db.oneFirst(sql.type(z.object({ n: z.number() }))`
-        select count(*)::int as n from jobs where kind = 'diag.noop' and status = 'succeeded'`);
-      if (succeeded >= 5000) break;
-      await sleep(20);
-    }
-    report.add('our no-op jobs executed/s (concurrency 8)', 5000 / ((performance.now() - t0) / 1000), 'jobs/s', { name: 'graphile', value: rawRun });
+    const drain = async (workerConfig: typeof config) => {
+      await resetQueues(ctx);
+      await enqueueBacklog(ctx, 5000);
+      const t0 = performance.now();
+      const drainer = await startWorker({ config: workerConfig, databaseUrl: url, logger });
+      for (;;) {
+        const succeeded = await db.oneFirst(sql.type(z.object({ n: z.number() }))`
+          select count(*)::int as n from jobs where kind = 'diag.noop' and status = 'succeeded'`);
+        if (succeeded >= 5000) break;
+        await sleep(20);
+      }
+      const perSecond = 5000 / ((performance.now() - t0) / 1000);
+      return { perSecond, drainer };
+    };
+    const uncapped = await drain(uncappedConfig);
+    await uncapped.drainer.stop();
+    report.add('our no-op jobs executed/s (concurrency 8, tenant cap off)', uncapped.perSecond, 'jobs/s', { name: 'graphile', value: rawRun });
+    const { perSecond: cappedRate, drainer: worker } = await drain(config);
+    report.add(`our no-op jobs executed/s (one tenant, cap ${config.worker.tenantConcurrency} of 8)`, cappedRate, 'jobs/s', { name: 'graphile', value: rawRun });
 
     // (d) enqueue -> task start latency; baseline: raw add_job -> start.
     await resetQueues(ctx);
@@ -125,6 +137,14 @@ try {
       report.add(`enqueue -> task start ${p}`, ourStart[p], 'ms', { name: `graphile ${p}`, value: rawStart[p] }, p === 'p50' ? '<= 5 ms' : undefined);
     }
     await worker.stop();
+  }
+
+  if (only('fairness')) {
+    // (d2) One noisy tenant's backlog; a quiet tenant's jobs start within ms with the cap.
+    const fair = await fairnessFigures(ctx, benchEnv);
+    for (const p of ['p50', 'p99'] as const) {
+      report.add(`quiet tenant job start behind a noisy backlog, ${p} (cap ${fair.cap} of 8)`, fair.capped[p], 'ms', { name: `cap off ${p}`, value: fair.uncapped[p] });
+    }
   }
 
   if (only('websocket')) {
