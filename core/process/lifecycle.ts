@@ -63,6 +63,11 @@ export function onLostDatabaseWork(listener: (error: unknown) => void): () => vo
   return () => lostDatabaseWork.delete(listener);
 }
 
+/** Hands a rejection caused by an unreachable database to the recoverers. */
+export function reportLostDatabaseWork(error: unknown): void {
+  for (const listener of lostDatabaseWork) listener(error);
+}
+
 /**
  * Installed by every process entry. A promise rejected because PostgreSQL is
  * unreachable must never end the process: it is logged and handed to whoever
@@ -73,7 +78,7 @@ export function guardUnhandledRejections(logger: Logger): void {
   process.on('unhandledRejection', (reason) => {
     if (isDatabaseUnavailable(reason)) {
       logger.warn({ reason: (reason as Error)?.message }, 'database unreachable: an operation failed and will be recovered');
-      for (const listener of lostDatabaseWork) listener(reason);
+      reportLostDatabaseWork(reason);
       return;
     }
     logger.fatal({ err: reason }, 'unhandled promise rejection; stopping');
