@@ -12,6 +12,8 @@ import { sql } from '../../core/db/pool.ts';
 import { PlatformHttpError } from '../errors.ts';
 
 export type AuthenticatedUser = { userId: string; isOperator: boolean };
+/** What a token proves, until when: a websocket outlives a request and must close at the expiry. */
+export type TokenUser = AuthenticatedUser & { expiresAt: Date };
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -20,7 +22,7 @@ declare module 'fastify' {
   interface FastifyInstance {
     requireUser: (request: FastifyRequest) => Promise<void>;
     requireOperator: (request: FastifyRequest) => Promise<void>;
-    authenticateToken: (token: string) => Promise<AuthenticatedUser>;
+    authenticateToken: (token: string) => Promise<TokenUser>;
   }
 }
 
@@ -34,13 +36,13 @@ async function platformAuth(app: FastifyInstance) {
   // A valid signature is not enough: the account must still exist (cached
   // per replica, dropped by NOTIFY when the user changes or is deleted).
   const users = new InvalidatedCache<{ is_operator: boolean } | null>(app.jobEvents, 'user_cache_events');
-  const authenticateToken = async (token: string): Promise<AuthenticatedUser> => {
-    const { userId } = await verifyPlatformToken(token, secret, issuer);
+  const authenticateToken = async (token: string): Promise<TokenUser> => {
+    const { userId, expiresAt } = await verifyPlatformToken(token, secret, issuer);
     const row = await users.get(`user:${userId}`, () =>
       app.db.maybeOne(sql.type(z.object({ is_operator: z.boolean() }))`select is_operator from users where id = ${userId}`),
     );
     if (!row) throw new InvalidTokenError('account no longer exists');
-    return { userId, isOperator: row.is_operator };
+    return { userId, isOperator: row.is_operator, expiresAt };
   };
 
   app.decorateRequest('user', null);

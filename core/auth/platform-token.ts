@@ -1,6 +1,6 @@
 // Platform JWTs (the "JWT" of the spec's Auth column), issued to people at
 // login: 15 minutes, renewed with a refresh token (core/accounts).
-import { signSessionToken, verifySessionToken } from './session-token.ts';
+import { signSessionToken, verifySessionTokenClaims } from './session-token.ts';
 
 export { bearerToken, InvalidTokenError } from './session-token.ts';
 
@@ -12,6 +12,10 @@ export async function signPlatformToken(principal: PlatformPrincipal, secret: Ui
   return signSessionToken('platform', principal.userId, secret, issuer, ttlSeconds);
 }
 
-export async function verifyPlatformToken(token: string, secret: Uint8Array, issuer: string): Promise<PlatformPrincipal> {
-  return { userId: await verifySessionToken('platform', token, secret, issuer) };
+/** The principal, and when its token expires (websockets close then). */
+export type VerifiedPlatformToken = PlatformPrincipal & { expiresAt: Date };
+
+export async function verifyPlatformToken(token: string, secret: Uint8Array, issuer: string): Promise<VerifiedPlatformToken> {
+  const { subject, expiresAt } = await verifySessionTokenClaims('platform', token, secret, issuer);
+  return { userId: subject, expiresAt };
 }

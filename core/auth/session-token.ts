@@ -22,10 +22,15 @@ export async function signSessionToken(kind: SessionKind, subject: string, secre
 
 /** The subject of a valid token of this kind; InvalidTokenError otherwise. */
 export async function verifySessionToken(kind: SessionKind, token: string, secret: Uint8Array, issuer: string): Promise<string> {
+  return (await verifySessionTokenClaims(kind, token, secret, issuer)).subject;
+}
+
+/** Subject and expiry of a valid token (long-lived connections close at the expiry). */
+export async function verifySessionTokenClaims(kind: SessionKind, token: string, secret: Uint8Array, issuer: string): Promise<{ subject: string; expiresAt: Date }> {
   try {
-    const { payload } = await jwtVerify(token, secret, { algorithms: ['HS256'], issuer, audience: kind });
+    const { payload } = await jwtVerify(token, secret, { algorithms: ['HS256'], issuer, audience: kind, requiredClaims: ['exp'] });
     if (typeof payload.sub !== 'string' || payload.typ !== kind) throw new InvalidTokenError('token has no subject');
-    return payload.sub;
+    return { subject: payload.sub, expiresAt: new Date(payload.exp! * 1000) };
   } catch (error) {
     if (error instanceof InvalidTokenError) throw error;
     if (error instanceof joseErrors.JWTExpired) throw new InvalidTokenError('token expired');

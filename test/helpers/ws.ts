@@ -60,3 +60,106 @@ export class TestSocket {
 }
 
 export const isJobMessage = (jobId: string) => (m: Received) => m.type === 'job' && (m.job as { id: string }).id === jobId;
+
+type FollowedJob = { id: string; status: string; version: number; result: unknown };
+const FINAL = new Set(['succeeded', 'failed', 'cancelled']);
+
+/**
+ * A client as an application would write one: it follows jobs, and when the
+ * connection drops it reconnects (with backoff, until stopped) and subscribes
+ * again to every job whose final state it has not read yet.
+ */
+export class FollowingClient {
+  readonly finals = new Map<string, FollowedJob>();
+  readonly errors: Received[] = [];
+  /** Connections that reached "ready". */
+  connections = 0;
+  private ws: WebSocket | null = null;
+  private stopped = false;
+  private waiters: Array<() => void> = [];
+
+  constructor(
+    private readonly url: string,
+    private readonly token: string,
+    private readonly jobIds: readonly string[],
+  ) {
+    void this.run();
+  }
+
+  /** Resolves once the final state of every followed job was read. */
+  async allFinal(timeoutMs: number): Promise<Map<string, FollowedJob>> {
+    await this.until(() => this.jobIds.every((id) => this.finals.has(id)), timeoutMs, 'every final state');
+    return this.finals;
+  }
+
+  /** Resolves once `check` holds (checked on every message and connection). */
+  until(check: () => boolean, timeoutMs: number, what: string): Promise<void> {
+    if (check()) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what}; finals ${[...this.finals.keys()]}, errors ${JSON.stringify(this.errors)}`)), timeoutMs);
+      const waiter = () => {
+        if (!check()) return;
+        clearTimeout(timer);
+        this.waiters = this.waiters.filter((w) => w !== waiter);
+        resolve();
+      };
+      this.waiters.push(waiter);
+    });
+  }
+
+  stop() {
+    this.stopped = true;
+    this.ws?.terminate();
+  }
+
+  private async run() {
+    let delay = 100;
+    while (!this.stopped) {
+      const closed = await this.connectOnce().catch(() => false);
+      if (this.stopped) return;
+      if (closed) delay = 100; // it was up: start the backoff again
+      await new Promise((r) => setTimeout(r, delay));
+      delay = Math.min(delay * 2, 1_000);
+    }
+  }
+
+  /** One connection, until it closes; false when it never opened. */
+  private connectOnce(): Promise<boolean> {
+    return new Promise((resolve, reject) => {
+      const ws = new WebSocket(this.url, { headers: { authorization: `Bearer ${this.token}` } });
+      this.ws = ws;
+      let opened = false;
+      ws.once('open', () => (opened = true));
+      ws.on('error', () => undefined); // 'close' follows, or the refusal below
+      ws.once('unexpected-response', (_req, res) => {
+        res.resume();
+        ws.terminate();
+        reject(new Error(`upgrade refused: ${res.statusCode}`));
+      });
+      ws.once('close', () => resolve(opened));
+      ws.on('message', (data) => this.onMessage(ws, JSON.parse(String(data)) as Received));
+    });
+  }
+
+  private subscribe(ws: WebSocket, jobId: string) {
+    if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: 'subscribe', jobId }));
+  }
+
+  private onMessage(ws: WebSocket, message: Received) {
+    if (message.type === 'ready') {
+      this.connections++;
+      for (const id of this.jobIds) if (!this.finals.has(id)) this.subscribe(ws, id);
+    } else if (message.type === 'job') {
+      const job = message.job as FollowedJob;
+      if (FINAL.has(job.status)) this.finals.set(job.id, job);
+    } else if (message.type === 'error') {
+      this.errors.push(message);
+      // The protocol says: an unavailable subscribe is to be sent again.
+      if (message.code === 'unavailable' && typeof message.jobId === 'string') {
+        const jobId = message.jobId;
+        setTimeout(() => this.subscribe(ws, jobId), 500);
+      }
+    }
+    for (const waiter of [...this.waiters]) waiter();
+  }
+}

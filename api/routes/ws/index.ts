@@ -2,15 +2,21 @@
 // Authorization header on the upgrade request, or with a first
 // {type:"auth"} message; never with a token in the URL.
 import websocket from '@fastify/websocket';
-import type { FastifyInstance } from 'fastify';
-import { bearerToken, InvalidTokenError, type PlatformPrincipal } from '../../../core/auth/platform-token.ts';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { bearerToken, InvalidTokenError } from '../../../core/auth/platform-token.ts';
 import { PlatformHttpError } from '../../errors.ts';
-import { CLOSE, WsSession } from './session.ts';
+import { SessionDirectory } from './directory.ts';
+import { CLOSE, WsSession, type SessionPrincipal } from './session.ts';
 
 const MAX_FRAME_BYTES = 64 * 1024;
 
 export default async function wsRoutes(app: FastifyInstance) {
   const sessions = new Set<WsSession>();
+  // One per process: user and membership changes reach the sockets of that user.
+  const directory = new SessionDirectory(app.db, app.jobEvents, app.log, CLOSE);
+  app.addHook('onClose', async () => directory.stop());
+  // The header's identity with its expiry, from preValidation to the handler.
+  const verified = new WeakMap<FastifyRequest, SessionPrincipal>();
   const heartbeat = setInterval(() => sessions.forEach((s) => s.heartbeat()), app.config.ws.heartbeatMs);
   heartbeat.unref();
 
@@ -37,7 +43,9 @@ export default async function wsRoutes(app: FastifyInstance) {
         const token = bearerToken(request.headers.authorization);
         if (!token) throw new PlatformHttpError(401, 'unauthorized', 'Authorization must be `Bearer <platform token>`.');
         try {
-          request.user = await app.authenticateToken(token);
+          const user = await app.authenticateToken(token);
+          request.user = user;
+          verified.set(request, user);
         } catch (error) {
           if (error instanceof InvalidTokenError) throw new PlatformHttpError(401, 'unauthorized', `The platform token is invalid: ${error.message}.`);
           throw error;
@@ -51,8 +59,8 @@ export default async function wsRoutes(app: FastifyInstance) {
       }
       const session = new WsSession(
         socket,
-        { config: app.config, db: app.db, hub: app.jobEvents, log: request.log, authenticate: app.authenticateToken },
-        request.user as PlatformPrincipal | null,
+        { config: app.config, db: app.db, hub: app.jobEvents, log: request.log, authenticate: app.authenticateToken, directory },
+        verified.get(request) ?? null,
       );
       sessions.add(session);
       socket.on('close', () => sessions.delete(session));
