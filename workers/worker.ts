@@ -165,7 +165,8 @@ export async function startWorker({ config, databaseUrl, logger, concurrency }: 
       await forgetWorkers(db, ids).catch(() => undefined);
       await cancels.stop();
       await graphilePool.end().catch(() => undefined);
-      await db.end();
+      // slonik's end() throws when a connection died during an outage: not a failed stop.
+      await db.end().catch((error) => logger.debug({ err: error }, 'database pool ended with an error'));
       logger.info('worker stopped');
     })());
 

@@ -40,7 +40,7 @@ export async function buildTestApp(t: Test, databaseUrl: string, overrides: Reco
     closed = true;
     await app.close();
     await hub.stop();
-    await db.end();
+    await db.end().catch(() => undefined); // throws after a connection died in an outage test
   };
   t.teardown(close);
   return { app, db, hub, config, logs: () => lines.join(''), close };
