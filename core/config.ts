@@ -2,7 +2,7 @@
 // Read once from the environment; a bad value stops the process with a message
 // that names the variable. Secrets missing in development are generated once
 // and kept under DATA_DIR; in production a missing secret is a startup error.
-import { randomBytes } from 'node:crypto';
+import { createHmac, randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
@@ -87,6 +87,21 @@ const envSchema = z.object({
   PLATFORM_ANTHROPIC_API_KEY: z.string().min(1).optional(),
   PLATFORM_OPENROUTER_API_KEY: z.string().min(1).optional(),
   NEW_TENANT_CREDITS_MICROS: intFromEnv(0, 1_000_000_000).default(5_000_000),
+  STRIPE_SECRET_KEY: z.string().regex(/^(sk|rk)_(test|live)_\S+$/, 'must be a Stripe secret or restricted key (sk_test_..., sk_live_...)').optional(),
+  STRIPE_WEBHOOK_SECRET: z.string().regex(/^whsec_\S+$/, 'must be a webhook signing secret (whsec_...)').optional(),
+  STRIPE_API_BASE: urlFromEnv.optional(),
+  STRIPE_PRICE_PRO: z.string().min(1).optional(),
+  STRIPE_PRICE_ENTERPRISE: z.string().min(1).optional(),
+  STRIPE_PRICE_AGENT_ADDON: z.string().min(1).optional(),
+  BILLING_SANDBOX: boolFromEnv.optional(),
+  BILLING_SUCCESS_URL: urlFromEnv.optional(),
+  BILLING_CANCEL_URL: urlFromEnv.optional(),
+  BILLING_PORTAL_RETURN_URL: urlFromEnv.optional(),
+  PURCHASE_API_BASE: urlFromEnv.default('https://api.revenuecat.com'),
+  PURCHASE_API_KEY: z.string().min(1).optional(),
+  PURCHASE_WEBHOOK_SECRET: z.string().min(16, 'must be at least 16 characters').optional(),
+  PURCHASE_ENTITLEMENT_PRO: z.string().min(1).default('pro'),
+  PURCHASE_ENTITLEMENT_ENTERPRISE: z.string().min(1).default('enterprise'),
   DATA_ENCRYPTION_KEY_PREVIOUS: secret32.optional(),
   PLATFORM_JWT_SECRET: secret32.optional(),
   DATA_ENCRYPTION_KEY: secret32.optional(),
@@ -152,9 +167,37 @@ export type Config = {
     platformKeys: { openai?: string; anthropic?: string; openrouter?: string };
     newTenantCreditsMicros: number;
   };
+  billing: BillingConfig;
   secrets: Record<SecretName, Buffer>;
   /** A retired data key that still decrypts what it sealed (rotation). */
   previousEncryptionKey: Buffer | undefined;
+};
+
+/**
+ * 'stripe': the real Stripe API (STRIPE_SECRET_KEY). 'sandbox': the built-in
+ * Stripe-compatible sandbox (development and tests only). 'disabled':
+ * production without Stripe settings; the billing routes answer 503.
+ */
+export type BillingMode = 'stripe' | 'sandbox' | 'disabled';
+export type BillingConfig = {
+  mode: BillingMode;
+  stripe: {
+    secretKey: string;
+    webhookSecret: string;
+    /** Where the Stripe SDK sends requests (a local server in tests); undefined = api.stripe.com. */
+    apiBase: string | undefined;
+    prices: { pro: string; enterprise: string; agentAddon: string };
+  };
+  successUrl: string;
+  cancelUrl: string;
+  portalReturnUrl: string;
+  purchase: {
+    apiBase: string;
+    apiKey: string | undefined;
+    webhookSecret: string | undefined;
+    /** Entitlement identifiers of the in-app purchase provider that grant each plan. */
+    entitlements: { pro: string; enterprise: string };
+  };
 };
 
 export class ConfigError extends Error {
@@ -220,6 +263,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   }
 
   const baseUrl = e.BASE_URL ?? `http://localhost:${e.PORT}`;
+  const billing = billingConfig(e, baseUrl, secrets);
   return {
     nodeEnv: e.NODE_ENV,
     databaseUrl: e.DATABASE_URL,
@@ -274,8 +318,47 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       platformKeys: { openai: e.PLATFORM_OPENAI_API_KEY, anthropic: e.PLATFORM_ANTHROPIC_API_KEY, openrouter: e.PLATFORM_OPENROUTER_API_KEY },
       newTenantCreditsMicros: e.NEW_TENANT_CREDITS_MICROS,
     },
+    billing,
     secrets,
     previousEncryptionKey: e.DATA_ENCRYPTION_KEY_PREVIOUS,
+  };
+}
+
+function billingConfig(e: z.infer<typeof envSchema>, baseUrl: string, secrets: Record<SecretName, Buffer>): BillingConfig {
+  const sandboxAllowed = e.NODE_ENV !== 'production';
+  if (e.BILLING_SANDBOX && !sandboxAllowed) {
+    throw new ConfigError('Invalid configuration:\n  BILLING_SANDBOX: the billing sandbox is for development only; set STRIPE_SECRET_KEY in production');
+  }
+  const mode: BillingMode = e.STRIPE_SECRET_KEY && !e.BILLING_SANDBOX ? 'stripe' : sandboxAllowed && e.BILLING_SANDBOX !== false ? 'sandbox' : 'disabled';
+  if (mode === 'stripe') {
+    const missing = (['STRIPE_WEBHOOK_SECRET', 'STRIPE_PRICE_PRO', 'STRIPE_PRICE_ENTERPRISE', 'STRIPE_PRICE_AGENT_ADDON'] as const).filter((n) => !e[n]);
+    if (missing.length > 0) {
+      throw new ConfigError(`Invalid configuration:\n${missing.map((n) => `  ${n}: required with STRIPE_SECRET_KEY`).join('\n')}`);
+    }
+  }
+  // The sandbox's webhook secret is derived from the platform secret: stable across restarts, never configured.
+  const derived = createHmac('sha256', secrets.PLATFORM_JWT_SECRET).update('billing-sandbox-webhook').digest('base64url');
+  return {
+    mode,
+    stripe: {
+      secretKey: mode === 'stripe' ? e.STRIPE_SECRET_KEY! : 'sk_test_sandbox',
+      webhookSecret: mode === 'stripe' ? e.STRIPE_WEBHOOK_SECRET! : `whsec_${derived}`,
+      apiBase: e.STRIPE_API_BASE,
+      prices: {
+        pro: e.STRIPE_PRICE_PRO ?? 'price_sandbox_pro',
+        enterprise: e.STRIPE_PRICE_ENTERPRISE ?? 'price_sandbox_enterprise',
+        agentAddon: e.STRIPE_PRICE_AGENT_ADDON ?? 'price_sandbox_agent_addon',
+      },
+    },
+    successUrl: e.BILLING_SUCCESS_URL ?? `${baseUrl}/billing/return?checkout=success`,
+    cancelUrl: e.BILLING_CANCEL_URL ?? `${baseUrl}/billing/return?checkout=cancelled`,
+    portalReturnUrl: e.BILLING_PORTAL_RETURN_URL ?? `${baseUrl}/billing/return?portal=done`,
+    purchase: {
+      apiBase: e.PURCHASE_API_BASE,
+      apiKey: e.PURCHASE_API_KEY,
+      webhookSecret: e.PURCHASE_WEBHOOK_SECRET,
+      entitlements: { pro: e.PURCHASE_ENTITLEMENT_PRO, enterprise: e.PURCHASE_ENTITLEMENT_ENTERPRISE },
+    },
   };
 }
 

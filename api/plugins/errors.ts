@@ -5,6 +5,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { hasZodFastifySchemaValidationErrors, isResponseSerializationError } from 'fastify-type-provider-zod';
+import { AgentSlotsExhaustedError } from '../../core/billing/entitlements.ts';
 import { DATABASE_RETRY_AFTER_S, isDatabaseUnavailable } from '../../core/db/unavailable.ts';
 import {
   AgentHttpError,
@@ -65,6 +66,10 @@ async function errorsPlugin(app: FastifyInstance) {
     if (error instanceof AgentHttpError) {
       reply.headers(error.headers);
       return sendError(request, reply, { status: error.status, code: error.code, message: error.message, next: error.nextAction, details: error.details });
+    }
+    if (error instanceof AgentSlotsExhaustedError) {
+      // Names the add-on that lifts the limit (platform and Agent API alike).
+      return sendError(request, reply, { status: 402, code: 'agent_addon_required', message: error.message, next: 'change_plan' });
     }
     if (error instanceof RateLimitedError) {
       return sendError(request, reply, { status: 429, message: error.message, retryAfter: error.retryAfterSeconds });
