@@ -25,4 +25,11 @@ export const CRON_ITEMS: CronItem[] = [
     match: '*/10 * * * *',
     options: { backfillPeriod: 0, maxAttempts: 3, jobKey: 'usage_rollup', jobKeyMode: 'preserve_run_at' },
   },
+  {
+    // Ends grants whose time ran out (in-app purchases without a renewal).
+    identifier: 'billing_expire',
+    task: 'billing.expire',
+    match: '* * * * *',
+    options: { backfillPeriod: 0, maxAttempts: 1, jobKey: 'billing_expire', jobKeyMode: 'preserve_run_at' },
+  },
 ];

@@ -221,6 +221,17 @@ async function openapi(app: FastifyInstance) {
             bearerFormat: 'JWT',
             description: 'Dashboard token from POST /api/dashboard/auth/login or /totp-login',
           },
+          StripeSignature: {
+            type: 'apiKey',
+            in: 'header',
+            name: 'Stripe-Signature',
+            description: "Stripe's signature over the exact request body, checked with the webhook signing secret (STRIPE_WEBHOOK_SECRET)",
+          },
+          PurchaseWebhookBearer: {
+            type: 'http',
+            scheme: 'bearer',
+            description: 'The shared secret configured at the in-app purchase provider (PURCHASE_WEBHOOK_SECRET)',
+          },
         },
       },
     },

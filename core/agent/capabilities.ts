@@ -64,8 +64,9 @@ export function capabilitiesOf(
     next.push({
       action: 'change_plan',
       actor: 'person',
-      reason: `The ${plan.name} plan does not include company work.`,
-      url: `${urls.baseUrl}/docs/llms.txt`,
+      reason: `The ${plan.name} plan does not include company work; a workspace Admin starts a checkout for the Pro plan (the response's url is for the person).`,
+      method: 'POST',
+      endpoint: `${urls.baseUrl}/api/billing/checkout`,
     });
   }
   return {

@@ -2,6 +2,7 @@
 // by the tenant the caller acts in; an id of another tenant reads exactly
 // like one that does not exist. Writes are for tenant Admins (the routes
 // check the role); reads serve both the platform and the Agent API.
+import { claimAgentSlot } from '../billing/entitlements.ts';
 import { z } from 'zod';
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
 import { OFFLINE_MODEL } from '../plans.ts';
@@ -94,12 +95,18 @@ export type NewCompanyAgent = { name: string; role?: string | undefined; model?:
 /** Null when the company is not the tenant's. */
 export async function createCompanyAgent(db: CommonQueryMethods, tenantId: string, companyId: string, input: NewCompanyAgent): Promise<CompanyAgentRow | null> {
   if (!isUuid(companyId)) return null;
-  // insert ... select: the row exists only if the company is the tenant's.
-  return db.maybeOne(sql.type(CompanyAgentRow)`
-    insert into company_agents (tenant_id, company_id, name, role, model, status)
-    select tenant_id, id, ${input.name}, ${input.role ?? ''}, ${input.model ?? OFFLINE_MODEL}, ${input.status ?? 'active'}
-    from companies where id = ${companyId} and tenant_id = ${tenantId}
-    returning ${AGENT_COLUMNS}`);
+  return db.transaction(async (tx) => {
+    // Another tenant's company is 404 before any question of slots.
+    const owned = await tx.exists(sql.unsafe`select 1 from companies where id = ${companyId} and tenant_id = ${tenantId}`);
+    if (!owned) return null;
+    await claimAgentSlot(tx, tenantId);
+    // insert ... select: the row exists only if the company is the tenant's.
+    return tx.maybeOne(sql.type(CompanyAgentRow)`
+      insert into company_agents (tenant_id, company_id, name, role, model, status)
+      select tenant_id, id, ${input.name}, ${input.role ?? ''}, ${input.model ?? OFFLINE_MODEL}, ${input.status ?? 'active'}
+      from companies where id = ${companyId} and tenant_id = ${tenantId}
+      returning ${AGENT_COLUMNS}`);
+  });
 }
 
 export async function listCompanyAgents(db: CommonQueryMethods, tenantId: string, companyId: string, limit: number, cursor?: string) {

@@ -2,6 +2,7 @@
 // by agents), restored through the Agent API. A restore is one transaction:
 // the agent becomes active, an 'agent.restore' job is enqueued and the work
 // is handed to a runner (runner_work), so all three commit or none does.
+import { claimAgentSlot } from '../billing/entitlements.ts';
 import { z } from 'zod';
 import { sql, type CommonQueryMethods, type DatabasePool } from '../db/pool.ts';
 import { enqueueJob } from '../jobs/enqueue.ts';
@@ -31,10 +32,13 @@ export async function createManagedAgent(
   db: CommonQueryMethods,
   input: { tenantId: string; name: string; kind: ManagedAgentKind; createdByPrincipal?: string | null },
 ): Promise<ManagedAgentRow> {
-  return db.one(row`
-    insert into managed_agents (tenant_id, name, kind, created_by_principal)
-    values (${input.tenantId}, ${input.name}, ${input.kind}, ${input.createdByPrincipal ?? null})
-    returning ${COLUMNS}`);
+  return db.transaction(async (tx) => {
+    await claimAgentSlot(tx, input.tenantId); // 402 agent_addon_required when every slot is taken
+    return tx.one(row`
+      insert into managed_agents (tenant_id, name, kind, created_by_principal)
+      values (${input.tenantId}, ${input.name}, ${input.kind}, ${input.createdByPrincipal ?? null})
+      returning ${COLUMNS}`);
+  });
 }
 
 /** Soft delete: the row stays as a tombstone. Null when absent from the tenant. */

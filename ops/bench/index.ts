@@ -2,7 +2,7 @@
 // measured in the same run. Prints a table; nothing here is pass/fail.
 //   BENCH_SECONDS   duration of each throughput phase (default 4)
 //   BENCH_SAMPLES   latency samples per figure (default 300)
-//   BENCH_ONLY      comma list of sections to run: jobs, fairness, websocket, chat, http
+//   BENCH_ONLY      comma list of sections to run: jobs, fairness, websocket, chat, http, billing
 //                   (default all; the raw-insert baseline always runs)
 import { mkdtempSync, rmSync, chmodSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -32,6 +32,7 @@ import {
   startLatency,
   type BenchContext,
 } from './scenarios.ts';
+import { billingFigures } from './billing.ts';
 import { chatFigures } from './chat.ts';
 import { fairnessFigures } from './fairness.ts';
 import { httpFigures } from './http.ts';
@@ -40,7 +41,7 @@ import { websocketLatency } from './websocket.ts';
 const seconds = Number(process.env.BENCH_SECONDS ?? 4);
 const samples = Number(process.env.BENCH_SAMPLES ?? 300);
 const selected = process.env.BENCH_ONLY ? new Set(process.env.BENCH_ONLY.split(',').map((x) => x.trim())) : null;
-const only = (section: 'jobs' | 'fairness' | 'websocket' | 'chat' | 'http') => !selected || selected.has(section);
+const only = (section: 'jobs' | 'fairness' | 'websocket' | 'chat' | 'http' | 'billing') => !selected || selected.has(section);
 const logger = createLogger(process.env.LOG_LEVEL ?? 'warn', 'bench');
 const scratch = mkdtempSync(path.join(tmpdir(), 'platform-bench-'));
 chmodSync(scratch, 0o755);
@@ -176,6 +177,15 @@ try {
     report.add('token exchanges (JWT-bearer grant)', web.exchanges, 'req/s', bareBase);
     report.add('authenticated GET /api/agent/v1/me', web.me, 'req/s', bareBase, '>= 0.40x');
     report.add('MCP tools/call getAgentMe (same operation at /mcp)', web.mcp, 'req/s', { name: 'GET /api/agent/v1/me', value: web.me });
+  }
+
+  if (only('billing')) {
+    // (h) Stripe webhooks: accepted/s over HTTP, and event received -> plan changed.
+    await resetQueues(ctx);
+    const billing = await billingFigures(ctx, benchEnv, Math.min(samples, 100));
+    report.add('stripe webhook events accepted/s (signature, stored, job; 32 clients)', billing.acceptedPerSecond, 'req/s', rawBase);
+    report.add('webhook received -> plan changed p50', billing.planChanged.p50, 'ms');
+    report.add('webhook received -> plan changed p99', billing.planChanged.p99, 'ms');
   }
 
   await db.end();

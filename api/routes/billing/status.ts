@@ -3,6 +3,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { billingStatus } from '../../../core/billing/status.ts';
+import { ENTITLEMENT_SOURCES, SUBSCRIPTION_STATUSES } from '../../../core/billing/entitlements.ts';
 import { PLANS } from '../../../core/plans.ts';
 import { PlatformError, PlatformHttpError } from '../../errors.ts';
 import { TenantHeaders } from '../../plugins/tenant.ts';
@@ -10,6 +11,15 @@ import { TenantHeaders } from '../../plugins/tenant.ts';
 const BillingStatus = z
   .object({
     plan: z.enum(Object.keys(PLANS) as [keyof typeof PLANS, ...(keyof typeof PLANS)[]]),
+    status: z.enum(SUBSCRIPTION_STATUSES).describe('State of the subscription behind the plan; canceled when a paid plan ended'),
+    source: z.enum(ENTITLEMENT_SOURCES).nullable().describe('What grants the plan: stripe, in_app or operator; null for the default free plan'),
+    periodEnd: z.iso.datetime().nullable().describe('End of the paid period (renews unless cancelled)'),
+    agentSlots: z.object({
+      included: z.int().describe("Agents the plan includes"),
+      addons: z.int().describe('Extra slots bought with POST /api/billing/agent-addon'),
+      used: z.int().describe('Company agents and managed agents that exist'),
+      available: z.int(),
+    }),
     period: z.object({ start: z.iso.date(), end: z.iso.date() }).describe('The current UTC month, both days included'),
     messageCount: z.int().describe("User messages sent in the tenant's chats this month"),
     remainingMessages: z.int(),
@@ -31,7 +41,7 @@ const billingStatusRoutes: FastifyPluginAsyncZod = async (app) => {
       schema: {
         operationId: 'getBillingStatus',
         tags: ['billing'],
-        summary: 'Plan, message count and usage limits',
+        summary: 'Plan, subscription state, agent slots, message count and usage limits',
         security: [{ PlatformJWT: [] }],
         headers: TenantHeaders,
         response: { 200: BillingStatus, 400: PlatformError, 401: PlatformError, 403: PlatformError, 404: PlatformError },

@@ -79,7 +79,7 @@ const companyRoutes: FastifyPluginAsyncZod = async (app) => {
       return reply.code(204).send(null);
     });
 
-  app.post('/api/companies/:companyId/agents', { ...admin, schema: { ...doc('createCompanyAgent', 'Configure an agent of the company', 'Tenant Admin. The model defaults to builtin/offline; the role is part of every prompt the agent gets.'), params: CompanyParams, body: AgentBody, response: { 201: CompanyAgent, ...errors } } },
+  app.post('/api/companies/:companyId/agents', { ...admin, schema: { ...doc('createCompanyAgent', 'Configure an agent of the company', 'Tenant Admin. The model defaults to builtin/offline; the role is part of every prompt the agent gets. Takes an agent slot: 402 agent_addon_required when all are in use.'), params: CompanyParams, body: AgentBody, response: { 201: CompanyAgent, 402: PlatformError, ...errors } } },
     async (request, reply) => {
       const agent = await createCompanyAgent(app.db, request.tenant!.id, request.params.companyId, request.body);
       if (!agent) throw notFound('company');

@@ -33,7 +33,8 @@ const managedAgentPlatformRoutes: FastifyPluginAsyncZod = async (app) => {
       ...admin,
       schema: { operationId: 'createManagedAgent', tags: ['managed-agents'], summary: 'Create a managed agent', security, headers: TenantHeaders,
         body: z.object({ name: z.string().trim().min(1).max(200), kind: z.enum(MANAGED_AGENT_KINDS).default('standalone') }),
-        response: { 201: ManagedAgent, ...errors } },
+        description: 'Takes an agent slot: 402 agent_addon_required when all are in use (buy one with POST /api/billing/agent-addon).',
+        response: { 201: ManagedAgent, 402: PlatformError, ...errors } },
     },
     async (request, reply) => {
       const agent = await createManagedAgent(app.db, { tenantId: request.tenant!.id, name: request.body.name, kind: request.body.kind });

@@ -1,0 +1,72 @@
+// POST /api/billing/webhook: Stripe's events. The signature is checked over
+// the exact bytes received (the SDK's constructEvent, 5-minute tolerance);
+// a bad or missing one is 400 and nothing is stored. A good event is stored
+// once by its id and answered 200 at once; the billing.webhook job applies it,
+// so a slow or failing handler never makes Stripe retry, and a retried
+// delivery never applies twice.
+import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
+import type Stripe from 'stripe';
+import { z } from 'zod';
+import { storeInboundEvent } from '../../../core/billing/events.ts';
+import { HANDLED_STRIPE_EVENTS, tenantOfStripeEvent } from '../../../core/billing/stripe-events.ts';
+import { PlatformError, PlatformHttpError } from '../../errors.ts';
+
+const SIGNATURE_TOLERANCE_S = 300;
+const MAX_EVENT_BYTES = 512 * 1024;
+
+const Received = z
+  .object({
+    received: z.literal(true),
+    duplicate: z.boolean().describe('The event id was stored before; nothing was done again'),
+    status: z.enum(['queued', 'applied', 'ignored', 'failed']).describe('ignored: a type we do not handle, or about no tenant we know'),
+  })
+  .meta({ id: 'BillingWebhookReceived' });
+
+const stripeWebhookRoutes: FastifyPluginAsyncZod = async (app) => {
+  // This plugin's own JSON parser keeps the raw bytes: the signature covers them exactly.
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit: MAX_EVENT_BYTES }, (_request, body, done) => done(null, body));
+
+  app.post(
+    '/api/billing/webhook',
+    {
+      schema: {
+        operationId: 'receiveStripeWebhook',
+        tags: ['billing'],
+        summary: 'Stripe webhook: subscription lifecycle events (signature-checked, applied by a job)',
+        description: `Signed by Stripe (Stripe-Signature over the raw JSON body, ${SIGNATURE_TOLERANCE_S} s tolerance). Handled: ${[...HANDLED_STRIPE_EVENTS].join(', ')}; other types are stored and ignored.`,
+        security: [{ StripeSignature: [] }],
+        headers: z.object({ 'stripe-signature': z.string().min(1).max(4096).describe('t=<unix time>,v1=<HMAC-SHA256>') }),
+        body: z.unknown().describe('The Stripe Event as JSON, exactly as sent'),
+        response: { 200: Received, 400: PlatformError, 413: PlatformError, 415: PlatformError, 503: PlatformError },
+      },
+    },
+    async (request) => {
+      const raw = request.body;
+      if (!Buffer.isBuffer(raw)) throw new PlatformHttpError(415, 'unsupported_media_type', 'Send the event as application/json.');
+      if (app.config.billing.mode === 'disabled') {
+        throw new PlatformHttpError(503, 'billing_not_configured', 'Billing is not configured on this deployment (STRIPE_SECRET_KEY, STRIPE_WEBHOOK_SECRET).');
+      }
+      let event: Stripe.Event;
+      try {
+        event = app.billing.stripe.webhooks.constructEvent(raw, request.headers['stripe-signature'], app.config.billing.stripe.webhookSecret, SIGNATURE_TOLERANCE_S);
+      } catch (error) {
+        request.log.warn({ reason: (error as Error).message }, 'stripe webhook refused: bad signature');
+        throw new PlatformHttpError(400, 'invalid_signature', 'The Stripe-Signature header does not match this body, secret and time.');
+      }
+      if (typeof event?.id !== 'string' || typeof event.type !== 'string' || typeof event.data?.object !== 'object') {
+        throw new PlatformHttpError(400, 'invalid_request', 'The body is not a Stripe event (id, type, data.object).');
+      }
+      const tenantId = await tenantOfStripeEvent(app.db, event);
+      const stored = await storeInboundEvent(
+        app.db,
+        { provider: 'stripe', eventId: event.id, type: event.type, tenantId, createdAt: new Date(event.created * 1000), payload: event },
+        HANDLED_STRIPE_EVENTS.has(event.type) ? undefined : 'unhandled_type',
+      );
+      request.log.info({ eventId: event.id, type: event.type, tenantId, duplicate: stored.duplicate, jobId: stored.jobId }, 'stripe event received');
+      return { received: true as const, duplicate: stored.duplicate, status: stored.status as 'queued' | 'applied' | 'ignored' | 'failed' };
+    },
+  );
+};
+
+export default stripeWebhookRoutes;

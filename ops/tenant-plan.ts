@@ -1,0 +1,48 @@
+// Set a tenant's plan by hand (a contract, a trial, support):
+//   npm run tenant:plan -- --tenant <tenant id> --plan pro|enterprise|free [--until 2027-12-31] [--reason "..."]
+// Writes the tenant's 'operator' entitlement and recomputes the plan like any
+// other change (recorded in billing_changes with the reason). --plan free
+// removes the operator's grant; a paid Stripe or in-app plan stays in force.
+import { userInfo } from 'node:os';
+import { parseArgs } from 'node:util';
+import { z } from 'zod';
+import { removeEntitlement, setEntitlement } from '../core/billing/entitlements.ts';
+import { loadConfigOrExit } from '../core/config.ts';
+import { sql } from '../core/db/pool.ts';
+import { createLogger } from '../core/logger.ts';
+import { PLAN_NAMES, type PlanName } from '../core/plans.ts';
+import { exitWithError } from '../core/process/lifecycle.ts';
+import { openDatabase } from './database.ts';
+
+const config = loadConfigOrExit();
+const logger = createLogger(process.env.LOG_LEVEL ?? 'warn', 'tenant-plan');
+try {
+  const { values } = parseArgs({
+    options: { tenant: { type: 'string' }, plan: { type: 'string' }, until: { type: 'string' }, reason: { type: 'string' } },
+    strict: true,
+  });
+  const tenantId = z.uuid().safeParse(values.tenant);
+  if (!tenantId.success) throw new Error('--tenant must be the tenant id (a UUID; GET /api/tenants/ lists yours)');
+  if (!PLAN_NAMES.includes(values.plan as PlanName)) throw new Error(`--plan must be one of ${PLAN_NAMES.join(', ')}`);
+  const plan = values.plan as PlanName;
+  const until = values.until ? new Date(values.until) : null;
+  if (until && (Number.isNaN(until.getTime()) || until <= new Date())) throw new Error('--until must be a future date, e.g. 2027-12-31');
+  const reason = `operator ${userInfo().username}: ${values.reason ?? `set plan to ${plan}`}`.slice(0, 500);
+
+  const { db, close } = await openDatabase(config, logger);
+  try {
+    const result = await db.transaction(async (tx) => {
+      const exists = await tx.exists(sql.unsafe`select 1 from tenants where id = ${tenantId.data}`);
+      if (!exists) throw new Error(`no tenant ${tenantId.data}`);
+      if (plan === 'free') await removeEntitlement(tx, tenantId.data, 'operator', reason);
+      else await setEntitlement(tx, { tenantId: tenantId.data, source: 'operator', plan, status: 'active', expiresAt: until }, reason);
+      return tx.one(sql.type(z.object({ plan: z.string(), plan_source: z.string().nullable() }))`
+        select plan, plan_source from tenants where id = ${tenantId.data}`);
+    });
+    process.stdout.write(`tenant ${tenantId.data} is now on the ${result.plan} plan${result.plan_source ? ` (from ${result.plan_source})` : ''}\n`);
+  } finally {
+    await close();
+  }
+} catch (error) {
+  exitWithError(null, error);
+}
