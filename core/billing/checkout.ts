@@ -116,6 +116,23 @@ export async function addAgentSlot(deps: Deps, tenantId: string, idempotencyKey:
     throw new BillingRefusal(409, 'no_active_subscription', 'Agent slots are added to a paid Stripe subscription; subscribe first with POST /api/billing/checkout.');
   }
   const subscriptionId = grant.external_ref;
+  if (idempotencyKey) {
+    // The first request with this key claims it; a retry answers the slots as they are now.
+    const claimed = await deps.db.maybeOne(sql.unsafe`
+      insert into billing_addon_purchases (tenant_id, idempotency_key) values (${tenantId}, ${idempotencyKey})
+      on conflict do nothing returning tenant_id`);
+    if (!claimed) return { subscriptionId, agentSlots: (await agentSlots(deps.db, tenantId))! };
+  }
+  try {
+    return await buyAgentSlot(deps, tenantId, subscriptionId, idempotencyKey);
+  } catch (error) {
+    // Nothing was bought: the key may be used again.
+    if (idempotencyKey) await deps.db.query(sql.unsafe`delete from billing_addon_purchases where tenant_id = ${tenantId} and idempotency_key = ${idempotencyKey}`);
+    throw error;
+  }
+}
+
+async function buyAgentSlot(deps: Deps, tenantId: string, subscriptionId: string, idempotencyKey: string | undefined) {
   const addonPrice = deps.config.billing.stripe.prices.agentAddon;
   const options = idempotencyKey ? { idempotencyKey: `addon-${tenantId}-${idempotencyKey}` } : {};
   const sub = await callStripe('read the subscription', () => deps.stripe.subscriptions.retrieve(subscriptionId));

@@ -56,6 +56,15 @@ create table billing_events (
 );
 create index billing_events_tenant_idx on billing_events (tenant_id, received_at desc);
 
+-- Agent add-on purchases sent with an Idempotency-Key: the first request
+-- claims the key, a retry finds it and buys nothing more.
+create table billing_addon_purchases (
+  tenant_id uuid not null references tenants (id) on delete cascade,
+  idempotency_key text not null,
+  created_at timestamptz not null default now(),
+  primary key (tenant_id, idempotency_key)
+);
+
 -- Every change of a tenant's effective plan, whoever made it.
 create table billing_changes (
   id bigint generated always as identity primary key,

@@ -44,8 +44,12 @@ t.test('sandbox checkout in development changes the plan end to end', async (t) 
   });
   const status = (await app.inject({ url: '/api/billing/status', headers })).json();
   t.match(status, { plan: 'pro', status: 'active', source: 'stripe' });
-  const events = await db.anyFirst(sql.type(z.object({ type: z.string() }))`
-    select type from billing_events where tenant_id = ${m.tenantId} and status = 'applied' order by received_at`);
+  // The plan changes with the first event applied; the others follow on the tenant's queue.
+  const events = await waitFor('every sandbox event to be applied', async () => {
+    const rows = await db.anyFirst(sql.type(z.object({ type: z.string() }))`
+      select type from billing_events where tenant_id = ${m.tenantId} and status = 'applied' order by received_at`);
+    return rows.length >= 3 ? rows : null;
+  });
   t.ok(events.includes('checkout.session.completed'), 'applied through the webhook path');
 
   const portal = await app.inject({ method: 'POST', url: '/api/billing/portal', headers });
