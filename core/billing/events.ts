@@ -2,8 +2,9 @@
 // once by the sender's event id and applied by the billing.webhook job. The
 // row and the job commit together; a duplicate delivery writes nothing.
 import { z } from 'zod';
+import { randomUUID } from 'node:crypto';
 import { sql, type CommonQueryMethods, type DatabasePool } from '../db/pool.ts';
-import { enqueueJob } from '../jobs/enqueue.ts';
+import type { GroupCommitter } from '../jobs/group-commit.ts';
 
 export const BILLING_JOB = 'billing.webhook';
 export type BillingProvider = 'stripe' | 'purchase';
@@ -21,40 +22,44 @@ export type InboundEvent = {
 
 export type StoredEvent = { id: string; duplicate: boolean; status: string; jobId: string | null };
 
-const Stored = z.object({ id: z.string(), status: z.string(), job_id: z.string().nullable() });
+const Stored = z.object({ id: z.string(), status: z.string(), job_id: z.string().nullable(), inserted: z.boolean() });
 
 /**
- * Stores the event and enqueues its job in one transaction. An event without
- * a tenant is kept as 'ignored' with the reason, so an operator can see it.
+ * Stores the event and enqueues its job in one commit, through the group
+ * committer (deliveries that arrive together share a transaction). One
+ * statement either inserts the row, with its job's id chosen in advance, or
+ * reads the row a previous delivery stored. An event without a tenant is
+ * kept as 'ignored' with the reason, so an operator can see it.
  */
-export async function storeInboundEvent(db: DatabasePool, event: InboundEvent, ignoredReason?: string): Promise<StoredEvent> {
-  return db.transaction(async (tx) => {
-    const ignored = !event.tenantId || ignoredReason !== undefined;
-    const inserted = await tx.maybeOne(sql.type(Stored)`
-      insert into billing_events (provider, event_id, type, tenant_id, event_created, payload, status, outcome, processed_at)
-      values (${event.provider}, ${event.eventId}, ${event.type}, ${event.tenantId},
-              ${event.createdAt ? event.createdAt.toISOString() : null}, ${sql.jsonb(event.payload as never)},
-              ${ignored ? 'ignored' : 'queued'}, ${ignored ? (ignoredReason ?? 'unknown_tenant') : null},
-              ${ignored ? sql.fragment`now()` : null})
-      on conflict (provider, event_id) do nothing
-      returning id, status, job_id`);
-    if (!inserted) {
-      const existing = await tx.one(sql.type(Stored)`
-        select id, status, job_id from billing_events where provider = ${event.provider} and event_id = ${event.eventId}`);
-      return { id: existing.id, duplicate: true, status: existing.status, jobId: existing.job_id };
-    }
-    if (ignored) return { id: inserted.id, duplicate: false, status: 'ignored', jobId: null };
+export async function storeInboundEvent(jobs: GroupCommitter, db: DatabasePool, event: InboundEvent, ignoredReason?: string): Promise<StoredEvent> {
+  const ignored = !event.tenantId || ignoredReason !== undefined;
+  const jobId = ignored ? null : randomUUID();
+  const { value } = await jobs.submit({
+    savepoint: false,
+    work: (tx) =>
+      tx.maybeOne(sql.type(Stored)`
+        with ins as (
+          insert into billing_events (provider, event_id, type, tenant_id, event_created, payload, status, outcome, processed_at, job_id)
+          values (${event.provider}, ${event.eventId}, ${event.type}, ${event.tenantId},
+                  ${event.createdAt ? event.createdAt.toISOString() : null}, ${sql.jsonb(event.payload as never)},
+                  ${ignored ? 'ignored' : 'queued'}, ${ignored ? (ignoredReason ?? 'unknown_tenant') : null},
+                  ${ignored ? sql.fragment`now()` : null}, ${jobId})
+          on conflict (provider, event_id) do nothing
+          returning id, status, job_id)
+        select id, status, job_id, true as inserted from ins
+        union all
+        select id, status, job_id, false from billing_events
+         where provider = ${event.provider} and event_id = ${event.eventId} and not exists (select 1 from ins)`),
     // One queue per tenant: a tenant's billing events apply one at a time, in order.
-    const job = await enqueueJob(tx, {
-      kind: BILLING_JOB,
-      tenantId: event.tenantId!,
-      input: { eventId: inserted.id },
-      queueName: `billing:${event.tenantId}`,
-      maxAttempts: 10,
-    });
-    await tx.query(sql.unsafe`update billing_events set job_id = ${job.id} where id = ${inserted.id}`);
-    return { id: inserted.id, duplicate: false, status: 'queued', jobId: job.id };
+    jobs: (row) =>
+      row?.inserted && jobId
+        ? [{ id: jobId, kind: BILLING_JOB, tenantId: event.tenantId!, input: { eventId: row.id }, queueName: `billing:${event.tenantId}`, maxAttempts: 10 }]
+        : [],
   });
+  // A racing delivery committed after this statement's snapshot: read it now.
+  const row = value ?? (await db.one(sql.type(Stored)`
+    select id, status, job_id, false as inserted from billing_events where provider = ${event.provider} and event_id = ${event.eventId}`));
+  return { id: row.id, duplicate: !row.inserted, status: row.status, jobId: row.job_id };
 }
 
 export const EventRow = z.object({

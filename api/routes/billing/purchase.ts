@@ -162,6 +162,7 @@ const purchaseRoutes: FastifyPluginAsyncZod = async (app) => {
       const event = body.event;
       const [tenantId = null] = await tenantsOfPurchaseEvent(app.db, event);
       const stored = await storeInboundEvent(
+        app.jobs,
         app.db,
         { provider: 'purchase', eventId: event.id, type: event.type, tenantId, createdAt: new Date(event.event_timestamp_ms), payload: body },
         HANDLED_PURCHASE_EVENTS.has(event.type) ? undefined : 'unhandled_type',

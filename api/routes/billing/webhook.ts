@@ -59,6 +59,7 @@ const stripeWebhookRoutes: FastifyPluginAsyncZod = async (app) => {
       }
       const tenantId = await tenantOfStripeEvent(app.db, event);
       const stored = await storeInboundEvent(
+        app.jobs,
         app.db,
         { provider: 'stripe', eventId: event.id, type: event.type, tenantId, createdAt: new Date(event.created * 1000), payload: event },
         HANDLED_STRIPE_EVENTS.has(event.type) ? undefined : 'unhandled_type',
