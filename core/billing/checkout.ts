@@ -71,6 +71,12 @@ export async function startCheckout(deps: Deps, tenantId: string, plan: Exclude<
       ? `The workspace is already on the ${plan} plan.`
       : `The workspace is on the ${tenant.plan} plan, which includes everything in ${plan}; change or cancel it in the billing portal (POST /api/billing/portal).`);
   }
+  // A second subscription would bill twice: a paid Stripe plan changes in the portal.
+  const paying = await deps.db.exists(sql.unsafe`
+    select 1 from billing_entitlements where tenant_id = ${tenantId} and source = 'stripe' and status in ('active', 'trialing', 'past_due')`);
+  if (paying) {
+    throw new BillingRefusal(409, 'subscription_exists', `The workspace already has a Stripe subscription; change it to ${plan} in the billing portal (POST /api/billing/portal).`);
+  }
   const customer = await ensureCustomer(deps, tenantId, email);
   const { prices } = deps.config.billing.stripe;
   const session = await callStripe('start a checkout', () =>

@@ -48,7 +48,7 @@ const stripeBillingRoutes: FastifyPluginAsyncZod = async (app) => {
           operationId: plan === 'pro' ? 'createCheckoutSession' : 'createEnterpriseCheckoutSession',
           tags: ['billing'],
           summary: `Start a Stripe checkout for the ${plan === 'pro' ? 'Pro' : 'Enterprise'} plan`,
-          description: 'Tenant Admin. Answers the checkout URL for the person; the plan changes when the payment event arrives. 409 already_on_plan when the workspace has this plan or a higher one; 503 billing_not_configured.',
+          description: 'Tenant Admin. Answers the checkout URL for the person; the plan changes when the payment event arrives. 409 already_on_plan when the workspace has this plan or a higher one, 409 subscription_exists when it pays for another Stripe plan (change it in the portal); 503 billing_not_configured.',
           security,
           headers: TenantHeaders,
           response: { 200: CheckoutResult, ...errors },

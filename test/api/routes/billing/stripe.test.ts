@@ -116,6 +116,7 @@ t.test('checkout: a URL for the person, Admin only, tenant-checked; the plan cha
   t.ok(new Date(s.periodEnd).getTime() > Date.now() + 20 * 86_400_000, 'period end about a month away');
   t.equal((await post(admin, '/api/billing/checkout')).json().error, 'already_on_plan', 'already on pro → 409');
   t.equal((await post(admin, '/api/billing/checkout')).statusCode, 409);
+  t.equal((await post(admin, '/api/billing/checkout/enterprise')).json().error, 'subscription_exists', 'an upgrade goes through the portal, never a second subscription');
   const portal = await post(admin, '/api/billing/portal');
   t.equal(portal.statusCode, 200);
   t.match(portal.json().url, /\/billing\/sandbox\/portal\//);
