@@ -87,6 +87,15 @@ const envSchema = z.object({
   PLATFORM_ANTHROPIC_API_KEY: z.string().min(1).optional(),
   PLATFORM_OPENROUTER_API_KEY: z.string().min(1).optional(),
   NEW_TENANT_CREDITS_MICROS: intFromEnv(0, 1_000_000_000).default(5_000_000),
+  CORS_ORIGINS: z
+    .string()
+    .transform((v) => v.split(',').map((o) => o.trim()).filter(Boolean))
+    .pipe(z.array(z.url({ protocol: /^https?$/ }).transform((o) => o.replace(/\/+$/, '')).refine((o) => new URL(o).origin === o, 'each origin is scheme://host[:port], no path')))
+    .optional(),
+  METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  METRICS_PORT: intFromEnv(0, 65535).default(0),
+  METRICS_HOST: z.string().min(1).default('127.0.0.1'),
+  LOG_FORMAT: z.enum(['auto', 'json', 'pretty']).default('auto'),
   STRIPE_SECRET_KEY: z.string().regex(/^(sk|rk)_(test|live)_\S+$/, 'must be a Stripe secret or restricted key (sk_test_..., sk_live_...)').optional(),
   STRIPE_WEBHOOK_SECRET: z.string().regex(/^whsec_\S+$/, 'must be a webhook signing secret (whsec_...)').optional(),
   STRIPE_API_BASE: urlFromEnv.optional(),
@@ -168,6 +177,17 @@ export type Config = {
     newTenantCreditsMicros: number;
   };
   billing: BillingConfig;
+  /** Browser origins allowed to call the API (CORS); empty = CORS off. */
+  corsOrigins: string[];
+  metrics: {
+    /** GET /metrics on the api's port, for a Bearer token equal to this; undefined = not on the public port. */
+    token: string | undefined;
+    /** A separate listener for /metrics (every process: api, worker, all-in-one); 0 = none. */
+    port: number;
+    host: string;
+  };
+  /** auto: readable lines when stdout is a terminal in development, JSON otherwise. */
+  logFormat: 'auto' | 'json' | 'pretty';
   secrets: Record<SecretName, Buffer>;
   /** A retired data key that still decrypts what it sealed (rotation). */
   previousEncryptionKey: Buffer | undefined;
@@ -319,6 +339,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       newTenantCreditsMicros: e.NEW_TENANT_CREDITS_MICROS,
     },
     billing,
+    corsOrigins: e.CORS_ORIGINS ?? [],
+    metrics: { token: e.METRICS_TOKEN, port: e.METRICS_PORT, host: e.METRICS_HOST },
+    logFormat: e.LOG_FORMAT,
     secrets,
     previousEncryptionKey: e.DATA_ENCRYPTION_KEY_PREVIOUS,
   };
