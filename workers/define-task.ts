@@ -79,7 +79,10 @@ export function defineTask<S extends z.ZodType>(
       const envelope = TaskEnvelope.safeParse(payload);
       if (!envelope.success) {
         // Nothing to report to: without a job id there is no platform job.
-        deps.logger.error({ kind, graphileJobId: helpers.job.id }, 'task payload is not a job envelope; dropping it');
+        deps.logger.error(
+          { kind, graphileJobId: helpers.job.id },
+          'refused a job without a platform job row (added with graphile_worker.add_job directly?): enqueue with enqueueJob() from core/jobs/enqueue.ts so clients can follow it; dropping it',
+        );
         return;
       }
       const { jobId, tenantId } = envelope.data;
