@@ -2,9 +2,9 @@
 //   npm run user:create -- --email ada@example.com [--name "Ada"] [--operator]
 //   npm run operator:create -- --email ops@example.com
 // The password is read from standard input when it is piped
-// (`printf '%s' "$PW" | npm run user:create -- ...`); otherwise a strong one
-// is generated and printed once. An existing e-mail with --operator is
-// promoted to operator instead.
+// (`printf '%s' "$PW" | npm run user:create -- ...`); with nothing piped (a
+// terminal, or an empty stdin) a strong one is generated and printed once.
+// An existing e-mail with --operator is promoted to operator instead.
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
@@ -31,17 +31,20 @@ try {
   });
   const email = z.email().max(320).safeParse(values.email);
   if (!email.success) throw new Error('--email must be an e-mail address');
-  const piped = !process.stdin.isTTY;
-  const password = piped ? await readStdin() : randomBytes(15).toString('base64url');
+  // Nothing piped in (a terminal, or an empty stdin such as /dev/null in a
+  // script): a strong password is generated and printed once.
+  const given = process.stdin.isTTY ? '' : await readStdin();
+  const generated = given === '';
+  const password = generated ? randomBytes(15).toString('base64url') : given;
   if (password.length < PASSWORD_MIN_LENGTH || password.length > PASSWORD_MAX_LENGTH) {
-    throw new Error(`the password must have ${PASSWORD_MIN_LENGTH} to ${PASSWORD_MAX_LENGTH} characters`);
+    throw new Error(`the piped password has ${password.length} characters; it must have ${PASSWORD_MIN_LENGTH} to ${PASSWORD_MAX_LENGTH} (pipe nothing to get a generated one)`);
   }
   const { db, close } = await openDatabase(config, logger);
   try {
     try {
       const user = await createUser(db, { email: email.data, password, displayName: values.name, operator: values.operator });
       process.stdout.write(`created ${user.is_operator ? 'operator' : 'user'} ${user.email} (${user.id})\n`);
-      if (!piped) process.stdout.write(`password (shown once): ${password}\n`);
+      if (generated) process.stdout.write(`password (shown once): ${password}\n`);
     } catch (error) {
       if (!(error instanceof EmailTakenError) || !values.operator) throw error;
       await db.query(sql.unsafe`update users set is_operator = true, updated_at = now() where lower(email) = lower(${email.data})`);

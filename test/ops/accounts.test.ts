@@ -35,7 +35,14 @@ t.test('bad arguments are refused clearly', async (t) => {
   t.match(noEmail.output(), /--email must be an e-mail address/);
   const short = spawnEntry(t, 'ops/accounts.ts', env, { args: ['--email', 'x@example.test'], stdin: 'short' });
   t.equal(await short.exited, 1);
-  t.match(short.output(), /password must have 10 to 200 characters/);
+  t.match(short.output(), /piped password has 5 characters; it must have 10 to 200/);
+  // A script with nothing on stdin (not a terminal, empty): a generated password, printed once.
+  const empty = spawnEntry(t, 'ops/accounts.ts', env, { args: ['--email', 'nopipe@example.test'], stdin: '' });
+  t.equal(await empty.exited, 0, empty.output());
+  const generated = /password \(shown once\): (\S+)/.exec(empty.output())?.[1];
+  t.ok(generated && generated.length >= 20, 'the generated password is printed');
+  const login = await app.inject({ method: 'POST', url: '/api/auth/login', payload: { email: 'nopipe@example.test', password: generated } });
+  t.equal(login.statusCode, 200, 'and it logs in');
   const taken = spawnEntry(t, 'ops/accounts.ts', env, { args: ['--email', 'GRACE@example.test'], stdin: 'another long password' });
   t.equal(await taken.exited, 1);
   t.match(taken.output(), /already exists/);
