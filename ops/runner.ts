@@ -4,6 +4,9 @@
 //   node --import tsx ops/runner.ts --url http://localhost:3000 --token <runner token>
 // The token may come from RUNNER_TOKEN instead of the command line (keeps it
 // out of process listings). Stops cleanly on SIGINT/SIGTERM.
+// Failures back off exponentially (capped at a minute); a token the service
+// refuses (401: revoked or wrong) stops the runner after --max-refusals
+// refusals in a row (default 10), exit code 1: enroll again for a new token.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
@@ -16,13 +19,16 @@ const { values } = parseArgs({
     url: { type: 'string', default: process.env.RUNNER_URL ?? 'http://localhost:3000' },
     token: { type: 'string' },
     interval: { type: 'string', default: process.env.RUNNER_INTERVAL_MS ?? '3000' },
+    'max-refusals': { type: 'string', default: process.env.RUNNER_MAX_REFUSALS ?? '10' },
   },
   strict: true,
 });
 const token = values.token ?? process.env.RUNNER_TOKEN;
 const intervalMs = Number(values.interval);
-if (!token || !z.url().safeParse(values.url).success || !Number.isInteger(intervalMs) || intervalMs < 100) {
-  logger.error('usage: node --import tsx ops/runner.ts --url <base url> --token <runner token> [--interval <ms, at least 100>] (or RUNNER_TOKEN)');
+const maxRefusals = Number(values['max-refusals']);
+const MAX_BACKOFF_MS = 60_000;
+if (!token || !z.url().safeParse(values.url).success || !Number.isInteger(intervalMs) || intervalMs < 100 || !Number.isInteger(maxRefusals) || maxRefusals < 1) {
+  logger.error('usage: node --import tsx ops/runner.ts --url <base url> --token <runner token> [--interval <ms, at least 100>] [--max-refusals <n, at least 1>] (or RUNNER_TOKEN)');
   process.exit(2);
 }
 const base = values.url!.replace(/\/+$/, '');
@@ -47,14 +53,22 @@ async function call(path: string, body: unknown): Promise<unknown> {
     signal: AbortSignal.any([stop.signal, AbortSignal.timeout(10_000)]),
   });
   const text = await res.text();
+  if (res.status === 401) throw new TokenRefused(`${path} answered 401: ${text.slice(0, 200)}`);
   if (!res.ok) throw new Error(`${path} answered ${res.status}: ${text.slice(0, 200)}`);
   return JSON.parse(text);
 }
 
-logger.info({ url: base, intervalMs }, 'runner started');
+class TokenRefused extends Error {}
+
+logger.info({ url: base, intervalMs, maxRefusals }, 'runner started');
+let failures = 0;
+let refusals = 0;
+let exitCode = 0;
 while (!stop.signal.aborted) {
   try {
     const { pendingWork } = Heartbeat.parse(await call('/api/runners/heartbeat', { gatewayConnected: true }));
+    failures = 0;
+    refusals = 0;
     logger.debug({ pending: pendingWork.length }, 'heartbeat sent');
     for (const work of pendingWork) {
       if (work.kind !== 'agent.restore') {
@@ -68,10 +82,20 @@ while (!stop.signal.aborted) {
     }
   } catch (error) {
     if (stop.signal.aborted) break;
-    // A failed heartbeat is retried on the next tick; the service marks the
-    // runner offline only after a minute without one.
-    logger.warn({ err: error }, 'heartbeat failed; retrying');
+    failures++;
+    refusals = error instanceof TokenRefused ? refusals + 1 : 0;
+    if (refusals >= maxRefusals) {
+      logger.error({ refusals }, `the runner token was refused ${refusals} times in a row (revoked or wrong): enroll the runner again and restart it with the new token`);
+      exitCode = 1;
+      break;
+    }
+    // The service marks the runner offline only after a minute without a heartbeat.
+    const retryInMs = Math.min(MAX_BACKOFF_MS, intervalMs * 2 ** (failures - 1));
+    logger.warn({ err: error, failures, retryInMs }, 'heartbeat failed; retrying');
+    await sleep(retryInMs, undefined, { signal: stop.signal }).catch(() => undefined);
+    continue;
   }
   await sleep(intervalMs, undefined, { signal: stop.signal }).catch(() => undefined);
 }
 logger.info('runner stopped');
+process.exitCode = exitCode;
