@@ -45,6 +45,7 @@ import openapiRoutes from './routes/public/openapi.ts';
 import contractRoutes from './routes/contracts/index.ts';
 import mcpRoutes from './routes/mcp/index.ts';
 import wsRoutes from './routes/ws/index.ts';
+import pageRoutes from './routes/pages/index.ts';
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/;
 
@@ -135,6 +136,7 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   await app.register(runnerRoutes);
   await app.register(mcpRoutes);
   await app.register(wsRoutes);
+  await app.register(pageRoutes);
 
   await app.ready();
   return app;

@@ -5,6 +5,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { hasZodFastifySchemaValidationErrors, isResponseSerializationError } from 'fastify-type-provider-zod';
+import { sendNotFoundPage, wantsHtmlPage } from '../pages/not-found.ts';
 import { AgentSlotsExhaustedError } from '../../core/billing/entitlements.ts';
 import { DATABASE_RETRY_AFTER_S, isDatabaseUnavailable } from '../../core/db/unavailable.ts';
 import {
@@ -117,8 +118,12 @@ async function errorsPlugin(app: FastifyInstance) {
     return sendError(request, reply, { status: status >= 500 && status <= 599 ? status : 500 });
   });
 
+  // A browser navigating to an unknown page gets an HTML page; every API,
+  // OAuth, MCP and discovery client keeps its surface's JSON 404.
   app.setNotFoundHandler((request, reply) =>
-    sendError(request, reply, { status: 404, message: `No route for ${request.method} ${request.url.split('?')[0]}` }),
+    wantsHtmlPage(request)
+      ? sendNotFoundPage(request, reply)
+      : sendError(request, reply, { status: 404, message: `No route for ${request.method} ${request.url.split('?')[0]}` }),
   );
 }
 

@@ -42,6 +42,13 @@ const HIDDEN_ROUTES: Record<string, string> = {
   'GET /api/agent/v1/boards/*': 'catch-all that answers over-long path parameters in the Agent API error shape',
   'POST /api/agent/v1/boards/*': 'catch-all that answers over-long path parameters in the Agent API error shape',
   'PUT /api/agent/v1/boards/*': 'catch-all that answers over-long path parameters in the Agent API error shape',
+  'GET /': 'landing page for people (HTML)',
+  'GET /docs': 'API reference UI (Swagger UI, HTML) over this document',
+  'GET /docs/json': 'this document again, as the API reference UI loads it (@fastify/swagger-ui)',
+  'GET /docs/yaml': 'this document again as YAML (@fastify/swagger-ui)',
+  'GET /docs/static/*': 'scripts, styles and icons of the API reference UI (@fastify/swagger-ui)',
+  'GET /docs/static/index.html': 'redirect to the API reference UI (@fastify/swagger-ui)',
+  'GET /docs/static/swagger-initializer.js': 'start-up script of the API reference UI (@fastify/swagger-ui)',
 };
 
 /** The Agent API endpoint table of the spec: method, path, operationId ('-' where the spec names none), scope. */

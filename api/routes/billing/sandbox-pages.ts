@@ -3,59 +3,30 @@
 // script. "Pay" completes the checkout in the sandbox, whose events reach
 // /api/billing/webhook like Stripe's. The unguessable session id in the path
 // is the only credential, as with Stripe's own links.
-import { randomBytes } from 'node:crypto';
 import formbody from '@fastify/formbody';
 import type { FastifyError, FastifyReply } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type Stripe from 'stripe';
 import { z } from 'zod';
-import { html, Html } from '../identity/html.ts';
+import { html, sendPage as sendLayoutPage, type Html } from '../../pages/layout.ts';
 
 const Id = z.string().regex(/^[a-z]+_[A-Za-z0-9_]{8,80}$/);
 const SessionParams = z.object({ id: Id });
 const CancelParams = z.object({ id: Id, subId: Id });
 const ReturnQuery = z.object({ checkout: z.string().max(32).optional(), portal: z.string().max(32).optional() });
 
-const STYLE = `body{font:16px/1.5 system-ui,sans-serif;max-width:38rem;margin:3rem auto;padding:0 1rem;color:#1b1b1b}
-h1{font-size:1.4rem}h2{font-size:1.1rem;margin-top:1.6rem}table{border-collapse:collapse;width:100%}
-th,td{text-align:left;padding:.3rem .5rem;border-bottom:1px solid #ddd}form{display:inline}
-button{font:inherit;padding:.4rem 1rem;margin:.6rem .4rem 0 0}
-.notice{background:#fff4ce;border:1px solid #d9b600;padding:.5rem .8rem;font-weight:600}.muted{color:#555}`;
-
 const ENDED = ['canceled', 'incomplete_expired'];
 const money = (cents: number | null | undefined) => `$${((cents ?? 0) / 100).toFixed(2)}`;
 const day = (unix: number | null | undefined) => (unix ? new Date(unix * 1000).toISOString().slice(0, 10) : '—');
-const originOf = (url: string | null | undefined) => {
-  try {
-    return url ? new URL(url).origin : null;
-  } catch {
-    return null;
-  }
-};
 
 /**
  * One layout for every sandbox page. Form posts may redirect to the app's
  * success or cancel URL, so those origins are allowed as form targets too.
  */
 function sendPage(reply: FastifyReply, status: number, title: string, body: Html, redirectTargets: (string | null | undefined)[] = [], sandbox = true): FastifyReply {
-  const nonce = randomBytes(16).toString('base64');
-  const origins = [...new Set(redirectTargets.map(originOf).filter((o): o is string => !!o))];
-  const notice = sandbox ? html`<p class="notice">Billing sandbox — no real payment. Nothing is charged.</p>` : '';
-  const page = html`<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
-<meta name="referrer" content="no-referrer"><title>${title}</title><style nonce="${nonce}">${new Html(STYLE)}</style></head>
-<body><main>${notice}<h1>${title}</h1>${body}</main></body></html>`;
-  return reply
-    .code(status)
-    .headers({
-      'content-type': 'text/html; charset=utf-8',
-      'cache-control': 'no-store',
-      'content-security-policy': `default-src 'none'; style-src 'nonce-${nonce}'; form-action 'self' ${origins.join(' ')}; frame-ancestors 'none'; base-uri 'none'`,
-      'x-frame-options': 'DENY',
-      'x-content-type-options': 'nosniff',
-      'referrer-policy': 'no-referrer',
-    })
-    .send(page.value);
+  const notice = sandbox ? html`<p class="notice">Billing sandbox — no real payment. Nothing is charged.</p>` : undefined;
+  const formTargets = redirectTargets.filter((u): u is string => !!u);
+  return sendLayoutPage(reply, { status, title, body, notice, formTargets });
 }
 
 const notFound = (reply: FastifyReply, what = 'This link') =>

@@ -6,8 +6,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { hostedBoard } from '../../../core/boards/publications.ts';
 import { PlatformHttpError } from '../../errors.ts';
-
-const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
+import { html, sendPage } from '../../pages/layout.ts';
 
 const hostedBoardRoutes: FastifyPluginAsyncZod = async (app) => {
   app.get('/boards/public/:secret', {
@@ -20,12 +19,10 @@ const hostedBoardRoutes: FastifyPluginAsyncZod = async (app) => {
     if ((request.headers.accept ?? '').includes('application/json')) {
       return reply.type('application/json; charset=utf-8').send({ title: board.title, version: board.version, content: board.content });
     }
-    const body = escapeHtml(JSON.stringify(board.content, null, 2));
-    return reply
-      .header('content-security-policy', "default-src 'none'; style-src 'unsafe-inline'")
-      .type('text/html; charset=utf-8')
-      .send(`<!doctype html><html><head><meta charset="utf-8"><meta name="referrer" content="no-referrer"><title>${escapeHtml(board.title)}</title></head>`
-        + `<body><h1>${escapeHtml(board.title)}</h1><p>Version ${board.version}</p><pre>${body}</pre></body></html>`);
+    return sendPage(reply, {
+      title: board.title,
+      body: html`<p class="muted">Version ${board.version}</p><pre>${JSON.stringify(board.content, null, 2)}</pre>`,
+    });
   });
 };
 

@@ -21,7 +21,7 @@ import {
   type AttemptView,
 } from '../../../core/identity/claims.ts';
 import { hitRateLimit, LIMITS } from '../../../core/rate-limit.ts';
-import { html, sendPage, type Html } from './html.ts';
+import { html, sendPage as sendLayoutPage, type Html } from '../../pages/layout.ts';
 
 export const CLAIM_PAGE_PREFIX = '/agent/identity/claim/verify';
 const COOKIE = 'claim_session';
@@ -47,6 +47,10 @@ const CLOSED: Record<string, { status: number; text: string }> = {
   completed: { status: 410, text: 'This agent has already been claimed.' },
   revoked: { status: 410, text: 'This claim was revoked. The agent has to register again.' },
 };
+
+// Served at the identity provider's origin ({auth_url}), which need not
+// serve the landing page or /docs: no header or footer links.
+const sendPage = (reply: FastifyReply, status: number, title: string, body: Html) => sendLayoutPage(reply, { status, title, body, nav: false });
 
 const sameEmail = (a: string | null, b: string | null) => !!a && !!b && a.toLowerCase() === b.toLowerCase();
 

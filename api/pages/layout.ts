@@ -1,0 +1,89 @@
+// The one shell of every page for people (landing page, HTML 404, claim
+// page, billing sandbox, hosted board): doctype, viewport, one small style
+// sheet sent inline under a per-response CSP nonce, a header linking home
+// and a footer linking the API reference (left out where the page is served
+// at the identity provider's origin). No script runs on these pages;
+// the CSP says so, and forbids framing and foreign form targets.
+import { randomBytes } from 'node:crypto';
+import type { FastifyReply } from 'fastify';
+import { html, Html } from './html.ts';
+
+export { html, Html, escapeHtml } from './html.ts';
+
+const STYLE = `*{box-sizing:border-box}body{font:16px/1.5 system-ui,sans-serif;max-width:40rem;margin:0 auto;padding:0 1rem;color:#1b1b1b;background:#fff}
+header,footer{padding:.8rem 0;color:#555;font-size:.9rem}header{border-bottom:1px solid #ddd}footer{border-top:1px solid #ddd;margin-top:2rem}
+header a{font-weight:600;color:inherit;text-decoration:none}a{color:#0b57b0}main{padding:1rem 0}
+h1{font-size:1.4rem;line-height:1.3}h2{font-size:1.1rem;margin-top:1.6rem}dt{font-weight:600}dd{margin:0 0 .6rem}
+code,pre,.url{font-family:ui-monospace,monospace;font-size:.9em;overflow-wrap:anywhere}pre{white-space:pre-wrap;background:#f5f5f5;padding:.6rem;overflow-x:auto}
+ul.links{padding-left:1.1rem}ul.links li{margin:.4rem 0}
+table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:.3rem .5rem;border-bottom:1px solid #ddd}form{display:inline}
+label{display:block;margin:.5rem 0}input[type=email],input[type=password]{width:100%;padding:.4rem;font:inherit}
+button{font:inherit;padding:.4rem 1rem;margin:.6rem .4rem 0 0}
+.code{font:700 2rem/1.2 ui-monospace,monospace;letter-spacing:.2rem;padding:1rem;border:2px dashed #555;text-align:center}
+.error{color:#a40000;border-left:4px solid #a40000;padding-left:.6rem}
+.notice{background:#fff4ce;border:1px solid #d9b600;padding:.5rem .8rem;font-weight:600}.muted{color:#555}
+.ok{color:#0a6b2d;font-weight:600}.bad{color:#a40000;font-weight:600}`;
+
+export type PageOptions = {
+  status?: number;
+  /** The <title>; also the <h1> unless heading is given. */
+  title: string;
+  /** The <h1> when it should differ from the title (null: no <h1>, the body brings its own). */
+  heading?: string | null;
+  body: Html;
+  /** A line above the heading (e.g. the billing sandbox's notice). */
+  notice?: Html;
+  /** Origins a form on the page may post to besides our own (form-action). */
+  formTargets?: string[];
+  /**
+   * Header and footer links to / and /docs (default true). Off for pages
+   * served at the identity provider's origin, where those need not exist.
+   */
+  nav?: boolean;
+  /** Extra response headers (e.g. x-robots-tag). */
+  headers?: Record<string, string>;
+};
+
+const originOf = (url: string) => {
+  try {
+    return new URL(url).origin;
+  } catch {
+    return null;
+  }
+};
+
+/** The CSP every page sends: nothing but our nonce-tagged style, forms to ourselves (and the given origins). */
+export function pageCsp(nonce: string, formTargets: string[] = []): string {
+  const origins = [...new Set(formTargets.map(originOf).filter((o): o is string => !!o && o !== 'null'))];
+  const formAction = ["'self'", ...origins].join(' ');
+  return `default-src 'none'; style-src 'nonce-${nonce}'; form-action ${formAction}; frame-ancestors 'none'; base-uri 'none'`;
+}
+
+/** The full document for a page; the nonce must be the one the CSP names. */
+export function renderPage(options: PageOptions, nonce: string): Html {
+  const heading = options.heading === undefined ? options.title : options.heading;
+  const nav = options.nav ?? true;
+  return html`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
+<meta name="referrer" content="no-referrer"><title>${options.title}</title><style nonce="${nonce}">${new Html(STYLE)}</style></head>
+<body>${nav ? html`<header><a href="/">Agent platform</a></header>` : ''}
+<main>${options.notice ?? ''}${heading === null ? '' : html`<h1>${heading}</h1>`}${options.body}</main>
+${nav ? html`<footer><a href="/">Home</a> · <a href="/docs">API reference</a></footer>` : ''}</body></html>`;
+}
+
+/** Sends a page in the shared layout with the headers every page for people carries. */
+export function sendPage(reply: FastifyReply, options: PageOptions): FastifyReply {
+  const nonce = randomBytes(16).toString('base64');
+  return reply
+    .code(options.status ?? 200)
+    .headers({
+      ...options.headers,
+      'content-type': 'text/html; charset=utf-8',
+      'cache-control': 'no-store',
+      'content-security-policy': pageCsp(nonce, options.formTargets),
+      'x-frame-options': 'DENY',
+      'x-content-type-options': 'nosniff',
+      'referrer-policy': 'no-referrer',
+    })
+    .send(renderPage(options, nonce).value);
+}
