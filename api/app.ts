@@ -8,6 +8,7 @@ import { loggerOptions } from '../core/logger.ts';
 import context, { type AppContext } from './plugins/context.ts';
 import errors from './plugins/errors.ts';
 import openapi from './plugins/openapi.ts';
+import operations from './plugins/operations.ts';
 import platformAuth from './plugins/platform-auth.ts';
 import rateLimit from './plugins/rate-limit.ts';
 import tenant from './plugins/tenant.ts';
@@ -98,6 +99,7 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   await app.register(context, ctx);
   await app.register(errors);
   await app.register(openapi);
+  await app.register(operations);
   await app.register(platformAuth);
   await app.register(tenant);
   await app.register(rateLimit);

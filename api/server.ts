@@ -6,7 +6,8 @@ import { loadConfigOrExit, requireDatabaseUrl, type Config } from '../core/confi
 import { createDatabasePool } from '../core/db/pool.ts';
 import { JobEventHub } from '../core/jobs/events.ts';
 import { GroupCommitter } from '../core/jobs/group-commit.ts';
-import { createLogger } from '../core/logger.ts';
+import { createLogger, logStream } from '../core/logger.ts';
+import { collectProcessMetrics, maybeStartMetricsServer } from '../core/metrics.ts';
 import { ensureSchema, exitWithError, guardUnhandledRejections, isMain, onShutdownSignal } from '../core/process/lifecycle.ts';
 import { buildApp } from './app.ts';
 
@@ -22,7 +23,8 @@ export async function startApi(config: Config, databaseUrl: string, logger: Logg
     throw error;
   }
   const jobs = new GroupCommitter(db, { logger });
-  const app = await buildApp({ config, db, jobEvents, jobs });
+  // Request logs as readable lines where LOG_FORMAT asks for them (JSON otherwise).
+  const app = await buildApp({ config, db, jobEvents, jobs }, { logStream: logStream({ format: config.logFormat, nodeEnv: config.nodeEnv }) });
   const url = await app.listen({ host: config.host, port: config.port });
   let stopping: Promise<void> | null = null;
   const stop = () =>
@@ -40,14 +42,19 @@ export async function startApi(config: Config, databaseUrl: string, logger: Logg
 
 async function main() {
   const config = loadConfigOrExit();
-  const logger = createLogger(config.logLevel, 'api');
+  const logger = createLogger(config.logLevel, 'api', { format: config.logFormat, nodeEnv: config.nodeEnv });
   guardUnhandledRejections(logger);
   try {
     const databaseUrl = requireDatabaseUrl(config, 'npm run start:api');
     await ensureSchema(config, databaseUrl, logger);
     const api = await startApi(config, databaseUrl, logger);
     logger.info({ url: api.url, baseUrl: config.baseUrl }, 'api listening');
-    onShutdownSignal(logger, config.shutdownTimeoutMs, api.stop);
+    collectProcessMetrics(api.app.metrics.registry);
+    const metricsServer = await maybeStartMetricsServer(config.metrics, () => [api.app.metrics.registry], logger);
+    onShutdownSignal(logger, config.shutdownTimeoutMs, async () => {
+      await api.stop();
+      await metricsServer?.close();
+    });
   } catch (error) {
     exitWithError(logger, error);
   }

@@ -1,6 +1,7 @@
 // pino everywhere: api, worker, ops scripts. Secrets never reach a log line:
 // the redaction list covers headers and the body fields that carry credentials.
-import pino, { type LoggerOptions } from 'pino';
+import pino, { type DestinationStream, type LoggerOptions } from 'pino';
+import pinoPretty from 'pino-pretty';
 
 export const REDACT_PATHS = [
   'req.headers.authorization',
@@ -43,8 +44,43 @@ export function loggerOptions(level: string, name: string): LoggerOptions {
   };
 }
 
-export function createLogger(level: string, name: string): pino.Logger {
-  return pino(loggerOptions(level, name));
+export type LogFormat = 'auto' | 'json' | 'pretty';
+export type LogOutput = {
+  /** auto: readable lines in development on a terminal, JSON otherwise. */
+  format?: LogFormat;
+  nodeEnv?: string;
+  /** Where lines go (stdout by default). */
+  destination?: NodeJS.WritableStream;
+  /** Whether the destination is a terminal (colours; auto); stdout's by default. */
+  isTTY?: boolean;
+};
+
+/** Readable lines instead of JSON? Never in tests (NODE_ENV=test) unless asked for explicitly. */
+export function wantsPrettyLogs({ format = 'json', nodeEnv = process.env.NODE_ENV, isTTY = process.stdout.isTTY === true }: LogOutput = {}): boolean {
+  return format === 'pretty' || (format === 'auto' && nodeEnv === 'development' && isTTY);
+}
+
+/**
+ * The stream a logger of this output writes to: pino-pretty for readable
+ * lines, else undefined (pino's own JSON on stdout) or the given destination.
+ * pino redacts and serialises before the stream sees a line, so readable
+ * lines are redacted exactly like JSON ones.
+ */
+export function logStream(output: LogOutput = {}): DestinationStream | undefined {
+  if (!wantsPrettyLogs(output)) return output.destination as DestinationStream | undefined;
+  return pinoPretty({
+    destination: output.destination ?? 1,
+    sync: output.destination === undefined, // nothing lost when a process exits right after logging
+    colorize: output.isTTY ?? (output.destination === undefined && process.stdout.isTTY === true),
+    translateTime: 'SYS:HH:MM:ss.l',
+    ignore: 'pid,hostname',
+  });
+}
+
+/** createLogger(level, name) logs JSON to stdout; process entries pass { format: config.logFormat, nodeEnv }. */
+export function createLogger(level: string, name: string, output?: LogOutput): pino.Logger {
+  const stream = logStream(output);
+  return stream ? pino(loggerOptions(level, name), stream) : pino(loggerOptions(level, name));
 }
 
 /** Connection strings are logged without their password. */

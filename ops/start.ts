@@ -7,12 +7,13 @@ import { startApi } from '../api/server.ts';
 import { loadConfigOrExit } from '../core/config.ts';
 import { migrate } from '../core/db/migrate.ts';
 import { createLogger, safeDatabaseUrl } from '../core/logger.ts';
+import { collectProcessMetrics, maybeStartMetricsServer } from '../core/metrics.ts';
 import { exitWithError, guardUnhandledRejections, onShutdownSignal } from '../core/process/lifecycle.ts';
 import { startWorker } from '../workers/worker.ts';
 import { startEmbeddedPostgres, type EmbeddedDatabase } from './embedded-postgres.ts';
 
 const config = loadConfigOrExit();
-const logger = createLogger(config.logLevel, 'platform');
+const logger = createLogger(config.logLevel, 'platform', { format: config.logFormat, nodeEnv: config.nodeEnv });
 guardUnhandledRejections(logger);
 let embedded: EmbeddedDatabase | null = null;
 try {
@@ -26,8 +27,12 @@ try {
   const worker = await startWorker({ config, databaseUrl, logger: logger.child({ process: 'worker' }) });
   const api = await startApi(config, databaseUrl, logger.child({ process: 'api' }));
   logger.info({ url: api.url, baseUrl: config.baseUrl }, 'platform ready');
+  // One process, one exposition: the api's registry (with the database gauges) and the worker's.
+  collectProcessMetrics(api.app.metrics.registry);
+  const metricsServer = await maybeStartMetricsServer(config.metrics, () => [api.app.metrics.registry, worker.metrics], logger);
   onShutdownSignal(logger, config.shutdownTimeoutMs, async () => {
     await api.stop();
+    await metricsServer?.close();
     await worker.stop();
     await embedded?.stop();
     logger.info('platform stopped');

@@ -3,18 +3,26 @@
 // its cron fires each schedule once across all of them.
 import { loadConfigOrExit, requireDatabaseUrl } from '../core/config.ts';
 import { createLogger } from '../core/logger.ts';
+import { collectProcessMetrics, maybeStartMetricsServer, registerDatabaseMetrics } from '../core/metrics.ts';
 import { ensureSchema, exitWithError, guardUnhandledRejections, isMain, onShutdownSignal } from '../core/process/lifecycle.ts';
 import { startWorker } from './worker.ts';
 
 async function main() {
   const config = loadConfigOrExit();
-  const logger = createLogger(config.logLevel, 'worker');
+  const logger = createLogger(config.logLevel, 'worker', { format: config.logFormat, nodeEnv: config.nodeEnv });
   guardUnhandledRejections(logger);
   try {
     const databaseUrl = requireDatabaseUrl(config, 'npm run start:worker');
     await ensureSchema(config, databaseUrl, logger);
     const worker = await startWorker({ config, databaseUrl, logger });
-    onShutdownSignal(logger, config.shutdownTimeoutMs, worker.stop);
+    // Besides its job durations, a worker shows the queue it drains (to size the worker count).
+    collectProcessMetrics(worker.metrics);
+    registerDatabaseMetrics(worker.metrics, worker.db, logger.child({ component: 'metrics' }));
+    const metricsServer = await maybeStartMetricsServer(config.metrics, () => [worker.metrics], logger);
+    onShutdownSignal(logger, config.shutdownTimeoutMs, async () => {
+      await metricsServer?.close();
+      await worker.stop();
+    });
   } catch (error) {
     exitWithError(logger, error);
   }

@@ -16,6 +16,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../core/config.ts';
 import { createDatabasePool, type DatabasePool } from '../core/db/pool.ts';
 import { graphileLogger } from '../core/graphile-logger.ts';
+import { createMetricsRegistry, registerWorkerMetrics, type Registry } from '../core/metrics.ts';
 import { beatHeart, forgetWorkers, releaseWorkerJobs } from '../core/jobs/liveness.ts';
 import { onLostDatabaseWork } from '../core/process/lifecycle.ts';
 import { CRON_ITEMS } from '../schedules/index.ts';
@@ -30,6 +31,8 @@ export type RunningWorker = {
   readonly runner: Runner;
   /** Graphile Worker's events (job:start, job:success, ...), for tests and the bench. */
   events: WorkerEvents;
+  /** platform_job_duration_seconds of this worker (process entries serve it on METRICS_PORT). */
+  metrics: Registry;
   db: DatabasePool;
   workerIds: () => string[];
   /** Jobs running per tenant in this process (fairness), for tests. */
@@ -53,6 +56,8 @@ export async function startWorker({ config, databaseUrl, logger, concurrency }: 
   const deps = { db, config, logger, cancels };
   const taskList: TaskList = Object.fromEntries(TASKS.map((t) => [t.kind, t.build(deps)]));
   const events: WorkerEvents = new EventEmitter() as WorkerEvents;
+  const metrics = createMetricsRegistry();
+  const jobTimes = registerWorkerMetrics(metrics, events);
   let stopping = false;
 
   const startGeneration = async (): Promise<Generation> => {
@@ -162,6 +167,7 @@ export async function startWorker({ config, databaseUrl, logger, concurrency }: 
       const ids = [...current.ids];
       await stopRunner(current.runner);
       clearInterval(heartbeat);
+      jobTimes.forget();
       await forgetWorkers(db, ids).catch(() => undefined);
       await cancels.stop();
       await graphilePool.end().catch(() => undefined);
@@ -175,6 +181,7 @@ export async function startWorker({ config, databaseUrl, logger, concurrency }: 
       return current.runner;
     },
     events,
+    metrics,
     db,
     workerIds: () => [...current.ids],
     tenantLoad: () => current.gate?.snapshot() ?? {},

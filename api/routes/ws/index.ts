@@ -12,6 +12,7 @@ const MAX_FRAME_BYTES = 64 * 1024;
 
 export default async function wsRoutes(app: FastifyInstance) {
   const sessions = new Set<WsSession>();
+  app.metrics.countWebsockets(() => sessions.size);
   // One per process: user and membership changes reach the sockets of that user.
   const directory = new SessionDirectory(app.db, app.jobEvents, app.log, CLOSE);
   app.addHook('onClose', async () => directory.stop());

@@ -1,0 +1,92 @@
+// What operators need at the HTTP edge: CORS for the browser origins of
+// CORS_ORIGINS (none: no CORS headers at all), and Prometheus metrics —
+// request durations by route pattern, websocket and LISTEN gauges, job and
+// queue gauges read at scrape time. GET /metrics exists on this port only
+// when METRICS_TOKEN is set, for `Authorization: Bearer <token>`; without it
+// operators use the METRICS_PORT listener of the process entry.
+import { createHash, timingSafeEqual } from 'node:crypto';
+import cors from '@fastify/cors';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
+import { bearerToken } from '../../core/auth/platform-token.ts';
+import {
+  createMetricsRegistry,
+  METRICS_CONTENT_TYPE,
+  registerApiMetrics,
+  registerDatabaseMetrics,
+  renderMetrics,
+  type Registry,
+} from '../../core/metrics.ts';
+
+export type AppMetrics = {
+  /** This app's registry: process entries serve it on METRICS_PORT too. */
+  registry: Registry;
+  /** The websocket routes say how many sockets are open. */
+  countWebsockets: (count: () => number) => void;
+};
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    metrics: AppMetrics;
+  }
+}
+
+export const CORS_METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
+export const CORS_ALLOWED_HEADERS = ['authorization', 'content-type', 'x-tenant-id', 'idempotency-key', 'mcp-protocol-version', 'x-request-id'];
+export const CORS_EXPOSED_HEADERS = ['x-request-id', 'retry-after'];
+
+const sha256 = (value: string) => createHash('sha256').update(value).digest();
+
+async function operations(app: FastifyInstance) {
+  const allowed = new Set(app.config.corsOrigins);
+  if (allowed.size > 0) {
+    await app.register(cors, {
+      // Exactly the listed origins; any other gets no CORS headers (and its
+      // preflight a 404), as if CORS were off.
+      origin: (origin, cb) => cb(null, origin !== undefined && allowed.has(origin) ? origin : false),
+      credentials: false,
+      methods: CORS_METHODS,
+      allowedHeaders: CORS_ALLOWED_HEADERS,
+      exposedHeaders: CORS_EXPOSED_HEADERS,
+      maxAge: 600,
+      strictPreflight: true,
+    });
+  }
+
+  const registry = createMetricsRegistry();
+  let websockets: () => number = () => 0;
+  const { httpDuration } = registerApiMetrics(registry, {
+    websocketConnections: () => websockets(),
+    listenConnected: () => app.jobEvents.connected,
+  });
+  registerDatabaseMetrics(registry, app.db, app.log.child({ component: 'metrics' }));
+  app.decorate('metrics', {
+    registry,
+    countWebsockets: (count: () => number) => {
+      websockets = count;
+    },
+  } satisfies AppMetrics);
+
+  app.addHook('onResponse', async (request: FastifyRequest, reply: FastifyReply) => {
+    // The route pattern, never the raw URL (ids would explode the label set).
+    const route = request.routeOptions.url ?? 'unmatched';
+    httpDuration.observe({ method: request.method, route, status_code: String(reply.statusCode) }, reply.elapsedTime / 1000);
+  });
+
+  const token = app.config.metrics.token;
+  if (token === undefined) return;
+  const expected = sha256(token);
+  app.get('/metrics', { schema: { hide: true } }, async (request, reply) => {
+    const given = bearerToken(request.headers.authorization);
+    // Both sides hashed: equal lengths for timingSafeEqual, no length leak.
+    if (!given || !timingSafeEqual(sha256(given), expected)) {
+      return reply
+        .code(401)
+        .header('www-authenticate', 'Bearer realm="metrics"')
+        .send({ error: 'unauthorized', status: 401, message: 'GET /metrics needs `Authorization: Bearer <METRICS_TOKEN>`.' });
+    }
+    return reply.type(METRICS_CONTENT_TYPE).send(await renderMetrics([registry]));
+  });
+}
+
+export default fp(operations, { name: 'operations', dependencies: ['context'] });
