@@ -210,8 +210,9 @@ t.test('budget: plan default, own limit (Admin), snapshots', async (t) => {
 
 t.test('cron runs: recorded by Admin with a duration; bounds checked', async (t) => {
   const post = (m: Member, payload: unknown) => app.inject({ method: 'POST', url: '/api/usage/cron-runs', headers: as(m), payload: payload as object });
-  const startedAt = new Date(Date.now() - 60_000).toISOString();
-  const finishedAt = new Date(Date.now() - 58_500).toISOString();
+  const now = Date.now(); // one clock reading: two could straddle a millisecond
+  const startedAt = new Date(now - 60_000).toISOString();
+  const finishedAt = new Date(now - 58_500).toISOString();
   const res = await post(admin, { name: 'nightly-report', status: 'succeeded', startedAt, finishedAt, detail: { rows: 12 } });
   t.equal(res.statusCode, 201);
   t.match(res.json(), { name: 'nightly-report', status: 'succeeded', durationMs: 1500, detail: { rows: 12 }, finishedAt: String });
