@@ -1,20 +1,11 @@
 // LOG_FORMAT: readable lines (pino-pretty) when asked for, or in development
 // on a terminal; JSON otherwise and always in tests. Readable lines are
 // redacted like JSON ones.
-import { Writable } from 'node:stream';
 import t from 'tap';
 import { createLogger, wantsPrettyLogs } from '../../core/logger.ts';
+import { captureLog } from '../helpers/log-capture.ts';
 
-function capture() {
-  const lines: string[] = [];
-  const stream = new Writable({
-    write(chunk, _enc, done) {
-      lines.push(String(chunk));
-      done();
-    },
-  });
-  return { stream, text: () => lines.join('') };
-}
+const capture = captureLog;
 const settle = () => new Promise((resolve) => setTimeout(resolve, 50));
 
 t.test('which format', async (t) => {

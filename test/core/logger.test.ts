@@ -1,6 +1,5 @@
 // No token or secret in a log line: the redaction list, and the api's own
 // request logs with a credential in the headers.
-import { Writable } from 'node:stream';
 import pino from 'pino';
 import t from 'tap';
 import { buildApp } from '../../api/app.ts';
@@ -10,17 +9,9 @@ import { GroupCommitter } from '../../core/jobs/group-commit.ts';
 import { loggerOptions, safeDatabaseUrl } from '../../core/logger.ts';
 import { testConfig, testLogger } from '../helpers/config.ts';
 import { createTestDatabase } from '../helpers/db.ts';
+import { captureLog } from '../helpers/log-capture.ts';
 
-function capture() {
-  const lines: string[] = [];
-  const stream = new Writable({
-    write(chunk, _enc, done) {
-      lines.push(String(chunk));
-      done();
-    },
-  });
-  return { stream, text: () => lines.join('') };
-}
+const capture = captureLog;
 
 t.test('credentials in log objects are redacted', async (t) => {
   const out = capture();
