@@ -44,6 +44,8 @@ t.test('a running job is cancelled through its AbortSignal: cancelling, then can
   const socket = await TestSocket.connect(`${url.replace('http', 'ws')}/api/ws`, admin.token);
   t.teardown(() => socket.close());
   socket.send({ type: 'subscribe', jobId });
+  // The subscription is live once its first state arrived: from then on every change reaches it.
+  await socket.next(isJobMessage(jobId));
   await waitFor('the job to make progress', async () => ((await row(jobId)).progress as { step?: number } | null)?.step);
   const asked = Date.now();
   const res = await cancel(jobId);
