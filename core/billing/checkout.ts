@@ -5,8 +5,8 @@ import type Stripe from 'stripe';
 import { z } from 'zod';
 import type { Config } from '../config.ts';
 import { sql, type DatabasePool } from '../db/pool.ts';
-import { planRank, type PlanName } from '../plans.ts';
-import { agentSlots, setEntitlement } from './entitlements.ts';
+import { PLAN_NAMES, planRank, type PlanName } from '../plans.ts';
+import { agentSlots, ENTITLED_STATUSES, isEntitled, setEntitlement } from './entitlements.ts';
 import { stateOfSubscription } from './stripe-events.ts';
 
 export class BillingRefusal extends Error {
@@ -18,7 +18,7 @@ export class BillingRefusal extends Error {
 
 type Deps = { db: DatabasePool; config: Config; stripe: Stripe };
 
-const TenantRow = z.object({ name: z.string(), plan: z.enum(['free', 'pro', 'enterprise']), plan_source: z.string().nullable() });
+const TenantRow = z.object({ name: z.string(), plan: z.enum(PLAN_NAMES) });
 
 /** Stripe errors other than our own refusals: the caller sees 502 with Stripe's reason, never a stack. */
 async function callStripe<T>(what: string, call: () => Promise<T>): Promise<T> {
@@ -48,10 +48,10 @@ async function storedCustomer(db: DatabasePool, tenantId: string): Promise<strin
  * The tenant's Stripe customer. Two racing requests send the same Stripe
  * idempotency key, so Stripe creates one customer; the unique row keeps it.
  */
-export async function ensureCustomer(deps: Deps, tenantId: string, email: string | null): Promise<string> {
+export async function ensureCustomer(deps: Deps, tenant: { id: string; name: string }, email: string | null): Promise<string> {
+  const tenantId = tenant.id;
   const existing = await storedCustomer(deps.db, tenantId);
   if (existing) return existing;
-  const tenant = await deps.db.one(sql.type(TenantRow)`select name, plan, plan_source from tenants where id = ${tenantId}`);
   const customer = await callStripe('create a customer', () =>
     deps.stripe.customers.create(
       { name: tenant.name, ...(email ? { email } : {}), metadata: { tenant_id: tenantId } },
@@ -65,7 +65,7 @@ export async function ensureCustomer(deps: Deps, tenantId: string, email: string
 
 export async function startCheckout(deps: Deps, tenantId: string, plan: Exclude<PlanName, 'free'>, email: string | null): Promise<{ url: string; sessionId: string }> {
   requireBilling(deps.config);
-  const tenant = await deps.db.one(sql.type(TenantRow)`select name, plan, plan_source from tenants where id = ${tenantId}`);
+  const tenant = await deps.db.one(sql.type(TenantRow)`select name, plan from tenants where id = ${tenantId}`);
   if (planRank(tenant.plan) >= planRank(plan)) {
     throw new BillingRefusal(409, 'already_on_plan', tenant.plan === plan
       ? `The workspace is already on the ${plan} plan.`
@@ -73,11 +73,11 @@ export async function startCheckout(deps: Deps, tenantId: string, plan: Exclude<
   }
   // A second subscription would bill twice: a paid Stripe plan changes in the portal.
   const paying = await deps.db.exists(sql.unsafe`
-    select 1 from billing_entitlements where tenant_id = ${tenantId} and source = 'stripe' and status in ('active', 'trialing', 'past_due')`);
+    select 1 from billing_entitlements where tenant_id = ${tenantId} and source = 'stripe' and status = any(${sql.array([...ENTITLED_STATUSES], 'text')})`);
   if (paying) {
     throw new BillingRefusal(409, 'subscription_exists', `The workspace already has a Stripe subscription; change it to ${plan} in the billing portal (POST /api/billing/portal).`);
   }
-  const customer = await ensureCustomer(deps, tenantId, email);
+  const customer = await ensureCustomer(deps, { id: tenantId, name: tenant.name }, email);
   const { prices } = deps.config.billing.stripe;
   const session = await callStripe('start a checkout', () =>
     deps.stripe.checkout.sessions.create({
@@ -118,7 +118,7 @@ export async function addAgentSlot(deps: Deps, tenantId: string, idempotencyKey:
   requireBilling(deps.config);
   const grant = await deps.db.maybeOne(sql.type(StripeGrant)`
     select external_ref, status from billing_entitlements where tenant_id = ${tenantId} and source = 'stripe'`);
-  if (!grant?.external_ref || !['active', 'trialing', 'past_due'].includes(grant.status)) {
+  if (!grant?.external_ref || !isEntitled(grant.status)) {
     throw new BillingRefusal(409, 'no_active_subscription', 'Agent slots are added to a paid Stripe subscription; subscribe first with POST /api/billing/checkout.');
   }
   const subscriptionId = grant.external_ref;

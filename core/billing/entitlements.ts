@@ -10,6 +10,9 @@ export const ENTITLEMENT_SOURCES = ['stripe', 'in_app', 'operator'] as const;
 export type EntitlementSource = (typeof ENTITLEMENT_SOURCES)[number];
 export const SUBSCRIPTION_STATUSES = ['active', 'trialing', 'past_due', 'canceled', 'incomplete'] as const;
 export type SubscriptionStatus = (typeof SUBSCRIPTION_STATUSES)[number];
+/** Statuses that grant the plan (past_due: the processor is retrying a payment), as billing_refresh_plan() counts them. */
+export const ENTITLED_STATUSES: readonly SubscriptionStatus[] = ['active', 'trialing', 'past_due'];
+export const isEntitled = (status: string): boolean => (ENTITLED_STATUSES as readonly string[]).includes(status);
 
 export type Entitlement = {
   tenantId: string;
@@ -74,7 +77,7 @@ export async function refreshPlan(tx: CommonQueryMethods, tenantId: string, reas
 export async function refreshExpiredPlans(db: CommonQueryMethods): Promise<number> {
   const rows = await db.anyFirst(sql.type(z.object({ tenant_id: z.string() }))`
     select distinct e.tenant_id from billing_entitlements e join tenants t on t.id = e.tenant_id
-     where e.expires_at <= now() and e.status in ('active', 'trialing', 'past_due') and t.plan_source = e.source`);
+     where e.expires_at <= now() and e.status = any(${sql.array([...ENTITLED_STATUSES], 'text')}) and t.plan_source = e.source`);
   for (const tenantId of rows) await refreshPlan(db, tenantId, 'entitlement expired');
   return rows.length;
 }

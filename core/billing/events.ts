@@ -20,9 +20,10 @@ export type InboundEvent = {
   payload: unknown;
 };
 
-export type StoredEvent = { id: string; duplicate: boolean; status: string; jobId: string | null };
+export const EVENT_STATUSES = ['queued', 'applied', 'ignored', 'failed'] as const;
+export type StoredEvent = { id: string; duplicate: boolean; status: (typeof EVENT_STATUSES)[number]; jobId: string | null };
 
-const Stored = z.object({ id: z.string(), status: z.string(), job_id: z.string().nullable(), inserted: z.boolean() });
+const Stored = z.object({ id: z.string(), status: z.enum(EVENT_STATUSES), job_id: z.string().nullable(), inserted: z.boolean() });
 
 /**
  * Stores the event and enqueues its job in one commit, through the group

@@ -7,8 +7,8 @@ import { z } from 'zod';
 import type { Config } from '../config.ts';
 import { sql, type CommonQueryMethods, type DatabasePool } from '../db/pool.ts';
 import { PermanentJobError, RetryableJobError } from '../jobs/errors.ts';
-import { planRank, type PlanName } from '../plans.ts';
-import { lastEventAt, setEntitlement, type SubscriptionStatus } from './entitlements.ts';
+import { PLAN_NAMES, planRank, type PlanName } from '../plans.ts';
+import { isEntitled, lastEventAt, setEntitlement, type SubscriptionStatus } from './entitlements.ts';
 import type { EventRow } from './events.ts';
 
 /** Event types the job applies; anything else is stored and marked ignored. */
@@ -129,14 +129,14 @@ export async function applyStripeEvent(
           insert into billing_customers (tenant_id, stripe_customer_id) values (${tenantId}, ${customer}) on conflict do nothing`);
       }
     }
-    const current = await tx.maybeOne(sql.type(z.object({ plan: z.enum(['free', 'pro', 'enterprise']), status: z.string(), external_ref: z.string().nullable() }))`
+    const current = await tx.maybeOne(sql.type(z.object({ plan: z.enum(PLAN_NAMES), status: z.string(), external_ref: z.string().nullable() }))`
       select plan, status, external_ref from billing_entitlements where tenant_id = ${tenantId} and source = 'stripe' for update`);
     const next = state ?? { plan: current?.plan ?? 'free', status: 'canceled' as const, agentAddons: 0, currentPeriodEnd: null };
     // Another, better subscription of the same tenant stays in force.
     const otherHolds =
       current && current.external_ref && current.external_ref !== subscriptionId &&
-      ['active', 'trialing', 'past_due'].includes(current.status) &&
-      (!['active', 'trialing', 'past_due'].includes(next.status) || planRank(current.plan) > planRank(next.plan));
+      isEntitled(current.status) &&
+      (!isEntitled(next.status) || planRank(current.plan) > planRank(next.plan));
     if (otherHolds) {
       const outcome: Applied = { status: 'ignored', outcome: 'other_subscription_in_force' };
       await finish(tx, outcome);

@@ -30,6 +30,7 @@ import { constantTimeEqual } from '../../../core/crypto/tokens.ts';
 import { PLAN_NAMES } from '../../../core/plans.ts';
 import { PlatformError, PlatformHttpError } from '../../errors.ts';
 import { TenantHeaders } from '../../plugins/tenant.ts';
+import { received, WebhookReceived } from './received.ts';
 
 const MAX_EVENT_BYTES = 256 * 1024;
 
@@ -58,14 +59,6 @@ const PurchaseWebhookBody = z
     event: PurchaseWebhookEvent.describe('The event; id, type and event_timestamp_ms are required, app_user_id names the tenant, other fields are kept as sent'),
   })
   .describe("The in-app purchase provider's webhook body");
-
-const PurchaseWebhookReceived = z
-  .object({
-    received: z.literal(true),
-    duplicate: z.boolean().describe('The event id was stored before; nothing was done again'),
-    status: z.enum(['queued', 'applied', 'ignored', 'failed']).describe('ignored: a type we do not handle, or about no tenant we know'),
-  })
-  .meta({ id: 'PurchaseWebhookReceived' });
 
 /** Provider failures as platform errors; anything else is unexpected. */
 function providerRefusal(error: unknown): never {
@@ -154,7 +147,7 @@ const purchaseRoutes: FastifyPluginAsyncZod = async (app) => {
           'Other types (TEST, ...) and events about no known tenant are stored and ignored.',
         security: [{ PurchaseWebhookBearer: [] }],
         body: PurchaseWebhookBody,
-        response: { 200: PurchaseWebhookReceived, 400: PlatformError, 401: PlatformError, 413: PlatformError, 415: PlatformError, 503: PlatformError },
+        response: { 200: WebhookReceived, 400: PlatformError, 401: PlatformError, 413: PlatformError, 415: PlatformError, 503: PlatformError },
       },
     },
     async (request) => {
@@ -168,7 +161,7 @@ const purchaseRoutes: FastifyPluginAsyncZod = async (app) => {
         HANDLED_PURCHASE_EVENTS.has(event.type) ? undefined : 'unhandled_type',
       );
       request.log.info({ eventId: event.id, type: event.type, tenantId, duplicate: stored.duplicate, jobId: stored.jobId }, 'in-app purchase event received');
-      return { received: true as const, duplicate: stored.duplicate, status: stored.status as 'queued' | 'applied' | 'ignored' | 'failed' };
+      return received(stored);
     },
   );
 };

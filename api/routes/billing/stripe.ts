@@ -6,6 +6,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { addAgentSlot, BillingRefusal, openPortal, startCheckout } from '../../../core/billing/checkout.ts';
 import { sql } from '../../../core/db/pool.ts';
+import { PLAN_NAMES } from '../../../core/plans.ts';
 import { PlatformError, PlatformHttpError } from '../../errors.ts';
 import { TenantHeaders } from '../../plugins/tenant.ts';
 
@@ -19,7 +20,7 @@ const PortalResult = z.object({ url: z.url().describe('Stripe customer portal fo
 const AddonResult = z
   .object({
     subscriptionId: z.string(),
-    agentSlots: z.object({ plan: z.enum(['free', 'pro', 'enterprise']), included: z.int(), addons: z.int(), used: z.int() }),
+    agentSlots: z.object({ plan: z.enum(PLAN_NAMES), included: z.int(), addons: z.int(), used: z.int() }),
   })
   .meta({ id: 'BillingAgentAddon' });
 const AddonHeaders = TenantHeaders.extend({

@@ -10,17 +10,10 @@ import { z } from 'zod';
 import { storeInboundEvent } from '../../../core/billing/events.ts';
 import { HANDLED_STRIPE_EVENTS, tenantOfStripeEvent } from '../../../core/billing/stripe-events.ts';
 import { PlatformError, PlatformHttpError } from '../../errors.ts';
+import { received, WebhookReceived } from './received.ts';
 
 const SIGNATURE_TOLERANCE_S = 300;
 const MAX_EVENT_BYTES = 512 * 1024;
-
-const Received = z
-  .object({
-    received: z.literal(true),
-    duplicate: z.boolean().describe('The event id was stored before; nothing was done again'),
-    status: z.enum(['queued', 'applied', 'ignored', 'failed']).describe('ignored: a type we do not handle, or about no tenant we know'),
-  })
-  .meta({ id: 'BillingWebhookReceived' });
 
 const stripeWebhookRoutes: FastifyPluginAsyncZod = async (app) => {
   // This plugin's own JSON parser keeps the raw bytes: the signature covers them exactly.
@@ -38,7 +31,7 @@ const stripeWebhookRoutes: FastifyPluginAsyncZod = async (app) => {
         security: [{ StripeSignature: [] }],
         headers: z.object({ 'stripe-signature': z.string().min(1).max(4096).describe('t=<unix time>,v1=<HMAC-SHA256>') }),
         body: z.unknown().describe('The Stripe Event as JSON, exactly as sent'),
-        response: { 200: Received, 400: PlatformError, 413: PlatformError, 415: PlatformError, 503: PlatformError },
+        response: { 200: WebhookReceived, 400: PlatformError, 413: PlatformError, 415: PlatformError, 503: PlatformError },
       },
     },
     async (request) => {
@@ -65,7 +58,7 @@ const stripeWebhookRoutes: FastifyPluginAsyncZod = async (app) => {
         HANDLED_STRIPE_EVENTS.has(event.type) ? undefined : 'unhandled_type',
       );
       request.log.info({ eventId: event.id, type: event.type, tenantId, duplicate: stored.duplicate, jobId: stored.jobId }, 'stripe event received');
-      return { received: true as const, duplicate: stored.duplicate, status: stored.status as 'queued' | 'applied' | 'ignored' | 'failed' };
+      return received(stored);
     },
   );
 };
