@@ -111,6 +111,11 @@ const envSchema = z.object({
   PURCHASE_WEBHOOK_SECRET: z.string().min(16, 'must be at least 16 characters').optional(),
   PURCHASE_ENTITLEMENT_PRO: z.string().min(1).default('pro'),
   PURCHASE_ENTITLEMENT_ENTERPRISE: z.string().min(1).default('enterprise'),
+  TELEGRAM_API_BASE: urlFromEnv.default('https://api.telegram.org'),
+  SLACK_API_BASE: urlFromEnv.default('https://slack.com/api'),
+  SLACK_AUTHORIZE_URL: urlFromEnv.default('https://slack.com/oauth/v2/authorize'),
+  CHANNEL_LINK_TTL_S: intFromEnv(60, 86_400).default(900),
+  SKILLS_DIR: z.string().min(1).optional(),
   DATA_ENCRYPTION_KEY_PREVIOUS: secret32.optional(),
   PLATFORM_JWT_SECRET: secret32.optional(),
   DATA_ENCRYPTION_KEY: secret32.optional(),
@@ -177,6 +182,18 @@ export type Config = {
     newTenantCreditsMicros: number;
   };
   billing: BillingConfig;
+  channels: {
+    /** Telegram Bot API origin (https://api.telegram.org); tests and self-hosted Bot API servers point elsewhere. */
+    telegramApiBase: string;
+    /** Slack Web API base (https://slack.com/api). */
+    slackApiBase: string;
+    /** Slack's OAuth v2 install page (https://slack.com/oauth/v2/authorize). */
+    slackAuthorizeUrl: string;
+    /** How long a started link (deep link, install URL, session token) stays usable. */
+    linkTtlS: number;
+  };
+  /** The directory POST /api/skills/sync reads (default DATA_DIR/skills). */
+  skillsDir: string;
   /** Browser origins allowed to call the API (CORS); empty = CORS off. */
   corsOrigins: string[];
   metrics: {
@@ -339,6 +356,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       newTenantCreditsMicros: e.NEW_TENANT_CREDITS_MICROS,
     },
     billing,
+    channels: {
+      telegramApiBase: e.TELEGRAM_API_BASE,
+      slackApiBase: e.SLACK_API_BASE,
+      slackAuthorizeUrl: e.SLACK_AUTHORIZE_URL,
+      linkTtlS: e.CHANNEL_LINK_TTL_S,
+    },
+    skillsDir: path.resolve(e.SKILLS_DIR ?? path.join(dataDir, 'skills')),
     corsOrigins: e.CORS_ORIGINS ?? [],
     metrics: { token: e.METRICS_TOKEN, port: e.METRICS_PORT, host: e.METRICS_HOST },
     logFormat: e.LOG_FORMAT,
