@@ -3,13 +3,10 @@
 // confirm (and read the user code for the agent) or deny. Plain HTML forms,
 // no script. The session is a short-lived signed cookie scoped to the claim
 // pages; every form carries a CSRF token bound to that session and attempt.
-import { createHmac } from 'node:crypto';
-import formbody from '@fastify/formbody';
-import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { checkPassword, findUser, type UserRow } from '../../../core/accounts/users.ts';
-import { randomToken, constantTimeEqual } from '../../../core/crypto/tokens.ts';
 import {
   ClaimError,
   confirmAttempt,
@@ -20,15 +17,14 @@ import {
   selectOrganization,
   type AttemptView,
 } from '../../../core/identity/claims.ts';
-import { hitRateLimit, LIMITS } from '../../../core/rate-limit.ts';
 import { html, sendPage as sendLayoutPage, type Html } from '../../pages/layout.ts';
+import { pageSessions, seeOther, setUpFormPages, signInAllowed, type PageSession } from '../../pages/session.ts';
 
 export const CLAIM_PAGE_PREFIX = '/agent/identity/claim/verify';
 const COOKIE = 'claim_session';
 const COOKIE_PATH = '/agent/identity/claim';
-const SESSION_TTL_S = 15 * 60;
 
-type Session = { sid: string; userId: string | null };
+type Session = PageSession;
 
 const Params = z.object({ attemptId: z.string().max(64) });
 // Everything optional and checked by hand, so a bad form gets a page, not JSON.
@@ -52,41 +48,20 @@ const CLOSED: Record<string, { status: number; text: string }> = {
 // serve the landing page or /docs: no header or footer links.
 const sendPage = (reply: FastifyReply, status: number, title: string, body: Html) => sendLayoutPage(reply, { status, title, body, nav: false });
 
+const CHOOSE_FIRST =
+  'Choose an organization first. The agent will act inside the organization you choose; without a choice it could not complete the claim (organization_selection_required).';
+
 const sameEmail = (a: string | null, b: string | null) => !!a && !!b && a.toLowerCase() === b.toLowerCase();
 
 const claimPageRoutes: FastifyPluginAsyncZod = async (app) => {
-  if (!app.hasContentTypeParser('application/x-www-form-urlencoded')) await app.register(formbody, { bodyLimit: 16_384 });
   const { config } = app;
-  // A key of its own, so nothing signed for the platform JWT can pass as a session.
-  const key = createHmac('sha256', config.secrets.PLATFORM_JWT_SECRET).update('claim-page').digest();
-  const mac = (data: string) => createHmac('sha256', key).update(data).digest('base64url');
-  const secure = config.authUrl.startsWith('https:');
+  const sessions = pageSessions({
+    purpose: 'claim-page', cookie: COOKIE, path: COOKIE_PATH, secure: config.authUrl.startsWith('https:'), secret: config.secrets.PLATFORM_JWT_SECRET,
+  });
+  const readSession = (request: FastifyRequest) => sessions.read(request);
+  const startSession = (reply: FastifyReply, userId: string | null) => sessions.start(reply, userId);
 
-  // ------------------------------------------------------------ session, CSRF
-
-  function readSession(request: FastifyRequest): Session | null {
-    const cookies = (request.headers.cookie ?? '').split(';').map((c) => c.trim());
-    for (const cookie of cookies) {
-      if (!cookie.startsWith(`${COOKIE}=`)) continue;
-      const [sid, user, exp, tag, ...rest] = cookie.slice(COOKIE.length + 1).split('.');
-      if (!sid || !user || !exp || !tag || rest.length > 0) continue;
-      if (!constantTimeEqual(tag, mac(`${sid}.${user}.${exp}`)) || Number(exp) <= Date.now() / 1000) continue;
-      return { sid, userId: user === '-' ? null : user };
-    }
-    return null;
-  }
-
-  /** A new session id every time (also at sign-in), so a planted cookie never becomes a signed-in one. */
-  function startSession(reply: FastifyReply, userId: string | null): Session {
-    const session = { sid: randomToken('', 18), userId };
-    const exp = Math.floor(Date.now() / 1000) + SESSION_TTL_S;
-    const payload = `${session.sid}.${userId ?? '-'}.${exp}`;
-    const flags = `Path=${COOKIE_PATH}; Max-Age=${SESSION_TTL_S}; HttpOnly; SameSite=Strict${secure ? '; Secure' : ''}`;
-    reply.header('set-cookie', `${COOKIE}=${payload}.${mac(payload)}; ${flags}`);
-    return session;
-  }
-
-  const csrfFor = (attemptId: string, s: Session) => mac(`csrf|${attemptId}|${s.sid}|${s.userId ?? '-'}`);
+  const csrfFor = (attemptId: string, s: Session) => sessions.csrf(attemptId, s);
 
   // ------------------------------------------------------------ pages
 
@@ -106,27 +81,42 @@ ${error ? html`<p class="error">${error}</p>` : ''}
 </form>`);
   }
 
+  /**
+   * The decision: with several organizations the choice comes first (step 1),
+   * Confirm second; the user code is handed out only once one is chosen.
+   */
   async function decisionPage(reply: FastifyReply, status: number, a: AttemptView, s: Session, user: UserRow, error?: string) {
     const orgs = await organizationsOf(app.db, user.id, a.tenant_id);
     const confirmed = phaseOf(a) === 'confirmed';
-    const choice = orgs.length > 1 || (confirmed && orgs.length > 0)
-      ? html`<fieldset><legend>Organization</legend>${orgs.map((o) => html`
-<label><input type="radio" name="organization_id" value="${o.id}"${o.id === a.organization_id ? html` checked` : ''}> ${o.name}</label>`)}</fieldset>`
-      : orgs.length === 1 ? html`<p>Organization: ${orgs[0]!.name}</p>` : '';
-    return sendPage(reply, status, confirmed ? 'Claim confirmed' : 'Claim an agent', html`
-${error ? html`<p class="error">${error}</p>` : ''}
-${confirmed ? html`<p>You confirmed this claim; its code was shown once. You may still change the organization or deny.</p>` : html`<p>An agent asks to be bound to your account. Confirm only if you started it.</p>`}
-<dl><dt>Agent</dt><dd>${a.principal_name} (registration ${a.registration_id})</dd>
+    const mustChoose = !confirmed && orgs.length > 1;
+    const radios = html`<fieldset><legend>Organization</legend>${orgs.map((o) => html`
+<label><input type="radio" name="organization_id" value="${o.id}"${o.id === a.organization_id ? html` checked` : ''}${mustChoose ? html` required` : ''}> ${o.name}</label>`)}</fieldset>`;
+    const details = html`<dl><dt>Agent</dt><dd>${a.principal_name} (registration ${a.registration_id})</dd>
 <dt>Workspace</dt><dd>${a.tenant_name} (kept as it is, added to your account)</dd>
-<dt>Claim for</dt><dd>${a.login_hint}</dd></dl>
-<form method="post" action="${pathOf(a)}">
-<input type="hidden" name="csrf" value="${csrfFor(a.id, s)}">
-${choice}
-${confirmed
-  ? (orgs.length > 0 ? html`<button type="submit" name="action" value="organization">Save organization</button>` : '')
-  : html`<button type="submit" name="action" value="confirm">Confirm</button>`}
-<button type="submit" name="action" value="deny">Deny</button>
-</form>
+<dt>Claim for</dt><dd>${a.login_hint}</dd>
+${orgs.length === 1 ? html`<dt>Organization</dt><dd>${orgs[0]!.name} (the agent will act inside it)</dd>` : ''}</dl>`;
+    const deny = html`<button type="submit" name="action" value="deny" formnovalidate>Deny</button>`;
+    const form = (inner: Html) => html`<form method="post" action="${pathOf(a)}">
+<input type="hidden" name="csrf" value="${csrfFor(a.id, s)}">${inner}</form>`;
+
+    let body: Html;
+    if (confirmed) {
+      body = html`<p>You confirmed this claim; its code was shown once. You may still change the organization or deny.</p>${details}
+${form(html`${orgs.length > 0 ? html`${radios}<button type="submit" name="action" value="organization">Save organization</button>` : ''}${deny}`)}`;
+    } else if (mustChoose) {
+      body = html`<p>An agent asks to be bound to your account. Confirm only if you started it.</p>${details}
+${form(html`<h2>Step 1: choose the organization</h2>
+<p>You belong to several organizations. The agent will act inside the one you choose, so choose it before you confirm; the code for the agent is shown only after that.</p>
+${radios}
+<h2>Step 2: confirm</h2>
+<p>Confirming shows the code to give the agent.</p>
+<button type="submit" name="action" value="confirm">Confirm</button>${deny}`)}`;
+    } else {
+      body = html`<p>An agent asks to be bound to your account. Confirm only if you started it.</p>${details}
+${form(html`<button type="submit" name="action" value="confirm">Confirm</button>${deny}`)}`;
+    }
+    return sendPage(reply, status, confirmed ? 'Claim confirmed' : 'Claim an agent', html`
+${error ? html`<p class="error">${error}</p>` : ''}${body}
 <p>Signed in as ${user.email}.</p>`);
   }
 
@@ -147,11 +137,7 @@ ${confirmed
 
   // ------------------------------------------------------------ routes
 
-  app.setErrorHandler((error: FastifyError, request, reply) => {
-    const status = typeof error.statusCode === 'number' && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500;
-    if (status === 500) request.log.error({ err: error }, 'claim page failed');
-    return message(reply, status, status === 500 ? 'Something went wrong' : 'Request refused', status === 500 ? 'Please try again.' : 'The request could not be handled.');
-  });
+  await setUpFormPages(app, message, 'claim page');
 
   // The authorization_endpoint of the metadata: where a person lands without
   // a claim link, told how to get one.
@@ -185,7 +171,7 @@ ${confirmed
       const refused = refusal(reply, attempt);
       if (refused || !attempt) return refused;
       const session = readSession(request);
-      if (!session || !form.csrf || !constantTimeEqual(form.csrf, csrfFor(attempt.id, session))) {
+      if (!sessions.checkCsrf(attempt.id, session, form.csrf)) {
         return message(reply, 403, 'Form expired', 'This form has expired or did not come from this page. Open the claim link again.', pathOf(attempt));
       }
       if (form.action === 'signin') return signIn(request, reply, attempt, session, form);
@@ -196,6 +182,9 @@ ${confirmed
       const input = { attemptId: attempt.id, userId: user.id, userEmail: user.email, organizationId: form.organization_id || null };
       try {
         if (form.action === 'confirm') {
+          if (!input.organizationId && (await organizationsOf(app.db, user.id, attempt.tenant_id)).length > 1) {
+            return decisionPage(reply, 400, attempt, session, user, CHOOSE_FIRST);
+          }
           const { userCode, expiresIn } = await confirmAttempt(app.db, input);
           request.log.info({ attemptId: attempt.id, userId: user.id }, 'claim confirmed');
           return codePage(reply, attempt, userCode, expiresIn);
@@ -206,7 +195,7 @@ ${confirmed
           return message(reply, 200, 'Claim denied', 'The agent will not be bound to your account. Its claim is revoked.');
         }
         await selectOrganization(app.db, input);
-        return reply.code(303).header('location', pathOf(attempt)).send();
+        return seeOther(reply, pathOf(attempt));
       } catch (error) {
         if (!(error instanceof ClaimError)) throw error;
         if (error.code === 'wrong_account') return signInPage(reply, 403, attempt, session, `${error.message} Sign in as that account.`);
@@ -217,12 +206,8 @@ ${confirmed
   );
 
   async function signIn(request: FastifyRequest, reply: FastifyReply, a: AttemptView, s: Session, form: Form): Promise<FastifyReply> {
-    // Shares the login endpoints' per-IP budget (spec: login attempts).
-    const limit = await hitRateLimit(app.db, LIMITS.login, request.ip);
-    if (!limit.allowed) {
-      reply.header('retry-after', String(limit.retryAfterSeconds));
-      return message(reply, 429, 'Too many sign-in attempts', `Try again in ${Math.ceil(limit.retryAfterSeconds / 60)} minutes.`);
-    }
+    const budget = await signInAllowed(app.db, request, reply);
+    if (!budget.allowed) return message(reply, 429, 'Too many sign-in attempts', `Try again in ${budget.minutes} minutes.`);
     if (!form.email || !form.password) return signInPage(reply, 400, a, s, 'Enter your e-mail and password.');
     // A claim never binds to another account, so another e-mail is refused before any password check.
     if (!sameEmail(form.email.trim(), a.login_hint)) {
@@ -232,7 +217,7 @@ ${confirmed
     if (!user || !sameEmail(user.email, a.login_hint)) return signInPage(reply, 401, a, s, 'E-mail or password is wrong.');
     startSession(reply, user.id);
     request.log.info({ attemptId: a.id, userId: user.id }, 'signed in on the claim page');
-    return reply.code(303).header('location', pathOf(a)).send();
+    return seeOther(reply, pathOf(a));
   }
 };
 

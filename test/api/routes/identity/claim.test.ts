@@ -166,12 +166,30 @@ t.test('deny: the attempt is denied and the claim revoked', async (t) => {
   t.equal((await browser.get()).statusCode, 410);
 });
 
-t.test('organizations: none picked -> selection required; a pick that went away -> stale', async (t) => {
+t.test('organizations: chosen before the code; none picked -> selection required; a pick that went away -> stale', async (t) => {
   const carol = await createUser(db, { email: 'carol@example.test', password: PASSWORD });
+  // Confirmed while carol had no organization: no choice, a code at once.
+  const first = await confirmedClaim(app, db, 'carol@example.test');
   const north = await createTenant(db, carol.id, 'North <Org>');
   const south = await createTenant(db, carol.id, 'South');
 
-  const first = await confirmedClaim(app, db, 'carol@example.test');
+  // With several organizations the choice comes first; Confirm without one hands out no code.
+  const reg = await register(db, 'service_auth', 'carol@example.test');
+  const started = await claim(reg.claimToken, 'carol@example.test');
+  const browser = new Browser(app, pagePath(started));
+  await browser.signIn('carol@example.test');
+  const page0 = await browser.get();
+  t.match(page0.body, /Step 1: choose the organization[\s\S]*type="radio" name="organization_id"[^>]* required[\s\S]*Step 2: confirm/, 'the organization step first');
+  const unchosen = await browser.confirm();
+  t.equal(unchosen.res.statusCode, 400);
+  t.equal(unchosen.code, '', 'no code before an organization is chosen');
+  t.match(unchosen.res.body, /class="error">Choose an organization first\. The agent will act inside the organization you choose/);
+  t.match(unchosen.res.body, /type="radio" name="organization_id"/, 'the form again, with the choice');
+  t.equal((await attemptRow(started.json().attempt.id)).status, 'open');
+  const chosen = await browser.confirm({ organization_id: north.id });
+  t.ok(chosen.code, 'the code once chosen');
+  t.equal((await complete(reg.claimToken, chosen.code)).statusCode, 200);
+
   t.equal((await complete(first.reg.claimToken, first.code)).json().code, 'organization_selection_required');
   const page = await first.browser.get();
   t.match(page.body, /type="radio" name="organization_id"/, 'the page offers the choice again');
