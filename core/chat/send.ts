@@ -160,6 +160,7 @@ function turnJob(input: SendInput, body: SendAccepted): JobSpec {
     tenantId: input.tenantId,
     queueName: turnQueue(input.sessionId),
     input: { sessionId: input.sessionId, userMessageId: body.messageId },
+    sessionId: input.sessionId,
     maxAttempts: 8,
   };
 }

@@ -22,6 +22,8 @@ export type JobSpec = {
   priority?: number;
   /** Pre-assigned id, for callers that must know it before enqueueing. */
   id?: string;
+  /** The chat session the job works for (a turn, a delivery of its answer): listed in the session's activity. */
+  sessionId?: string;
 };
 
 /** What Graphile Worker hands to a task: the platform job id and the input. */
@@ -51,6 +53,7 @@ export async function enqueueJobs(tx: CommonQueryMethods, specs: readonly JobSpe
     kind: spec.kind,
     queue_name: spec.queueName ?? null,
     max_attempts: spec.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
+    session_id: spec.sessionId ?? null,
   }));
   const workerSpecs = specs.map((spec, i) => ({
     identifier: spec.kind,
@@ -67,10 +70,10 @@ export async function enqueueJobs(tx: CommonQueryMethods, specs: readonly JobSpe
   // reads from each of them.
   await tx.query(sql.unsafe`
     with inserted as (
-      insert into jobs (id, tenant_id, kind, queue_name, max_attempts)
-      select id, tenant_id, kind, queue_name, max_attempts
+      insert into jobs (id, tenant_id, kind, queue_name, max_attempts, session_id)
+      select id, tenant_id, kind, queue_name, max_attempts, session_id
       from jsonb_to_recordset(${sql.jsonb(rows)})
-        as r(id uuid, tenant_id uuid, kind text, queue_name text, max_attempts integer)
+        as r(id uuid, tenant_id uuid, kind text, queue_name text, max_attempts integer, session_id uuid)
       returning 1
     ), added as (
       select 1 from graphile_worker.add_jobs(array(
