@@ -8,6 +8,7 @@ import { JobEventHub } from '../core/jobs/events.ts';
 import { GroupCommitter } from '../core/jobs/group-commit.ts';
 import { createLogger, logStream } from '../core/logger.ts';
 import { collectProcessMetrics, maybeStartMetricsServer } from '../core/metrics.ts';
+import { settleListenPort } from '../core/process/listen-port.ts';
 import { ensureSchema, exitWithError, guardUnhandledRejections, isMain, onShutdownSignal } from '../core/process/lifecycle.ts';
 import { buildApp } from './app.ts';
 
@@ -41,10 +42,11 @@ export async function startApi(config: Config, databaseUrl: string, logger: Logg
 }
 
 async function main() {
-  const config = loadConfigOrExit();
-  const logger = createLogger(config.logLevel, 'api', { format: config.logFormat, nodeEnv: config.nodeEnv });
+  const loaded = loadConfigOrExit();
+  const logger = createLogger(loaded.logLevel, 'api', { format: loaded.logFormat, nodeEnv: loaded.nodeEnv });
   guardUnhandledRejections(logger);
   try {
+    const config = await settleListenPort(loaded);
     const databaseUrl = requireDatabaseUrl(config, 'npm run start:api');
     await ensureSchema(config, databaseUrl, logger);
     const api = await startApi(config, databaseUrl, logger);

@@ -8,15 +8,18 @@ import { loadConfigOrExit } from '../core/config.ts';
 import { migrate } from '../core/db/migrate.ts';
 import { createLogger, safeDatabaseUrl } from '../core/logger.ts';
 import { collectProcessMetrics, maybeStartMetricsServer } from '../core/metrics.ts';
+import { settleListenPort } from '../core/process/listen-port.ts';
 import { exitWithError, guardUnhandledRejections, onShutdownSignal } from '../core/process/lifecycle.ts';
 import { startWorker } from '../workers/worker.ts';
 import { startEmbeddedPostgres, type EmbeddedDatabase } from './embedded-postgres.ts';
 
-const config = loadConfigOrExit();
-const logger = createLogger(config.logLevel, 'platform', { format: config.logFormat, nodeEnv: config.nodeEnv });
+const loaded = loadConfigOrExit();
+const logger = createLogger(loaded.logLevel, 'platform', { format: loaded.logFormat, nodeEnv: loaded.nodeEnv });
 guardUnhandledRejections(logger);
 let embedded: EmbeddedDatabase | null = null;
 try {
+  // A busy port stops us here, before the database starts or a worker takes a job.
+  const config = await settleListenPort(loaded);
   if (!config.databaseUrl) {
     embedded = await startEmbeddedPostgres({ directory: path.join(config.dataDir, 'pg'), port: config.embeddedPgPort, logger });
     logger.info({ port: embedded.port, directory: path.join(config.dataDir, 'pg') }, 'embedded postgres running');

@@ -5,7 +5,7 @@
 // set. Whatever happens to the tests, the run removes what it made.
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -16,7 +16,6 @@ import { startEmbeddedPostgres, type EmbeddedDatabase } from '../ops/embedded-po
 
 const logger = createLogger(process.env.TEST_LOG_LEVEL ?? 'warn', 'test-run');
 const scratch = mkdtempSync(path.join(tmpdir(), 'platform-test-'));
-chmodSync(scratch, 0o755); // the postgres system user must reach the cluster inside
 let embedded: EmbeddedDatabase | null = null;
 const template = `tpl_${process.pid}_${randomBytes(3).toString('hex')}`;
 let adminUrl = '';

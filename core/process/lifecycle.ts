@@ -115,7 +115,7 @@ export async function ensureSchema(config: Config, databaseUrl: string, logger: 
 }
 
 /** Refusals an operator can act on: reported as their message, without a stack. */
-const EXPECTED = new Set(['ConfigError', 'UnmigratedDatabaseError', 'EmbeddedPostgresError']);
+const EXPECTED = new Set(['ConfigError', 'UnmigratedDatabaseError', 'EmbeddedPostgresError', 'ListenPortError']);
 
 /** Last words of a process that cannot start: one clear line, exit code 1. */
 export function exitWithError(logger: Logger | null, error: unknown): never {
