@@ -22,7 +22,12 @@ button{font:inherit;padding:.4rem 1rem;margin:.6rem .4rem 0 0}
 .code{font:700 2rem/1.2 ui-monospace,monospace;letter-spacing:.2rem;padding:1rem;border:2px dashed #555;text-align:center}
 .error{color:#a40000;border-left:4px solid #a40000;padding-left:.6rem}
 .notice{background:#fff4ce;border:1px solid #d9b600;padding:.5rem .8rem;font-weight:600}.muted{color:#555}
-.ok{color:#0a6b2d;font-weight:600}.bad{color:#a40000;font-weight:600}`;
+.ok{color:#0a6b2d;font-weight:600}.bad{color:#a40000;font-weight:600}
+main{overflow-wrap:anywhere}h3{font-size:1.05rem}h4{font-size:1rem}section{margin:1rem 0}
+.cards{list-style:none;padding:0;display:grid;grid-template-columns:repeat(auto-fill,minmax(9rem,1fr));gap:.6rem}
+.card{border:1px solid #ddd;border-radius:.4rem;padding:.6rem}.card-label{display:block;color:#555;font-size:.85rem}
+.card-value{display:block;font-size:1.4rem;font-weight:700}.card-value small{font-size:.8rem;font-weight:400}
+.preview{border:1px solid #ddd;padding:0 .8rem;margin:1rem 0}`;
 
 export type PageOptions = {
   status?: number;

@@ -26,6 +26,8 @@ const HIDDEN_ROUTES: Record<string, string> = {
   'GET /agent/identity/claim/verify/:attemptId': 'HTML page a person opens during a claim',
   'POST /agent/identity/claim/verify/:attemptId': 'HTML form post of the claim page',
   'GET /boards/public/:secret': 'hosted board page for people; the link secret is in the path',
+  'GET /boards/approvals/:approvalId': 'HTML page a tenant Admin opens from approve_url to approve or deny a public publish',
+  'POST /boards/approvals/:approvalId': 'HTML form post of the approval page',
   'GET /arazzo.yaml': 'contract document (Arazzo workflow), linted on its own',
   'GET /docs/llms.txt': 'contract document (index for LLM agents), not an API operation',
   'GET /agent-public-contracts/v1/knowledge-manifest.json': 'contract document (manifest of the published documents)',

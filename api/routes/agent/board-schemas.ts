@@ -66,7 +66,7 @@ export const PublishResponse = z
       approval: z.object({
         id: z.uuid(),
         state: z.literal('pending'),
-        approve_url: z.url().describe('For a tenant Admin (a person); carries no credential'),
+        approve_url: z.url().describe('A page for a tenant Admin (a person), who signs in there and approves or denies; carries no credential'),
       }),
       next_action: z.literal('await_approval'),
     }),

@@ -7,6 +7,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { BoardNotFoundError, boardContent, createBoard, findBoard, listBoards, saveBoardVersion, type BoardRow } from '../../../core/boards/boards.ts';
 import { BoardVersionMissingError, NotPublishedPubliclyError, publishBoard, readPublication, rotateBoardLink, unpublishBoard, type NewLink, type PublicationRow } from '../../../core/boards/publications.ts';
 import { AgentApiError, AgentHttpError, SharedRateLimitError } from '../../errors.ts';
+import { approvalPageUrl } from '../boards/approval-page.ts';
 import { defineOperation, registerHttpOperation } from './operation.ts';
 import {
   Board, BoardList, BoardParams, CreateBody, ListQuery, PublicationResponse, PublishBody, PublishResponse,
@@ -90,7 +91,7 @@ export const boardOperations = [
     operationId: 'publishInsightBoard',
     path: '/api/agent/v1/boards/:boardId/publish',
     summary: 'Publish a saved version (public needs an approval of this exact request)',
-    description: `Private publishes at once. Public answers \`approval_required\` with an \`approve_url\` to hand to a tenant Admin; once approved, send the identical request again (same body, a new Idempotency-Key) to publish. A different request needs its own approval. The first public publication returns the hosted link secret once. ${IDEMPOTENCY}`,
+    description: `Private publishes at once. Public answers \`approval_required\` with an \`approve_url\` to hand to a tenant Admin (a page where the person signs in, sees the board and approves or denies); once approved, send the identical request again (same body, a new Idempotency-Key) to publish. A different request needs its own approval. The first public publication returns the hosted link secret once. ${IDEMPOTENCY}`,
     params: BoardParams,
     body: PublishBody,
     response: PublishResponse,
@@ -110,7 +111,7 @@ export const boardOperations = [
       if (outcome.kind === 'approval_required') {
         return {
           state: 'approval_required' as const,
-          approval: { id: outcome.approvalId, state: 'pending' as const, approve_url: `${baseUrl}/api/boards/approvals/${outcome.approvalId}` },
+          approval: { id: outcome.approvalId, state: 'pending' as const, approve_url: approvalPageUrl(baseUrl, outcome.approvalId) },
           next_action: 'await_approval' as const,
         };
       }

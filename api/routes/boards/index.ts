@@ -1,12 +1,14 @@
 // Insight boards on the platform API: people create boards and save content,
 // and a tenant Admin decides the public-publish approvals agents ask for
-// (the approve_url an agent hands over points at GET /api/boards/approvals/:id).
+// (JSON here; the approve_url an agent hands over is the page in
+// ./approval-page.ts, GET /boards/approvals/:id).
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { decideApproval, findApproval, type ApprovalRow } from '../../../core/boards/approvals.ts';
 import { BoardNotFoundError, createBoard, saveBoardVersion, type BoardRow } from '../../../core/boards/boards.ts';
 import { PlatformError, PlatformHttpError } from '../../errors.ts';
 import { TenantHeaders } from '../../plugins/tenant.ts';
+import approvalPageRoutes from './approval-page.ts';
 import hostedBoardRoutes from './hosted.ts';
 
 const Content = z.union([z.record(z.string(), z.unknown()), z.array(z.unknown())]).describe('Board content: a JSON object or array');
@@ -37,8 +39,9 @@ const boardRoutes: FastifyPluginAsyncZod = async (app) => {
   const viewer = { onRequest: app.requireUser, preHandler: app.requireTenant('viewer') };
   const admin = { onRequest: app.requireUser, preHandler: app.requireTenant('admin') };
   const errors = { 400: PlatformError, 401: PlatformError, 403: PlatformError, 404: PlatformError };
-  // The hosted page is registered with these routes so app.ts needs one line per surface.
+  // The pages for people are registered with these routes so app.ts needs one line per surface.
   await app.register(hostedBoardRoutes);
+  await app.register(approvalPageRoutes);
 
   app.post('/api/boards', {
     ...admin,

@@ -140,7 +140,7 @@ t.test('public publish: approval, identical retry, not covering another request,
   t.equal(asked.statusCode, 200);
   const { approval } = asked.json();
   t.match(asked.json(), { state: 'approval_required', next_action: 'await_approval', approval: { state: 'pending' } });
-  t.equal(approval.approve_url, `${config.baseUrl}/api/boards/approvals/${approval.id}`);
+  t.equal(approval.approve_url, `${config.baseUrl}/boards/approvals/${approval.id}`, 'the page a person opens');
   t.notMatch(approval.approve_url, new RegExp(me.token.slice(0, 20)), 'no credential in the URL');
   // Asking again before the decision points at the same approval.
   t.equal((await send(me, 'POST', `/api/agent/v1/boards/${id}/publish`, body)).json().approval.id, approval.id);

@@ -47,7 +47,8 @@ t.test('approvals: the page a person opens, Admin-only decisions, tenant isolati
   const id = (await app.inject({ method: 'POST', url: '/api/boards', headers: as(admin), payload: { title: 'Sales', scopeType: 'company', scopeId: 'acme', content: { n: '<script>alert(1)</script>' } } })).json().id;
   const asked = (await agentPost(`/api/agent/v1/boards/${id}/publish`, { visibility: 'public' })).json();
   t.equal(asked.state, 'approval_required');
-  const approvalPath = new URL(asked.approval.approve_url).pathname;
+  t.equal(asked.approval.approve_url, `${config.baseUrl}/boards/approvals/${asked.approval.id}`, 'a page for people (approval-page.test.ts)');
+  const approvalPath = `/api/boards/approvals/${asked.approval.id}`;
   const page = await app.inject({ url: approvalPath, headers: as(viewer) });
   t.equal(page.statusCode, 200);
   t.match(page.json(), { id: asked.approval.id, boardId: id, version: 1, visibility: 'public', state: 'pending' });
