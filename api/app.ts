@@ -47,6 +47,7 @@ import contractRoutes from './routes/contracts/index.ts';
 import mcpRoutes from './routes/mcp/index.ts';
 import wsRoutes from './routes/ws/index.ts';
 import pageRoutes from './routes/pages/index.ts';
+import memoryRoutes from './routes/memory/index.ts';
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/;
 
@@ -139,6 +140,7 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   await app.register(mcpRoutes);
   await app.register(wsRoutes);
   await app.register(pageRoutes);
+  await app.register(memoryRoutes);
 
   await app.ready();
   return app;

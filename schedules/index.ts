@@ -32,4 +32,11 @@ export const CRON_ITEMS: CronItem[] = [
     match: '* * * * *',
     options: { backfillPeriod: 0, maxAttempts: 1, jobKey: 'billing_expire', jobKeyMode: 'preserve_run_at' },
   },
+  {
+    // Deletes memory files past their tenant's retention (days, so daily is enough).
+    identifier: 'memory_retention',
+    task: 'memory.retention',
+    match: '23 3 * * *',
+    options: { backfillPeriod: 0, maxAttempts: 3, jobKey: 'memory_retention', jobKeyMode: 'preserve_run_at' },
+  },
 ];

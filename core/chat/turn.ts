@@ -7,6 +7,7 @@ import { PermanentJobError } from '../jobs/errors.ts';
 import { callModel, recordModelUsage, type ModelTaskContext } from '../models/call.ts';
 import { OFFLINE_MODEL } from '../plans.ts';
 import type { ChatMessage } from '../providers/types.ts';
+import { withWorkspaceContext } from '../skills/workspace-context.ts';
 
 export const TurnInput = z.object({ sessionId: z.uuid(), userMessageId: z.uuid() });
 export type TurnInput = z.infer<typeof TurnInput>;
@@ -59,7 +60,9 @@ export async function runChatTurn(input: TurnInput, ctx: TurnContext): Promise<T
       where session_id = ${input.sessionId} and seq <= ${setup.user_seq} order by seq desc limit ${HISTORY_LIMIT}) h
     order by seq`);
   const messages: ChatMessage[] = rows.map((r) => ({ role: r.role, content: withAttachments(r.content, r.attachments) }));
-  const call = await callModel(ctx, { modelId: setup.model ?? OFFLINE_MODEL, plan: setup.plan, messages, what: 'turn' });
+  // The workspace's memory and skills go first, so changing them changes the next answer.
+  const prompt = await withWorkspaceContext(ctx.db, ctx.tenantId, messages);
+  const call = await callModel(ctx, { modelId: setup.model ?? OFFLINE_MODEL, plan: setup.plan, messages: prompt, what: 'turn' });
   const { result, modelId } = call;
 
   return ctx.db.transaction(async (tx) => {

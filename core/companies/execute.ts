@@ -7,6 +7,7 @@ import { PermanentJobError } from '../jobs/errors.ts';
 import { callModel, recordModelUsage, type ModelTaskContext } from '../models/call.ts';
 import { OFFLINE_MODEL } from '../plans.ts';
 import type { ChatMessage } from '../providers/types.ts';
+import { withWorkspaceContext } from '../skills/workspace-context.ts';
 
 export const RunInput = z.object({ runId: z.uuid() });
 export type RunInput = z.infer<typeof RunInput>;
@@ -53,7 +54,8 @@ export async function runCompanyTask(input: RunInput, ctx: RunContext): Promise<
   // Written by an earlier attempt that crashed before the job was recorded.
   if (setup.output !== null) return { runId: input.runId, model: modelId, output: setup.output, inputTokens: 0, outputTokens: 0 };
 
-  const call = await callModel(ctx, { modelId, plan: setup.plan, messages: runPrompt(setup), what: 'run' });
+  const prompt = await withWorkspaceContext(ctx.db, ctx.tenantId, runPrompt(setup)); // memory and skills
+  const call = await callModel(ctx, { modelId, plan: setup.plan, messages: prompt, what: 'run' });
   const { result } = call;
   const answer: RunResult = { runId: input.runId, model: modelId, output: result.text, inputTokens: result.inputTokens, outputTokens: result.outputTokens };
   return ctx.db.transaction(async (tx) => {

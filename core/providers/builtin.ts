@@ -15,12 +15,44 @@ function quote(text: string): string {
   return flat.length <= QUOTE_LIMIT ? flat : `${flat.slice(0, QUOTE_LIMIT - 1).trimEnd()}…`;
 }
 
+/** A "## Heading" section of the system messages (the workspace context), up to the next "## ". */
+function systemSection(messages: readonly ChatMessage[], heading: string): string | null {
+  const system = messages.filter((m) => m.role === 'system').map((m) => m.content).join('\n\n');
+  const start = system.indexOf(`${heading}\n`);
+  if (start < 0) return null;
+  const body = system.slice(start + heading.length + 1);
+  const end = body.search(/\n## /);
+  return end < 0 ? body : body.slice(0, end);
+}
+
+/**
+ * Questions about the workspace context: a message that mentions memory (or
+ * "remember") is answered from the memory section, one that mentions skills
+ * with the skills' names, so a change of either shows in the next answer.
+ */
+function workspaceReply(messages: readonly ChatMessage[], question: string): string | null {
+  if (/\b(memory|remember)\b/i.test(question)) {
+    const memory = systemSection(messages, '## Memory');
+    if (memory === null) return 'My memory is empty (or switched off) in this workspace.';
+    const text = memory.split('\n').filter((l) => l.trim() !== '' && !l.startsWith('The workspace')).map((l) => (l.startsWith('### ') ? `(${l.slice(4)})` : l)).join(' ');
+    return `From memory: "${quote(text)}"`;
+  }
+  if (/\bskills?\b/i.test(question)) {
+    const skills = systemSection(messages, '## Skills');
+    const names = skills === null ? [] : [...skills.matchAll(/^### (\S+)/gm)].map((m) => m[1]!);
+    return names.length === 0 ? 'I have no skills installed in this workspace.' : `Skills I can use: ${names.join(', ')}.`;
+  }
+  return null;
+}
+
 /** The whole answer for a conversation; the same input always gives the same text. */
 export function offlineReply(messages: readonly ChatMessage[]): string {
   const lastUser = [...messages].reverse().find((m) => m.role === 'user');
   if (!lastUser || lastUser.content.trim() === '') {
     return 'Hello! I am the built-in offline model. Send me a message and I will echo it back.';
   }
+  const fromWorkspace = workspaceReply(messages, lastUser.content);
+  if (fromWorkspace) return fromWorkspace;
   const words = lastUser.content.trim().split(/\s+/).length;
   const turns = messages.filter((m) => m.role === 'user').length;
   return (

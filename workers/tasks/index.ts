@@ -7,8 +7,9 @@ import chatTurn from './chat-turn.ts';
 import companyRun from './company-run.ts';
 import diagNoop from './diag-noop.ts';
 import diagSteps from './diag-steps.ts';
+import memoryRetention from './memory-retention.ts';
 import deadWorkers from './maintenance-dead-workers.ts';
 import sweepExpired from './maintenance-sweep-expired.ts';
 import usageRollup from './usage-rollup.ts';
 
-export const TASKS: readonly TaskDefinition[] = [chatTurn, companyRun, diagNoop, diagSteps, sweepExpired, deadWorkers, usageRollup, agentRestore, billingWebhook, billingExpire];
+export const TASKS: readonly TaskDefinition[] = [chatTurn, companyRun, diagNoop, diagSteps, sweepExpired, deadWorkers, usageRollup, agentRestore, billingWebhook, billingExpire, memoryRetention];
