@@ -146,7 +146,13 @@ type JobEventSource = {
  * from Graphile Worker's job:start to job:complete (outcome failed when the
  * attempt threw). The task identifier is the platform job kind.
  */
-export function registerWorkerMetrics(registry: Registry, events: JobEventSource): { forget: () => void } {
+export function registerWorkerMetrics(registry: Registry, events: JobEventSource): { forget: () => void; refused: (kind: string, reason: string) => void } {
+  const refusedJobs = new Counter({
+    name: 'platform_jobs_refused_total',
+    help: 'Jobs this worker process dropped without running them, by kind and reason (no_platform_job: added with graphile_worker.add_job directly)',
+    labelNames: ['kind', 'reason'] as const,
+    registers: [registry],
+  });
   const duration = new Histogram({
     name: 'platform_job_duration_seconds',
     help: 'Job attempts run by this worker process, by kind and outcome',
@@ -165,7 +171,7 @@ export function registerWorkerMetrics(registry: Registry, events: JobEventSource
     started.delete(key);
     duration.observe({ kind: job.task_identifier, outcome: error ? 'failed' : 'succeeded' }, (performance.now() - since) / 1000);
   });
-  return { forget: () => started.clear() };
+  return { forget: () => started.clear(), refused: (kind, reason) => refusedJobs.inc({ kind, reason }) };
 }
 
 /** The exposition of several registries (their metric names must not overlap). */

@@ -13,7 +13,14 @@ import { PermanentJobError, RetryableJobError } from '../core/jobs/errors.ts';
 import { completeJob, failAttempt, finishCancelled, reportProgress, startAttempt } from '../core/jobs/lifecycle.ts';
 import type { CancelListener } from './cancellation.ts';
 
-export type TaskDeps = { db: DatabasePool; config: Config; logger: Logger; cancels: CancelListener };
+export type TaskDeps = {
+  db: DatabasePool;
+  config: Config;
+  logger: Logger;
+  cancels: CancelListener;
+  /** Counts a job refused without running it (platform_jobs_refused_total). */
+  refused: (kind: string, reason: 'no_platform_job') => void;
+};
 
 export type TaskContext = TaskDeps & {
   jobId: string;
@@ -83,6 +90,7 @@ export function defineTask<S extends z.ZodType>(
           { kind, graphileJobId: helpers.job.id },
           'refused a job without a platform job row (added with graphile_worker.add_job directly?): enqueue with enqueueJob() from core/jobs/enqueue.ts so clients can follow it; dropping it',
         );
+        deps.refused(kind, 'no_platform_job');
         return;
       }
       const { jobId, tenantId } = envelope.data;

@@ -53,11 +53,11 @@ export async function startWorker({ config, databaseUrl, logger, concurrency }: 
   const graphilePool = new PatientPool({ connectionString: databaseUrl, max: size + 2, application_name: 'worker-graphile' }, logger.child({ component: 'graphile-pool' }));
   const cancels = new CancelListener(databaseUrl, db, logger.child({ component: 'job-cancel' }));
   await cancels.start();
-  const deps = { db, config, logger, cancels };
-  const taskList: TaskList = Object.fromEntries(TASKS.map((t) => [t.kind, t.build(deps)]));
   const events: WorkerEvents = new EventEmitter() as WorkerEvents;
   const metrics = createMetricsRegistry();
   const jobTimes = registerWorkerMetrics(metrics, events);
+  const deps = { db, config, logger, cancels, refused: jobTimes.refused };
+  const taskList: TaskList = Object.fromEntries(TASKS.map((t) => [t.kind, t.build(deps)]));
   let stopping = false;
 
   const startGeneration = async (): Promise<Generation> => {

@@ -2,6 +2,7 @@
 // (Bearer, constant-time), request durations by route pattern, job and queue
 // gauges read at scrape time (tolerant of a database outage), the worker's
 // job durations, and the METRICS_PORT listener of a process entry.
+import pg from 'pg';
 import t from 'tap';
 import { z } from 'zod';
 import { sql, type DatabasePool } from '../../core/db/pool.ts';
@@ -121,9 +122,15 @@ t.test('a worker process with METRICS_PORT serves its metrics there, without a t
   const port = await freePort();
   const worker = spawnWorkerProcess(t, databaseUrl, { METRICS_PORT: String(port), METRICS_HOST: '127.0.0.1' });
   await waitForOutput(worker, /metrics listening/);
+  // A job added the Graphile Worker way, without our jobs row: refused, logged and counted.
+  const pool = new pg.Pool({ connectionString: databaseUrl, max: 1 });
+  await pool.query(`select graphile_worker.add_job('diag.noop', '{"hello":"sql"}'::json)`);
+  await pool.end();
+  await waitForOutput(worker, /refused a job without a platform job row \(added with graphile_worker\.add_job directly\?\): enqueue with enqueueJob\(\)/);
   const res = await fetch(`http://127.0.0.1:${port}/metrics`);
   t.equal(res.status, 200);
   const text = await res.text();
+  t.match(text, /^platform_jobs_refused_total\{kind="diag\.noop",reason="no_platform_job"\} 1$/m, 'the refusal is counted');
   t.match(text, /# TYPE platform_job_duration_seconds histogram/);
   t.match(text, /^platform_queue_depth \d+$/m);
   t.match(text, /^process_cpu_user_seconds_total /m, 'Node process metrics');
