@@ -47,6 +47,9 @@ import contractRoutes from './routes/contracts/index.ts';
 import mcpRoutes from './routes/mcp/index.ts';
 import wsRoutes from './routes/ws/index.ts';
 import pageRoutes from './routes/pages/index.ts';
+import channelRoutes from './routes/channels/index.ts';
+import channelInboundRoutes from './routes/channels/inbound.ts';
+import channelActivityRoutes from './routes/channels/activity.ts';
 import memoryRoutes from './routes/memory/index.ts';
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/;
@@ -127,6 +130,9 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   await app.register(providerKeyRoutes);
   await app.register(onboardingRoutes);
   await app.register(chatRoutes);
+  await app.register(channelRoutes);
+  await app.register(channelInboundRoutes);
+  await app.register(channelActivityRoutes);
   await app.register(identityRoutes);
   await app.register(agentIdentityRoutes);
   await app.register(companyRoutes);

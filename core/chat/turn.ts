@@ -3,6 +3,7 @@
 // broken stream never writes a second message or a second usage record.
 import { z } from 'zod';
 import { sql } from '../db/pool.ts';
+import { enqueueChannelReply } from '../channels/deliver.ts';
 import { PermanentJobError } from '../jobs/errors.ts';
 import { callModel, recordModelUsage, type ModelTaskContext } from '../models/call.ts';
 import { OFFLINE_MODEL } from '../plans.ts';
@@ -73,6 +74,8 @@ export async function runChatTurn(input: TurnInput, ctx: TurnContext): Promise<T
     if (!inserted) return (await alreadyAnswered(ctx))!; // another attempt got there first
     await recordModelUsage(tx, ctx, call, { agentId: setup.agent_id, sessionId: input.sessionId });
     await tx.query(sql.unsafe`update chat_sessions set updated_at = now() where id = ${input.sessionId}`);
+    // A message that came from a messaging channel: its reply, once per turn, in this commit.
+    await enqueueChannelReply(tx, { tenantId: ctx.tenantId, turnJobId: ctx.jobId, userMessageId: input.userMessageId, text: result.text });
     const answer: TurnResult = { assistantMessageId: inserted, model: modelId, inputTokens: result.inputTokens, outputTokens: result.outputTokens, costMicros: call.costMicros };
     await ctx.completeWithin(tx, answer);
     return answer;

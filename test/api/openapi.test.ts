@@ -51,6 +51,7 @@ const HIDDEN_ROUTES: Record<string, string> = {
   'GET /docs/static/*': 'scripts, styles and icons of the API reference UI (@fastify/swagger-ui)',
   'GET /docs/static/index.html': 'redirect to the API reference UI (@fastify/swagger-ui)',
   'GET /docs/static/swagger-initializer.js': 'start-up script of the API reference UI (@fastify/swagger-ui)',
+  'GET /api/channels/slack/oauth/callback': 'HTML page a person lands on after installing the Slack app (OAuth redirect)',
 };
 
 /** The Agent API endpoint table of the spec: method, path, operationId ('-' where the spec names none), scope. */

@@ -1,0 +1,74 @@
+// link/wait waiters of one api process. They hold no database connection:
+// the process's one LISTEN connection (JobEventHub) carries the
+// channel_link_events NOTIFY of every state change, and one notification
+// wakes every waiter of that tenant's channel at once. After the LISTEN
+// connection comes back, waiters are woken to re-read (a change may have
+// happened while it was away).
+import type { JobEventHub } from '../jobs/events.ts';
+import type { ChannelState } from './types.ts';
+
+export type WakeUp = { state: ChannelState } | { state: null; reason: 'timeout' | 'closed' | 'resync' };
+type Waiter = (wake: WakeUp) => void;
+
+export class LinkWaiters {
+  private waiters = new Map<string, Set<Waiter>>();
+  private started: Promise<void> | null = null;
+
+  constructor(private readonly hub: JobEventHub) {}
+
+  start(): Promise<void> {
+    this.started ??= (async () => {
+      this.hub.onConnectionChange((connected) => {
+        if (connected) this.wakeAll({ state: null, reason: 'resync' });
+      });
+      await this.hub.listen('channel_link_events', (payload) => this.onNotification(payload));
+    })();
+    return this.started;
+  }
+
+  size(): number {
+    let n = 0;
+    for (const set of this.waiters.values()) n += set.size;
+    return n;
+  }
+
+  /**
+   * Resolves at the next state change of the channel, at the timeout, or when
+   * `signal` aborts (the client went away); the waiter is removed in every case.
+   */
+  wait(tenantId: string, channel: string, timeoutMs: number, signal: AbortSignal): Promise<WakeUp> {
+    const key = `${tenantId}:${channel}`;
+    return new Promise<WakeUp>((resolve) => {
+      let set = this.waiters.get(key);
+      if (!set) this.waiters.set(key, (set = new Set()));
+      const done: Waiter = (wake) => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', onAbort);
+        set.delete(done);
+        if (set.size === 0 && this.waiters.get(key) === set) this.waiters.delete(key);
+        resolve(wake);
+      };
+      const onAbort = () => done({ state: null, reason: 'closed' });
+      const timer = setTimeout(() => done({ state: null, reason: 'timeout' }), timeoutMs);
+      set.add(done);
+      if (signal.aborted) onAbort();
+      else signal.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  private onNotification(payload: string): void {
+    let event: { tenantId?: string; channel?: string; state?: ChannelState };
+    try {
+      event = JSON.parse(payload) as typeof event;
+    } catch {
+      return;
+    }
+    const set = this.waiters.get(`${event.tenantId}:${event.channel}`);
+    if (!set || !event.state) return;
+    for (const waiter of [...set]) waiter({ state: event.state });
+  }
+
+  private wakeAll(wake: WakeUp): void {
+    for (const set of [...this.waiters.values()]) for (const waiter of [...set]) waiter(wake);
+  }
+}
