@@ -2,6 +2,8 @@
 // the approval page's preview. The mapping, top-level keys of an object:
 //   summary, text, body, description  strings -> paragraphs (split on blank lines)
 //   metrics   {name: value} or {name: {value, unit}} or [{label|name, value, unit}] -> cards
+//             (content is stored as jsonb, which does not keep an object's key
+//             order: a list keeps the order of the cards)
 //   sections  [{title|heading, ...content}] -> a heading each, its content as a report
 //   items     any array -> a list
 //   any other key -> a heading (the key) and the value rendered generically.

@@ -1,0 +1,61 @@
+// Browser tests drive Debian's Chromium through playwright-core: one browser
+// per test file, a fresh context (own cookies) per person, a screenshot of a
+// failing test's page in test-results/browser/<test name>.png. Without
+// Chromium (CHROMIUM_PATH or /usr/bin/chromium) the files skip with one line.
+import { existsSync, mkdirSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium, type Browser, type BrowserContextOptions, type Page } from 'playwright-core';
+import type { Test } from 'tap';
+
+export const CHROMIUM_PATH = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
+
+// Without the background-networking flags Chromium reaches out to Google
+// hosts at start, which a closed network refuses (and which tests must not need).
+const ARGS = [
+  '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+  '--disable-background-networking', '--disable-component-update', '--disable-sync',
+];
+
+const SCREENSHOTS = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../test-results/browser');
+
+/** Why this machine cannot run the browser tests, or null when it can. */
+export function browserUnavailable(): string | null {
+  return existsSync(CHROMIUM_PATH) ? null : `no Chromium at ${CHROMIUM_PATH} (apt-get install chromium, or set CHROMIUM_PATH)`;
+}
+
+/**
+ * Launches Chromium for this test file, closed when the file ends. Playwright
+ * gives every launch a fresh temporary user-data-dir and removes it on close.
+ */
+export async function launchBrowser(t: Test): Promise<Browser> {
+  const browser = await chromium.launch({ executablePath: CHROMIUM_PATH, args: ARGS, headless: true, timeout: 30_000 });
+  t.teardown(() => browser.close());
+  return browser;
+}
+
+const fileName = (name: string) => name.replace(/[^A-Za-z0-9._-]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 120) || 'test';
+
+/**
+ * A page in a context of its own (a person with their own cookies). When the
+ * test `t` fails, the page is photographed before the context closes.
+ */
+export async function openPage(t: Test, browser: Browser, options: BrowserContextOptions = {}): Promise<Page> {
+  const context = await browser.newContext({ viewport: { width: 1024, height: 768 }, ...options });
+  context.setDefaultTimeout(10_000);
+  const page = await context.newPage();
+  t.teardown(async () => {
+    if (!t.passing()) {
+      mkdirSync(SCREENSHOTS, { recursive: true });
+      await page.screenshot({ path: path.join(SCREENSHOTS, `${fileName(t.name)}.png`), fullPage: true }).catch(() => undefined);
+    }
+    await context.close();
+  });
+  return page;
+}
+
+/** The text of every element matching a selector, trimmed. */
+export const textsOf = (page: Page, selector: string) => page.locator(selector).allInnerTexts().then((all) => all.map((s) => s.trim()));
+
+/** Whether the page scrolls sideways (at a phone's width, it must not). */
+export const scrollsSideways = (page: Page) => page.evaluate(() => document.documentElement.scrollWidth > window.innerWidth);
