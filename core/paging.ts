@@ -5,7 +5,25 @@ import { z } from 'zod';
 
 // t is the row's timestamp at full (microsecond) precision, as PostgreSQL
 // prints it: a millisecond cursor would skip rows within the same millisecond.
-const Position = z.object({ t: z.string().regex(/^\d{4}-\d\d-\d\d[ T][\d:.]+([+-]\d\d(:?\d\d)?|Z)$/), id: z.uuid() });
+const TIMESTAMP = /^(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:\.\d{1,6})?(?:([+-])(\d\d)(?::?(\d\d))?|Z)$/;
+
+/**
+ * A real calendar instant, checked here: the value goes into a ::timestamptz
+ * cast, and a crafted one (month 13, year 0000, 25:00) must be a 400, not a
+ * database error.
+ */
+function isTimestamp(value: string): boolean {
+  const m = TIMESTAMP.exec(value);
+  if (!m) return false;
+  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [number, number, number, number, number, number];
+  const [offsetHours, offsetMinutes] = [Number(m[8] ?? 0), Number(m[9] ?? 0)];
+  if (year < 1 || hour > 23 || minute > 59 || second > 59 || offsetHours > 15 || offsetMinutes > 59) return false;
+  const date = new Date(Date.UTC(year, month - 1, day));
+  date.setUTCFullYear(year); // Date.UTC maps years 0-99 to 1900-1999
+  return date.getUTCFullYear() === year && date.getUTCMonth() === month - 1 && date.getUTCDate() === day;
+}
+
+const Position = z.object({ t: z.string().max(40).refine(isTimestamp), id: z.uuid() });
 export type Position = z.infer<typeof Position>;
 
 export function encodeCursor(position: Position): string {

@@ -94,6 +94,9 @@ t.test("another tenant's ids are not_found and never data", async (t) => {
   }
 });
 
+const craft = (t: string) => Buffer.from(JSON.stringify({ t, id: '00000000-0000-4000-8000-000000000000' })).toString('base64url');
+const CRAFTED = ['2024-13-01 00:00:00+00', '0000-01-01 00:00:00+00', '2024-02-30 10:00:00+00', '2024-01-01 25:00:00+00'].map(craft);
+
 t.test('400 invalid_request at every bound', async (t) => {
   const c = mine.company.id;
   const cases = [
@@ -105,6 +108,9 @@ t.test('400 invalid_request at every bound', async (t) => {
     '/api/agent/v1/companies?limit=0', '/api/agent/v1/companies?limit=101', '/api/agent/v1/companies?limit=abc',
     '/api/agent/v1/companies?cursor=bm90LWEtY3Vyc29y', `/api/agent/v1/companies/${c}/runs?cursor=xyz`,
     `/api/agent/v1/companies/${c}/runs?taskId=x&cursor=xyz`, `/api/agent/v1/companies/${c}/agents?limit=1.5`,
+    // Well-formed cursors with impossible instants (they once reached ::timestamptz and answered 500).
+    ...CRAFTED.flatMap((cursor) => [`/api/agent/v1/companies?cursor=${cursor}`, `/api/agent/v1/companies/${c}/agents?cursor=${cursor}`,
+      `/api/agent/v1/companies/${c}/tasks?cursor=${cursor}`, `/api/agent/v1/companies/${c}/runs?cursor=${cursor}`]),
   ];
   for (const path of cases) {
     const res = await me.get(path);

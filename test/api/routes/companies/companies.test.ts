@@ -54,6 +54,8 @@ t.test('companies: create, read, page, update, delete; roles and tenants', async
   t.equal(new Set(ids).size, 5);
   t.equal((await call(stranger, 'GET', '/api/companies')).json().items.length, 0);
   t.match((await call(admin, 'GET', '/api/companies?cursor=nope')).json(), { error: 'invalid_request', status: 400 });
+  const crafted = Buffer.from(JSON.stringify({ t: '2024-13-45 00:00:00+00', id: '00000000-0000-4000-8000-000000000000' })).toString('base64url');
+  t.match((await call(admin, 'GET', `/api/companies?cursor=${crafted}`)).json(), { error: 'invalid_request', status: 400 }, 'an impossible instant in a well-formed cursor');
 
   t.match((await call(admin, 'PATCH', `/api/companies/${id}`, { description: 'Anvils and more' })).json(), { name: 'Acme', description: 'Anvils and more' });
   t.equal((await call(admin, 'DELETE', `/api/companies/${id}`)).statusCode, 204);
