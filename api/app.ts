@@ -6,6 +6,7 @@ import pino, { type DestinationStream } from 'pino';
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import { loggerOptions } from '../core/logger.ts';
 import context, { type AppContext } from './plugins/context.ts';
+import inputGuard from './plugins/input-guard.ts';
 import errors from './plugins/errors.ts';
 import openapi from './plugins/openapi.ts';
 import operations from './plugins/operations.ts';
@@ -51,6 +52,7 @@ import channelRoutes from './routes/channels/index.ts';
 import channelInboundRoutes from './routes/channels/inbound.ts';
 import channelActivityRoutes from './routes/channels/activity.ts';
 import memoryRoutes from './routes/memory/index.ts';
+import skillRoutes from './routes/skills/index.ts';
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/;
 
@@ -102,6 +104,7 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
 
   await app.register(context, ctx);
   await app.register(errors);
+  await app.register(inputGuard);
   await app.register(openapi);
   await app.register(operations);
   await app.register(platformAuth);
@@ -147,6 +150,7 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   await app.register(wsRoutes);
   await app.register(pageRoutes);
   await app.register(memoryRoutes);
+  await app.register(skillRoutes);
 
   await app.ready();
   return app;
