@@ -38,7 +38,8 @@ const sync = async (headers = asOwner) => {
   t.equal(res.statusCode, 200, res.body);
   return res.json() as { synced: { name: string; status: string; skillId: string }[]; refused: { name: string; code: string; reason: string }[] };
 };
-const byName = (items: { name: string }[]) => Object.fromEntries(items.map((i) => [i.name, i]));
+// Answers read as loose JSON here.
+const byName = <T extends { name: string }>(items: T[]): Record<string, any> => Object.fromEntries(items.map((i) => [i.name, i]));
 let alphaId = '';
 let betaId = '';
 
