@@ -6,6 +6,7 @@ import pino, { type DestinationStream } from 'pino';
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import { loggerOptions } from '../core/logger.ts';
 import context, { type AppContext } from './plugins/context.ts';
+import { clientErrorHandler, frameworkErrors } from './plugins/framework-errors.ts';
 import inputGuard from './plugins/input-guard.ts';
 import errors from './plugins/errors.ts';
 import openapi from './plugins/openapi.ts';
@@ -94,6 +95,9 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
       headersTimeout: Math.min(60_000, ctx.config.http.requestTimeoutMs),
     },
     ajv: { customOptions: { coerceTypes: false } },
+    // Bad URLs and unparseable HTTP answer in our shapes too (see the module).
+    frameworkErrors,
+    clientErrorHandler,
   }).withTypeProvider<ZodTypeProvider>();
 
   app.setValidatorCompiler(validatorCompiler);

@@ -30,16 +30,20 @@ function quality(accept: string, type: string): { q: number; index: number } {
   return { q: 0, index: Infinity };
 }
 
+/** The Accept header ranks text/html above application/json (a browser). */
+export function prefersHtml(accept: string | undefined): boolean {
+  const htmlQ = quality(accept ?? '', 'text/html');
+  if (htmlQ.q === 0) return false;
+  const jsonQ = quality(accept ?? '', 'application/json');
+  return htmlQ.q > jsonQ.q || (htmlQ.q === jsonQ.q && htmlQ.index < jsonQ.index);
+}
+
 /** A browser navigation to a path that belongs to no machine surface. */
 export function wantsHtmlPage(request: FastifyRequest): boolean {
   if (request.method !== 'GET' && request.method !== 'HEAD') return false;
   const path = pathOf(request.url);
   if (MACHINE_PATHS.includes(path) || MACHINE_PREFIXES.some((p) => path.startsWith(p)) || path.startsWith('/mcp/')) return false;
-  const accept = request.headers.accept ?? '';
-  const htmlQ = quality(accept, 'text/html');
-  if (htmlQ.q === 0) return false;
-  const jsonQ = quality(accept, 'application/json');
-  return htmlQ.q > jsonQ.q || (htmlQ.q === jsonQ.q && htmlQ.index < jsonQ.index);
+  return prefersHtml(request.headers.accept);
 }
 
 export function sendNotFoundPage(request: FastifyRequest, reply: FastifyReply): FastifyReply {

@@ -33,29 +33,37 @@ function validationIssues(error: FastifyError): ValidationIssue[] {
   });
 }
 
-export function sendError(request: FastifyRequest, reply: FastifyReply, e: Rendered): FastifyReply {
-  const surface = surfaceOf(request.url);
+/** The body (and extra headers) of an error in the shape of the surface the URL belongs to. */
+export function errorPayload(url: string, e: Rendered): { body: Record<string, unknown>; headers: Record<string, string> } {
+  const surface = surfaceOf(url);
   const d = defaultsFor(e.status);
   const message = e.message ?? d.message;
-  if (e.retryAfter !== undefined) reply.header('retry-after', String(e.retryAfter));
-  reply.code(e.status).type('application/json; charset=utf-8');
+  const headers: Record<string, string> = e.retryAfter !== undefined ? { 'retry-after': String(e.retryAfter) } : {};
   if (surface === 'agent') {
-    return reply.send({
-      code: e.code ?? d.agentCode,
-      message,
-      next_action: e.next ?? d.next,
-      ...(e.details ? { details: e.details } : {}),
-      ...(e.retryAfter !== undefined ? { retry_after: e.retryAfter } : {}),
-    });
+    return {
+      headers,
+      body: {
+        code: e.code ?? d.agentCode,
+        message,
+        next_action: e.next ?? d.next,
+        ...(e.details ? { details: e.details } : {}),
+        ...(e.retryAfter !== undefined ? { retry_after: e.retryAfter } : {}),
+      },
+    };
   }
   if (surface === 'identity') {
     const code = e.code ?? d.agentCode;
     // The token endpoint also speaks plain OAuth, so stock clients read it.
-    const oauth = request.url.startsWith('/oauth2/token') ? { error: code, error_description: message } : {};
-    if (request.url.startsWith('/oauth2/token')) reply.header('cache-control', 'no-store');
-    return reply.send({ code, message, ...oauth, ...(e.retryAfter !== undefined ? { retry_after: e.retryAfter } : {}) });
+    const token = url.startsWith('/oauth2/token');
+    if (token) headers['cache-control'] = 'no-store';
+    return { headers, body: { code, message, ...(token ? { error: code, error_description: message } : {}), ...(e.retryAfter !== undefined ? { retry_after: e.retryAfter } : {}) } };
   }
-  return reply.send({ error: e.code ?? d.code, status: e.status, message, ...(e.details ? { details: e.details } : {}) });
+  return { headers, body: { error: e.code ?? d.code, status: e.status, message, ...(e.details ? { details: e.details } : {}) } };
+}
+
+export function sendError(request: FastifyRequest, reply: FastifyReply, e: Rendered): FastifyReply {
+  const { body, headers } = errorPayload(request.url, e);
+  return reply.code(e.status).headers(headers).type('application/json; charset=utf-8').send(body);
 }
 
 async function errorsPlugin(app: FastifyInstance) {
