@@ -1,0 +1,106 @@
+// In Chromium: the landing page and the API reference render (Swagger UI
+// shows the operations of /openapi.json and no request leaves the test
+// server), and at a phone's width (375 px) no page scrolls sideways.
+import t from 'tap';
+import { createUser } from '../../core/accounts/users.ts';
+import { decideApproval } from '../../core/boards/approvals.ts';
+import { createBoard } from '../../core/boards/boards.ts';
+import { publishBoard } from '../../core/boards/publications.ts';
+import { sql } from '../../core/db/pool.ts';
+import { startClaim } from '../../core/identity/claims.ts';
+import { createRegistration } from '../../core/identity/registrations.ts';
+import { startTestServerAtOwnUrl } from '../helpers/app.ts';
+import { browserUnavailable, launchBrowser, openPage, scrollsSideways } from '../helpers/browser.ts';
+import { createTestDatabase } from '../helpers/db.ts';
+
+const unavailable = browserUnavailable();
+if (unavailable) {
+  t.test('browser tests', { skip: unavailable }, () => {});
+} else {
+  const PASSWORD = 'correct horse battery staple';
+  const databaseUrl = await createTestDatabase(t);
+  const { db, url } = await startTestServerAtOwnUrl(t, databaseUrl);
+  const browser = await launchBrowser(t);
+
+  t.test('/ and /docs render; Swagger UI lists the operations with nothing fetched from elsewhere', async (t) => {
+    const page = await openPage(t, browser);
+    const requested: string[] = [];
+    page.on('request', (request) => requested.push(request.url()));
+
+    const home = await page.goto(`${url}/`);
+    t.equal(home?.status(), 200);
+    t.ok((await page.locator('h1').innerText()).length > 0, 'a heading');
+    t.match(await page.locator('main').innerText(), /agents carry out tasks for companies inside workspaces/i);
+
+    await page.getByRole('link', { name: 'API reference' }).first().click();
+    await page.waitForURL(`${url}/docs`);
+    await page.waitForSelector('.opblock-summary');
+    const spec = (await (await fetch(`${url}/openapi.json`)).json()) as { paths: Record<string, Record<string, unknown>> };
+    const expected = Object.entries(spec.paths).flatMap(([path, methods]) => Object.keys(methods).map((m) => `${m.toUpperCase()} ${path}`)).sort();
+    // The UI mounts only the operations in view: walk down the page and collect what it shows.
+    const shown = new Set<string>();
+    for (let y = 0; ; ) {
+      await page.evaluate((top) => window.scrollTo(0, top), y);
+      await page.evaluate(() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done))));
+      const seen = await page.$$eval('.opblock', (blocks) => blocks.map((b) =>
+        `${b.querySelector('.opblock-summary-method')?.textContent ?? ''} ${b.querySelector('[data-path]')?.getAttribute('data-path') ?? b.querySelector('[class^="opblock-summary-path"]')?.textContent?.replace(/\u200b/g, '') ?? ''}`));
+      for (const op of seen) shown.add(op);
+      const { height, view } = await page.evaluate(() => ({ height: document.documentElement.scrollHeight, view: window.innerHeight }));
+      if (y + view >= height) break;
+      y += Math.floor(view / 2);
+    }
+    t.same([...shown].sort(), expected, `all ${expected.length} operations of /openapi.json are shown`);
+
+    t.ok(requested.length > 3, 'the page, its scripts and styles, the document');
+    const foreign = requested.filter((u) => !u.startsWith(`${url}/`));
+    t.same(foreign, [], 'every request went to the test server');
+  });
+
+  t.test('at 375 px no page scrolls sideways', async (t) => {
+    // What the pages show: a hosted board with long words, a pending approval, a claim.
+    const { registration } = await createRegistration(db, { type: 'anonymous', ip: '10.9.0.5', claimTokenTtlS: 600 });
+    const admin = await createUser(db, { email: 'phone-admin@example.test', password: PASSWORD });
+    await db.query(sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${registration.tenant_id}, ${admin.id}, 'admin')`);
+    const long = `https://example.test/${'a-very-long-path-segment'.repeat(8)}`;
+    const content = {
+      summary: `A long link: ${long}\n\n${'Unbreakable'.repeat(12)} words.`,
+      metrics: [{ label: 'Annual recurring revenue', value: 123456789.25, unit: 'EUR' }, { label: 'Users', value: 4321 }, { label: 'Churn', value: 1.2, unit: '%' }],
+      sections: [{ title: 'Details', owner: { name: 'Ops', contact: long, tags: ['x', 'y'] } }],
+      items: [long, { deal: 'A', amount: 10 }],
+    };
+    const board = await createBoard(db, registration.tenant_id, { principalId: registration.principal_id }, { title: `Quarterly ${'review'.repeat(10)}`, scopeType: 'company', scopeId: 'acme', content });
+    const publish = () => publishBoard(db, { tenantId: registration.tenant_id, boardId: board.id, principalId: registration.principal_id, body: { visibility: 'public' } });
+    const asked = await publish();
+    if (asked.kind !== 'approval_required') throw new Error(asked.kind);
+    await decideApproval(db, registration.tenant_id, asked.approvalId, admin.id, 'approved');
+    const published = await publish();
+    if (published.kind !== 'published' || !published.link) throw new Error(published.kind);
+    const pending = await publishBoard(db, { tenantId: registration.tenant_id, boardId: board.id, principalId: registration.principal_id, body: { version: 1, visibility: 'public' } });
+    if (pending.kind !== 'approval_required') throw new Error(pending.kind);
+    const service = await createRegistration(db, { type: 'service_auth', loginHint: 'phone-admin@example.test', ip: '10.9.0.5', claimTokenTtlS: 600 });
+    const claim = await startClaim(db, { claimToken: service.claimToken, loginHint: 'phone-admin@example.test' });
+
+    const page = await openPage(t, browser, { viewport: { width: 375, height: 740 }, isMobile: true, hasTouch: true });
+    const check = async (name: string, status?: number) => {
+      t.equal(await page.evaluate(() => window.innerWidth), 375, `${name}: a phone's width`);
+      t.notOk(await scrollsSideways(page), `${name}: no horizontal scrolling`);
+      if (status) t.ok(status < 500, `${name}: answered`);
+    };
+    for (const [name, path] of [
+      ['landing page', '/'], ['API reference', '/docs'], ['hosted board', `/boards/public/${published.link.secret}`],
+      ['approval sign-in', `/boards/approvals/${pending.approvalId}`], ['claim sign-in', `/agent/identity/claim/verify/${claim.attemptId}`],
+      ['404 page', `/no/such/${'page'.repeat(30)}`],
+    ] as const) {
+      const res = await page.goto(`${url}${path}`);
+      if (name === 'API reference') await page.waitForSelector('.opblock-summary');
+      await check(name, res?.status());
+    }
+    // Signed in, the approval page shows details and the preview.
+    await page.goto(`${url}/boards/approvals/${pending.approvalId}`);
+    await page.getByLabel('E-mail').fill('phone-admin@example.test');
+    await page.getByLabel('Password').fill(PASSWORD);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.waitForSelector('.preview');
+    await check('approval decision page');
+  });
+}
