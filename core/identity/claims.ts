@@ -15,8 +15,14 @@ export const CLAIM_ATTEMPT_TTL_S = 600;
 export const USER_CODE_TTL_S = 600;
 export const MAX_OPEN_ATTEMPTS = 3;
 export const MAX_FAILED_CODES = 5;
-/** RFC 8628 §5.1: guesses are limited across all attempts, not only per attempt. */
-export const USER_CODE_GUESSES: RateLimitRule = { bucket: 'user-code-guesses', limit: 120, windowMs: 60_000 };
+/**
+ * RFC 8628 §5.1: guesses are limited beyond one attempt (which locks after
+ * MAX_FAILED_CODES wrong codes). Per client, so one party's guessing never
+ * blocks another's correct code; the global limit is only a circuit breaker
+ * against guessing spread over many clients, far above honest traffic.
+ */
+export const USER_CODE_GUESSES_PER_CLIENT: RateLimitRule = { bucket: 'user-code-guesses-client', limit: 30, windowMs: 60_000 };
+export const USER_CODE_GUESSES_GLOBAL: RateLimitRule = { bucket: 'user-code-guesses', limit: 6_000, windowMs: 60_000 };
 
 export type ClaimErrorCode =
   | 'invalid_claim_token' | 'claim_revoked' | 'claim_expired' | 'already_claimed' | 'invalid_login_hint' | 'too_many_attempts'
@@ -207,6 +213,8 @@ export type CompletedClaim = { registration: RegistrationRow; assertion: string;
 type CompleteInput = {
   claimToken: string;
   userCode: string;
+  /** The caller's address: guesses are counted per client. */
+  clientIp: string;
   sign: (claims: AssertionClaims) => Promise<string>;
 };
 
@@ -240,8 +248,10 @@ export async function completeClaim(db: DatabasePool, input: CompleteInput): Pro
   // and the signing use the pool, which slonik keeps out of a transaction.
   const early = await stateBeforeCode(db, input.claimToken);
   if (early instanceof ClaimError) throw early;
-  const guess = await hitRateLimit(db, USER_CODE_GUESSES, 'global');
-  if (!guess.allowed) throw new ClaimError('rate_limit_exceeded', 'Too many user code guesses; wait and retry.', guess.retryAfterSeconds);
+  const client = await hitRateLimit(db, USER_CODE_GUESSES_PER_CLIENT, input.clientIp);
+  if (!client.allowed) throw new ClaimError('rate_limit_exceeded', 'Too many user code guesses from this client; wait and retry.', client.retryAfterSeconds);
+  const global = await hitRateLimit(db, USER_CODE_GUESSES_GLOBAL, 'global');
+  if (!global.allowed) throw new ClaimError('rate_limit_exceeded', 'Too many user code guesses; wait and retry.', global.retryAfterSeconds);
   // Signed before the transaction commits, so a signing failure leaves the claim open; unused if refused below.
   const assertion = await input.sign({ registrationId: early.reg.id, principalId: early.reg.principal_id });
 

@@ -133,6 +133,7 @@ const claimRoutes: FastifyPluginAsyncZod = async (app) => {
       const done = await completeClaim(app.db, {
         claimToken: request.body.claim_token,
         userCode: request.body.user_code,
+        clientIp: request.ip,
         sign: (claims) => signAssertion(app.idpKeys, config.authUrl, claims, config.identity.assertionTtlS),
       }).catch((e) => {
         throw toHttp(e);

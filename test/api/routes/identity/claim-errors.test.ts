@@ -125,17 +125,32 @@ t.test('user_code_expired: ten minutes after confirmation', async (t) => {
   refused(t, await complete(reg.claimToken, code), 410, 'user_code_expired');
 });
 
-t.test('rate_limit_exceeded: user code guesses are limited across all attempts', async (t) => {
+const completeFrom = (ip: string, claimToken: string, userCode: string) =>
+  app.inject({ method: 'POST', url: '/agent/identity/claim/complete', remoteAddress: ip, payload: { claim_token: claimToken, user_code: userCode } });
+
+t.test('rate_limit_exceeded: one client guessing never blocks another client\'s right code', async (t) => {
   const { reg, code } = await confirmedClaim(app, db, 'ada@example.test');
   await db.query(sql.unsafe`
-    insert into rate_limit_windows (bucket, key, window_start, hits) values ('user-code-guesses', 'global', now(), 120)
-    on conflict (bucket, key) do update set window_start = now(), hits = 120`);
-  const limited = await complete(reg.claimToken, code);
+    insert into rate_limit_windows (bucket, key, window_start, hits) values ('user-code-guesses-client', '10.66.0.1', now(), 30)
+    on conflict (bucket, key) do update set window_start = now(), hits = 30`);
+  const limited = await completeFrom('10.66.0.1', reg.claimToken, code);
   refused(t, limited, 429, 'rate_limit_exceeded');
+  t.match(limited.json().message, /from this client/);
   t.ok(limited.json().retry_after >= 1 && limited.json().retry_after <= 60);
   t.equal(limited.headers['retry-after'], String(limited.json().retry_after));
+  t.equal((await completeFrom('10.66.0.2', reg.claimToken, code)).statusCode, 200, 'the right code from elsewhere works');
+});
+
+t.test('rate_limit_exceeded: the global circuit breaker, far above one client', async (t) => {
+  // Another person: each completed claim gives its person one more organization to choose from.
+  await createUser(db, { email: 'grace@example.test', password: PASSWORD });
+  const { reg, code } = await confirmedClaim(app, db, 'grace@example.test');
+  await db.query(sql.unsafe`
+    insert into rate_limit_windows (bucket, key, window_start, hits) values ('user-code-guesses', 'global', now(), 6000)
+    on conflict (bucket, key) do update set window_start = now(), hits = 6000`);
+  refused(t, await completeFrom('10.66.0.3', reg.claimToken, code), 429, 'rate_limit_exceeded');
   await db.query(sql.unsafe`delete from rate_limit_windows where bucket = 'user-code-guesses'`);
-  t.equal((await complete(reg.claimToken, code)).statusCode, 200, 'the right code still works afterwards');
+  t.equal((await completeFrom('10.66.0.3', reg.claimToken, code)).statusCode, 200, 'the right code still works afterwards');
 });
 
 t.test('auth_method_disabled: claim, complete and the page', async (t) => {
