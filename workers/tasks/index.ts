@@ -15,4 +15,4 @@ import deadWorkers from './maintenance-dead-workers.ts';
 import sweepExpired from './maintenance-sweep-expired.ts';
 import usageRollup from './usage-rollup.ts';
 
-export const TASKS: readonly TaskDefinition[] = [chatTurn, companyRun, diagNoop, diagSteps, sweepExpired, deadWorkers, usageRollup, agentRestore, billingWebhook, billingExpire, memoryRetention];
+export const TASKS: readonly TaskDefinition[] = [chatTurn, companyRun, diagNoop, diagSteps, sweepExpired, deadWorkers, usageRollup, agentRestore, billingWebhook, billingExpire, memoryRetention, channelLink, channelDeliver, channelDisconnect];

@@ -1,6 +1,7 @@
 // Messaging channels (telegram, slack, webhook): statuses, link and its
 // long-poll, enable/disable/disconnect, per-channel settings and the
 // channel's jobs. Inbound requests from the channels are in inbound.ts.
+import fp from 'fastify-plugin';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { disconnectChannel } from '../../../core/channels/disconnect.ts';
@@ -186,4 +187,5 @@ const channelRoutes: FastifyPluginAsyncZod = async (app) => {
   });
 };
 
-export default channelRoutes;
+// Not encapsulated: the waiter registry is visible on the app (tests, metrics).
+export default fp(channelRoutes, { name: 'channel-routes' });
