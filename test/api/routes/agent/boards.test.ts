@@ -73,6 +73,19 @@ t.test('paging by position and filters', async (t) => {
   t.same((await get(a, '/api/agent/v1/boards?scopeId=nobody')).json().items, []);
 });
 
+t.test('positions are per workspace: 1, 2, 3 in each, whatever other workspaces do', async (t) => {
+  const [a, b] = [await agent(), await agent()];
+  for (const title of ['one', 'two']) {
+    await createBoard(a, title);
+    await createBoard(b, title);
+  }
+  // Created at once: still distinct, consecutive positions.
+  await Promise.all(['x', 'y', 'z'].map((title) => createBoard(a, title)));
+  const positions = async (who: Agent) => (await get(who, '/api/agent/v1/boards?limit=100')).json().items.map((x: { position: number }) => x.position);
+  t.same(await positions(a), [1, 2, 3, 4, 5]);
+  t.same(await positions(b), [1, 2]);
+});
+
 t.test('bounds -> 400 invalid_request', async (t) => {
   const long = 'x'.repeat(257);
   for (const url of [
