@@ -54,6 +54,8 @@ import channelInboundRoutes from './routes/channels/inbound.ts';
 import channelActivityRoutes from './routes/channels/activity.ts';
 import memoryRoutes from './routes/memory/index.ts';
 import skillRoutes from './routes/skills/index.ts';
+import activityRoutes from './routes/activity/index.ts';
+import activityToolCounter from './routes/activity/tool-counter.ts';
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/;
 
@@ -117,6 +119,7 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   await app.register(agentAuth);
   await app.register(agentIdempotency);
   await app.register(agentAdmission);
+  await app.register(activityToolCounter);
 
   await app.register(healthRoutes);
   await app.register(openapiRoutes);
@@ -155,6 +158,7 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   await app.register(pageRoutes);
   await app.register(memoryRoutes);
   await app.register(skillRoutes);
+  await app.register(activityRoutes);
 
   await app.ready();
   return app;
