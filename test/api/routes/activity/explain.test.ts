@@ -32,7 +32,7 @@ await db.query(sql.unsafe`
 for (const table of ['chat_messages', 'jobs', 'chat_sessions', 'session_job_events']) await db.query(sql.unsafe`analyze ${sql.identifier([table])}`);
 const sessionId = await db.oneFirst(sql.type(z.object({ id: z.string() }))`select session_id as id from chat_messages where tenant_id = ${m.tenantId} group by session_id order by count(*) desc limit 1`);
 
-const plan = async (query: ReturnType<typeof sql.unsafe>) => (await db.any(query)).map((r) => String(r['QUERY PLAN'])).join('\n');
+const plan = async (query: ReturnType<typeof sql.unsafe>) => (await db.any(query)).map((r) => String((r as Record<string, unknown>)['QUERY PLAN'])).join('\n');
 
 t.test('the lists answer on a 100k-message tenant', async (t) => {
   for (const url of ['/api/activity/sessions?limit=100', `/api/activity/sessions/${sessionId}/entries?limit=100`, '/api/activity/files?limit=100', '/api/activity/agents', '/api/activity/sessions?status=idle&limit=20']) {
