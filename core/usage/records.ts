@@ -46,6 +46,18 @@ export class UnknownAgentError extends Error {
   override name = 'UnknownAgentError';
 }
 
+/**
+ * Ingested cost and tokens per tenant and UTC month of occurrence. With
+ * 13 months in a 366-day report these keep every total far below 2^53
+ * (exact JSON numbers), whatever a client posts.
+ */
+export const INGEST_MONTHLY_CEILING = { costMicros: 10_000_000_000_000, tokens: 10_000_000_000_000 };
+
+/** The record would take the tenant's ingested usage of that month past the ceiling. */
+export class UsageCeilingError extends Error {
+  override name = 'UsageCeilingError';
+}
+
 /** The ingest key was used before for a different record. */
 export class IngestKeyConflictError extends Error {
   override name = 'IngestKeyConflictError';
@@ -66,12 +78,26 @@ export async function ingestUsage(db: CommonQueryMethods, input: IngestInput): P
     const known = await db.exists(sql.unsafe`select 1 from agents where id = ${input.agentId} and tenant_id = ${input.tenantId}`);
     if (!known) throw new UnknownAgentError('No such agent in this tenant.');
   }
-  const inserted = await db.maybeOne(recordRow`
-    insert into usage_records (tenant_id, agent_id, provider, model, input_tokens, output_tokens, cost_micros, credential, occurred_at, ingest_key)
-    values (${input.tenantId}, ${input.agentId ?? null}, ${input.provider}, ${input.model}, ${input.inputTokens}, ${input.outputTokens},
-      ${input.costMicros}, 'external', coalesce(${input.occurredAt ?? null}::timestamptz, now()), ${input.ingestKey ?? null})
-    on conflict (tenant_id, ingest_key) where ingest_key is not null do nothing
-    returning ${columns}`);
+  const inserted = await db.transaction(async (tx) => {
+    const record = await tx.maybeOne(recordRow`
+      insert into usage_records (tenant_id, agent_id, provider, model, input_tokens, output_tokens, cost_micros, credential, occurred_at, ingest_key)
+      values (${input.tenantId}, ${input.agentId ?? null}, ${input.provider}, ${input.model}, ${input.inputTokens}, ${input.outputTokens},
+        ${input.costMicros}, 'external', coalesce(${input.occurredAt ?? null}::timestamptz, now()), ${input.ingestKey ?? null})
+      on conflict (tenant_id, ingest_key) where ingest_key is not null do nothing
+      returning ${columns}`);
+    if (!record) return null; // a replay: counted the first time
+    const tokens = input.inputTokens + input.outputTokens;
+    const counted = await tx.maybeOne(sql.unsafe`
+      insert into usage_ingest_months as m (tenant_id, month, cost_micros, tokens)
+      select ${input.tenantId}, date_trunc('month', ${record.occurred_at}::timestamptz at time zone 'UTC')::date, ${input.costMicros}, ${tokens}
+      where ${input.costMicros}::bigint <= ${INGEST_MONTHLY_CEILING.costMicros}::bigint and ${tokens}::bigint <= ${INGEST_MONTHLY_CEILING.tokens}::bigint
+      on conflict (tenant_id, month) do update set cost_micros = m.cost_micros + excluded.cost_micros, tokens = m.tokens + excluded.tokens
+        where m.cost_micros + excluded.cost_micros <= ${INGEST_MONTHLY_CEILING.costMicros}
+          and m.tokens + excluded.tokens <= ${INGEST_MONTHLY_CEILING.tokens}
+      returning 1 as counted`);
+    if (!counted) throw new UsageCeilingError('This record would take the month\'s ingested usage past the ceiling of 10,000,000 USD (10^13 micro-dollars) or 10^13 tokens.');
+    return record;
+  });
   if (inserted) return { record: inserted, replayed: false };
   const existing = await db.one(recordRow`
     select ${columns} from usage_records where tenant_id = ${input.tenantId} and ingest_key = ${input.ingestKey ?? null}`);

@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { InvalidCursorError } from '../../../core/paging.ts';
 import { getBudget, setBudget, takeBudgetSnapshot } from '../../../core/usage/budget.ts';
 import { recordCronRun } from '../../../core/usage/cron-runs.ts';
-import { IngestKeyConflictError, ingestUsage, queryUsage, UnknownAgentError } from '../../../core/usage/records.ts';
+import { IngestKeyConflictError, ingestUsage, queryUsage, UnknownAgentError, UsageCeilingError } from '../../../core/usage/records.ts';
 import { usageAnalytics, usageSpending, usageSummary } from '../../../core/usage/reports.ts';
 import { PlatformError, PlatformHttpError } from '../../errors.ts';
 import { TenantHeaders } from '../../plugins/tenant.ts';
@@ -37,10 +37,10 @@ const usageRoutes: FastifyPluginAsyncZod = async (app) => {
         operationId: 'ingestUsage',
         summary: 'Record usage of a model (token counts, cost) from outside the platform',
         description:
-          'Optional `Idempotency-Key` (8-200 printable ASCII, no spaces): a retry with the same key and record returns the first record (200, `Idempotency-Replayed: true`); the key with a different record is 409 idempotency_conflict.',
+          'Optional `Idempotency-Key` (8-200 printable ASCII, no spaces): a retry with the same key and record returns the first record (200, `Idempotency-Replayed: true`); the key with a different record is 409 idempotency_conflict. Ingested usage is capped per tenant and UTC month of occurrence at 10^13 micro-dollars (10,000,000 USD) and 10^13 tokens, so report totals stay exact: past it, 422 usage_ceiling_exceeded and nothing is stored.',
         headers: TenantHeaders.extend({ 'idempotency-key': z.string().optional().describe('Unique per record; reuse it only to retry') }),
         body: IngestBody,
-        response: { 201: UsageRecord, 200: UsageRecord, ...errors, 409: PlatformError },
+        response: { 201: UsageRecord, 200: UsageRecord, ...errors, 409: PlatformError, 422: PlatformError },
       },
     },
     async (request, reply) => {
@@ -60,6 +60,7 @@ const usageRoutes: FastifyPluginAsyncZod = async (app) => {
       } catch (error) {
         if (error instanceof UnknownAgentError) throw new PlatformHttpError(400, 'unknown_agent', 'Invalid request: body.agentId: no such agent in this tenant.');
         if (error instanceof IngestKeyConflictError) throw new PlatformHttpError(409, 'idempotency_conflict', error.message);
+        if (error instanceof UsageCeilingError) throw new PlatformHttpError(422, 'usage_ceiling_exceeded', error.message);
         throw error;
       }
     },

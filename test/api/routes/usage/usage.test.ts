@@ -240,3 +240,21 @@ t.test('the routes are in the OpenAPI description with their operation ids', asy
   for (const name of ['x-tenant-id', 'limit', 'cursor', 'from', 'to', 'model', 'agentId']) t.ok(params.includes(name), name);
   t.same(doc.paths['/api/usage/ingest'].post.tags, ['usage']);
 });
+
+t.test('ingest stops at the monthly ceiling: 422, nothing stored, every total stays exact', async (t) => {
+  const m = await createMember(db, 'admin');
+  const big = { model: 'openai/gpt-big', inputTokens: 1, outputTokens: 1, costMicros: 1_000_000_000_000 };
+  for (let i = 0; i < 10; i++) t.equal((await ingest(m, big)).statusCode, 201, `record ${i + 1} of 10 at the per-record maximum`);
+  const over = await ingest(m, big, { 'idempotency-key': 'one-too-many' });
+  t.equal(over.statusCode, 422);
+  t.match(over.json(), { error: 'usage_ceiling_exceeded', status: 422, message: /10,000,000 USD/ });
+  const stored = await db.oneFirst(sql.type(z.object({ n: z.number() }))`select count(*)::int as n from usage_records where tenant_id = ${m.tenantId}`);
+  t.equal(stored, 10, 'the refused record was not stored');
+  t.equal((await ingest(m, { ...big, costMicros: 0, inputTokens: 5 })).statusCode, 201, 'a record within the ceiling still goes in');
+  for (const url of ['/api/usage/summary?period=month', '/api/usage/budget']) {
+    t.equal((await get(m, url)).statusCode, 200, url);
+  }
+  // Another month has its own ceiling.
+  const lastMonth = new Date(Date.now() - 32 * 86_400_000).toISOString();
+  t.equal((await ingest(m, { ...big, occurredAt: lastMonth })).statusCode, 201);
+});
