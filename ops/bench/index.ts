@@ -2,7 +2,7 @@
 // measured in the same run. Prints a table; nothing here is pass/fail.
 //   BENCH_SECONDS   duration of each throughput phase (default 4)
 //   BENCH_SAMPLES   latency samples per figure (default 300)
-//   BENCH_ONLY      comma list of sections to run: jobs, fairness, websocket, chat, http, billing
+//   BENCH_ONLY      comma list of sections to run: jobs, fairness, websocket, chat, http, billing, channels
 //                   (default all; the raw-insert baseline always runs)
 import { mkdtempSync, rmSync, chmodSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -33,6 +33,7 @@ import {
   type BenchContext,
 } from './scenarios.ts';
 import { billingFigures } from './billing.ts';
+import { channelFigures } from './channels.ts';
 import { chatFigures } from './chat.ts';
 import { fairnessFigures } from './fairness.ts';
 import { httpFigures } from './http.ts';
@@ -41,7 +42,7 @@ import { websocketLatency } from './websocket.ts';
 const seconds = Number(process.env.BENCH_SECONDS ?? 4);
 const samples = Number(process.env.BENCH_SAMPLES ?? 300);
 const selected = process.env.BENCH_ONLY ? new Set(process.env.BENCH_ONLY.split(',').map((x) => x.trim())) : null;
-const only = (section: 'jobs' | 'fairness' | 'websocket' | 'chat' | 'http' | 'billing') => !selected || selected.has(section);
+const only = (section: 'jobs' | 'fairness' | 'websocket' | 'chat' | 'http' | 'billing' | 'channels') => !selected || selected.has(section);
 const logger = createLogger(process.env.LOG_LEVEL ?? 'warn', 'bench');
 const scratch = mkdtempSync(path.join(tmpdir(), 'platform-bench-'));
 chmodSync(scratch, 0o755);
@@ -186,6 +187,16 @@ try {
     report.add('stripe webhook events accepted/s (signature, stored, job; 32 clients)', billing.acceptedPerSecond, 'req/s', rawBase);
     report.add('webhook received -> plan changed p50', billing.planChanged.p50, 'ms');
     report.add('webhook received -> plan changed p99', billing.planChanged.p99, 'ms');
+  }
+
+  if (only('channels')) {
+    // (i) Channels: signed inbound messages accepted/s; 1,000 link/wait waiters woken by one link.
+    await resetQueues(ctx);
+    const ch = await channelFigures(ctx, config);
+    report.add('channel inbound messages accepted/s (signature, stored, turn enqueued; 32 clients)', ch.acceptedPerSecond, 'req/s', rawBase);
+    report.add(`link/wait: resident memory added by ${ch.waiters} waiters`, ch.rssAddedMb, 'MB');
+    report.add(`link/wait: ${ch.waiters} waiters answered after the link, p50`, ch.wakeP50, 'ms');
+    report.add(`link/wait: ${ch.waiters} waiters answered after the link, p99`, ch.wakeP99, 'ms');
   }
 
   await db.end();

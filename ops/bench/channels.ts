@@ -1,0 +1,83 @@
+// Channel figures: webhook-channel inbound messages accepted per second over
+// HTTP (signature verified, stored once, chat turn enqueued; 32 clients, no
+// worker running), and 1,000 concurrent link/wait waiters on one api
+// process: the resident memory they add and how long after the binding
+// message they are all answered (woken by one NOTIFY).
+import { randomUUID } from 'node:crypto';
+import http from 'node:http';
+import { buildApp } from '../../api/app.ts';
+import { signPlatformToken } from '../../core/auth/platform-token.ts';
+import { signWebhook } from '../../core/channels/webhook.ts';
+import type { Config } from '../../core/config.ts';
+import { sql } from '../../core/db/pool.ts';
+import { JobEventHub } from '../../core/jobs/events.ts';
+import { GroupCommitter } from '../../core/jobs/group-commit.ts';
+import { percentile, sleep, throughput } from './measure.ts';
+import type { BenchContext } from './scenarios.ts';
+
+type Answer = { status: number; body: string; at: number };
+
+function request(agent: http.Agent, port: number, method: string, path: string, headers: Record<string, string>, body?: string): Promise<Answer> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port, method, path, agent, headers: { ...headers, ...(body ? { 'content-length': String(Buffer.byteLength(body)) } : {}) } }, (res) => {
+      let text = '';
+      res.on('data', (c) => (text += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text, at: performance.now() }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+export async function channelFigures(ctx: BenchContext, config: Config, waiters = 1000) {
+  const hub = new JobEventHub(ctx.url, ctx.db, ctx.logger);
+  await hub.start();
+  const app = await buildApp({ config, db: ctx.db, jobEvents: hub, jobs: new GroupCommitter(ctx.db) });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  const port = (app.server.address() as { port: number }).port;
+  const agent = new http.Agent({ keepAlive: true, maxSockets: waiters + 50 });
+  try {
+    const userId = randomUUID();
+    const tenantId = await ctx.db.oneFirst(sql.unsafe`insert into tenants (name, plan) values ('bench channels', 'enterprise') returning id`) as string;
+    await ctx.db.query(sql.unsafe`insert into users (id, email) values (${userId}, ${`${userId}@bench.test`})`);
+    await ctx.db.query(sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${tenantId}, ${userId}, 'admin')`);
+    const token = await signPlatformToken({ userId }, config.secrets.PLATFORM_JWT_SECRET, config.authUrl);
+    const headers = { authorization: `Bearer ${token}`, 'x-tenant-id': tenantId, 'content-type': 'application/json' };
+    const secret = 'bench-webhook-signing-secret-000';
+    const saved = JSON.parse((await request(agent, port, 'POST', '/api/channels/webhook/config', headers, JSON.stringify({ callbackUrl: 'https://example.com/replies', signingSecret: secret }))).body);
+    const inboundPath = new URL(saved.inboundUrl).pathname;
+    const { authorization: _a, ...plainHeaders } = headers;
+    const inbound = (body: Record<string, unknown>) => {
+      const raw = JSON.stringify(body);
+      return request(agent, port, 'POST', inboundPath, { ...plainHeaders, ...signWebhook(secret, raw) }, raw);
+    };
+
+    // 1,000 waiters: memory before/after, then one binding message wakes them all.
+    const started = JSON.parse((await request(agent, port, 'POST', '/api/channels/webhook/link', headers, '{}')).body);
+    global.gc?.();
+    const rssBefore = process.memoryUsage().rss;
+    const getHeaders = { authorization: headers.authorization, 'x-tenant-id': tenantId };
+    const answers = Array.from({ length: waiters }, () => request(agent, port, 'GET', '/api/channels/webhook/link/wait?timeout=60', getHeaders));
+    while (app.channelWaiters.size() < waiters) await sleep(20);
+    global.gc?.();
+    const rssAdded = process.memoryUsage().rss - rssBefore;
+    const sent = performance.now();
+    await inbound({ id: 'bind', from: { id: 'bench-conversation' }, sessionToken: started.sessionToken });
+    const woken = (await Promise.all(answers)).map((a) => a.at - sent);
+    await request(agent, port, 'POST', '/api/channels/webhook/enable', headers, '{}');
+
+    // Accepted/s: unique signed messages of the bound conversation, each a turn enqueued (no worker runs them).
+    let n = 0;
+    let failures = 0;
+    const accepted = await throughput(32, ctx.seconds, async () => {
+      const answer = await inbound({ id: `m-${++n}`, from: { id: 'bench-conversation' }, text: `message ${n}` });
+      if (answer.status !== 200 || !answer.body.includes('"turn"')) failures++;
+    });
+    if (failures > 0) throw new Error(`${failures} inbound messages were not accepted as turns`);
+    return { acceptedPerSecond: accepted.perSecond, waiters, rssAddedMb: rssAdded / 1024 / 1024, wakeP50: percentile(woken, 50), wakeP99: percentile(woken, 99) };
+  } finally {
+    agent.destroy();
+    await app.close();
+    await hub.stop();
+  }
+}
