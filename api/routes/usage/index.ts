@@ -4,6 +4,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { InvalidCursorError } from '../../../core/paging.ts';
+import { LIMITS } from '../../../core/rate-limit.ts';
 import { getBudget, setBudget, takeBudgetSnapshot } from '../../../core/usage/budget.ts';
 import { recordCronRun } from '../../../core/usage/cron-runs.ts';
 import { IngestKeyConflictError, ingestUsage, queryUsage, UnknownAgentError, UsageCeilingError } from '../../../core/usage/records.ts';
@@ -25,6 +26,9 @@ const providerOf = (model: string) => {
 const usageRoutes: FastifyPluginAsyncZod = async (app) => {
   const viewer = { onRequest: app.requireUser, preHandler: app.requireTenant('viewer') };
   const admin = { onRequest: app.requireUser, preHandler: app.requireTenant('admin') };
+  // Aggregates over up to a year of records: the spec's tracking/analytics
+  // limit (30 per minute per IP) keeps one client from monopolising them.
+  const analytics = { onRequest: [app.rateLimit(LIMITS.tracking), app.requireUser], preHandler: app.requireTenant('viewer') };
   const errors = { 400: PlatformError, 401: PlatformError, 403: PlatformError, 404: PlatformError };
   const common = { tags: ['usage'], security: [{ PlatformJWT: [] }], headers: TenantHeaders };
 
@@ -110,13 +114,13 @@ const usageRoutes: FastifyPluginAsyncZod = async (app) => {
   app.get(
     '/api/usage/analytics',
     {
-      ...viewer,
+      ...analytics,
       schema: {
         ...common,
         operationId: 'getUsageAnalytics',
         summary: `Usage by model and by agent over a range of days (at most ${MAX_RANGE_DAYS})`,
         querystring: AnalyticsQuery,
-        response: { 200: UsageAnalytics, ...errors },
+        response: { 200: UsageAnalytics, ...errors, 429: PlatformError },
       },
     },
     async (request) => {
@@ -137,13 +141,13 @@ const usageRoutes: FastifyPluginAsyncZod = async (app) => {
   app.get(
     '/api/usage/spending',
     {
-      ...viewer,
+      ...analytics,
       schema: {
         ...common,
         operationId: 'getUsageSpending',
         summary: 'Cost per day over the current day, week or month',
         querystring: z.object({ period: Period }),
-        response: { 200: UsageSpending, ...errors },
+        response: { 200: UsageSpending, ...errors, 429: PlatformError },
       },
     },
     async (request) => {

@@ -258,3 +258,18 @@ t.test('ingest stops at the monthly ceiling: 422, nothing stored, every total st
   const lastMonth = new Date(Date.now() - 32 * 86_400_000).toISOString();
   t.equal((await ingest(m, { ...big, occurredAt: lastMonth })).statusCode, 201);
 });
+
+t.test('analytics and spending share the tracking limit: 30 per minute per client, then 429 with Retry-After', async (t) => {
+  const m = await createMember(db, 'admin');
+  const from = (ip: string, url: string) => app.inject({ url, remoteAddress: ip, headers: as(m) });
+  for (let i = 0; i < 30; i++) {
+    const res = await from('10.77.0.1', i % 2 ? '/api/usage/analytics' : '/api/usage/spending?period=month');
+    if (res.statusCode !== 200) t.fail(`request ${i + 1}: ${res.statusCode} ${res.body}`);
+  }
+  const limited = await from('10.77.0.1', '/api/usage/analytics');
+  t.equal(limited.statusCode, 429);
+  t.match(limited.json(), { error: 'rate_limited', status: 429 });
+  t.ok(Number(limited.headers['retry-after']) >= 1);
+  t.equal((await from('10.77.0.2', '/api/usage/analytics')).statusCode, 200, 'another client is not limited');
+  t.equal((await from('10.77.0.1', '/api/usage/summary?period=month')).statusCode, 200, 'summary is not an analytics route');
+});
