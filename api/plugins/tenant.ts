@@ -19,6 +19,12 @@ declare module 'fastify' {
   }
   interface FastifyInstance {
     requireTenant: (minimum: TenantRole) => (request: FastifyRequest) => Promise<void>;
+    /**
+     * The spec's "Auth" routes: a platform JWT alone works. x-tenant-id when
+     * sent (checked like requireTenant), else the caller's workspace (see
+     * defaultWorkspace).
+     */
+    requireWorkspace: (minimum: TenantRole) => (request: FastifyRequest) => Promise<void>;
   }
 }
 
@@ -27,7 +33,16 @@ export const TenantHeaders = z.object({
   'x-tenant-id': z.uuid().describe('The tenant (workspace) the request acts in'),
 });
 
+/** For "Auth" routes, where the header may be left out. */
+export const OptionalTenantHeaders = z.object({
+  'x-tenant-id': z
+    .uuid()
+    .optional()
+    .describe("The tenant (workspace); without it, the caller's only tenant, else their own workspace (the one POST /api/chat/init returns)"),
+});
+
 const Membership = z.object({ role: z.enum(['admin', 'viewer']) });
+const Memberships = z.object({ tenant_id: z.string(), role: z.enum(['admin', 'viewer']) });
 
 async function tenantPlugin(app: FastifyInstance) {
   // Roles are cached per replica and dropped by NOTIFY when a membership changes.
@@ -49,6 +64,37 @@ async function tenantPlugin(app: FastifyInstance) {
       throw new PlatformHttpError(403, 'forbidden', 'This needs the Admin role in the tenant.');
     }
     request.tenant = { id: tenantId, role: membership.role };
+  });
+
+  /**
+   * Without x-tenant-id: the only tenant the caller belongs to; else their own
+   * workspace, the oldest tenant they administer (what POST /api/chat/init
+   * provisions and returns); a caller who only has Viewer roles in several
+   * tenants must say which (400 naming the header).
+   */
+  async function defaultWorkspace(userId: string): Promise<TenantContext> {
+    const rows = await app.db.any(sql.type(Memberships)`
+      select m.tenant_id, m.role from tenant_memberships m join tenants t on t.id = m.tenant_id
+      where m.user_id = ${userId} order by (m.role = 'admin') desc, t.created_at, t.id limit 2`);
+    const [first, second] = rows;
+    if (!first) throw new PlatformHttpError(404, 'workspace_not_found', 'You belong to no workspace yet: call POST /api/chat/init, or send x-tenant-id.');
+    if (first.role !== 'admin' && second) {
+      throw new PlatformHttpError(400, 'invalid_request', 'You belong to several tenants and administer none: send the `x-tenant-id` header to say which.');
+    }
+    return { id: first.tenant_id, role: first.role };
+  }
+
+  app.decorate('requireWorkspace', (minimum: TenantRole) => {
+    const inTenant = app.requireTenant(minimum);
+    return async (request: FastifyRequest) => {
+      if (request.headers['x-tenant-id'] !== undefined) return inTenant(request);
+      if (!request.user) throw new PlatformHttpError(401, 'unauthorized', 'Authentication required.');
+      const workspace = await defaultWorkspace(request.user.userId);
+      if (minimum === 'admin' && workspace.role !== 'admin') {
+        throw new PlatformHttpError(403, 'forbidden', 'This needs the Admin role in the tenant.');
+      }
+      request.tenant = workspace;
+    };
   });
 }
 

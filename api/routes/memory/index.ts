@@ -8,7 +8,7 @@ import { deleteMemoryFile, isSafeFilename, listMemoryFiles, MemoryLimitError, re
 import { getMemorySettings, InvalidMemorySettingsError, saveMemorySettings, type MemorySettings } from '../../../core/memory/settings.ts';
 import { PlatformError, PlatformHttpError } from '../../errors.ts';
 import { FilenameParams, MemoryConfig, MemoryConfigBody, MemoryContent, MemoryFile, MemoryFileWithContent, MemoryWriteBody } from './schemas.ts';
-import { OptionalTenantHeaders, requireWorkspace } from './workspace.ts';
+import { OptionalTenantHeaders } from '../../plugins/tenant.ts';
 
 const toFile = (f: MemoryFileRow) => ({ name: f.name, bytes: f.bytes, createdAt: f.created_at, updatedAt: f.updated_at });
 
@@ -20,8 +20,8 @@ function checkedName(name: string, where: string): string {
 }
 
 const memoryRoutes: FastifyPluginAsyncZod = async (app) => {
-  const viewer = { onRequest: app.requireUser, preHandler: requireWorkspace(app, 'viewer') };
-  const admin = { onRequest: app.requireUser, preHandler: requireWorkspace(app, 'admin') };
+  const viewer = { onRequest: app.requireUser, preHandler: app.requireWorkspace('viewer') };
+  const admin = { onRequest: app.requireUser, preHandler: app.requireWorkspace('admin') };
   const errors = { 400: PlatformError, 401: PlatformError, 403: PlatformError, 404: PlatformError };
   const common = { tags: ['memory'], security: [{ PlatformJWT: [] }], headers: OptionalTenantHeaders };
 

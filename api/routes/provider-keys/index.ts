@@ -8,14 +8,14 @@ import { Keyring } from '../../../core/crypto/keyring.ts';
 import { auditKey, creditBalance, deleteKey, formatDollars, listMasked, putKey, resolveKey } from '../../../core/provider-keys/keys.ts';
 import { PlatformError, PlatformHttpError } from '../../errors.ts';
 import hmacSignature, { issueSigningKey, keepRawJsonBody, SignatureHeaders } from '../../plugins/hmac-signature.ts';
-import { TenantHeaders } from '../../plugins/tenant.ts';
+import { OptionalTenantHeaders } from '../../plugins/tenant.ts';
 import { assertTenantBaseUrl, BASE_URL_RULES } from './base-url.ts';
 import { ApiKey, BaseUrl, KeyedProviderId, MaskedProviderKey, ProviderKeyMode, SavedProviderKey } from './schemas.ts';
 
 const tags = ['provider-keys'];
 const security = [{ PlatformJWT: [] }];
 const ProviderParams = z.object({ provider: KeyedProviderId });
-const SignedHeaders = TenantHeaders.extend(SignatureHeaders.shape);
+const SignedHeaders = OptionalTenantHeaders.extend(SignatureHeaders.shape);
 
 const SIGNED = [
   'HMAC + Auth: platform JWT, x-tenant-id (Admin), and a signature:',
@@ -31,9 +31,9 @@ const providerKeyRoutes: FastifyPluginAsyncZod = async (app) => {
   keepRawJsonBody(app);
 
   const keyring = Keyring.fromConfig(app.config);
-  const viewer = { onRequest: app.requireUser, preHandler: app.requireTenant('viewer') };
-  const admin = { onRequest: app.requireUser, preHandler: app.requireTenant('admin') };
-  const signedAdmin = { onRequest: app.requireUser, preHandler: [app.requireTenant('admin'), app.requireSignature] };
+  const viewer = { onRequest: app.requireUser, preHandler: app.requireWorkspace('viewer') };
+  const admin = { onRequest: app.requireUser, preHandler: app.requireWorkspace('admin') };
+  const signedAdmin = { onRequest: app.requireUser, preHandler: [app.requireWorkspace('admin'), app.requireSignature] };
   const tenantErrors = { 400: PlatformError, 401: PlatformError, 403: PlatformError, 404: PlatformError };
 
   app.get(
@@ -138,7 +138,7 @@ const providerKeyRoutes: FastifyPluginAsyncZod = async (app) => {
         tags,
         summary: 'The tenant\'s keys, masked to their last four characters',
         security,
-        headers: TenantHeaders,
+        headers: OptionalTenantHeaders,
         response: { 200: z.object({ keys: z.array(MaskedProviderKey) }).meta({ id: 'ProviderKeyList' }), ...tenantErrors },
       },
     },
@@ -154,7 +154,7 @@ const providerKeyRoutes: FastifyPluginAsyncZod = async (app) => {
         tags,
         summary: 'Key mode (user-provided or platform credits) and the remaining credit balance',
         security,
-        headers: TenantHeaders,
+        headers: OptionalTenantHeaders,
         response: { 200: ProviderKeyMode, ...tenantErrors },
       },
     },
@@ -179,7 +179,7 @@ const providerKeyRoutes: FastifyPluginAsyncZod = async (app) => {
         tags,
         summary: 'The decrypted key (Admin); every call is audit-logged',
         security,
-        headers: TenantHeaders,
+        headers: OptionalTenantHeaders,
         params: ProviderParams,
         response: {
           200: z.object({ provider: KeyedProviderId, apiKey: z.string(), baseUrl: z.string().nullable() }).meta({ id: 'ResolvedProviderKey' }),

@@ -1,6 +1,7 @@
 // Usage of a tenant: ingest and list raw records, summaries, breakdowns,
 // spending, the monthly budget and its snapshots, runs of the tenant's own
-// cron jobs. Reads need Viewer, writes Admin, always in the x-tenant-id tenant.
+// cron jobs. Reads need Viewer, writes Admin, in the x-tenant-id tenant or,
+// without the header, the caller's workspace (the spec's "Auth" class).
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { InvalidCursorError } from '../../../core/paging.ts';
@@ -10,7 +11,7 @@ import { recordCronRun } from '../../../core/usage/cron-runs.ts';
 import { IngestKeyConflictError, ingestUsage, queryUsage, UnknownAgentError, UsageCeilingError } from '../../../core/usage/records.ts';
 import { usageAnalytics, usageSpending, usageSummary } from '../../../core/usage/reports.ts';
 import { PlatformError, PlatformHttpError } from '../../errors.ts';
-import { TenantHeaders } from '../../plugins/tenant.ts';
+import { OptionalTenantHeaders } from '../../plugins/tenant.ts';
 import {
   AnalyticsQuery, Budget, BudgetBody, BudgetSnapshot, CronRun, CronRunBody, IDEMPOTENCY_KEY, IngestBody, MAX_RANGE_DAYS,
   Period, toCronRun, toRecord, toTotals, UsageAnalytics, UsagePage, UsageQuery, UsageRecord, UsageSpending, UsageSummary,
@@ -24,13 +25,13 @@ const providerOf = (model: string) => {
 };
 
 const usageRoutes: FastifyPluginAsyncZod = async (app) => {
-  const viewer = { onRequest: app.requireUser, preHandler: app.requireTenant('viewer') };
-  const admin = { onRequest: app.requireUser, preHandler: app.requireTenant('admin') };
+  const viewer = { onRequest: app.requireUser, preHandler: app.requireWorkspace('viewer') };
+  const admin = { onRequest: app.requireUser, preHandler: app.requireWorkspace('admin') };
   // Aggregates over up to a year of records: the spec's tracking/analytics
   // limit (30 per minute per IP) keeps one client from monopolising them.
-  const analytics = { onRequest: [app.rateLimit(LIMITS.tracking), app.requireUser], preHandler: app.requireTenant('viewer') };
+  const analytics = { onRequest: [app.rateLimit(LIMITS.tracking), app.requireUser], preHandler: app.requireWorkspace('viewer') };
   const errors = { 400: PlatformError, 401: PlatformError, 403: PlatformError, 404: PlatformError };
-  const common = { tags: ['usage'], security: [{ PlatformJWT: [] }], headers: TenantHeaders };
+  const common = { tags: ['usage'], security: [{ PlatformJWT: [] }], headers: OptionalTenantHeaders };
 
   app.post(
     '/api/usage/ingest',
@@ -42,7 +43,7 @@ const usageRoutes: FastifyPluginAsyncZod = async (app) => {
         summary: 'Record usage of a model (token counts, cost) from outside the platform',
         description:
           'Optional `Idempotency-Key` (8-200 printable ASCII, no spaces): a retry with the same key and record returns the first record (200, `Idempotency-Replayed: true`); the key with a different record is 409 idempotency_conflict. Ingested usage is capped per tenant and UTC month of occurrence at 10^13 micro-dollars (10,000,000 USD) and 10^13 tokens, so report totals stay exact: past it, 422 usage_ceiling_exceeded and nothing is stored.',
-        headers: TenantHeaders.extend({ 'idempotency-key': z.string().optional().describe('Unique per record; reuse it only to retry') }),
+        headers: OptionalTenantHeaders.extend({ 'idempotency-key': z.string().optional().describe('Unique per record; reuse it only to retry') }),
         body: IngestBody,
         response: { 201: UsageRecord, 200: UsageRecord, ...errors, 409: PlatformError, 422: PlatformError },
       },

@@ -39,9 +39,19 @@ t.test('a JWT alone acts in the caller\'s own workspace; x-tenant-id picks anoth
   t.equal(file.json().content, 'The user likes green tea. And short answers.');
 
   t.equal((await write(viewer, { filename: 'x.md', content: 'no' }, owner.tenantId)).statusCode, 403, 'a viewer cannot write');
-  const mine = await app.inject({ url: '/api/memory/files', headers: auth(viewer) });
-  t.equal(mine.statusCode, 404, 'no workspace of their own');
-  t.equal(mine.json().error, 'workspace_not_found');
+  const ambiguous = await app.inject({ url: '/api/memory/files', headers: auth(viewer) });
+  t.equal(ambiguous.statusCode, 400, 'a viewer of two tenants who administers none must say which');
+  t.match(ambiguous.json().message, /x-tenant-id/);
+  await db.query(sql.unsafe`delete from tenant_memberships where user_id = ${viewer.userId} and tenant_id = ${viewer.tenantId}`);
+  const only = await app.inject({ url: '/api/memory/files', headers: auth(viewer) });
+  t.equal(only.statusCode, 200, 'with one tenant left, that one');
+  t.same(only.json(), own.json());
+  t.equal((await write(viewer, { filename: 'x.md', content: 'no' })).statusCode, 403, 'and still cannot write there');
+  const loner = await createMember(db, 'admin');
+  await db.query(sql.unsafe`delete from tenant_memberships where user_id = ${loner.userId}`);
+  const none = await app.inject({ url: '/api/memory/files', headers: auth(loner) });
+  t.equal(none.statusCode, 404, 'no workspace at all');
+  t.equal(none.json().error, 'workspace_not_found');
   t.equal((await app.inject({ url: '/api/memory/files', headers: auth(outsider, owner.tenantId) })).statusCode, 404, 'another tenant is not found');
   t.equal((await app.inject({ url: '/api/memory/files/notes.md', headers: auth(outsider) })).statusCode, 404, "the outsider's own workspace has no such file");
   t.equal((await app.inject({ url: '/api/memory/files' })).statusCode, 401);

@@ -273,3 +273,19 @@ t.test('analytics and spending share the tracking limit: 30 per minute per clien
   t.equal((await from('10.77.0.2', '/api/usage/analytics')).statusCode, 200, 'another client is not limited');
   t.equal((await from('10.77.0.1', '/api/usage/summary?period=month')).statusCode, 200, 'summary is not an analytics route');
 });
+
+t.test('"Auth": a platform JWT alone reads the caller\'s workspace; several tenants without an own one must name it', async (t) => {
+  const m = await createMember(db, 'admin');
+  t.equal((await ingest(m, record(2))).statusCode, 201);
+  const alone = await app.inject({ url: '/api/usage/summary?period=month', headers: { authorization: `Bearer ${m.token}` } });
+  t.equal(alone.statusCode, 200);
+  t.equal(alone.json().totals.records, 1, 'the record of the caller\'s only tenant');
+  const both = await joinAsViewer(db, m.tenantId);
+  await db.query(sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${other.tenantId}, ${both.userId}, 'viewer')`);
+  const ambiguous = await app.inject({ url: '/api/usage/summary?period=month', headers: { authorization: `Bearer ${both.token}` } });
+  t.equal(ambiguous.statusCode, 400);
+  t.match(ambiguous.json().message, /x-tenant-id/);
+  t.equal((await get(both, '/api/usage/summary?period=month', m.tenantId)).statusCode, 200, 'with the header it works');
+  const writeAsViewer = await app.inject({ method: 'POST', url: '/api/usage/ingest', headers: { authorization: `Bearer ${viewer.token}` }, payload: record(1) });
+  t.equal(writeAsViewer.statusCode, 403, 'a Viewer\'s only tenant is still read-only');
+});
