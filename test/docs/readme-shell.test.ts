@@ -17,8 +17,10 @@ t.test('README runnable shell blocks work against a started service', async (t) 
   t.ok(blocks.length >= 3, `found ${blocks.length} runnable blocks`);
   const databaseUrl = await createTestDatabase(t);
   // Development, like `npm start` on a laptop: billing runs on its sandbox.
-  const api = await startTestServerAtOwnUrl(t, databaseUrl, { NODE_ENV: 'development' });
-  await startTestWorker(t, databaseUrl, { NODE_ENV: 'development' });
+  // The channel walkthrough's reply receiver listens on 127.0.0.1, as README says to allow.
+  const dev = { NODE_ENV: 'development', PROVIDER_ALLOW_PRIVATE_URLS: 'true' };
+  const api = await startTestServerAtOwnUrl(t, databaseUrl, dev);
+  await startTestWorker(t, databaseUrl, dev);
   const env = { ...testEnv(databaseUrl, { NODE_ENV: 'development', LOG_LEVEL: 'warn' }), BASE: api.url, PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/root' };
   const { code, stdout, stderr } = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
     execFile('bash', ['-euo', 'pipefail', '-c', blocks.join('\n')], { cwd: root, env, timeout: 120_000 }, (error, stdout, stderr) =>
@@ -30,4 +32,6 @@ t.test('README runnable shell blocks work against a started service', async (t) 
   t.match(stdout, /"plan": "pro"/, 'the plan changed through the sandbox');
   t.match(stdout, /0000/, 'the signed provider-key request stored the key (listed masked)');
   t.notMatch(stdout, /sk-test-0000000000000000"/, 'never listed in full');
+  t.match(stdout, /reply: \{"id":"[^"]+","to":"me","text":"[^"]+"/, 'the webhook channel delivered the chat turn\'s answer to the receiver');
+  t.match(stdout, /"outboundCount": 1/, 'one reply sent');
 });
