@@ -5,7 +5,7 @@
 // (the turn is a job). An unknown or disconnected link is 404.
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { acceptInbound, UPDATE_STATUSES } from '../../../core/channels/inbound.ts';
+import { acceptInboundBatch, LinkGoneError, UPDATE_STATUSES } from '../../../core/channels/inbound.ts';
 import { acceptOAuthCode } from '../../../core/channels/linking.ts';
 import { findLinkByInbound, openSettings } from '../../../core/channels/store.ts';
 import { Keyring } from '../../../core/crypto/keyring.ts';
@@ -75,7 +75,9 @@ const inboundRoutes: FastifyPluginAsyncZod = async (app) => {
     const parsed = adapter.parse(body);
     if (!parsed) throw new PlatformHttpError(400, 'invalid_request', `The body is not a ${adapter.id} update.`);
     if (parsed.kind === 'challenge') return parsed.body as { challenge: string };
-    const accepted = await acceptInbound(app.jobs, app.db, adapter, link, parsed);
+    // Batched with the other requests in flight (a few statements per batch, as chat sends).
+    const accepted = (await app.jobs.submitBatched(acceptInboundBatch, { adapter, linkId: link.id, update: parsed })).value;
+    if (accepted instanceof LinkGoneError) throw new PlatformHttpError(404, 'not_found', accepted.message);
     request.log.info({ channel: adapter.id, linkId: link.id, status: accepted.status, duplicate: accepted.duplicate }, 'channel update received');
     return { ok: true as const, duplicate: accepted.duplicate, status: accepted.status, jobId: accepted.jobId };
   });
