@@ -55,15 +55,17 @@ export async function runLinkStep(phase: 'register' | 'finish', ctx: LinkStepCon
     if (phase === 'register') {
       const registered = await adapter.register(actx(), inboundUrl(ctx.config, adapter.id, row.inbound_id!));
       await ctx.db.transaction(async (tx) => {
+        // The job row first (as a cancel does, then the link): a cancelled job stays cancelled.
+        const still = await tx.query(sql.unsafe`
+          update jobs set status = 'queued', progress = ${sql.jsonb({ stage: 'awaiting_binding', expiresAt: row.link_expires_at })}
+          where id = ${ctx.jobId} and attempts = ${attempt} and status = 'running'`);
+        if (still.rowCount === 0) return;
         const now = await tx.maybeOne(linkRow`select * from channel_links where id = ${row.id} and link_job_id = ${ctx.jobId} for update`);
-        if (!now) return;
+        if (!now) return failAttempt(tx, ctx.jobId, attempt, { code: 'link_superseded', message: 'A newer link or a disconnect replaced this one.' }, true);
         await tx.query(sql.unsafe`
           update channel_links set link_awaiting = true, updated_at = now(),
             account = coalesce(account, '{}'::jsonb) || ${sql.jsonb((registered.account ?? {}) as never)}
           where id = ${row.id}`);
-        await tx.query(sql.unsafe`
-          update jobs set status = 'queued', progress = ${sql.jsonb({ stage: 'awaiting_binding', expiresAt: now.link_expires_at })}
-          where id = ${ctx.jobId} and attempts = ${attempt}`);
         const ready = now.state !== 'linking' || 'oauthCode' in now.secrets;
         await scheduleLinkFinish(tx, now, ready ? 'now' : now.link_expires_at!);
       });
@@ -107,7 +109,7 @@ async function finish(ctx: LinkStepContext, row: LinkRow, attempt: number, actx:
   }
   // Woken before the binding (a stale wake-up): wait for it again.
   await ctx.db.transaction(async (tx) => {
-    await tx.query(sql.unsafe`update jobs set status = 'queued' where id = ${ctx.jobId} and attempts = ${attempt}`);
-    await scheduleLinkFinish(tx, row, row.link_expires_at!);
+    const still = await tx.query(sql.unsafe`update jobs set status = 'queued' where id = ${ctx.jobId} and attempts = ${attempt} and status = 'running'`);
+    if (still.rowCount > 0) await scheduleLinkFinish(tx, row, row.link_expires_at!);
   });
 }

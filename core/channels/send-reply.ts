@@ -1,6 +1,6 @@
 // The channel.deliver job: sends one queued reply. 429 and 5xx are retried,
-// honouring the channel's retry_after (short waits inside the attempt, longer
-// ones through the job's backoff); a permanent refusal (bot blocked, token
+// honouring the channel's retry_after (short waits inside the attempt; a
+// longer one schedules the next attempt at that time); a permanent refusal (bot blocked, token
 // revoked) marks the channel 'error' with the reason and stops.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
@@ -20,6 +20,8 @@ const Row = z.object({ d: Delivery, l: LinkRow });
 /** Waits inside one attempt at most this long for a retry_after; longer ones go back to the queue. */
 const MAX_INLINE_WAIT_S = 30;
 const INLINE_TRIES = 4;
+/** A longer retry_after than this is capped (a day): a reply that late is still sent, not lost. */
+const MAX_RETRY_AFTER_S = 86_400;
 
 export type DeliverContext = {
   db: DatabasePool;
@@ -30,7 +32,22 @@ export type DeliverContext = {
   maxAttempts: number;
   signal: AbortSignal;
   completeWithin: (tx: CommonQueryMethods, result: unknown) => Promise<void>;
+  /** The Graphile job running this attempt (to schedule its retry at the channel's retry_after). */
+  graphileJob?: { id: string; lockedBy: string | null };
 };
+
+/**
+ * Graphile retries a failed job at greatest(now(), run_at) + exp(least(attempts, 10)) s
+ * (its fail_job). Setting run_at (the job is ours while locked) so that this
+ * lands at the channel's retry time makes the next attempt wait retry_after,
+ * not the backoff; if the backoff is longer anyway, it wins.
+ */
+async function retryNoSoonerThan(db: CommonQueryMethods, job: NonNullable<DeliverContext['graphileJob']>, waitS: number): Promise<void> {
+  await db.query(sql.unsafe`
+    update graphile_worker._private_jobs
+    set run_at = now() + make_interval(secs => ${waitS}) - exp(least(attempts, 10)) * interval '1 second'
+    where id = ${job.id} and locked_by is not distinct from ${job.lockedBy}`);
+}
 
 export async function deliverReply(input: z.infer<typeof DeliverInput>, ctx: DeliverContext): Promise<unknown> {
   const row = await ctx.db.maybeOne(sql.type(Row)`
@@ -74,6 +91,8 @@ export async function deliverReply(input: z.infer<typeof DeliverInput>, ctx: Del
       if (ctx.attempt >= ctx.maxAttempts) {
         await ctx.db.query(sql.unsafe`update channel_deliveries set status = 'failed', error = ${error.message} where id = ${d.id}`);
         await ctx.db.query(sql.unsafe`update channel_links set last_error = ${error.message}, last_error_at = now() where id = ${l.id}`);
+      } else if (wait !== null && wait > 0 && ctx.graphileJob) {
+        await retryNoSoonerThan(ctx.db, ctx.graphileJob, Math.min(wait, MAX_RETRY_AFTER_S));
       }
       throw new RetryableJobError('channel_unavailable', error.message);
     }
