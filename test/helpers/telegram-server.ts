@@ -13,6 +13,8 @@ export async function startTelegramServer(t: Test, bot = { token: '123456:AAAAAA
     calls: [] as string[],
     /** Answers for the next sendMessage calls, in order (then: success). */
     sendScript: [] as Scripted[],
+    /** When set, the next setWebhook answers only once this settles (a link step caught mid-way). */
+    setWebhookHold: null as Promise<void> | null,
     revoked: false,
     nextMessageId: 1,
     nextUpdateId: 1000,
@@ -28,9 +30,12 @@ export async function startTelegramServer(t: Test, bot = { token: '123456:AAAAAA
     switch (method) {
       case 'getMe':
         return ok({ id: bot.id, is_bot: true, first_name: 'Test', username: bot.username });
-      case 'setWebhook':
+      case 'setWebhook': {
         state.webhook = { url: String(body.url), secret: String(body.secret_token) };
-        return ok(true);
+        const hold = state.setWebhookHold ?? undefined;
+        state.setWebhookHold = null;
+        return { ...ok(true), ...(hold ? { hold } : {}) };
+      }
       case 'deleteWebhook':
         state.webhook = null;
         return ok(true);

@@ -1,8 +1,9 @@
 // Telegram end to end against a local Bot API: link (getMe, setWebhook, the
 // /start binding woken through link/wait), enable, inbound update -> chat
 // turn on a real worker -> sendMessage exactly once: after a 429 with
-// retry_after, and when the worker is SIGKILLed mid-delivery; a blocked bot
-// marks the channel 'error'; disconnect deletes the webhook.
+// retry_after (a long one schedules the retry at that time), and when the
+// worker is SIGKILLed mid-delivery; a blocked bot marks the channel 'error';
+// disconnect deletes the webhook; a link job cancelled mid-step ends at once.
 import t from 'tap';
 import { z } from 'zod';
 import { sql } from '../../core/db/pool.ts';
@@ -69,20 +70,38 @@ t.test('a 429 with retry_after: the reply is sent once, after the wait', async (
   t.equal(sendCalls() - before, 2, 'refused once, then sent');
 });
 
+t.test('a retry_after over 30 s: the next attempt is scheduled at that time, then sent once', async (t) => {
+  tg.state.sendScript.push({ status: 429, body: { ok: false, error_code: 429, description: 'Too Many Requests: retry after 120', parameters: { retry_after: 120 } } });
+  const sentBefore = tg.state.sent.length;
+  const { jobId } = await say('Later is fine');
+  const delivery = await waitFor('the refused attempt', async () => {
+    const j = await job('channel.deliver');
+    return j && (j.error as { retrying?: boolean } | null)?.retrying === true ? j : null;
+  });
+  const ofJob = sql.fragment`payload->>'jobId' = ${delivery.id}`;
+  const inS = await db.oneFirst(sql.type(z.object({ s: z.number() }))`
+    select extract(epoch from run_at - now())::float8 as s from graphile_worker._private_jobs where ${ofJob}`);
+  t.ok(inS > 100 && inS <= 121, `retried in about 120 s, not after the backoff (${Math.round(inS)} s)`);
+  await db.query(sql.unsafe`update graphile_worker._private_jobs set run_at = now() where ${ofJob}`); // the test does not wait two minutes
+  await waitFor('the reply', async () => tg.state.sent.length === sentBefore + 1, 20_000);
+  t.same(tg.state.sent.at(-1), { chatId: String(CHAT), text: await answerOf(jobId) });
+});
+
 t.test('the worker is SIGKILLed mid-delivery: the reply arrives exactly once', async (t) => {
   let release!: () => void;
   tg.state.sendScript.push({ hold: new Promise<void>((r) => (release = r)), body: { ok: true, result: { message_id: 999 } } });
   const before = sendCalls();
+  const sentBefore = tg.state.sent.length;
   const { jobId } = await say('Are you there?');
   await waitFor('the held sendMessage', async () => sendCalls() > before);
   worker.child.kill('SIGKILL');
   await worker.exited;
   release(); // the killed worker never reads this answer: Telegram did not deliver it
   await startTestWorker(top, databaseUrl, overrides); // for the rest of the file; sweeps the dead worker's job and retries it
-  await waitFor('the reply after the crash', async () => tg.state.sent.length === 2, 30_000);
-  t.same(tg.state.sent[1], { chatId: String(CHAT), text: await answerOf(jobId) });
+  await waitFor('the reply after the crash', async () => tg.state.sent.length === sentBefore + 1, 30_000);
+  t.same(tg.state.sent.at(-1), { chatId: String(CHAT), text: await answerOf(jobId) });
   await waitFor('the delivery job', async () => (await job('channel.deliver'))?.status === 'succeeded');
-  t.equal(tg.state.sent.length, 2, 'once');
+  t.equal(tg.state.sent.length, sentBefore + 1, 'once');
 });
 
 t.test('a blocked bot marks the channel error and stops retrying', async (t) => {
@@ -102,4 +121,21 @@ t.test('disconnect: deleteWebhook in a job, the inbound URL refused at once', as
   t.equal((await tg.deliver(tg.message(CHAT, 'hi'))).status, 404);
   await waitFor('deleteWebhook', async () => tg.state.webhook === null);
   t.match((await app.inject({ url: `/api/channels/telegram/jobs/${res.json().jobId}`, headers })).json(), { kind: 'channel.disconnect' });
+});
+
+t.test('cancelling a link job mid-step: cancelled at once, not_linked, the step\'s late writes refused', async (t) => {
+  await app.inject({ method: 'POST', url: '/api/channels/telegram/config', headers, payload: { botToken: tg.bot.token, botUsername: tg.bot.username } });
+  let release!: () => void;
+  tg.state.setWebhookHold = new Promise<void>((r) => (release = r));
+  const { jobId } = (await app.inject({ method: 'POST', url: '/api/channels/telegram/link', headers })).json();
+  await waitFor('the register step running', async () => (await job('channel.link'))?.status === 'running' && tg.state.webhook !== null);
+  const cancelled = await app.inject({ method: 'POST', url: `/api/jobs/${jobId}/cancel`, headers });
+  t.equal(cancelled.statusCode, 200, cancelled.body);
+  t.equal(cancelled.json().status, 'cancelled', 'not left cancelling');
+  t.equal((await app.inject({ url: '/api/channels/telegram/status', headers })).json().status, 'not_linked');
+  release();
+  await waitFor('the step to end', async () => (await db.oneFirst(sql.type(z.object({ n: z.number() }))`
+    select count(*)::int as n from graphile_worker._private_jobs where payload->>'jobId' = ${jobId}`)) === 0);
+  t.match(await job('channel.link'), { id: jobId, status: 'cancelled' });
+  t.match((await app.inject({ url: '/api/channels/telegram/status', headers })).json(), { status: 'not_linked' });
 });
