@@ -129,11 +129,13 @@ export const acceptInboundBatch: BatchHandler<InboundInput, Accepted | LinkGoneE
   const counts = new Map<string, number>();
   for (const it of live) if (it.isNew) counts.set(it.input.linkId, (counts.get(it.input.linkId) ?? 0) + 1);
   if (counts.size > 0) {
-    const ids = [...counts.keys()].sort(); // a fixed order: two batches never wait on each other's rows crosswise
+    // Locked in id order first: two batches never wait on each other's link rows crosswise.
+    const ids = [...counts.keys()].sort();
     await tx.query(sql.unsafe`
+      with locked as (select id from channel_links where id = any(${sql.array(ids, 'uuid')}) order by id for no key update)
       update channel_links l set inbound_count = inbound_count + c.n, last_inbound_at = now()
-      from unnest(${sql.array(ids, 'uuid')}, ${sql.array(ids.map((id) => counts.get(id)!), 'int4')}) as c(id, n)
-      where l.id = c.id`);
+      from unnest(${sql.array(ids, 'uuid')}, ${sql.array(ids.map((id) => counts.get(id)!), 'int4')}) as c(id, n), locked
+      where l.id = c.id and locked.id = c.id`);
   }
 
   // 5. Repeats answer what their first delivery was answered (read after this batch's own decisions).
