@@ -50,7 +50,9 @@ export const PurchaseWebhookEvent = z.looseObject({
   id: z.string().min(1).max(200),
   type: z.string().min(1).max(100),
   app_user_id: z.string().max(500).nullable().optional(),
-  event_timestamp_ms: z.number().int().min(0).max(8_640_000_000_000_000),
+  // Up to the end of year 9999: later instants are JavaScript dates whose
+  // ISO form (+YYYYYY-...) PostgreSQL does not read.
+  event_timestamp_ms: z.number().int().min(0).max(253_402_300_799_999),
   transferred_from: z.array(z.string()).nullable().optional(),
   transferred_to: z.array(z.string()).nullable().optional(),
 });
