@@ -1,0 +1,78 @@
+// Callers of every kind the OpenAPI document's security schemes name, for
+// generated tests: tenant Admin and Viewer (platform JWT), operator, agent
+// access token with every scope, runner token, dashboard license token.
+import { randomUUID } from 'node:crypto';
+import type { FastifyInstance } from 'fastify';
+import { signDashboardToken } from '../../core/auth/dashboard-token.ts';
+import { signPlatformToken } from '../../core/auth/platform-token.ts';
+import type { Config } from '../../core/config.ts';
+import { createLicense } from '../../core/dashboard/licenses.ts';
+import { sql, type DatabasePool } from '../../core/db/pool.ts';
+import { createRegistration } from '../../core/identity/registrations.ts';
+import { AGENT_SCOPES, signAccessToken } from '../../core/identity/tokens.ts';
+import { TEST_SECRET } from './config.ts';
+
+export const PURCHASE_WEBHOOK_SECRET = 'purchase-webhook-secret-for-tests';
+
+export type Person = { userId: string; token: string };
+export type Workspace = {
+  tenantId: string;
+  admin: Person;
+  viewer: Person;
+  /** Agent API bearer token (all scopes) of an agent principal acting in this tenant. */
+  agent: { token: string; principalId: string; registrationId: string };
+  runner: { token: string; runnerId: string };
+  dashboard: { token: string; licenseId: string };
+};
+
+async function person(db: DatabasePool, config: Config, extra: { operator?: boolean } = {}): Promise<Person> {
+  const userId = randomUUID();
+  await db.query(sql.unsafe`insert into users (id, email, is_operator) values (${userId}, ${`${userId}@example.test`}, ${extra.operator ?? false})`);
+  return { userId, token: await signPlatformToken({ userId }, Buffer.from(TEST_SECRET, 'base64'), config.baseUrl) };
+}
+
+/** An operator of the platform (not a member of any tenant). */
+export const createOperator = (db: DatabasePool, config: Config) => person(db, config, { operator: true });
+
+/**
+ * A tenant as an agent registration makes it (claimed, so every scope), with
+ * a person as Admin, another as Viewer, an enrolled runner and a dashboard license.
+ */
+export async function createWorkspace(app: FastifyInstance, db: DatabasePool, config: Config): Promise<Workspace> {
+  const { registration } = await createRegistration(db, { type: 'anonymous', ip: '10.9.0.1', claimTokenTtlS: 600 });
+  await db.query(sql.unsafe`update agent_registrations set claim_state = 'claimed' where id = ${registration.id}`);
+  const tenantId = registration.tenant_id;
+  const claims = { principalId: registration.principal_id, registrationId: registration.id, tenantId };
+  const agentToken = await signAccessToken(app.idpKeys, config.authUrl, `${config.baseUrl}/api/agent`, { ...claims, scopes: [...AGENT_SCOPES] }, 3600);
+  const admin = await person(db, config);
+  const viewer = await person(db, config);
+  await db.query(sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${tenantId}, ${admin.userId}, 'admin'), (${tenantId}, ${viewer.userId}, 'viewer')`);
+  const enrolled = await app.inject({
+    method: 'POST',
+    url: '/api/runners/enroll',
+    headers: { authorization: `Bearer ${admin.token}`, 'x-tenant-id': tenantId },
+    payload: { name: 'fixture runner' },
+  });
+  if (enrolled.statusCode !== 201 && enrolled.statusCode !== 200) throw new Error(`runner enroll: ${enrolled.statusCode} ${enrolled.body}`);
+  const license = await createLicense(db, { purchaserEmail: `${admin.userId}@example.test` });
+  const dashboardToken = await signDashboardToken({ licenseId: license.id }, Buffer.from(TEST_SECRET, 'base64'), config.baseUrl);
+  return {
+    tenantId,
+    admin,
+    viewer,
+    agent: { token: agentToken, principalId: registration.principal_id, registrationId: registration.id },
+    runner: { token: enrolled.json().token, runnerId: enrolled.json().runnerId },
+    dashboard: { token: dashboardToken, licenseId: license.id },
+  };
+}
+
+/** The authorization header an operation's first security scheme needs, as `who` (Admin by default). */
+export function authFor(security: string[], w: Workspace, who: Person = w.admin): Record<string, string> {
+  const scheme = security[0];
+  if (scheme === 'PlatformJWT') return { authorization: `Bearer ${who.token}` };
+  if (scheme === 'AgentBearer') return { authorization: `Bearer ${w.agent.token}` };
+  if (scheme === 'RunnerToken') return { authorization: `Bearer ${w.runner.token}` };
+  if (scheme === 'DashboardJWT') return { authorization: `Bearer ${w.dashboard.token}` };
+  if (scheme === 'PurchaseWebhookBearer') return { authorization: `Bearer ${PURCHASE_WEBHOOK_SECRET}` };
+  return {};
+}
