@@ -10,7 +10,7 @@ import t from 'tap';
 import { buildTestApp } from '../helpers/app.ts';
 import { createTestDatabase } from '../helpers/db.ts';
 import { fingerprinter } from '../helpers/db-fingerprint.ts';
-import { loadOperations, type Operation } from '../helpers/openapi-ops.ts';
+import { CLOSED_UPSTREAMS, loadOperations, UPSTREAM_ANSWERS, type Operation } from '../helpers/openapi-ops.ts';
 import { authFor, createWorkspace, PURCHASE_WEBHOOK_SECRET, type Workspace } from '../helpers/principals.ts';
 import { invalidRequests, seedOf, toRequest, validParts, type FuzzRequest, type Known } from './generate.ts';
 import { createRunner, type Verdict } from './runner.ts';
@@ -25,28 +25,8 @@ const VALID_PER_OPERATION = 4;
  */
 const KNOWN_FINDINGS: Record<string, string> = {};
 
-/**
- * Operations that ask an outside service, unreachable here by construction:
- * their documented upstream refusal is the expected answer to a valid request.
- */
-const UPSTREAM: Record<string, { status: number; code: string }> = {
-  setupOnboardingProvider: { status: 502, code: 'provider_unreachable' },
-  syncInAppPurchases: { status: 502, code: 'purchase_provider_unavailable' },
-};
-
 const databaseUrl = await createTestDatabase(t);
-// Model providers point at a closed local port, so a generated key check fails fast without leaving the machine.
-const closed = 'http://127.0.0.1:9/v1';
-const { app, db, config } = await buildTestApp(t, databaseUrl, {
-  AGENT_API_RATE_LIMIT: '1000000',
-  PURCHASE_WEBHOOK_SECRET,
-  OPENAI_BASE_URL: closed,
-  ANTHROPIC_BASE_URL: closed,
-  OPENROUTER_BASE_URL: closed,
-  OLLAMA_BASE_URL: closed,
-  PURCHASE_API_BASE: 'http://127.0.0.1:9',
-  PURCHASE_API_KEY: 'fuzz-purchase-key',
-});
+const { app, db, config } = await buildTestApp(t, databaseUrl, { AGENT_API_RATE_LIMIT: '1000000', PURCHASE_WEBHOOK_SECRET, ...CLOSED_UPSTREAMS });
 const fingerprints = await fingerprinter(t, databaseUrl);
 const runner = createRunner(app, fingerprints);
 const operations = await loadOperations(app);
@@ -102,7 +82,7 @@ for (const [index, op] of operations.entries()) {
   const requests: FuzzRequest[] = [];
   for (let i = 0; i < VALID_PER_OPERATION; i++) requests.push(toRequest(op, 'valid', false, validParts(op, seed + i, known, i % 2 === 0)));
   requests.push(...invalidRequests(op, seed, validParts(op, seed, known, true)));
-  const verdicts: Verdict[] = await runner.run(requests, authFor(op.security, w), { signingKey: await signingKeyOf(op, w), upstream: UPSTREAM[op.id] });
+  const verdicts: Verdict[] = await runner.run(requests, authFor(op.security, w), { signingKey: await signingKeyOf(op, w), upstream: UPSTREAM_ANSWERS[op.id] });
   for (const v of verdicts) {
     if (!v.setLevel) {
       requestCount++;

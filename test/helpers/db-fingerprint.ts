@@ -39,3 +39,25 @@ export async function fingerprinter(t: Test, databaseUrl: string) {
   const changed = (a: Fingerprint, b: Fingerprint) => [...b.keys()].filter((k) => a.get(k) !== b.get(k));
   return { take, changed, tableCount: tables.length };
 }
+
+/** The same, for one tenant's rows only (tables with a tenant_id column, its tenants row, its people's users rows). */
+export async function tenantFingerprinter(t: Test, databaseUrl: string, tenantId: string, userIds: string[]) {
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  t.teardown(() => client.end());
+  const { rows } = await client.query<{ name: string }>(
+    `select table_name as name from information_schema.columns where table_schema = 'public' and column_name = 'tenant_id' order by 1`,
+  );
+  const tables = rows.filter((r) => !(r.name in BOOKKEEPING_TABLES));
+  const part = (name: string, where: string) =>
+    `select '${name}' as t, count(*)::text || ':' || coalesce(sum(hashtext(xmin::text)::bigint), 0)::text as f from "${name}" where ${where}`;
+  const query = [
+    ...tables.map((r) => part(r.name, `tenant_id = $1${ROW_FILTERS[r.name] ? ` and ${ROW_FILTERS[r.name]![0]}` : ''}`)),
+    part('tenants', 'id = $1'),
+    part('users', 'id = any($2::uuid[])'),
+  ].join(' union all ');
+  const take = async (): Promise<Fingerprint> =>
+    new Map((await client.query<{ t: string; f: string }>(query, [tenantId, userIds])).rows.map((r) => [r.t, r.f]));
+  const changed = (a: Fingerprint, b: Fingerprint) => [...b.keys()].filter((k) => a.get(k) !== b.get(k));
+  return { take, changed };
+}

@@ -3,6 +3,26 @@
 // their $refs inlined, and the security schemes each one asks for.
 import type { FastifyInstance } from 'fastify';
 
+/**
+ * Operations that ask an outside service, unreachable in tests by construction
+ * (configured to a closed local port): their documented upstream refusal is
+ * the expected answer to a valid request.
+ */
+export const UPSTREAM_ANSWERS: Record<string, { status: number; code: string }> = {
+  setupOnboardingProvider: { status: 502, code: 'provider_unreachable' },
+  syncInAppPurchases: { status: 502, code: 'purchase_provider_unavailable' },
+};
+
+/** Environment that points those outside services at a closed local port. */
+export const CLOSED_UPSTREAMS: Record<string, string> = {
+  OPENAI_BASE_URL: 'http://127.0.0.1:9/v1',
+  ANTHROPIC_BASE_URL: 'http://127.0.0.1:9/v1',
+  OPENROUTER_BASE_URL: 'http://127.0.0.1:9/v1',
+  OLLAMA_BASE_URL: 'http://127.0.0.1:9/v1',
+  PURCHASE_API_BASE: 'http://127.0.0.1:9',
+  PURCHASE_API_KEY: 'test-purchase-key',
+};
+
 export type JsonSchema = Record<string, unknown>;
 export type Param = { name: string; in: 'path' | 'query' | 'header'; required: boolean; schema: JsonSchema };
 export type Operation = {
