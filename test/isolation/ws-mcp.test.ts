@@ -1,0 +1,88 @@
+// Isolation beyond /openapi.json: the job websocket (/api/ws) and every MCP
+// tool. Another tenant B subscribes to A's job (not_found, no job event) and
+// calls each tool with A's refs (a refusal or B's own data; none of A's
+// values in the answer, none of A's rows changed).
+import t from 'tap';
+import { signAccessToken, AGENT_SCOPES } from '../../core/identity/tokens.ts';
+import { sql } from '../../core/db/pool.ts';
+import { startTestServer } from '../helpers/app.ts';
+import { createTestDatabase } from '../helpers/db.ts';
+import { tenantFingerprinter } from '../helpers/db-fingerprint.ts';
+import { CLOSED_UPSTREAMS } from '../helpers/openapi-ops.ts';
+import { createWorkspace, type Workspace } from '../helpers/principals.ts';
+import { TestSocket } from '../helpers/ws.ts';
+import { seedOf } from '../fuzz/generate.ts';
+import { createResources } from './fixtures.ts';
+
+const SEED = Number(process.env.ISOLATION_SEED ?? 1806);
+const databaseUrl = await createTestDatabase(t);
+const { app, db, config, wsUrl } = await startTestServer(t, databaseUrl, { AGENT_API_RATE_LIMIT: '1000000', ...CLOSED_UPSTREAMS });
+const workspace = async () => {
+  const w = await createWorkspace(app, db, config);
+  await db.query(sql.unsafe`update tenants set plan = 'enterprise' where id = ${w.tenantId}`);
+  return w;
+};
+const a = await workspace();
+const b = await workspace();
+const resources = await createResources(app, db, a);
+const watch = await tenantFingerprinter(t, databaseUrl, a.tenantId, [a.admin.userId, a.viewer.userId]);
+const jobId = resources.byParam.jobId!;
+
+t.test("/api/ws: B's subscription to A's job is not_found; A's own is answered", async (t) => {
+  const other = await TestSocket.connect(wsUrl, b.admin.token);
+  t.teardown(() => other.ws.close());
+  await other.next((m) => m.type === 'ready');
+  other.send({ type: 'subscribe', jobId });
+  const refused = await other.next((m) => m.type === 'error' || m.type === 'job');
+  t.match(refused, { type: 'error', code: 'not_found', jobId });
+  const owner = await TestSocket.connect(wsUrl, a.admin.token);
+  t.teardown(() => owner.ws.close());
+  await owner.next((m) => m.type === 'ready');
+  owner.send({ type: 'subscribe', jobId });
+  t.match(await owner.next((m) => m.type === 'job' || m.type === 'error'), { type: 'job', job: { id: jobId } }, 'positive control');
+  t.notOk(other.messages.some((m) => m.type === 'job'), 'B saw no job event');
+  t.notOk(other.messages.some((m) => JSON.stringify(m).includes('A-message-secret')), "no A value on B's socket");
+});
+
+async function mcp(w: Workspace, method: string, params: object) {
+  const claims = { principalId: w.agent.principalId, registrationId: w.agent.registrationId, tenantId: w.tenantId, scopes: [...AGENT_SCOPES] };
+  const token = await signAccessToken(app.idpKeys, config.authUrl, `${config.baseUrl}/mcp`, claims, 600);
+  const res = await app.inject({
+    method: 'POST',
+    url: '/mcp',
+    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-11-25' },
+    payload: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
+  });
+  return { status: res.statusCode, body: res.body };
+}
+
+t.test("MCP: every tool called by B with A's refs", async (t) => {
+  const list = await mcp(b, 'tools/list', {});
+  t.equal(list.status, 200, list.body);
+  const tools = JSON.parse(list.body).result.tools as Array<{ name: string; inputSchema: { properties?: Record<string, unknown>; required?: string[] } }>;
+  t.ok(tools.length > 10, `${tools.length} tools`);
+  const outcomes = new Map<string, number>();
+  for (const tool of tools) {
+    const args: Record<string, unknown> = {};
+    for (const name of Object.keys(tool.inputSchema.properties ?? {})) {
+      if (name === 'idempotency_key') args[name] = `isolation-${seedOf(SEED, tool.name)}`;
+      else if (resources.byParam[name]) args[name] = resources.byParam[name];
+      else if (name === 'agentRef') args[name] = resources.byParam.agentRef;
+    }
+    // Bodies the tools require get the minimum that passes validation.
+    if (tool.name === 'publishInsightBoard') args.visibility = 'public';
+    if (tool.name === 'saveInsightBoardVersion') args.content = { widgets: [] };
+    const before = await watch.take();
+    const res = await mcp(b, 'tools/call', { name: tool.name, arguments: args });
+    const changed = watch.changed(before, await watch.take());
+    const result = JSON.parse(res.body).result as { isError?: boolean; content?: Array<{ text?: string }> } | undefined;
+    const namesA = Object.keys(args).some((k) => k !== 'idempotency_key');
+    const code = result?.isError ? (/"code":"([a-z_]+)"/.exec(result.content?.[0]?.text ?? '')?.[1] ?? 'error') : 'ok';
+    outcomes.set(code, (outcomes.get(code) ?? 0) + 1);
+    const leaked = resources.secrets.filter((s) => res.body.includes(s) && !JSON.stringify(args).includes(s));
+    t.same(leaked, [], `${tool.name}: no A value in the answer`);
+    t.same(changed, [], `${tool.name}: no A row changed`);
+    if (namesA) t.ok(result?.isError, `${tool.name} with A's refs is refused: ${res.body.slice(0, 300)}`);
+  }
+  t.comment(`mcp: ${tools.length} tools called as B with A's refs: ${[...outcomes].map(([c, n]) => `${c} ${n}`).join(', ')}`);
+});
