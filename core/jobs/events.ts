@@ -24,6 +24,7 @@ export class JobEventHub {
   /** Other channels that ride on the same connection (e.g. agent auth cache invalidation). */
   private channels = new Map<string, Set<ChannelHandler>>();
   private listening = new Map<string, Promise<void>>();
+  private listenQueue: Promise<unknown> = Promise.resolve();
   private connectionListeners = new Set<(connected: boolean) => void>();
 
   constructor(
@@ -68,7 +69,9 @@ export class JobEventHub {
     }
     this.channels.set(channel, new Set([handler]));
     // A connection that drops meanwhile listens again when it reconnects.
-    const done = (this.client?.query(`listen ${channel}`) ?? Promise.resolve())
+    // One statement at a time on the connection (pg deprecates overlapping queries).
+    const client = this.client;
+    const done = (this.listenQueue = this.listenQueue.catch(() => undefined).then(() => client?.query(`listen ${channel}`)))
       .then(() => undefined)
       .catch((error) => this.logger.debug({ err: error, channel }, 'listen deferred to the next connection'));
     this.listening.set(channel, done);

@@ -1,6 +1,5 @@
 // The process entries as an operator runs them: clear refusals for bad
 // configuration and an unmigrated database, a clean stop on SIGTERM.
-import { createServer, type AddressInfo } from 'node:net';
 import t from 'tap';
 import { z } from 'zod';
 import { createTestDatabase } from '../helpers/db.ts';
@@ -81,37 +80,4 @@ t.test("Ctrl-C delivered twice (the terminal's and npm's) is one graceful stop: 
   t.equal(await status(), 'succeeded', 'the job finished before the worker stopped');
   t.notMatch(p.output(), /second signal/);
   t.match(p.output(), /worker stopped/);
-});
-
-t.test('PORT=0: the real port is in every URL the service generates', async (t) => {
-  const url = await createTestDatabase(t);
-  const env = testEnv(url, { LOG_LEVEL: 'info', PORT: '0' }) as Record<string, string | undefined>;
-  delete env.BASE_URL;
-  delete env.AUTH_URL;
-  const p = spawnEntry(t, 'api/server.ts', env as Record<string, string>);
-  const [, port] = await waitForOutput(p, /"url":"http:\/\/127\.0\.0\.1:(\d+)"/);
-  const base = `http://localhost:${port}`;
-  t.match(p.output(), new RegExp(`"baseUrl":"${base}"`), 'BASE_URL names the port that was picked');
-  for (const path of ['/docs/llms.txt', '/auth.md', '/arazzo.yaml', '/.well-known/oauth-protected-resource/api/agent']) {
-    const text = await (await fetch(`http://127.0.0.1:${port}${path}`)).text();
-    t.ok(text.includes(base), `${path} links to ${base}`);
-    t.notOk(text.includes('localhost:0'), `${path} never names port 0`);
-  }
-  p.child.kill('SIGTERM');
-  t.equal(await p.exited, 0);
-});
-
-t.test('a busy port stops npm start before the database or a worker starts, with a hint', async (t) => {
-  const blocker = createServer();
-  await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', () => resolve()));
-  t.teardown(() => blocker.close());
-  const port = (blocker.address() as AddressInfo).port;
-  const url = await createTestDatabase(t);
-  for (const entry of ['ops/start.ts', 'api/server.ts']) {
-    const p = spawnEntry(t, entry, testEnv(url, { LOG_LEVEL: 'info', PORT: String(port) }));
-    t.equal(await p.exited, 1, entry);
-    t.match(p.output(), new RegExp(`port ${port} on 127\\.0\\.0\\.1 is already in use; stop what holds it, or set PORT`));
-    t.notMatch(p.output(), /migrating|worker started|"embedded postgres/, `${entry}: nothing else started`);
-    t.notMatch(p.output(), /at .*\.ts:\d+/, 'no stack trace');
-  }
 });
