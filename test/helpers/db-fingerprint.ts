@@ -21,6 +21,27 @@ export const ROW_FILTERS: Record<string, [string, string]> = {
 
 export type Fingerprint = Map<string, string>;
 
+const snapshotOf = async (client: pg.Client) =>
+  (await client.query<{ s: string }>('select pg_current_snapshot()::text as s')).rows[0]!.s;
+
+/**
+ * Scanning every table is the cost of a fingerprint; most refused requests
+ * write nothing at all. No write commits without a transaction id, so while
+ * the snapshot (xmin:xmax:in-progress ids) is the same as at the last scan,
+ * the last fingerprint still holds and the scan is skipped.
+ */
+function cachedBySnapshot(client: pg.Client, scan: () => Promise<Fingerprint>): () => Promise<Fingerprint> {
+  let last: { snapshot: string; fingerprint: Fingerprint } | null = null;
+  return async () => {
+    const snapshot = await snapshotOf(client);
+    if (last?.snapshot === snapshot) return last.fingerprint;
+    const fingerprint = await scan();
+    // Taken before the scan: a write committed during the scan forces the next take to scan again.
+    last = { snapshot, fingerprint };
+    return fingerprint;
+  };
+}
+
 export async function fingerprinter(t: Test, databaseUrl: string) {
   const client = new pg.Client({ connectionString: databaseUrl });
   await client.connect();
@@ -34,7 +55,7 @@ export async function fingerprinter(t: Test, databaseUrl: string) {
     .map((r) => `select '${r.schema}.${r.name}' as t, count(*)::text || ':' || coalesce(sum(hashtext(xmin::text)::bigint), 0)::text as f from "${r.schema}"."${r.name}"${r.schema === 'public' && ROW_FILTERS[r.name] ? ` where ${ROW_FILTERS[r.name]![0]}` : ''}`)
     .join(' union all ');
 
-  const take = async (): Promise<Fingerprint> => new Map((await client.query<{ t: string; f: string }>(query)).rows.map((r) => [r.t, r.f]));
+  const take = cachedBySnapshot(client, async () => new Map((await client.query<{ t: string; f: string }>(query)).rows.map((r) => [r.t, r.f])));
   /** Tables whose fingerprint differs. */
   const changed = (a: Fingerprint, b: Fingerprint) => [...b.keys()].filter((k) => a.get(k) !== b.get(k));
   return { take, changed, tableCount: tables.length };
@@ -56,8 +77,8 @@ export async function tenantFingerprinter(t: Test, databaseUrl: string, tenantId
     part('tenants', 'id = $1'),
     part('users', 'id = any($2::uuid[])'),
   ].join(' union all ');
-  const take = async (): Promise<Fingerprint> =>
-    new Map((await client.query<{ t: string; f: string }>(query, [tenantId, userIds])).rows.map((r) => [r.t, r.f]));
+  const take = cachedBySnapshot(client, async () =>
+    new Map((await client.query<{ t: string; f: string }>(query, [tenantId, userIds])).rows.map((r) => [r.t, r.f])));
   const changed = (a: Fingerprint, b: Fingerprint) => [...b.keys()].filter((k) => a.get(k) !== b.get(k));
   return { take, changed };
 }
