@@ -10,16 +10,13 @@
 // lacks: 403 with error="insufficient_scope" and the scope, before the SDK
 // sees it. The token never leaves this process, and no URL carries it.
 import type { IncomingMessage } from 'node:http';
-import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
-import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
-import { CallToolRequestSchema, ListResourcesRequestSchema, ListToolsRequestSchema, ReadResourceRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { AgentHttpError } from '../../errors.ts';
 import type { AuthenticatedAgent } from '../../plugins/agent-auth.ts';
 import type { Caller } from '../agent/operation.ts';
 import { contractResources } from './resources.ts';
 import { agentTools } from './tools.ts';
+import { mcpSdk } from './sdk.ts';
 
 const INSTRUCTIONS =
   'Tools mirror the Agent API (/api/agent/v1): same scopes, refusal codes and next actions. Call getAgentCapabilities first and follow its next_actions. ' +
@@ -40,9 +37,6 @@ declare module 'fastify' {
 const mcpRoutes: FastifyPluginAsync = async (app) => {
   const tools = agentTools(app);
   const allowedOrigin = new URL(app.config.baseUrl).origin;
-  // Shared: the SDK's default builds a new Ajv for every Server, which halved
-  // the requests per second of this per-request-server endpoint (measured).
-  const jsonSchemaValidator = new AjvJsonSchemaValidator();
   app.decorateRequest('mcpCaller', null);
 
   // Before the body is read: a browser page of another origin is refused
@@ -79,11 +73,12 @@ const mcpRoutes: FastifyPluginAsync = async (app) => {
       }
     }
     const caller: Caller = { agent, context, log: request.log.child({ principalId: agent.principalId }) };
+    const { Server, StreamableHTTPServerTransport, jsonSchemaValidator, types } = await mcpSdk();
     const server = new Server({ name: 'agent-platform', title: 'Agent platform', version: '1.0.0' }, { capabilities: { tools: {}, resources: {} }, instructions: INSTRUCTIONS, jsonSchemaValidator });
-    server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: tools.tools }));
-    server.setRequestHandler(CallToolRequestSchema, async (req) => tools.call(caller, req.params.name, req.params.arguments ?? {}));
-    server.setRequestHandler(ListResourcesRequestSchema, async () => ({ resources: await contractResources.list(app) }));
-    server.setRequestHandler(ReadResourceRequestSchema, async (req) => contractResources.read(app, req.params.uri));
+    server.setRequestHandler(types.ListToolsRequestSchema, async () => ({ tools: tools.tools }));
+    server.setRequestHandler(types.CallToolRequestSchema, async (req) => tools.call(caller, req.params.name, req.params.arguments ?? {}));
+    server.setRequestHandler(types.ListResourcesRequestSchema, async () => ({ resources: await contractResources.list(app) }));
+    server.setRequestHandler(types.ReadResourceRequestSchema, async (req) => contractResources.read(app, req.params.uri));
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     reply.raw.setHeader('x-request-id', request.id);
     reply.hijack();

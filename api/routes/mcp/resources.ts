@@ -2,7 +2,8 @@
 // their public URLs and read from the same bytes the HTTP routes serve (and
 // the knowledge manifest hashes).
 import type { FastifyInstance } from 'fastify';
-import { McpError, type ReadResourceResult, type Resource } from '@modelcontextprotocol/sdk/types.js';
+import type { ReadResourceResult, Resource } from '@modelcontextprotocol/sdk/types.js';
+import { mcpSdk } from './sdk.ts';
 
 const RESOURCE_NOT_FOUND = -32002;
 import { contractDocuments, knowledgeManifest, type ContractDocument } from '../contracts/documents.ts';
@@ -35,7 +36,7 @@ export const contractResources = {
   async read(app: FastifyInstance, uri: string): Promise<ReadResourceResult> {
     const doc = (await all(app)).find((d) => d.url === uri);
     // -32002 is MCP's "resource not found".
-    if (!doc) throw new McpError(RESOURCE_NOT_FOUND, `No resource ${uri}; list the resources.`, { uri });
+    if (!doc) throw new (await mcpSdk()).types.McpError(RESOURCE_NOT_FOUND, `No resource ${uri}; list the resources.`, { uri });
     return { contents: [{ uri: doc.url, mimeType: mimeOf(doc), text: doc.body.toString('utf8') }] };
   },
 };
