@@ -10,7 +10,6 @@ import { createLogger, logStream } from '../core/logger.ts';
 import { collectProcessMetrics, maybeStartMetricsServer } from '../core/metrics.ts';
 import { settleListenPort } from '../core/process/listen-port.ts';
 import { ensureSchema, exitWithError, guardUnhandledRejections, isMain, onShutdownSignal } from '../core/process/lifecycle.ts';
-import { buildApp } from './app.ts';
 
 export type RunningApi = { app: FastifyInstance; url: string; stop: () => Promise<void> };
 
@@ -24,6 +23,9 @@ export async function startApi(config: Config, databaseUrl: string, logger: Logg
     throw error;
   }
   const jobs = new GroupCommitter(db, { logger });
+  // Loaded here, not at the top: the entries' refusals (bad settings, no
+  // database, busy port, old schema) answer without loading every route.
+  const { buildApp } = await import('./app.ts');
   // Request logs as readable lines where LOG_FORMAT asks for them (JSON otherwise).
   const app = await buildApp({ config, db, jobEvents, jobs }, { logStream: logStream({ format: config.logFormat, nodeEnv: config.nodeEnv }) });
   const url = await app.listen({ host: config.host, port: config.port });

@@ -10,7 +10,6 @@ import { createLogger, safeDatabaseUrl } from '../core/logger.ts';
 import { collectProcessMetrics, maybeStartMetricsServer } from '../core/metrics.ts';
 import { settleListenPort } from '../core/process/listen-port.ts';
 import { exitWithError, guardUnhandledRejections, onShutdownSignal } from '../core/process/lifecycle.ts';
-import { startWorker } from '../workers/worker.ts';
 import { startEmbeddedPostgres, type EmbeddedDatabase } from './embedded-postgres.ts';
 
 const loaded = loadConfigOrExit();
@@ -27,6 +26,7 @@ try {
   const databaseUrl = config.databaseUrl ?? embedded!.url;
   logger.info({ database: safeDatabaseUrl(databaseUrl) }, 'migrating');
   await migrate(databaseUrl, logger);
+  const { startWorker } = await import('../workers/worker.ts');
   const worker = await startWorker({ config, databaseUrl, logger: logger.child({ process: 'worker' }) });
   const api = await startApi(config, databaseUrl, logger.child({ process: 'api' }));
   logger.info({ url: api.url, baseUrl: config.baseUrl }, 'platform ready');

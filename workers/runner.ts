@@ -5,7 +5,6 @@ import { loadConfigOrExit, requireDatabaseUrl } from '../core/config.ts';
 import { createLogger } from '../core/logger.ts';
 import { collectProcessMetrics, maybeStartMetricsServer, registerDatabaseMetrics } from '../core/metrics.ts';
 import { ensureSchema, exitWithError, guardUnhandledRejections, isMain, onShutdownSignal } from '../core/process/lifecycle.ts';
-import { startWorker } from './worker.ts';
 
 async function main() {
   const config = loadConfigOrExit();
@@ -14,6 +13,8 @@ async function main() {
   try {
     const databaseUrl = requireDatabaseUrl(config, 'npm run start:worker');
     await ensureSchema(config, databaseUrl, logger);
+    // Loaded once the checks passed: a refused start answers without loading every task.
+    const { startWorker } = await import('./worker.ts');
     const worker = await startWorker({ config, databaseUrl, logger });
     // Besides its job durations, a worker shows the queue it drains (to size the worker count).
     collectProcessMetrics(worker.metrics);
