@@ -3,10 +3,11 @@
 // message with the session token, Slack's OAuth redirect) arrives later and
 // wakes the job's last step, which finishes the job; at the expiry the same
 // step ends it as expired.
-import { createHash, randomBytes, randomUUID, timingSafeEqual } from 'node:crypto';
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import type { Config } from '../config.ts';
 import type { Keyring } from '../crypto/keyring.ts';
+import { constantTimeEqual } from '../crypto/tokens.ts';
 import { sql, type CommonQueryMethods, type DatabasePool } from '../db/pool.ts';
 import { defaultAgent } from '../chat/sessions.ts';
 import { enqueueJob, tenantFlag, type TaskEnvelope } from '../jobs/enqueue.ts';
@@ -25,9 +26,7 @@ export const hashCode = (code: string) => createHash('sha256').update(code).dige
 
 export function codeMatches(row: Pick<LinkRow, 'link_code_hash'>, code: string): boolean {
   if (!row.link_code_hash) return false;
-  const a = Buffer.from(row.link_code_hash);
-  const b = Buffer.from(hashCode(code));
-  return a.length === b.length && timingSafeEqual(a, b);
+  return constantTimeEqual(row.link_code_hash, hashCode(code));
 }
 
 export class LinkRefusedError extends Error {

@@ -2,13 +2,13 @@
 // out the OAuth v2 install URL; Slack redirects the person to our callback
 // with a code, which the link job exchanges (oauth.v2.access) for the bot
 // token. Events API requests are signed (X-Slack-Signature v0, 5 minutes).
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac } from 'node:crypto';
 import { z } from 'zod';
 import { callJson, throwIfTransient } from './http.ts';
+import { verifyTimestampedSignature } from './signatures.ts';
 import { ChannelSendError, type AdapterContext, type ChannelAdapter } from './types.ts';
 
 export const SLACK_SCOPES = 'app_mentions:read,chat:write,im:history';
-const TOLERANCE_S = 300;
 // Answers that no retry can change: the token or the conversation is gone.
 const PERMANENT = new Set(['invalid_auth', 'token_revoked', 'account_inactive', 'not_authed', 'channel_not_found', 'not_in_channel', 'is_archived', 'missing_scope', 'team_access_not_granted']);
 
@@ -83,14 +83,7 @@ export const slack: ChannelAdapter = {
     return { secrets: { botToken: token }, account: { teamId: team.id, teamName: team.name ?? null, botUserId: body.bot_user_id ?? null }, boundRef: team.id };
   },
   verify(settings, request) {
-    const secret = settings.secrets.signingSecret;
-    const timestamp = request.headers['x-slack-request-timestamp'];
-    const given = request.headers['x-slack-signature'];
-    if (!secret || typeof timestamp !== 'string' || typeof given !== 'string' || !/^\d{1,12}$/.test(timestamp)) return false;
-    if (Math.abs(request.nowMs / 1000 - Number(timestamp)) > TOLERANCE_S) return false;
-    const a = Buffer.from(given);
-    const b = Buffer.from(slackSignature(secret, timestamp, request.rawBody));
-    return a.length === b.length && timingSafeEqual(a, b);
+    return verifyTimestampedSignature(settings.secrets.signingSecret, request, { timestamp: 'x-slack-request-timestamp', signature: 'x-slack-signature' }, slackSignature);
   },
   parse(body) {
     const envelope = Envelope.safeParse(body);

@@ -2,8 +2,8 @@
 // Linking hands out https://t.me/<bot>?start=<code>; the person's
 // "/start <code>" binds the chat. Inbound updates carry the secret token set
 // with setWebhook in X-Telegram-Bot-Api-Secret-Token.
-import { timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
+import { constantTimeEqual } from '../crypto/tokens.ts';
 import { callJson, throwIfTransient, type JsonReply } from './http.ts';
 import { ChannelSendError, type AdapterContext, type ChannelAdapter } from './types.ts';
 
@@ -71,9 +71,7 @@ export const telegram: ChannelAdapter = {
     const given = request.headers['x-telegram-bot-api-secret-token'];
     const expected = settings.secrets.webhookSecret;
     if (typeof given !== 'string' || !expected) return false;
-    const a = Buffer.from(given);
-    const b = Buffer.from(expected);
-    return a.length === b.length && timingSafeEqual(a, b);
+    return constantTimeEqual(given, expected);
   },
   parse(body) {
     const update = Update.safeParse(body);

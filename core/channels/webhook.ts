@@ -5,12 +5,12 @@
 //   X-Webhook-Signature: v1=<hex HMAC-SHA256(signingSecret, "<timestamp>.<raw body>")>
 // Replies are POSTed to the tenant's callback URL under the same outbound
 // address policy as a tenant's provider base URL.
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac } from 'node:crypto';
 import { z } from 'zod';
 import { callJson } from './http.ts';
+import { verifyTimestampedSignature } from './signatures.ts';
 import { ChannelSendError, type ChannelAdapter } from './types.ts';
 
-const TOLERANCE_S = 300;
 
 export function webhookSignature(secret: string, timestamp: string, raw: Buffer | string): string {
   return `v1=${createHmac('sha256', secret).update(`${timestamp}.`).update(raw).digest('hex')}`;
@@ -44,14 +44,7 @@ export const webhook: ChannelAdapter = {
     return {};
   },
   verify(settings, request) {
-    const secret = settings.secrets.signingSecret;
-    const timestamp = request.headers['x-webhook-timestamp'];
-    const given = request.headers['x-webhook-signature'];
-    if (!secret || typeof timestamp !== 'string' || typeof given !== 'string' || !/^\d{1,12}$/.test(timestamp)) return false;
-    if (Math.abs(request.nowMs / 1000 - Number(timestamp)) > TOLERANCE_S) return false;
-    const a = Buffer.from(given);
-    const b = Buffer.from(webhookSignature(secret, timestamp, request.rawBody));
-    return a.length === b.length && timingSafeEqual(a, b);
+    return verifyTimestampedSignature(settings.secrets.signingSecret, request, { timestamp: 'x-webhook-timestamp', signature: 'x-webhook-signature' }, webhookSignature);
   },
   parse(body) {
     const message = WebhookMessage.safeParse(body);
