@@ -20,7 +20,7 @@ import type { JobSpec } from '../jobs/enqueue.ts';
 import type { BatchHandler } from '../jobs/group-commit.ts';
 import { prepareDeliveries, type DeliveryInput } from './deliver.ts';
 import { bindLink, codeMatches, ensureSession } from './linking.ts';
-import { linkRow, type LinkRow } from './store.ts';
+import { linkRow } from './store.ts';
 import type { ChannelAdapter, InboundParsed } from './types.ts';
 
 export const UPDATE_STATUSES = ['turn', 'refused', 'stored', 'ignored', 'bound'] as const;
