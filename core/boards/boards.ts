@@ -3,6 +3,7 @@
 // board looks exactly like a missing one.
 import { z } from 'zod';
 import { sql, type CommonQueryMethods, type DatabasePool } from '../db/pool.ts';
+import { BoardScopeNotFoundError, lockScope } from './scope.ts';
 
 export const SCOPE_TYPES = ['company', 'agent'] as const;
 export type ScopeType = (typeof SCOPE_TYPES)[number];
@@ -33,6 +34,8 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** Board ids are UUIDs; any other (in-bounds) string simply names no board. */
 export const isBoardId = (id: string) => UUID.test(id);
 
+export { BoardScopeNotFoundError };
+
 export type Creator = { principalId?: string; userId?: string };
 
 export async function createBoard(
@@ -42,6 +45,8 @@ export async function createBoard(
   input: { title: string; scopeType: ScopeType; scopeId: string; content?: unknown },
 ): Promise<BoardRow> {
   return db.transaction(async (tx) => {
+    // The scope must name a company or company agent of this tenant (else 404, nothing written).
+    if (!(await lockScope(tx, tenantId, input.scopeType, input.scopeId))) throw new BoardScopeNotFoundError(input.scopeType);
     const board = await tx.one(boardRow`
       insert into insight_boards (tenant_id, scope_type, scope_id, title, created_by_principal, created_by_user)
       values (${tenantId}, ${input.scopeType}, ${input.scopeId}, ${input.title}, ${creator.principalId ?? null}, ${creator.userId ?? null})

@@ -12,6 +12,7 @@ import { createRegistration } from '../../core/identity/registrations.ts';
 import { startTestServerAtOwnUrl } from '../helpers/app.ts';
 import { browserUnavailable, launchBrowser, openPage, scrollsSideways } from '../helpers/browser.ts';
 import { createTestDatabase } from '../helpers/db.ts';
+import { createBoardScopes } from '../helpers/fixtures.ts';
 
 const unavailable = browserUnavailable();
 if (unavailable) {
@@ -68,7 +69,7 @@ if (unavailable) {
       sections: [{ title: 'Details', owner: { name: 'Ops', contact: long, tags: ['x', 'y'] } }],
       items: [long, { deal: 'A', amount: 10 }],
     };
-    const board = await createBoard(db, registration.tenant_id, { principalId: registration.principal_id }, { title: `Quarterly ${'review'.repeat(10)}`, scopeType: 'company', scopeId: 'acme', content });
+    const board = await createBoard(db, registration.tenant_id, { principalId: registration.principal_id }, { title: `Quarterly ${'review'.repeat(10)}`, scopeType: 'company', scopeId: (await createBoardScopes(db, registration.tenant_id)).companyId, content });
     const publish = () => publishBoard(db, { tenantId: registration.tenant_id, boardId: board.id, principalId: registration.principal_id, body: { visibility: 'public' } });
     const asked = await publish();
     if (asked.kind !== 'approval_required') throw new Error(asked.kind);

@@ -12,6 +12,7 @@ import { createTenant } from '../../core/tenants/tenants.ts';
 import { startTestServerAtOwnUrl } from '../helpers/app.ts';
 import { browserUnavailable, launchBrowser, openPage, textsOf } from '../helpers/browser.ts';
 import { createTestDatabase } from '../helpers/db.ts';
+import { createBoardScopes } from '../helpers/fixtures.ts';
 
 const unavailable = browserUnavailable();
 if (unavailable) {
@@ -95,7 +96,7 @@ if (unavailable) {
       metrics: [{ label: 'Signups', value: 1250 }, { label: 'Churn', value: 1.5, unit: '%' }],
       items: ['Launch the EMEA campaign', 'Hire a second support engineer'],
     };
-    const created = await asAgent('POST', '/api/agent/v1/boards', { title: 'Weekly report', scope_type: 'company', scope_id: 'acme', content });
+    const created = await asAgent('POST', '/api/agent/v1/boards', { title: 'Weekly report', scope_type: 'company', scope_id: (await createBoardScopes(db, agent.workspaceId)).companyId, content });
     t.equal(created.status, 201);
     agent.boardId = created.json.id;
     const asked = await asAgent('POST', `/api/agent/v1/boards/${agent.boardId}/publish`, { visibility: 'public' });

@@ -52,7 +52,8 @@ async function knownIds(op: Operation, w: Workspace): Promise<Known> {
   }
   if (names.has('boardId')) {
     const agentHeaders = { authorization: `Bearer ${w.agent.token}`, 'idempotency-key': `fuzz-board-${op.id}` };
-    const board = await post('/api/agent/v1/boards', { title: 'Fuzz', scope_type: 'company', scope_id: 'fuzz' }, agentHeaders);
+    const company = ids.companyId?.[0] ?? (await post('/api/companies', { name: 'Fuzz board scope' }));
+    const board = company ? await post('/api/agent/v1/boards', { title: 'Fuzz', scope_type: 'company', scope_id: company }, agentHeaders) : undefined;
     if (board) ids.boardId = [board];
   }
   if (names.has('sessionId')) {

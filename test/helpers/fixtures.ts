@@ -22,3 +22,14 @@ export async function createMember(db: DatabasePool, role: 'admin' | 'viewer' = 
 export async function enqueue(db: DatabasePool, spec: JobSpec): Promise<string> {
   return (await db.transaction((tx) => enqueueJob(tx, spec))).id;
 }
+
+/** A company of the tenant and one configured agent of it: real scope ids for insight boards. */
+export async function createBoardScopes(db: DatabasePool, tenantId: string): Promise<{ companyId: string; agentId: string }> {
+  const companyId = randomUUID();
+  const agentId = randomUUID();
+  await db.transaction(async (tx) => {
+    await tx.query(sql.unsafe`insert into companies (id, tenant_id, name) values (${companyId}, ${tenantId}, 'Acme')`);
+    await tx.query(sql.unsafe`insert into company_agents (id, tenant_id, company_id, name) values (${agentId}, ${tenantId}, ${companyId}, 'Bot')`);
+  });
+  return { companyId, agentId };
+}

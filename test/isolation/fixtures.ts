@@ -23,7 +23,7 @@ export async function createResources(app: FastifyInstance, db: DatabasePool, a:
   const company = (await call('POST', '/api/companies', { name: 'A-company-secret-name' })).id!;
   const companyAgent = (await call('POST', `/api/companies/${company}/agents`, { name: 'A-agent-secret-name' })).id!;
   const task = (await call('POST', `/api/companies/${company}/tasks`, { title: 'A-task-secret-title' })).id!;
-  const board = (await call('POST', '/api/agent/v1/boards', { title: 'A-board-secret-title', scope_type: 'company', scope_id: 'a-scope', content: { widgets: [] } }, agent('board'))).id!;
+  const board = (await call('POST', '/api/agent/v1/boards', { title: 'A-board-secret-title', scope_type: 'company', scope_id: company, content: { widgets: [] } }, agent('board'))).id!;
   const publish = await call('POST', `/api/agent/v1/boards/${board}/publish`, { visibility: 'public' }, agent('publish'));
   const approval = publish.approval_id ?? (publish as unknown as { approval?: { id: string } }).approval?.id;
   const session = (await call('POST', '/api/chat/sessions', { title: 'A-session-secret-title' })).id!;

@@ -4,7 +4,7 @@
 // Every query is scoped by request.agent.tenantId, so a board of another
 // workspace is a 404 exactly like a missing one.
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { BoardNotFoundError, boardContent, createBoard, findBoard, listBoards, saveBoardVersion, type BoardRow } from '../../../core/boards/boards.ts';
+import { BoardNotFoundError, BoardScopeNotFoundError, boardContent, createBoard, findBoard, listBoards, saveBoardVersion, type BoardRow } from '../../../core/boards/boards.ts';
 import { BoardVersionMissingError, NotPublishedPubliclyError, publishBoard, readPublication, rotateBoardLink, unpublishBoard, type NewLink, type PublicationRow } from '../../../core/boards/publications.ts';
 import { AgentApiError, AgentHttpError, SharedRateLimitError } from '../../errors.ts';
 import { approvalPageUrl } from '../boards/approval-page.ts';
@@ -29,6 +29,7 @@ const notFound = () => new AgentHttpError(404, 'not_found', 'No such board in th
 /** Maps core refusals to Agent API errors. */
 function refusal(error: unknown): never {
   if (error instanceof BoardNotFoundError) throw notFound();
+  if (error instanceof BoardScopeNotFoundError) throw new AgentHttpError(404, 'not_found', error.message, 'reread_list');
   if (error instanceof BoardVersionMissingError) throw new AgentHttpError(404, 'version_not_found', error.message, 'fix_request');
   if (error instanceof NotPublishedPubliclyError) throw new AgentHttpError(409, 'not_published_publicly', error.message, 'fix_request');
   throw error;
@@ -165,15 +166,19 @@ export const boardOperations = [
     operationId: 'createInsightBoard',
     path: '/api/agent/v1/boards',
     summary: 'Extension: create a board (with optional first content version)',
-    description: IDEMPOTENCY,
+    description: `scope_id names a company of the workspace (scope_type company) or a company agent (scope_type agent), as the company reads list them; any other id is 404 not_found. ${IDEMPOTENCY}`,
     body: CreateBody,
     response: Board,
     status: 201,
     mcp: { title: 'Create a board', readOnly: false },
     run: async (app, caller, { body }) => {
       const { title, scope_type, scope_id, content } = body;
-      const board = await createBoard(app.db, caller.agent.tenantId, { principalId: caller.agent.principalId }, { title, scopeType: scope_type, scopeId: scope_id, content });
-      return { ...toBoardSummary(board), content: content ?? null };
+      try {
+        const board = await createBoard(app.db, caller.agent.tenantId, { principalId: caller.agent.principalId }, { title, scopeType: scope_type, scopeId: scope_id, content });
+        return { ...toBoardSummary(board), content: content ?? null };
+      } catch (error) {
+        refusal(error);
+      }
     },
   }),
   defineOperation({

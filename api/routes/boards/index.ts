@@ -5,7 +5,7 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { decideApproval, findApproval, type ApprovalRow } from '../../../core/boards/approvals.ts';
-import { BoardNotFoundError, createBoard, saveBoardVersion, type BoardRow } from '../../../core/boards/boards.ts';
+import { BoardNotFoundError, BoardScopeNotFoundError, createBoard, saveBoardVersion, type BoardRow } from '../../../core/boards/boards.ts';
 import { PlatformError, PlatformHttpError } from '../../errors.ts';
 import { TenantHeaders } from '../../plugins/tenant.ts';
 import approvalPageRoutes from './approval-page.ts';
@@ -45,13 +45,19 @@ const boardRoutes: FastifyPluginAsyncZod = async (app) => {
 
   app.post('/api/boards', {
     ...admin,
-    schema: { operationId: 'createBoard', tags: ['boards'], summary: 'Create an insight board (with optional first content version)', security, headers: TenantHeaders,
+    schema: { operationId: 'createBoard', tags: ['boards'], summary: 'Create an insight board (with optional first content version)',
+      description: 'scopeId names a company of the tenant (scopeType company) or a company agent (scopeType agent); any other id is 404 not_found.', security, headers: TenantHeaders,
       body: z.object({ title: z.string().trim().min(1).max(200), scopeType: z.enum(['company', 'agent']), scopeId: z.string().min(1).max(128), content: Content.optional() }).strict(),
       response: { 201: PlatformBoard, ...errors } },
   }, async (request, reply) => {
     const { title, scopeType, scopeId, content } = request.body;
-    const board = await createBoard(app.db, request.tenant!.id, { userId: request.user!.userId }, { title, scopeType, scopeId, content });
-    return reply.code(201).send(toBoard(board));
+    try {
+      const board = await createBoard(app.db, request.tenant!.id, { userId: request.user!.userId }, { title, scopeType, scopeId, content });
+      return reply.code(201).send(toBoard(board));
+    } catch (error) {
+      if (error instanceof BoardScopeNotFoundError) throw new PlatformHttpError(404, 'not_found', error.message);
+      throw error;
+    }
   });
 
   app.put('/api/boards/:boardId/content', {

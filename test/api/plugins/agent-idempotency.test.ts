@@ -8,6 +8,7 @@ import { createRegistration } from '../../../core/identity/registrations.ts';
 import { signAccessToken } from '../../../core/identity/tokens.ts';
 import { buildTestApp } from '../../helpers/app.ts';
 import { createTestDatabase } from '../../helpers/db.ts';
+import { createBoardScopes } from '../../helpers/fixtures.ts';
 
 const databaseUrl = await createTestDatabase(t);
 const { app, db, config } = await buildTestApp(t, databaseUrl);
@@ -17,7 +18,8 @@ const token = await signAccessToken(app.idpKeys, config.authUrl, `${config.baseU
   { principalId: registration.principal_id, registrationId: registration.id, tenantId: registration.tenant_id, scopes: ['svc:boards:read', 'svc:boards:publish'] }, 300);
 const send = (url: string, payload: object, key: string) =>
   app.inject({ method: 'POST', url, payload, headers: { authorization: `Bearer ${token}`, 'idempotency-key': key } });
-const board = (await send('/api/agent/v1/boards', { title: 'B', scope_type: 'company', scope_id: 'acme', content: { a: 1 } }, 'create-key-0001')).json().id as string;
+const { companyId } = await createBoardScopes(db, registration.tenant_id);
+const board = (await send('/api/agent/v1/boards', { title: 'B', scope_type: 'company', scope_id: companyId, content: { a: 1 } }, 'create-key-0001')).json().id as string;
 
 t.test('a recorded failure is replayed as the same failure', async (t) => {
   const first = await send(`/api/agent/v1/boards/${board}/rotate-link`, {}, 'rotate-key-0001');

@@ -8,7 +8,7 @@ import { createRegistration } from '../../../../core/identity/registrations.ts';
 import { signAccessToken, type AgentScope } from '../../../../core/identity/tokens.ts';
 import { buildTestApp } from '../../../helpers/app.ts';
 import { createTestDatabase } from '../../../helpers/db.ts';
-import { createMember } from '../../../helpers/fixtures.ts';
+import { createBoardScopes, createMember } from '../../../helpers/fixtures.ts';
 
 const databaseUrl = await createTestDatabase(t);
 const { app, db, config } = await buildTestApp(t, databaseUrl);
@@ -19,7 +19,7 @@ async function agent(scopes: AgentScope[] = ALL) {
   await db.query(sql.unsafe`update agent_registrations set claim_state = 'claimed' where id = ${registration.id}`);
   const claims = { principalId: registration.principal_id, registrationId: registration.id, tenantId: registration.tenant_id };
   const token = await signAccessToken(app.idpKeys, config.authUrl, `${config.baseUrl}/api/agent`, { ...claims, scopes }, 300);
-  return { ...claims, token };
+  return { ...claims, token, ...(await createBoardScopes(db, claims.tenantId)) };
 }
 type Agent = Awaited<ReturnType<typeof agent>>;
 
@@ -28,7 +28,7 @@ const newKey = () => `test-key-${++keys}-${Date.now()}`;
 const get = (a: Agent, url: string) => app.inject({ method: 'GET', url, headers: { authorization: `Bearer ${a.token}` } });
 const send = (a: Agent, method: 'POST' | 'PUT', url: string, payload: object, key: string | null = newKey()) =>
   app.inject({ method, url, payload, headers: { authorization: `Bearer ${a.token}`, ...(key ? { 'idempotency-key': key } : {}) } });
-const createBoard = async (a: Agent, title = 'Revenue', content: object | null = { widgets: [{ kind: 'metric', value: 42 }] }, scope = { scope_type: 'company', scope_id: 'acme' }) => {
+const createBoard = async (a: Agent, title = 'Revenue', content: object | null = { widgets: [{ kind: 'metric', value: 42 }] }, scope = { scope_type: 'company', scope_id: a.companyId }) => {
   const res = await send(a, 'POST', '/api/agent/v1/boards', { title, ...scope, ...(content ? { content } : {}) });
   if (res.statusCode !== 201) throw new Error(`create failed: ${res.body}`);
   return res.json().id as string;
@@ -52,7 +52,7 @@ t.test('create, save a version, list, read', async (t) => {
   t.match(saved.json(), { id, latest_version: 2, content: { widgets: [] } });
   const board = await get(me, `/api/agent/v1/boards/${id}`);
   t.equal(board.statusCode, 200);
-  t.match(board.json(), { id, title: 'Revenue', scope_type: 'company', scope_id: 'acme', latest_version: 2, content: { widgets: [] } });
+  t.match(board.json(), { id, title: 'Revenue', scope_type: 'company', scope_id: me.companyId, latest_version: 2, content: { widgets: [] } });
   const list = await get(me, '/api/agent/v1/boards');
   t.equal(list.statusCode, 200);
   t.ok(list.json().items.some((b: { id: string }) => b.id === id));
@@ -61,14 +61,14 @@ t.test('create, save a version, list, read', async (t) => {
 
 t.test('paging by position and filters', async (t) => {
   const a = await agent();
-  const ids = [await createBoard(a, 'A'), await createBoard(a, 'B', { widgets: [] }, { scope_type: 'agent', scope_id: 'bot-1' }), await createBoard(a, 'C')];
+  const ids = [await createBoard(a, 'A'), await createBoard(a, 'B', { widgets: [] }, { scope_type: 'agent', scope_id: a.agentId }), await createBoard(a, 'C')];
   const first = (await get(a, '/api/agent/v1/boards?limit=2')).json();
   t.same(first.items.map((b: { id: string }) => b.id), ids.slice(0, 2));
   t.equal(first.next_cursor, first.items[1].position);
   const second = (await get(a, `/api/agent/v1/boards?limit=2&cursor=${first.next_cursor}`)).json();
   t.same(second.items.map((b: { id: string }) => b.id), ids.slice(2));
   t.equal(second.next_cursor, null);
-  const agents = (await get(a, '/api/agent/v1/boards?scopeType=agent&scopeId=bot-1')).json();
+  const agents = (await get(a, `/api/agent/v1/boards?scopeType=agent&scopeId=${a.agentId}`)).json();
   t.same(agents.items.map((b: { id: string }) => b.id), [ids[1]]);
   t.same((await get(a, '/api/agent/v1/boards?scopeId=nobody')).json().items, []);
 });
@@ -236,8 +236,27 @@ t.test('Idempotency-Key: missing, replay, conflict', async (t) => {
   for (const path of ['unpublish', 'rotate-link']) {
     t.equal((await send(me, 'POST', `/api/agent/v1/boards/${id}/${path}`, {}, null)).json().code, 'invalid_idempotency_key', path);
   }
-  t.equal((await send(me, 'POST', '/api/agent/v1/boards', { title: 'x', scope_type: 'company', scope_id: 'c' }, null)).statusCode, 400);
+  t.equal((await send(me, 'POST', '/api/agent/v1/boards', { title: 'x', scope_type: 'company', scope_id: me.companyId }, null)).statusCode, 400);
   // Bodies are required JSON and strict.
   t.equal((await send(me, 'POST', `/api/agent/v1/boards/${id}/unpublish`, { extra: true })).statusCode, 400);
   t.equal((await send(me, 'POST', url, { visibility: 'friends' })).statusCode, 400);
+});
+
+t.test('the scope must name a company or company agent of the workspace: else 404, nothing written', async (t) => {
+  const count = async (a: Agent) => Number(await db.oneFirst(sql.unsafe`select count(*) from insight_boards where tenant_id = ${a.tenantId}`));
+  const a = await agent();
+  for (const scope of [
+    { scope_type: 'company', scope_id: other.companyId },
+    { scope_type: 'agent', scope_id: other.agentId },
+    { scope_type: 'company', scope_id: a.agentId },
+    { scope_type: 'agent', scope_id: a.companyId },
+    { scope_type: 'company', scope_id: 'acme' },
+    { scope_type: 'agent', scope_id: '00000000-0000-4000-8000-000000000000' },
+  ]) {
+    const res = await send(a, 'POST', '/api/agent/v1/boards', { title: 'Stolen', ...scope, content: { a: 1 } });
+    t.equal(res.statusCode, 404, JSON.stringify(scope));
+    t.match(res.json(), { code: 'not_found', next_action: 'reread_list' });
+  }
+  t.equal(await count(a), 0);
+  t.equal((await send(a, 'POST', '/api/agent/v1/boards', { title: 'Own', scope_type: 'agent', scope_id: a.agentId })).statusCode, 201);
 });

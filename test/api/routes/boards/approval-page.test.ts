@@ -10,6 +10,7 @@ import { createRegistration } from '../../../../core/identity/registrations.ts';
 import { signAccessToken } from '../../../../core/identity/tokens.ts';
 import { buildTestApp } from '../../../helpers/app.ts';
 import { createTestDatabase } from '../../../helpers/db.ts';
+import { createBoardScopes } from '../../../helpers/fixtures.ts';
 
 const PASSWORD = 'correct horse battery staple';
 const databaseUrl = await createTestDatabase(t);
@@ -19,6 +20,7 @@ const { registration } = await createRegistration(db, { type: 'anonymous', ip: '
 await db.query(sql.unsafe`update agent_registrations set claim_state = 'claimed' where id = ${registration.id}`);
 await db.query(sql.unsafe`update agent_principals set display_name = 'Reporter <bot>' where id = ${registration.principal_id}`);
 const tenantId = registration.tenant_id;
+const { companyId } = await createBoardScopes(db, tenantId);
 const agentToken = await signAccessToken(app.idpKeys, config.authUrl, `${config.baseUrl}/api/agent`, {
   principalId: registration.principal_id, registrationId: registration.id, tenantId, scopes: ['svc:boards:read', 'svc:boards:publish'],
 }, 300);
@@ -31,7 +33,7 @@ let keys = 0;
 const agentPost = (url: string, payload: object) =>
   app.inject({ method: 'POST', url, payload, headers: { authorization: `Bearer ${agentToken}`, 'idempotency-key': `page-key-${++keys}` } });
 async function askToPublish(title: string, content: object) {
-  const created = await agentPost('/api/agent/v1/boards', { title, scope_type: 'company', scope_id: 'acme', content });
+  const created = await agentPost('/api/agent/v1/boards', { title, scope_type: 'company', scope_id: companyId, content });
   const id = created.json().id as string;
   const asked = (await agentPost(`/api/agent/v1/boards/${id}/publish`, { visibility: 'public' })).json();
   return { boardId: id, approvalId: asked.approval.id as string, path: new URL(asked.approval.approve_url).pathname };

@@ -6,7 +6,7 @@ import { createRegistration } from '../../../../core/identity/registrations.ts';
 import { signAccessToken } from '../../../../core/identity/tokens.ts';
 import { buildTestApp } from '../../../helpers/app.ts';
 import { createTestDatabase } from '../../../helpers/db.ts';
-import { createMember } from '../../../helpers/fixtures.ts';
+import { createBoardScopes, createMember } from '../../../helpers/fixtures.ts';
 
 const databaseUrl = await createTestDatabase(t);
 const { app, db, config, logs } = await buildTestApp(t, databaseUrl, { LOG_LEVEL: 'info' });
@@ -22,6 +22,8 @@ const admin = await createMember(db, 'admin');
 const viewer = await createMember(db, 'viewer');
 await db.query(sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${tenantId}, ${admin.userId}, 'admin'), (${tenantId}, ${viewer.userId}, 'viewer')`);
 const outsider = await createMember(db, 'admin');
+const scopes = await createBoardScopes(db, tenantId);
+const outsiderScopes = await createBoardScopes(db, outsider.tenantId);
 
 const as = (m: { token: string }, tenant = tenantId) => ({ authorization: `Bearer ${m.token}`, 'x-tenant-id': tenant });
 let keys = 0;
@@ -29,22 +31,35 @@ const agentPost = (url: string, payload: object) =>
   app.inject({ method: 'POST', url, payload, headers: { authorization: `Bearer ${agentToken}`, 'idempotency-key': `platform-key-${++keys}` } });
 
 t.test('people create boards and save versions; agents see them', async (t) => {
-  const created = await app.inject({ method: 'POST', url: '/api/boards', headers: as(admin), payload: { title: 'Ops <b>', scopeType: 'agent', scopeId: 'bot', content: { a: 1 } } });
+  const created = await app.inject({ method: 'POST', url: '/api/boards', headers: as(admin), payload: { title: 'Ops <b>', scopeType: 'agent', scopeId: scopes.agentId, content: { a: 1 } } });
   t.equal(created.statusCode, 201);
-  t.match(created.json(), { title: 'Ops <b>', scopeType: 'agent', scopeId: 'bot', latestVersion: 1 });
+  t.match(created.json(), { title: 'Ops <b>', scopeType: 'agent', scopeId: scopes.agentId, latestVersion: 1 });
   const id = created.json().id;
   const saved = await app.inject({ method: 'PUT', url: `/api/boards/${id}/content`, headers: as(admin), payload: { content: [1, 2] } });
   t.equal(saved.statusCode, 200);
   t.equal(saved.json().latestVersion, 2);
   const seen = await app.inject({ url: `/api/agent/v1/boards/${id}`, headers: { authorization: `Bearer ${agentToken}` } });
   t.match(seen.json(), { id, latest_version: 2, content: [1, 2] });
-  t.equal((await app.inject({ method: 'POST', url: '/api/boards', headers: as(viewer), payload: { title: 'x', scopeType: 'company', scopeId: 'c' } })).statusCode, 403, 'Admin only');
+  t.equal((await app.inject({ method: 'POST', url: '/api/boards', headers: as(viewer), payload: { title: 'x', scopeType: 'company', scopeId: scopes.companyId } })).statusCode, 403, 'Admin only');
   t.equal((await app.inject({ method: 'PUT', url: `/api/boards/${id}/content`, headers: as(outsider, outsider.tenantId), payload: { content: {} } })).statusCode, 404, 'other tenant');
-  t.equal((await app.inject({ method: 'POST', url: '/api/boards', headers: as(admin), payload: { title: 'x', scopeType: 'team', scopeId: 'c' } })).statusCode, 400);
+  t.equal((await app.inject({ method: 'POST', url: '/api/boards', headers: as(admin), payload: { title: 'x', scopeType: 'team', scopeId: scopes.companyId } })).statusCode, 400);
+});
+
+t.test('another tenant\'s (or no) company or agent as the scope: 404 not_found, no row', async (t) => {
+  const count = () => db.oneFirst(sql.unsafe`select count(*)::int from insight_boards where tenant_id = ${tenantId}`);
+  const before = await count();
+  for (const [scopeType, scopeId] of [
+    ['company', outsiderScopes.companyId], ['agent', outsiderScopes.agentId], ['company', 'acme'], ['agent', scopes.companyId],
+  ] as const) {
+    const res = await app.inject({ method: 'POST', url: '/api/boards', headers: as(admin), payload: { title: 'Theirs', scopeType, scopeId, content: { a: 1 } } });
+    t.equal(res.statusCode, 404, `${scopeType} ${scopeId}`);
+    t.match(res.json(), { error: 'not_found', status: 404 });
+  }
+  t.equal(await count(), before, 'nothing written');
 });
 
 t.test('approvals: the page a person opens, Admin-only decisions, tenant isolation', async (t) => {
-  const id = (await app.inject({ method: 'POST', url: '/api/boards', headers: as(admin), payload: { title: 'Sales', scopeType: 'company', scopeId: 'acme', content: { n: '<script>alert(1)</script>' } } })).json().id;
+  const id = (await app.inject({ method: 'POST', url: '/api/boards', headers: as(admin), payload: { title: 'Sales', scopeType: 'company', scopeId: scopes.companyId, content: { n: '<script>alert(1)</script>' } } })).json().id;
   const asked = (await agentPost(`/api/agent/v1/boards/${id}/publish`, { visibility: 'public' })).json();
   t.equal(asked.state, 'approval_required');
   t.equal(asked.approval.approve_url, `${config.baseUrl}/boards/approvals/${asked.approval.id}`, 'a page for people (approval-page.test.ts)');

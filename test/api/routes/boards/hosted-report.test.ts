@@ -8,7 +8,7 @@ import { signAccessToken } from '../../../../core/identity/tokens.ts';
 import { humanize, renderReport } from '../../../../api/pages/report.ts';
 import { buildTestApp } from '../../../helpers/app.ts';
 import { createTestDatabase } from '../../../helpers/db.ts';
-import { createMember } from '../../../helpers/fixtures.ts';
+import { createBoardScopes, createMember } from '../../../helpers/fixtures.ts';
 
 const BROWSER = 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8';
 
@@ -53,7 +53,7 @@ t.test('the hosted page: report, JSON on request, HTML 404 after unpublish', asy
     app.inject({ method: 'POST', url, payload, headers: { authorization: `Bearer ${token}`, 'idempotency-key': `hosted-key-${++keys}` } });
 
   const content = { summary: 'Good week.\n\nBetter than the last.', metrics: { signups: 31 }, items: ['<script>x</script>'] };
-  const id = (await post('/api/agent/v1/boards', { title: 'Weekly', scope_type: 'company', scope_id: 'acme', content })).json().id;
+  const id = (await post('/api/agent/v1/boards', { title: 'Weekly', scope_type: 'company', scope_id: (await createBoardScopes(db, registration.tenant_id)).companyId, content })).json().id;
   const asked = (await post(`/api/agent/v1/boards/${id}/publish`, { visibility: 'public' })).json();
   await app.inject({ method: 'POST', url: `/api/boards/approvals/${asked.approval.id}/approve`, headers: { authorization: `Bearer ${admin.token}`, 'x-tenant-id': registration.tenant_id } });
   const { link } = (await post(`/api/agent/v1/boards/${id}/publish`, { visibility: 'public' })).json();

@@ -11,6 +11,7 @@ import t from 'tap';
 import { sql } from '../../../../core/db/pool.ts';
 import { startTestServerAtOwnUrl } from '../../../helpers/app.ts';
 import { createTestDatabase } from '../../../helpers/db.ts';
+import { createBoardScopes } from '../../../helpers/fixtures.ts';
 
 const databaseUrl = await createTestDatabase(t);
 const api = await startTestServerAtOwnUrl(t, databaseUrl);
@@ -27,6 +28,11 @@ async function registerAnonymously(claimed: boolean) {
 async function tokenFor(assertion: string, resource: string): Promise<string> {
   const res = await fetch(`${base}/oauth2/token`, { method: 'POST', body: new URLSearchParams({ grant_type: JWT_BEARER, assertion, resource }) });
   return ((await res.json()) as { access_token: string }).access_token;
+}
+/** A company and a company agent in the registration's workspace (board scopes). */
+async function scopesOf(reg: { registration: { id: string } }) {
+  const tenantId = String(await db.oneFirst(sql.unsafe`select tenant_id from agent_registrations where id = ${reg.registration.id}`));
+  return createBoardScopes(db, tenantId);
 }
 const rpc = (method: string, params: object = {}, id = 1) => JSON.stringify({ jsonrpc: '2.0', id, method, params });
 
@@ -129,7 +135,8 @@ t.test('the SDK client discovers the authorization server from the 401 and gets 
 t.test('a mutation over MCP: recorded under its idempotency key, shared with the HTTP Agent API', async (t) => {
   const reg = await registerAnonymously(true);
   const { client } = await connect(reg.identity.assertion);
-  const args = { title: 'Pipeline', scope_type: 'agent', scope_id: 'me', content: { cards: [1, 2] }, idempotency_key: 'mcp-create-0001' };
+  const { agentId } = await scopesOf(reg);
+  const args = { title: 'Pipeline', scope_type: 'agent', scope_id: agentId, content: { cards: [1, 2] }, idempotency_key: 'mcp-create-0001' };
   const created = await client.callTool({ name: 'createInsightBoard', arguments: args });
   t.notOk(created.isError, JSON.stringify(created.content));
   const board = created.structuredContent as { id: string; latest_version: number };
@@ -171,6 +178,10 @@ t.test('refusals are tool errors with the Agent API codes', async (t) => {
   t.match(errorOf(bounds), { code: 'invalid_request', next_action: 'fix_request', details: [{ path: 'arguments.limit' }] });
   const unknown = await client.callTool({ name: 'listInsightBoards', arguments: { colour: 'red' } });
   t.match(errorOf(unknown), { code: 'invalid_request', message: /colour/ });
+  const stranger = await scopesOf(await registerAnonymously(true));
+  const theirs = await client.callTool({ name: 'createInsightBoard', arguments: { title: 'Theirs', scope_type: 'company', scope_id: stranger.companyId, idempotency_key: 'mcp-foreign-scope-1' } });
+  t.match(errorOf(theirs), { code: 'not_found', next_action: 'reread_list' }, 'another workspace\'s company is no scope');
+  t.equal(Number(await db.oneFirst(sql.unsafe`select count(*) from insight_boards where title = 'Theirs'`)), 0, 'no board written');
   const missingKey = await client.callTool({ name: 'unpublishInsightBoard', arguments: { boardId: 'x' } });
   t.match(errorOf(missingKey), { code: 'invalid_idempotency_key', next_action: 'fix_request' }, 'the same code as the HTTP header');
   const shortKey = await client.callTool({ name: 'restoreAgent', arguments: { agentRef: 'x', idempotency_key: 'short' } });
