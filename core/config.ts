@@ -6,6 +6,7 @@ import { createHmac, randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
+import { externalLoginEnv, externalLoginSettings, type ExternalLoginSettings } from './external-login/settings.ts';
 
 const boolFromEnv = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'])
@@ -116,6 +117,7 @@ const envSchema = z.object({
   SLACK_AUTHORIZE_URL: urlFromEnv.default('https://slack.com/oauth/v2/authorize'),
   CHANNEL_LINK_TTL_S: intFromEnv(60, 86_400).default(900),
   SKILLS_DIR: z.string().min(1).optional(),
+  ...externalLoginEnv,
   DATA_ENCRYPTION_KEY_PREVIOUS: secret32.optional(),
   PLATFORM_JWT_SECRET: secret32.optional(),
   DATA_ENCRYPTION_KEY: secret32.optional(),
@@ -192,6 +194,8 @@ export type Config = {
     /** How long a started link (deep link, install URL, session token) stays usable. */
     linkTtlS: number;
   };
+  /** The external OpenID Connect providers people log in with (partner, altidp). */
+  externalLogin: ExternalLoginSettings;
   /** The directory POST /api/skills/sync reads (default DATA_DIR/skills). */
   skillsDir: string;
   /** Browser origins allowed to call the API (CORS); empty = CORS off. */
@@ -362,6 +366,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       slackAuthorizeUrl: e.SLACK_AUTHORIZE_URL,
       linkTtlS: e.CHANNEL_LINK_TTL_S,
     },
+    externalLogin: externalLoginSettings(e, baseUrl),
     skillsDir: path.resolve(e.SKILLS_DIR ?? path.join(dataDir, 'skills')),
     corsOrigins: e.CORS_ORIGINS ?? [],
     metrics: { token: e.METRICS_TOKEN, port: e.METRICS_PORT, host: e.METRICS_HOST },

@@ -61,6 +61,21 @@ export const EXPIRING_ROWS: ExpiringRows[] = [
     table: 'hmac_seen_signatures',
     expired: () => sql.fragment`expires_at < now()`,
   },
+  {
+    name: 'external login flows past an hour',
+    table: 'external_login_flows',
+    expired: () => sql.fragment`expires_at < now() - interval '1 hour'`,
+  },
+  {
+    name: 'external login result tickets past an hour',
+    table: 'external_login_tickets',
+    expired: () => sql.fragment`expires_at < now() - interval '1 hour'`,
+  },
+  {
+    name: 'altidp notifications older than 90 days',
+    table: 'altidp_notifications',
+    expired: () => sql.fragment`received_at < now() - interval '90 days' and status <> 'queued'`,
+  },
   // usage_rollup_queue is drained by the rollup itself and must never be swept.
   {
     name: 'stale worker heartbeats',

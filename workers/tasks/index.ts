@@ -1,6 +1,7 @@
 // Every task the worker runs. A task's identifier is its platform job kind.
 import type { TaskDefinition } from '../define-task.ts';
 import agentRestore from './agent-restore.ts';
+import altidpNotification from './altidp-notification.ts';
 import billingExpire from './billing-expire.ts';
 import billingWebhook from './billing-webhook.ts';
 import chatTurn from './chat-turn.ts';
@@ -15,4 +16,4 @@ import deadWorkers from './maintenance-dead-workers.ts';
 import sweepExpired from './maintenance-sweep-expired.ts';
 import usageRollup from './usage-rollup.ts';
 
-export const TASKS: readonly TaskDefinition[] = [chatTurn, companyRun, diagNoop, diagSteps, sweepExpired, deadWorkers, usageRollup, agentRestore, billingWebhook, billingExpire, memoryRetention, channelLink, channelDeliver, channelDisconnect];
+export const TASKS: readonly TaskDefinition[] = [chatTurn, companyRun, diagNoop, diagSteps, sweepExpired, deadWorkers, usageRollup, agentRestore, billingWebhook, billingExpire, memoryRetention, channelLink, channelDeliver, channelDisconnect, altidpNotification];

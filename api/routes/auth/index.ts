@@ -2,24 +2,22 @@
 // Login answers a wrong password and an unknown e-mail alike, in the same time.
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { DEFAULT_PLATFORM_TOKEN_TTL_S, signPlatformToken } from '../../../core/auth/platform-token.ts';
 import { issueRefreshToken, revokeRefreshToken, rotateRefreshToken } from '../../../core/accounts/refresh-tokens.ts';
 import { checkPassword, deleteAccount, findUser, membershipsOf, type UserRow } from '../../../core/accounts/users.ts';
+import altidpRoutes from './altidp.ts';
+import partnerRoutes from './partner.ts';
+import { publicUser, sessionPayload } from './session.ts';
 import { LIMITS } from '../../../core/rate-limit.ts';
 import { PlatformError, PlatformHttpError } from '../../errors.ts';
 import { AccountDeleted, LoginBody, Me, RefreshBody, Session } from './schemas.ts';
 
 const errors = { 400: PlatformError, 401: PlatformError, 429: PlatformError };
-const publicUser = (u: UserRow) => ({ id: u.id, email: u.email, name: u.display_name, avatarUrl: u.avatar_url });
 
 const authRoutes: FastifyPluginAsyncZod = async (app) => {
-  const session = async (user: UserRow, refreshToken: string) => ({
-    token: await signPlatformToken({ userId: user.id }, app.config.secrets.PLATFORM_JWT_SECRET, app.config.baseUrl),
-    tokenType: 'Bearer' as const,
-    expiresIn: DEFAULT_PLATFORM_TOKEN_TTL_S,
-    refreshToken,
-    user: publicUser(user),
-  });
+  const session = (user: UserRow, refreshToken: string) => sessionPayload(app, user, refreshToken);
+  // Logins through external OpenID Connect providers (their own plugins: form parsing, cookies).
+  await app.register(partnerRoutes);
+  await app.register(altidpRoutes);
 
   app.post(
     '/api/auth/login',

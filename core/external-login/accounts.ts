@@ -1,0 +1,71 @@
+// Who an external login is. The rule, in order:
+//   1. a known (provider, subject) is that identity's user;
+//   2. otherwise, when the provider vouches that the e-mail is verified, the
+//      account with that e-mail gets this identity linked (or, with none, a
+//      new account is made for it);
+//   3. an unverified or missing e-mail creates and links nothing: linking on
+//      an e-mail nobody verified would hand an account to whoever typed it.
+import { z } from 'zod';
+import { sql, type CommonQueryMethods, type DatabaseTransactionConnection } from '../db/pool.ts';
+import { UserRow } from '../accounts/users.ts';
+import { ExternalLoginError } from './clients.ts';
+import type { ExternalProvider } from './settings.ts';
+
+export type ExternalClaims = {
+  provider: ExternalProvider;
+  subject: string;
+  email?: string;
+  emailVerified: boolean;
+  name?: string;
+};
+
+export type ExternalSignIn = { user: UserRow; newUser: boolean; linked: boolean };
+
+const userRow = sql.type(UserRow);
+const UserId = z.object({ user_id: z.string() });
+
+/** Providers send email_verified as a boolean or as the string "true". */
+export const verifiedFlag = (value: unknown) => value === true || value === 'true';
+
+export async function signInExternal(tx: DatabaseTransactionConnection, claims: ExternalClaims): Promise<ExternalSignIn> {
+  // Two first logins of one subject at once: the second waits and finds the first's link.
+  await tx.query(sql.unsafe`select pg_advisory_xact_lock(hashtextextended(${`external-login|${claims.provider}|${claims.subject}`}, 0))`);
+  const known = await tx.maybeOneFirst(sql.type(UserId)`
+    update user_identities set
+      email = coalesce(${claims.email ?? null}, email),
+      email_verified = ${claims.email ? claims.emailVerified : sql.fragment`email_verified`},
+      last_login_at = now(), updated_at = now()
+    where provider = ${claims.provider} and subject = ${claims.subject}
+    returning user_id`);
+  if (known) return { user: await tx.one(userRow`select id, email, display_name, avatar_url, is_operator from users where id = ${known}`), newUser: false, linked: false };
+
+  if (!claims.email) {
+    throw new ExternalLoginError(403, 'email_required', 'The provider shared no e-mail address; allow sharing it and sign in again.');
+  }
+  if (!claims.emailVerified) {
+    throw new ExternalLoginError(403, 'email_not_verified', 'The provider has not verified this e-mail address; verify it there and sign in again. Nothing was created or linked.');
+  }
+  let user = await tx.maybeOne(userRow`
+    select id, email, display_name, avatar_url, is_operator from users where lower(email) = lower(${claims.email}) for update`);
+  let newUser = false;
+  if (!user) {
+    const inserted = await tx.maybeOne(userRow`
+      insert into users (email, display_name) values (${claims.email}, ${claims.name?.slice(0, 200) ?? null})
+      on conflict ((lower(email))) do nothing
+      returning id, email, display_name, avatar_url, is_operator`);
+    newUser = inserted !== null;
+    // A password account with this e-mail was created a moment ago: link to it.
+    user = inserted ?? await tx.one(userRow`select id, email, display_name, avatar_url, is_operator from users where lower(email) = lower(${claims.email})`);
+  }
+  await tx.query(sql.unsafe`
+    insert into user_identities (user_id, provider, subject, email, email_verified, last_login_at)
+    values (${user.id}, ${claims.provider}, ${claims.subject}, ${claims.email}, true, now())`);
+  return { user, newUser, linked: !newUser };
+}
+
+/** Whether the user could still sign in after losing this identity. */
+export async function hasOtherSignIn(db: CommonQueryMethods, userId: string): Promise<boolean> {
+  return db.exists(sql.unsafe`
+    select 1 from user_identities i join users u on u.id = i.user_id
+    where i.user_id = ${userId} and (i.provider <> 'password' or u.password_hash is not null)`);
+}
