@@ -2,11 +2,14 @@
 // (agentContext; cached per replica by the agent-auth plugin), and what it
 // may do right now, and the safe next steps where it may not.
 // The capability response is the authority: clients read it instead of
-// guessing from errors.
+// guessing from errors. Its setup and approval state come from the same
+// queries restore (readiness) and publish (pending approvals) decide by.
 import { z } from 'zod';
+import { PendingApproval, pendingApprovalsJson, PENDING_APPROVALS_LISTED } from '../boards/approvals.ts';
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
 import { AGENT_SCOPES, POST_CLAIM_SCOPES, type AgentScope } from '../identity/tokens.ts';
 import { OFFLINE_MODEL, planOf } from '../plans.ts';
+import { pendingSteps, readinessFacts, ReadinessFacts, readinessOf } from '../runners/runners.ts';
 
 export const AgentContextRow = z.object({
   registration_status: z.enum(['active', 'revoked']),
@@ -34,11 +37,26 @@ export async function agentContext(db: CommonQueryMethods, registrationId: strin
     where r.id = ${registrationId}`);
 }
 
+/**
+ * What changes without the registration changing (so it is not part of the
+ * cached context): the restore readiness facts and the pending publish
+ * approvals, read fresh in one statement from the same queries restore and
+ * publish decide by.
+ */
+const LiveState = ReadinessFacts.extend({ pending_approvals: z.array(PendingApproval) });
+export type LiveState = z.infer<typeof LiveState>;
+
+export async function liveState(db: CommonQueryMethods, tenantId: string): Promise<LiveState> {
+  return db.one(sql.type(LiveState)`
+    select f.*, ${pendingApprovalsJson(tenantId)} as pending_approvals
+    from (${readinessFacts(tenantId, null)}) f`);
+}
+
 export type NextAction = {
-  action: 'claim_account' | 'change_plan' | 'refresh_registration';
+  action: 'claim_account' | 'change_plan' | 'refresh_registration' | 'complete_setup' | 'await_approval';
   actor: 'agent' | 'person';
   reason: string;
-  method?: 'POST';
+  method?: 'POST' | 'PUT';
   endpoint?: string;
   url?: string;
 };
@@ -46,7 +64,8 @@ export type NextAction = {
 export function capabilitiesOf(
   ctx: AgentContextRow,
   token: { scopes: AgentScope[]; expiresAt: number },
-  urls: { authUrl: string; baseUrl: string },
+  urls: { authUrl: string; baseUrl: string; approveUrl: (approvalId: string) => string },
+  live: LiveState,
 ) {
   const plan = planOf(ctx.plan);
   const claimed = ctx.claim_state === 'claimed';
@@ -67,6 +86,38 @@ export function capabilitiesOf(
       reason: `The ${plan.name} plan does not include company work; a workspace Admin starts a checkout for the Pro plan (the response's url is for the person).`,
       method: 'POST',
       endpoint: `${urls.baseUrl}/api/billing/checkout`,
+    });
+  }
+  const steps = pendingSteps(live);
+  const restore = readinessOf(live);
+  if (steps.includes('runner_not_enrolled')) {
+    next.push({
+      action: 'complete_setup',
+      actor: 'person',
+      reason: 'runner_not_enrolled: restoring managed agents needs a runner; a workspace Admin enrolls one and starts it.',
+      method: 'POST',
+      endpoint: `${urls.baseUrl}/api/runners/enroll`,
+    });
+  }
+  if (steps.includes('run_execution_disabled')) {
+    next.push({
+      action: 'complete_setup',
+      actor: 'person',
+      reason: 'run_execution_disabled: a workspace Admin switches run execution on (runExecutionEnabled true).',
+      method: 'PUT',
+      endpoint: `${urls.baseUrl}/api/tenants/agent-settings`,
+    });
+  }
+  const approvals = live.pending_approvals.map((a) => ({
+    id: a.id, board_id: a.board_id, version: a.version, visibility: a.visibility, created_at: a.created_at,
+    requested_by_you: a.requested_by_principal === ctx.principal_id, approve_url: urls.approveUrl(a.id),
+  }));
+  for (const a of approvals.filter((x) => x.requested_by_you)) {
+    next.push({
+      action: 'await_approval',
+      actor: 'person',
+      reason: `A tenant Admin decides your request to publish board ${a.board_id} version ${a.version} (${a.visibility}); hand them the url, then send the identical publish request again.`,
+      url: a.approve_url,
     });
   }
   return {
@@ -91,8 +142,16 @@ export function capabilitiesOf(
     plan: { name: plan.name, company_work: plan.companyWork },
     quota: { period: 'month' as const, messages_limit: plan.monthlyMessages },
     models: { allowed: [...plan.models], default: OFFLINE_MODEL },
-    setup: { complete: true, pending_steps: [] as string[] },
-    approvals: { pending: [] as string[] },
+    setup: {
+      complete: steps.length === 0,
+      pending_steps: steps,
+      runner_enrolled: live.runner_id !== null,
+      run_execution_enabled: live.run_execution_enabled,
+      runner_online: live.online,
+      gateway_connected: live.gateway_connected,
+      restore: restore.ready ? { ready: true, reason: null } : { ready: false, reason: restore.reason },
+    },
+    approvals: { pending: approvals.map((a) => a.id), items: approvals, listed_max: PENDING_APPROVALS_LISTED },
     next_actions: next,
   };
 }

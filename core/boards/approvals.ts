@@ -21,6 +21,34 @@ export async function findApproval(db: CommonQueryMethods, tenantId: string, id:
   return db.maybeOne(sql.type(ApprovalRow)`select ${COLUMNS} from board_publish_approvals where id = ${id} and tenant_id = ${tenantId}`);
 }
 
+/** How many pending approvals the capability response lists (oldest first). */
+export const PENDING_APPROVALS_LISTED = 50;
+
+/**
+ * The tenant's pending publish approvals as a json array (oldest first), a
+ * subquery for the capability read. Pending is the state publishBoard
+ * answers approval_required for: only a newer approval for the same request
+ * replaces one, and it is created only after the older one was consumed.
+ */
+export function pendingApprovalsJson(tenantId: string) {
+  return sql.fragment`(
+    select coalesce(json_agg(json_build_object('id', a.id, 'board_id', a.board_id, 'version', a.version, 'visibility', a.visibility,
+      'requested_by_principal', a.requested_by_principal, 'created_at', a.created_at) order by a.created_at, a.id), '[]'::json)
+    from (
+      select id, board_id, version, visibility, requested_by_principal, created_at from board_publish_approvals
+      where tenant_id = ${tenantId} and state = 'pending' order by created_at, id limit ${PENDING_APPROVALS_LISTED}
+    ) a)`;
+}
+export const PendingApproval = z.object({
+  id: z.string(),
+  board_id: z.string(),
+  version: z.number(),
+  visibility: z.enum(['private', 'public']),
+  requested_by_principal: z.string().nullable(),
+  created_at: z.string(),
+});
+export type PendingApproval = z.infer<typeof PendingApproval>;
+
 export type Decision = { kind: 'decided'; approval: ApprovalRow } | { kind: 'not_found' } | { kind: 'already_decided'; approval: ApprovalRow };
 
 export async function decideApproval(db: CommonQueryMethods, tenantId: string, id: string, userId: string, decision: 'approved' | 'denied'): Promise<Decision> {

@@ -98,28 +98,61 @@ export async function setRunExecutionEnabled(db: CommonQueryMethods, tenantId: s
     on conflict (tenant_id) do update set run_execution_enabled = excluded.run_execution_enabled, updated_at = now()`);
 }
 
-export type Readiness =
-  | { ready: true; runnerId: string }
-  | { ready: false; reason: 'runner_not_enrolled' | 'run_execution_disabled' | 'runner_offline' | 'cloud_gateway_not_connected' };
+export type NotReadyReason = 'runner_not_enrolled' | 'run_execution_disabled' | 'runner_offline' | 'cloud_gateway_not_connected';
+export type Readiness = { ready: true; runnerId: string } | { ready: false; reason: NotReadyReason };
 
-const Candidate = z.object({ id: z.string(), online: z.boolean(), gateway_connected: z.boolean() });
+/** The facts readiness is decided from, as one row (see readinessFacts). */
+export const ReadinessFacts = z.object({
+  runner_id: z.string().nullable(),
+  online: z.boolean(),
+  gateway_connected: z.boolean(),
+  run_execution_enabled: z.boolean(),
+});
+export type ReadinessFacts = z.infer<typeof ReadinessFacts>;
 
 /**
- * Whether the tenant can run agent work now, checked in the order a person
- * would fix it: a runner enrolled, execution switched on, the runner online,
- * its gateway connected. Of several runners the most ready one counts; among
- * equals the one already assigned to the agent, then the most recently seen.
+ * One row of readiness facts: the tenant's most ready active runner (none:
+ * runner_id null) and whether run execution is on. Of several runners the
+ * most ready one counts; among equals the one already assigned to the agent,
+ * then the most recently seen. A query of its own (readiness) or a subquery
+ * of a larger read (the Agent API capabilities), so both decide alike.
  */
+export function readinessFacts(tenantId: string, preferredRunnerId: string | null) {
+  return sql.fragment`
+    select r.id as runner_id, coalesce(r.online, false) as online, coalesce(r.gateway_connected, false) as gateway_connected,
+      coalesce((select s.run_execution_enabled from tenant_agent_settings s where s.tenant_id = ${tenantId}), true) as run_execution_enabled
+    from (select 1) as one
+    left join lateral (
+      select id, ${RUNNER_ONLINE} as online, gateway_connected
+      from runners where tenant_id = ${tenantId} and status = 'active'
+      order by online desc, gateway_connected desc, (id = ${preferredRunnerId ?? '00000000-0000-0000-0000-000000000000'}) desc,
+        last_heartbeat_at desc nulls last, enrolled_at desc
+      limit 1
+    ) r on true`;
+}
+
+/**
+ * What is still missing, in the order a person would fix it: a runner
+ * enrolled, execution switched on, the runner online, its gateway connected
+ * (the last two only mean something once a runner is enrolled).
+ */
+export function pendingSteps(f: ReadinessFacts): NotReadyReason[] {
+  const steps: NotReadyReason[] = [];
+  if (!f.runner_id) steps.push('runner_not_enrolled');
+  if (!f.run_execution_enabled) steps.push('run_execution_disabled');
+  if (f.runner_id && !f.online) steps.push('runner_offline');
+  if (f.runner_id && !f.gateway_connected) steps.push('cloud_gateway_not_connected');
+  return steps;
+}
+
+/** Ready, or the first missing step: what restore answers and capabilities report. */
+export function readinessOf(f: ReadinessFacts): Readiness {
+  const first = pendingSteps(f)[0];
+  if (first) return { ready: false, reason: first };
+  return { ready: true, runnerId: f.runner_id! };
+}
+
+/** Whether the tenant can run agent work now (one statement). */
 export async function readiness(db: CommonQueryMethods, tenantId: string, preferredRunnerId: string | null): Promise<Readiness> {
-  const runner = await db.maybeOne(sql.type(Candidate)`
-    select id, ${RUNNER_ONLINE} as online, gateway_connected
-    from runners where tenant_id = ${tenantId} and status = 'active'
-    order by online desc, gateway_connected desc, (id = ${preferredRunnerId ?? '00000000-0000-0000-0000-000000000000'}) desc,
-      last_heartbeat_at desc nulls last, enrolled_at desc
-    limit 1`);
-  if (!runner) return { ready: false, reason: 'runner_not_enrolled' };
-  if (!(await runExecutionEnabled(db, tenantId))) return { ready: false, reason: 'run_execution_disabled' };
-  if (!runner.online) return { ready: false, reason: 'runner_offline' };
-  if (!runner.gateway_connected) return { ready: false, reason: 'cloud_gateway_not_connected' };
-  return { ready: true, runnerId: runner.id };
+  return readinessOf(await db.one(sql.type(ReadinessFacts)`${readinessFacts(tenantId, preferredRunnerId)}`));
 }

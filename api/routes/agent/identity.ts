@@ -2,9 +2,10 @@
 // is, and what it may do now (with the safe next actions where it may not).
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { capabilitiesOf } from '../../../core/agent/capabilities.ts';
+import { capabilitiesOf, liveState } from '../../../core/agent/capabilities.ts';
 import { AGENT_SCOPES } from '../../../core/identity/tokens.ts';
 import { AgentApiError, SharedRateLimitError } from '../../errors.ts';
+import { approvalPageUrl } from '../boards/approval-page.ts';
 import { defineOperation, registerHttpOperation, type Caller } from './operation.ts';
 
 const ClaimState = z.enum(['unclaimed', 'pending', 'claimed']);
@@ -19,12 +20,22 @@ const Me = z
   .meta({ id: 'AgentMeResponse' });
 
 const NextAction = z.object({
-  action: z.enum(['claim_account', 'change_plan', 'refresh_registration']),
+  action: z.enum(['claim_account', 'change_plan', 'refresh_registration', 'complete_setup', 'await_approval']),
   actor: z.enum(['agent', 'person']).describe('agent: call the endpoint; person: hand the URL to the user (it carries no credential)'),
   reason: z.string(),
-  method: z.literal('POST').optional(),
+  method: z.enum(['POST', 'PUT']).optional(),
   endpoint: z.url().optional(),
   url: z.url().optional(),
+});
+const SetupStep = z.enum(['runner_not_enrolled', 'run_execution_disabled', 'runner_offline', 'cloud_gateway_not_connected']);
+const PendingApproval = z.object({
+  id: z.uuid(),
+  board_id: z.uuid(),
+  version: z.int(),
+  visibility: z.enum(['private', 'public']),
+  created_at: z.iso.datetime({ offset: true }),
+  requested_by_you: z.boolean(),
+  approve_url: z.url().describe('The page a tenant Admin opens to decide (no credential in it)'),
 });
 const Capabilities = z
   .object({
@@ -41,8 +52,24 @@ const Capabilities = z
     plan: z.object({ name: z.string(), company_work: z.boolean() }),
     quota: z.object({ period: z.literal('month'), messages_limit: z.int() }),
     models: z.object({ allowed: z.array(z.string()), default: z.string() }),
-    setup: z.object({ complete: z.boolean(), pending_steps: z.array(z.string()) }),
-    approvals: z.object({ pending: z.array(z.string()) }),
+    setup: z
+      .object({
+        complete: z.boolean().describe('Restore can start now: every step below is done'),
+        pending_steps: z.array(SetupStep).describe('What is missing, in the order a person fixes it'),
+        runner_enrolled: z.boolean(),
+        run_execution_enabled: z.boolean(),
+        runner_online: z.boolean().describe('The most ready runner sent a heartbeat in the last 60 s'),
+        gateway_connected: z.boolean().describe('That runner reports a connected cloud gateway'),
+        restore: z.object({ ready: z.boolean(), reason: SetupStep.nullable() }).describe('What restoreAgent answers now: ready, or the reason it refuses'),
+      })
+      .describe('Managed-agent restore readiness, decided exactly as restoreAgent decides it'),
+    approvals: z
+      .object({
+        pending: z.array(z.uuid()).describe('Ids of the workspace\'s pending publish approvals (oldest first)'),
+        items: z.array(PendingApproval),
+        listed_max: z.int().describe('At most this many are listed'),
+      })
+      .describe('Publish requests waiting for a tenant Admin; the identical publish request answers approval_required while one is pending'),
     next_actions: z.array(NextAction),
   })
   .meta({ id: 'AgentCapabilitiesResponse' });
@@ -77,7 +104,10 @@ export const identityOperations = [
     response: Capabilities,
     errors,
     mcp: { title: 'Capabilities and next actions', readOnly: true },
-    run: async (app, { agent, context }) => capabilitiesOf(context, agent, app.config),
+    run: async (app, { agent, context }) => {
+      const urls = { ...app.config, approveUrl: (id: string) => approvalPageUrl(app.config.baseUrl, id) };
+      return capabilitiesOf(context, agent, urls, await liveState(app.db, context.tenant_id));
+    },
   }),
 ];
 

@@ -13,12 +13,12 @@
 // The reason is named in the message and in details [{path: 'reason', message: <reason>}].
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { findManagedAgent, latestRestoreJob, restoreManagedAgent, type ManagedAgentRow, type RestoreJob } from '../../../core/managed-agents/managed-agents.ts';
-import { readiness, type Readiness } from '../../../core/runners/runners.ts';
+import { readiness, type NotReadyReason } from '../../../core/runners/runners.ts';
 import { AgentApiError, AgentHttpError, SharedRateLimitError } from '../../errors.ts';
 import { AgentRefParams, ManagedAgentResponse, RestoreAgentRequest } from './managed-agents.schemas.ts';
 import { defineOperation, registerHttpOperation } from './operation.ts';
 
-type Reason = Extract<Readiness, { ready: false }>['reason'];
+type Reason = NotReadyReason;
 
 const REFUSALS: Record<Reason, { status: number; code: string; message: string; next: 'complete_setup' | 'retry_later' }> = {
   runner_not_enrolled: { status: 409, code: 'setup_required', next: 'complete_setup',
