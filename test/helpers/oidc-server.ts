@@ -132,7 +132,8 @@ export async function startOidcServer(
         continue;
       }
       const html = await res.text();
-      if (res.status === 200 && /<form[^>]*method="post"/i.test(html)) return { kind: 'form_post', ...parseForm(html) };
+      // An error is posted back too (with a 400 status on the page itself).
+      if (/<form[^>]*method="post"/i.test(html)) return { kind: 'form_post', ...parseForm(html) };
       throw new Error(`authorization stopped at ${url} with ${res.status}: ${html.slice(0, 500)}`);
     }
     throw new Error('too many redirects');
