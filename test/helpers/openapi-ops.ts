@@ -11,6 +11,12 @@ import type { FastifyInstance } from 'fastify';
 export const UPSTREAM_ANSWERS: Record<string, { status: number; code: string }> = {
   setupOnboardingProvider: { status: 502, code: 'provider_unreachable' },
   syncInAppPurchases: { status: 502, code: 'purchase_provider_unavailable' },
+  loginWithPartner: { status: 502, code: 'provider_unavailable' },
+  loginWithPartnerIos: { status: 502, code: 'provider_unavailable' },
+  loginWithPartnerToken: { status: 502, code: 'provider_unavailable' },
+  startAltidpLogin: { status: 502, code: 'provider_unavailable' },
+  loginWithAltidp: { status: 502, code: 'provider_unavailable' },
+  receiveAltidpNotification: { status: 502, code: 'provider_unavailable' },
 };
 
 /** Environment that points those outside services at a closed local port. */
@@ -21,6 +27,14 @@ export const CLOSED_UPSTREAMS: Record<string, string> = {
   OLLAMA_BASE_URL: 'http://127.0.0.1:9/v1',
   PURCHASE_API_BASE: 'http://127.0.0.1:9',
   PURCHASE_API_KEY: 'test-purchase-key',
+  PARTNER_ISSUER: 'http://127.0.0.1:9',
+  PARTNER_CLIENT_ID: 'fuzz-web',
+  PARTNER_CLIENT_SECRET: 'fuzz-web-secret',
+  PARTNER_IOS_CLIENT_ID: 'fuzz-ios',
+  PARTNER_REDIRECT_URIS: 'https://app.example/callback',
+  ALTIDP_ISSUER: 'http://127.0.0.1:9',
+  ALTIDP_CLIENT_ID: 'fuzz-alt',
+  ALTIDP_CLIENT_SECRET: 'fuzz-alt-secret',
 };
 
 export type JsonSchema = Record<string, unknown>;
