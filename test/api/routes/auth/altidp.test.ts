@@ -23,11 +23,12 @@ const op = await startOidcServer(t, {
 });
 
 const databaseUrl = await createTestDatabase(t);
-const { app, db } = await buildTestApp(t, databaseUrl, {
+const { app, db, logs } = await buildTestApp(t, databaseUrl, {
   ALTIDP_ISSUER: op.issuer,
   ALTIDP_CLIENT_ID: 'platform-alt',
   ALTIDP_CLIENT_SECRET: SECRET,
   ALTIDP_APP_CLIENT_IDS: 'com.example.native',
+  LOG_LEVEL: 'debug',
 });
 
 let ip = 0;
@@ -93,6 +94,7 @@ t.test('start → provider → form-post callback → ticket → result, once', 
   const replay = await callback(form.fields, cookie);
   t.equal(replay.statusCode, 400);
   t.match(replay.json(), { error: 'invalid_state' });
+  for (const secret of [ticket, form.fields.code!, form.fields.state!, first.json().refreshToken]) t.notOk(logs().includes(secret), 'not in the log');
 });
 
 t.test('an expired ticket is refused with the same code', async (t) => {

@@ -17,8 +17,19 @@ const IOS_REDIRECT = 'com.example.app:/oauth2redirect';
 const OTHER_REDIRECT = 'http://127.0.0.1:9/other';
 const SECRET = 'platform-web-secret-0123456789abcdef';
 
+// A second web client that authenticates with a private key (private_key_jwt).
+const { privateKey: clientKey, publicKey: clientPublicKey } = await generateKeyPair('ES256', { extractable: true });
+const clientJwk = { ...(await exportJWK(clientKey)), kid: 'platform-key-1', alg: 'ES256' };
+
 const op = await startOidcServer(t, {
   clients: [
+    {
+      client_id: 'platform-web-pkjwt',
+      redirect_uris: [WEB_REDIRECT],
+      token_endpoint_auth_method: 'private_key_jwt',
+      token_endpoint_auth_signing_alg: 'ES256',
+      jwks: { keys: [{ ...(await exportJWK(clientPublicKey)), kid: 'platform-key-1', alg: 'ES256', use: 'sig' }] },
+    },
     { client_id: 'platform-web', client_secret: SECRET, redirect_uris: [WEB_REDIRECT], token_endpoint_auth_method: 'client_secret_post' },
     { client_id: 'platform-ios', application_type: 'native', token_endpoint_auth_method: 'none', redirect_uris: [IOS_REDIRECT] },
     { client_id: 'other-app', client_secret: 'other-secret-0123456789abcdef', redirect_uris: [OTHER_REDIRECT], token_endpoint_auth_method: 'client_secret_post' },
@@ -32,12 +43,13 @@ const op = await startOidcServer(t, {
 });
 
 const databaseUrl = await createTestDatabase(t);
-const { app, db } = await buildTestApp(t, databaseUrl, {
+const { app, db, logs } = await buildTestApp(t, databaseUrl, {
   PARTNER_ISSUER: op.issuer,
   PARTNER_CLIENT_ID: 'platform-web',
   PARTNER_CLIENT_SECRET: SECRET,
   PARTNER_IOS_CLIENT_ID: 'platform-ios',
   PARTNER_REDIRECT_URIS: WEB_REDIRECT,
+  LOG_LEVEL: 'debug',
 });
 
 // Each request from its own address, except where the login limit is the point.
@@ -185,6 +197,29 @@ t.test('access token: checked with the provider (introspection + userinfo), neve
   const garbage = await post('/api/auth/partner-token', { accessToken: 'not-a-token-the-provider-issued' });
   t.equal(garbage.statusCode, 401);
   t.match(garbage.json(), { error: 'invalid_access_token' });
+});
+
+t.test('private_key_jwt client authentication at the token endpoint', async (t) => {
+  const keyed = await buildTestApp(t, databaseUrl, {
+    PARTNER_ISSUER: op.issuer,
+    PARTNER_CLIENT_ID: 'platform-web-pkjwt',
+    PARTNER_CLIENT_PRIVATE_KEY: JSON.stringify(clientJwk),
+    PARTNER_REDIRECT_URIS: WEB_REDIRECT,
+  });
+  const res = await keyed.app.inject({ method: 'POST', url: '/api/auth/partner', payload: { ...(await authorize('alice-sub', 'platform-web-pkjwt')), redirectUri: WEB_REDIRECT } });
+  t.equal(res.statusCode, 200, res.body);
+  t.match(res.json(), { user: { email: 'alice@example.com' } });
+  const token = op.requests.filter((r) => r.path === '/token').at(-1)!;
+  t.match(token.body, /client_assertion_type=urn%3Aietf%3Aparams%3Aoauth%3Aclient-assertion-type%3Ajwt-bearer/);
+});
+
+t.test('no code, token or refresh token in the log', async (t) => {
+  const grant = await authorize('alice-sub');
+  const res = await post('/api/auth/partner', { ...grant, redirectUri: WEB_REDIRECT });
+  t.equal(res.statusCode, 200);
+  const log = logs();
+  t.ok(log.length > 0, 'something was logged');
+  for (const secret of [grant.code, grant.codeVerifier, res.json().token, res.json().refreshToken]) t.notOk(log.includes(secret));
 });
 
 t.test('the 11th login attempt from one address in 15 minutes is 429, across these routes', async (t) => {
