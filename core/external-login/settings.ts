@@ -17,6 +17,8 @@ export type PartnerSettings = {
   iosClientId?: string;
   /** Redirect URIs the web app may have used; a code exchange for any other is refused. */
   redirectUris: string[];
+  /** Where the provider returns after a connected-account grant (/oauth/partner/callback); register it at the provider. */
+  connectRedirectUri: string;
 };
 
 export type AltidpSettings = {
@@ -67,6 +69,7 @@ export const externalLoginEnv = {
   PARTNER_CLIENT_PRIVATE_KEY: privateJwkFromEnv.optional(),
   PARTNER_IOS_CLIENT_ID: z.string().min(1).max(500).optional(),
   PARTNER_REDIRECT_URIS: redirectUrisFromEnv.optional(),
+  PARTNER_CONNECT_REDIRECT_URI: z.url({ protocol: /^https?$/ }).optional(),
   ALTIDP_ISSUER: issuerFromEnv.optional(),
   ALTIDP_CLIENT_ID: z.string().min(1).max(500).optional(),
   ALTIDP_CLIENT_SECRET: z.string().min(1).optional(),
@@ -95,6 +98,7 @@ export function externalLoginSettings(e: Env, baseUrl: string): ExternalLoginSet
       clientAuth: clientAuth(e.PARTNER_CLIENT_SECRET, e.PARTNER_CLIENT_PRIVATE_KEY),
       iosClientId: e.PARTNER_IOS_CLIENT_ID,
       redirectUris: e.PARTNER_REDIRECT_URIS ?? [],
+      connectRedirectUri: e.PARTNER_CONNECT_REDIRECT_URI ?? `${baseUrl}/oauth/partner/callback`,
     },
     altidp: {
       issuer: e.ALTIDP_ISSUER,
