@@ -23,6 +23,8 @@ export const AgentContextRow = z.object({
   tenant_id: z.string(),
   tenant_name: z.string(),
   plan: z.string(),
+  /** An operator suspended the workspace: every Agent API call is 403 tenant_inactive. */
+  tenant_suspended: z.boolean(),
 });
 export type AgentContextRow = z.infer<typeof AgentContextRow>;
 
@@ -30,7 +32,8 @@ export async function agentContext(db: CommonQueryMethods, registrationId: strin
   return db.maybeOne(sql.type(AgentContextRow)`
     select r.status as registration_status, p.status as principal_status,
       r.id as registration_id, r.type as registration_type, r.claim_state, r.claimed_at,
-      p.id as principal_id, p.display_name as principal_name, t.id as tenant_id, t.name as tenant_name, t.plan
+      p.id as principal_id, p.display_name as principal_name, t.id as tenant_id, t.name as tenant_name, t.plan,
+      t.suspended_at is not null as tenant_suspended
     from agent_registrations r
     join agent_principals p on p.id = r.principal_id
     join tenants t on t.id = r.tenant_id

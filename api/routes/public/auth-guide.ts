@@ -138,7 +138,9 @@ A URL meant for a person is for the person and never carries your token.
 A 401 carries \`WWW-Authenticate: Bearer resource_metadata="${baseUrl}/.well-known/oauth-protected-resource/api/agent"\`
 and one of \`invalid_credential\` (get a new token), \`registration_revoked\`,
 \`principal_not_linked\`, \`identity_conflict\` (register or claim again). A 403
-\`scope_denied\` names the scope you lack (\`claim_required\` means: claim first).
+\`scope_denied\` names the scope you lack (\`claim_required\` means: claim first);
+a 403 \`tenant_inactive\` means the operator suspended your workspace: stop, and
+tell your person (registering again does not get around it).
 
 Discovery: ${authUrl}/.well-known/oauth-authorization-server,
 ${authUrl}/.well-known/jwks.json,
