@@ -56,6 +56,7 @@ import memoryRoutes from './routes/memory/index.ts';
 import skillRoutes from './routes/skills/index.ts';
 import activityRoutes from './routes/activity/index.ts';
 import activityToolCounter from './routes/activity/tool-counter.ts';
+import partnerAccountRoutes from './routes/partner-accounts/index.ts';
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,64}$/;
 
@@ -159,6 +160,7 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   await app.register(memoryRoutes);
   await app.register(skillRoutes);
   await app.register(activityRoutes);
+  await app.register(partnerAccountRoutes);
 
   await app.ready();
   return app;

@@ -112,7 +112,7 @@ export function externalLoginSettings(e: Env, baseUrl: string): ExternalLoginSet
 }
 
 /** What each kind of login needs; the names of the settings still missing. */
-export type LoginKind = 'partner-web' | 'partner-ios' | 'partner-token' | 'altidp-redirect' | 'altidp-token';
+export type LoginKind = 'partner-web' | 'partner-ios' | 'partner-token' | 'partner-connect' | 'altidp-redirect' | 'altidp-token';
 
 export function missingSettings(settings: ExternalLoginSettings, kind: LoginKind): string[] {
   const missing: string[] = [];
@@ -128,6 +128,8 @@ export function missingSettings(settings: ExternalLoginSettings, kind: LoginKind
       if (!p.clientAuth) missing.push('PARTNER_CLIENT_SECRET (or PARTNER_CLIENT_PRIVATE_KEY)');
       if (p.redirectUris.length === 0) missing.push('PARTNER_REDIRECT_URIS');
     }
+    // Connected accounts: a confidential client (code exchange, refresh, revocation) at connectRedirectUri.
+    if (kind === 'partner-connect' && !p.clientAuth) missing.push('PARTNER_CLIENT_SECRET (or PARTNER_CLIENT_PRIVATE_KEY)');
     return missing;
   }
   const a = settings.altidp;

@@ -12,8 +12,9 @@ import companyRun from './company-run.ts';
 import diagNoop from './diag-noop.ts';
 import diagSteps from './diag-steps.ts';
 import memoryRetention from './memory-retention.ts';
+import partnerTokenRevocation from './partner-token-revocation.ts';
 import deadWorkers from './maintenance-dead-workers.ts';
 import sweepExpired from './maintenance-sweep-expired.ts';
 import usageRollup from './usage-rollup.ts';
 
-export const TASKS: readonly TaskDefinition[] = [chatTurn, companyRun, diagNoop, diagSteps, sweepExpired, deadWorkers, usageRollup, agentRestore, billingWebhook, billingExpire, memoryRetention, channelLink, channelDeliver, channelDisconnect, altidpNotification];
+export const TASKS: readonly TaskDefinition[] = [chatTurn, companyRun, diagNoop, diagSteps, sweepExpired, deadWorkers, usageRollup, agentRestore, billingWebhook, billingExpire, memoryRetention, channelLink, channelDeliver, channelDisconnect, altidpNotification, partnerTokenRevocation];
