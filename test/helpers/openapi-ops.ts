@@ -17,6 +17,8 @@ export const UPSTREAM_ANSWERS: Record<string, { status: number; code: string }> 
   startAltidpLogin: { status: 502, code: 'provider_unavailable' },
   loginWithAltidp: { status: 502, code: 'provider_unavailable' },
   receiveAltidpNotification: { status: 502, code: 'provider_unavailable' },
+  startPartnerConnect: { status: 502, code: 'provider_unavailable' },
+  startPartnerConnectRedirect: { status: 502, code: 'provider_unavailable' },
 };
 
 /** Environment that points those outside services at a closed local port. */

@@ -2,7 +2,9 @@
 // would make them, and the values that must never reach another tenant.
 import type { FastifyInstance } from 'fastify';
 import { signRequest } from '../../api/plugins/hmac-signature.ts';
+import { Keyring } from '../../core/crypto/keyring.ts';
 import { sql, type DatabasePool } from '../../core/db/pool.ts';
+import { storeGrant } from '../../core/partner-accounts/accounts.ts';
 import type { Workspace } from '../helpers/principals.ts';
 
 export type Resources = {
@@ -40,6 +42,11 @@ export async function createResources(app: FastifyInstance, db: DatabasePool, a:
   });
   if (keyRes.statusCode >= 300) throw new Error(`fixture provider key: ${keyRes.statusCode} ${keyRes.body}`);
   const contact = (await app.inject({ method: 'POST', url: '/api/contact/', remoteAddress: '10.66.0.1', payload: { name: 'A', email: 'a@example.test', message: 'A-contact-secret' } })).json().id;
+  // A connected partner account of A's admin (its grant stored as the callback stores one; the provider is not reachable here).
+  const partnerAccount = await db.transaction((tx) => storeGrant(tx, Keyring.fromConfig(app.config), {
+    tenantId: a.tenantId, userId: a.admin.userId, subject: 'A-partner-subject', email: 'a-partner@example.test', services: ['calendar'],
+    grantedScopes: ['openid', 'svc.calendar.read'], accessToken: 'A-partner-secret-access', refreshToken: 'A-partner-secret-refresh', expiresInS: 3600,
+  }));
   await db.query(sql.unsafe`select 1`);
   const byParam: Record<string, string> = {
     tenantId: a.tenantId,
@@ -55,11 +62,12 @@ export async function createResources(app: FastifyInstance, db: DatabasePool, a:
     agentRef: managed,
     provider: 'openai',
     filename: 'a-notes.md',
+    accountId: partnerAccount,
     ...(approval ? { approvalId: approval } : {}),
   };
   return {
     byParam,
     secrets: [a.tenantId, company, companyAgent, task, board, session, sent.jobId!, managed, 'A-company-secret-name', 'A-agent-secret-name', 'A-task-secret-title',
-      'A-board-secret-title', 'A-session-secret-title', 'A-message-secret-text', 'A-memory-secret-content', 'A-provider-secret', ...(contact ? [String(contact)] : [])],
+      'A-board-secret-title', 'A-session-secret-title', 'A-message-secret-text', 'A-memory-secret-content', 'A-provider-secret', partnerAccount, 'A-partner-secret', 'a-partner@example.test', ...(contact ? [String(contact)] : [])],
   };
 }
