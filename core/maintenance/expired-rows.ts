@@ -72,6 +72,12 @@ export const EXPIRING_ROWS: ExpiringRows[] = [
     expired: () => sql.fragment`expires_at < now() - interval '1 hour'`,
   },
   {
+    // A day, so the app that opened the window can still read the outcome.
+    name: 'partner connect flows past a day',
+    table: 'partner_connect_flows',
+    expired: () => sql.fragment`expires_at < now() - interval '1 day'`,
+  },
+  {
     name: 'altidp notifications older than 90 days',
     table: 'altidp_notifications',
     expired: () => sql.fragment`received_at < now() - interval '90 days' and status <> 'queued'`,
