@@ -33,6 +33,8 @@ const Existing = z.object({ id: z.string(), granted_scopes: z.array(z.string()) 
 
 /** Stores a grant on the person's account for this subject (created on the first grant); returns the account id. */
 export async function storeGrant(tx: CommonQueryMethods, keyring: Keyring, grant: Grant): Promise<string> {
+  // Two callbacks for the same new account at once: the second waits and updates the first's row.
+  await tx.query(sql.unsafe`select pg_advisory_xact_lock(hashtextextended(${`partner-account|${grant.tenantId}|${grant.userId}|${grant.subject}`}, 0))`);
   const existing = await tx.maybeOne(sql.type(Existing)`
     select id, granted_scopes from partner_accounts
     where tenant_id = ${grant.tenantId} and user_id = ${grant.userId} and subject = ${grant.subject} and state <> 'revoked'

@@ -134,3 +134,15 @@ t.test('delete: tokens gone at once, revoked at the provider (retried after a 50
   t.equal((await remove(member, alice)).statusCode, 404);
   t.equal((await activate(member, alice)).statusCode, 404);
 });
+
+t.test('a person who deletes their own account: the provider still gets the revocation', async (t) => {
+  const leaving = await createMember(db);
+  const accountId = await connected(leaving, 'bob-sub', ['calendar']);
+  const before = op.requests.filter((r) => r.path === '/token/revocation').length;
+  const res = await app.inject({ method: 'DELETE', url: '/api/auth/account', headers: { authorization: `Bearer ${leaving.token}` } });
+  t.equal(res.statusCode, 200, res.body);
+  t.notOk(await db.exists(sql.unsafe`select 1 from partner_accounts where id = ${accountId}`), 'the account went with the person');
+  await waitFor('the revocation job to finish', async () =>
+    (await db.maybeOne(sql.unsafe`select 1 from partner_token_revocations where account_id = ${accountId}`)) === null);
+  t.ok(op.requests.filter((r) => r.path === '/token/revocation').length >= before + 2, 'refresh and access token revoked');
+});
