@@ -23,8 +23,9 @@ t.teardown(() => rmSync(scratch, { recursive: true, force: true }));
 function run(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     execFile(
-      redocly,
-      args,
+      '/usr/bin/env',
+      // Without tap's process-info hook (NODE_OPTIONS) in the CLI's node.
+      ['-u', 'NODE_OPTIONS', redocly, ...args],
       // cwd: the scratch directory, so no redocly.yaml of the repository changes the rules.
       { cwd: scratch, env: { ...process.env, REDOCLY_TELEMETRY: 'off', REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true', NO_COLOR: '1' }, timeout: 120_000 },
       (error, stdout, stderr) => resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr }),
