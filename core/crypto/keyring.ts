@@ -25,6 +25,17 @@ export class Keyring {
     return { keyId: this.currentId, ciphertext: seal(this.keys.get(this.currentId)!, plaintext, associatedData) };
   }
 
+  /** One text column instead of two: `<keyId>:<ciphertext>` (a key id has no colon). */
+  sealPacked(plaintext: string, associatedData: string): string {
+    const { keyId, ciphertext } = this.seal(plaintext, associatedData);
+    return `${keyId}:${ciphertext}`;
+  }
+
+  openPacked(packed: string, associatedData: string): string {
+    const at = packed.indexOf(':');
+    return this.open(packed.slice(0, at), packed.slice(at + 1), associatedData);
+  }
+
   open(keyId: string, ciphertext: string, associatedData: string): string {
     const key = this.keys.get(keyId);
     if (!key) throw new Error(`data key ${keyId} is not configured (set DATA_ENCRYPTION_KEY_PREVIOUS to the retired key)`);

@@ -26,10 +26,9 @@ export async function startAltidpFlow(
   const nonce = oidc.randomNonce();
   const verifier = oidc.randomPKCECodeVerifier();
   const stateHash = sha256(state);
-  const sealed = keyring.seal(verifier, aad(stateHash));
   await db.query(sql.unsafe`
     insert into external_login_flows (provider, state_hash, browser_hash, nonce, code_verifier_sealed, mode, next_path, expires_at)
-    values ('altidp', ${stateHash}, ${sha256(input.browserToken)}, ${nonce}, ${`${sealed.keyId}:${sealed.ciphertext}`},
+    values ('altidp', ${stateHash}, ${sha256(input.browserToken)}, ${nonce}, ${keyring.sealPacked(verifier, aad(stateHash))},
             ${input.mode}, ${input.nextPath}, now() + make_interval(secs => ${FLOW_TTL_S}))`);
   return { state, nonce, codeChallenge: await oidc.calculatePKCECodeChallenge(verifier) };
 }
@@ -62,9 +61,8 @@ export async function takeAltidpFlow(
     returning state_hash, browser_hash, nonce, code_verifier_sealed, mode, next_path`);
   if (!row) return { error: 'unknown_state' };
   if (!browserToken || !constantTimeEqual(sha256(browserToken), row.browser_hash)) return { error: 'other_browser' };
-  const [keyId, ciphertext] = row.code_verifier_sealed.split(':') as [string, string];
   return {
-    flow: { nonce: row.nonce, codeVerifier: keyring.open(keyId, ciphertext, aad(row.state_hash)), mode: row.mode, nextPath: row.next_path },
+    flow: { nonce: row.nonce, codeVerifier: keyring.openPacked(row.code_verifier_sealed, aad(row.state_hash)), mode: row.mode, nextPath: row.next_path },
   };
 }
 

@@ -25,10 +25,9 @@ export async function startConnectFlow(
   const state = oidc.randomState();
   const verifier = oidc.randomPKCECodeVerifier();
   const stateHash = sha256(state);
-  const sealed = keyring.seal(verifier, aad(stateHash));
   const flowId = await db.oneFirst(sql.type(z.object({ id: z.string() }))`
     insert into partner_connect_flows (tenant_id, user_id, state_hash, browser_hash, code_verifier_sealed, services, expires_at)
-    values (${input.tenantId}, ${input.userId}, ${stateHash}, ${sha256(input.browserToken)}, ${`${sealed.keyId}:${sealed.ciphertext}`},
+    values (${input.tenantId}, ${input.userId}, ${stateHash}, ${sha256(input.browserToken)}, ${keyring.sealPacked(verifier, aad(stateHash))},
             ${sql.array(input.services, 'text')}, now() + make_interval(secs => ${CONNECT_FLOW_TTL_S}))
     returning id`);
   return { flowId, state, codeChallenge: await oidc.calculatePKCECodeChallenge(verifier) };
@@ -69,8 +68,7 @@ export async function takeConnectFlow(
     await finishConnectFlow(db, row.id, { status: 'failed', reason: 'other_browser' });
     return { error: 'other_browser', flowId: row.id };
   }
-  const at = row.code_verifier_sealed.indexOf(':');
-  const codeVerifier = keyring.open(row.code_verifier_sealed.slice(0, at), row.code_verifier_sealed.slice(at + 1), aad(row.state_hash));
+  const codeVerifier = keyring.openPacked(row.code_verifier_sealed, aad(row.state_hash));
   return { flow: { id: row.id, tenantId: row.tenant_id, userId: row.user_id, services: row.services, codeVerifier } };
 }
 
