@@ -8,20 +8,20 @@
 // The browser that starts a flow gets a cookie; only that browser can finish
 // it, so nobody can slip their own login into someone else's browser.
 import formbody from '@fastify/formbody';
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyReply } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import * as oidc from 'openid-client';
 import { z } from 'zod';
 import { issueRefreshToken } from '../../../core/accounts/refresh-tokens.ts';
 import { findUser } from '../../../core/accounts/users.ts';
 import { Keyring } from '../../../core/crypto/keyring.ts';
-import { randomToken } from '../../../core/crypto/tokens.ts';
 import { signInExternal } from '../../../core/external-login/accounts.ts';
 import { consumeLoginTicket, createLoginTicket, FLOW_TTL_S, safeNextPath, startAltidpFlow, takeAltidpFlow } from '../../../core/external-login/altidp-flows.ts';
 import { eventOf, storeNotification } from '../../../core/external-login/altidp-notifications.ts';
-import { ExternalLoginError, OidcClients, providerFailure } from '../../../core/external-login/clients.ts';
+import { ExternalLoginError, oidcClientsFor, providerFailure } from '../../../core/external-login/clients.ts';
 import { LIMITS, type RateLimitRule } from '../../../core/rate-limit.ts';
 import { PlatformError, PlatformHttpError } from '../../errors.ts';
+import { browserBinding, providerErrorWord } from './browser-binding.ts';
 import { claimsOf, externalLogin, requireConfigured, viaProvider } from './external.ts';
 import {
   AltidpCallbackBody,
@@ -35,27 +35,17 @@ import {
 } from './external-schemas.ts';
 import { sessionPayload } from './session.ts';
 
-const BROWSER_COOKIE = 'altidp_browser';
-const COOKIE_PATH = '/api/auth/altidp';
 /** Starting a flow writes a row: bounded per IP, apart from the login limit (a start is no attempt). */
 const START_LIMIT: RateLimitRule = { bucket: 'altidp-start', limit: 60, windowMs: 15 * 60_000 };
 const errors = { 400: PlatformError, 401: PlatformError, 403: PlatformError, 429: PlatformError, 502: PlatformError, 503: PlatformError };
 
-function browserToken(request: FastifyRequest): string | undefined {
-  for (const part of (request.headers.cookie ?? '').split(';')) {
-    const [name, value] = part.trim().split('=');
-    if (name === BROWSER_COOKIE && value && /^[A-Za-z0-9_-]{43}$/.test(value)) return value;
-  }
-  return undefined;
-}
-
-/** The provider's error codes are short ASCII words; anything else is not echoed. */
-const errorWord = (value: string) => (/^[a-z0-9_]{1,64}$/i.test(value) ? value : 'login_failed');
+// SameSite=None: the provider's form post is a cross-site request and must carry it.
+const binding = browserBinding({ cookie: 'altidp_browser', path: '/api/auth/altidp', ttlS: FLOW_TTL_S, sameSite: 'None' });
 
 const altidpRoutes: FastifyPluginAsyncZod = async (app) => {
   if (!app.hasContentTypeParser('application/x-www-form-urlencoded')) await app.register(formbody, { bodyLimit: 16_384 });
   const settings = app.config.externalLogin.altidp;
-  const clients = new OidcClients(app.config.externalLogin);
+  const clients = oidcClientsFor(app.config);
   const keyring = Keyring.fromConfig(app.config);
   const client = () => clients.configuration('altidp', settings.clientId!, settings.clientAuth);
   const back = (reply: FastifyReply, nextPath: string, fragment: Record<string, string>) =>
@@ -83,8 +73,7 @@ const altidpRoutes: FastifyPluginAsyncZod = async (app) => {
       const nextPath = safeNextPath(request.query.next, app.config.baseUrl);
       if (!nextPath) throw new PlatformHttpError(400, 'invalid_next', '`next` must be a path on this service, such as /welcome.');
       const config = await viaProvider(client);
-      const browser = browserToken(request) ?? randomToken('', 32);
-      const flow = await startAltidpFlow(app.db, keyring, { mode: request.query.mode, nextPath, browserToken: browser });
+      const flow = await startAltidpFlow(app.db, keyring, { mode: request.query.mode, nextPath, browserToken: binding.bind(request, reply) });
       const url = oidc.buildAuthorizationUrl(config, {
         redirect_uri: settings.redirectUri,
         response_type: 'code',
@@ -95,8 +84,6 @@ const altidpRoutes: FastifyPluginAsyncZod = async (app) => {
         code_challenge: flow.codeChallenge,
         code_challenge_method: 'S256',
       });
-      // SameSite=None: the provider's form post is a cross-site request and must carry it.
-      reply.header('set-cookie', `${BROWSER_COOKIE}=${browser}; Path=${COOKIE_PATH}; Max-Age=${FLOW_TTL_S}; HttpOnly; Secure; SameSite=None`);
       return reply.code(302).header('location', url.href).header('cache-control', 'no-store').send(undefined);
     },
   );
@@ -123,7 +110,7 @@ const altidpRoutes: FastifyPluginAsyncZod = async (app) => {
     async (request, reply) => {
       requireConfigured(app, 'altidp-redirect');
       const form = request.body;
-      const taken = await takeAltidpFlow(app.db, keyring, form.state, browserToken(request));
+      const taken = await takeAltidpFlow(app.db, keyring, form.state, binding.read(request));
       if ('error' in taken) {
         request.log.warn({ reason: taken.error }, 'altidp callback refused');
         throw new PlatformHttpError(400, 'invalid_state', taken.error === 'other_browser'
@@ -131,7 +118,7 @@ const altidpRoutes: FastifyPluginAsyncZod = async (app) => {
           : 'This sign-in is unknown, expired or already finished; start it again.');
       }
       const { flow } = taken;
-      if (form.error || !form.code) return back(reply, flow.nextPath, { altidp_error: errorWord(form.error ?? 'invalid_request') });
+      if (form.error || !form.code) return back(reply, flow.nextPath, { altidp_error: providerErrorWord(form.error ?? 'invalid_request', 'login_failed') });
       try {
         const config = await client();
         const current = new URL(settings.redirectUri);

@@ -11,7 +11,6 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import * as oidc from 'openid-client';
 import { z } from 'zod';
 import { Keyring } from '../../../core/crypto/keyring.ts';
-import { randomToken } from '../../../core/crypto/tokens.ts';
 import { sql } from '../../../core/db/pool.ts';
 import { ExternalLoginError, providerFailure } from '../../../core/external-login/clients.ts';
 import { storeGrant } from '../../../core/partner-accounts/accounts.ts';
@@ -21,27 +20,18 @@ import { CONNECT_FLOW_TTL_S, connectFlowStatus, finishConnectFlow, startConnectF
 import type { RateLimitRule } from '../../../core/rate-limit.ts';
 import { PlatformError, PlatformHttpError } from '../../errors.ts';
 import { OptionalTenantHeaders } from '../../plugins/tenant.ts';
+import { browserBinding, providerErrorWord } from '../auth/browser-binding.ts';
 import { requireConfigured, viaProvider } from '../auth/external.ts';
 import { CallbackQuery, FlowStatus, ServiceCatalog, StartBody, StartedFlow, StartQuery, StatusQuery } from './schemas.ts';
 import { resultPage, wantsPage } from './page.ts';
 
-const BROWSER_COOKIE = 'partner_connect';
-const COOKIE_PATH = '/oauth/partner';
+const binding = browserBinding({ cookie: 'partner_connect', path: '/oauth/partner', ttlS: CONNECT_FLOW_TTL_S, sameSite: 'Lax' });
 /** Starting writes a flow row: bounded per IP. */
 const START_LIMIT: RateLimitRule = { bucket: 'partner-connect-start', limit: 60, windowMs: 15 * 60_000 };
 const DEFAULT_SERVICES: ServiceId[] = SERVICES.filter((s) => s.category === 'Core').map((s) => s.id);
-const errorWord = (value: string) => (/^[a-z0-9_]{1,64}$/i.test(value) ? value : 'authorization_failed');
 const START_ERRORS =
   'Errors: 400 invalid_request; 401 unauthorized (no platform token); 403 forbidden (needs the Admin role in the workspace); 404 not_found / workspace_not_found; ' +
   '429 rate_limited; 502 provider_unavailable; 503 auth_method_disabled (names the missing settings).';
-
-function browserToken(request: FastifyRequest): string | undefined {
-  for (const part of (request.headers.cookie ?? '').split(';')) {
-    const [name, value] = part.trim().split('=');
-    if (name === BROWSER_COOKIE && value && /^[A-Za-z0-9_-]{43}$/.test(value)) return value;
-  }
-  return undefined;
-}
 
 const GrantedScopes = z.object({ granted_scopes: z.array(z.string()) });
 
@@ -63,8 +53,7 @@ const oauthRoutes: FastifyPluginAsyncZod = async (app) => {
     const granted = await app.db.anyFirst(sql.type(GrantedScopes)`
       select granted_scopes from partner_accounts where tenant_id = ${tenantId} and user_id = ${userId} and state <> 'revoked'`);
     const scope = scopeFor(chosen, granted.flat());
-    const browser = browserToken(request) ?? randomToken('', 32);
-    const flow = await startConnectFlow(app.db, keyring, { tenantId, userId, services: chosen, browserToken: browser });
+    const flow = await startConnectFlow(app.db, keyring, { tenantId, userId, services: chosen, browserToken: binding.bind(request, reply) });
     const url = oidc.buildAuthorizationUrl(config, {
       redirect_uri: settings.connectRedirectUri,
       response_type: 'code',
@@ -76,7 +65,6 @@ const oauthRoutes: FastifyPluginAsyncZod = async (app) => {
       prompt: 'consent',
       include_granted_scopes: 'true',
     });
-    reply.header('set-cookie', `${BROWSER_COOKIE}=${browser}; Path=${COOKIE_PATH}; Max-Age=${CONNECT_FLOW_TTL_S}; HttpOnly; Secure; SameSite=Lax`);
     reply.header('cache-control', 'no-store');
     request.log.info({ flowId: flow.flowId, services: chosen }, 'partner connect flow started');
     return { flowId: flow.flowId, authorizationUrl: url.href, services: chosen, scope, expiresAt: new Date(Date.now() + CONNECT_FLOW_TTL_S * 1000).toISOString() };
@@ -178,7 +166,7 @@ const oauthRoutes: FastifyPluginAsyncZod = async (app) => {
       }
       const query = request.query;
       if (!query.state) return refuse(400, 'invalid_state', 'This page needs the state the provider sends back; start connecting again.');
-      const taken = await takeConnectFlow(app.db, keyring, query.state, browserToken(request));
+      const taken = await takeConnectFlow(app.db, keyring, query.state, binding.read(request));
       if ('error' in taken) {
         request.log.warn({ reason: taken.error, flowId: taken.flowId }, 'partner connect callback refused');
         return refuse(400, 'invalid_state', taken.error === 'other_browser'
@@ -192,7 +180,7 @@ const oauthRoutes: FastifyPluginAsyncZod = async (app) => {
         return refuse(status, reason, message);
       };
       if (query.error || !query.code) {
-        const reason = errorWord(query.error ?? 'invalid_request');
+        const reason = providerErrorWord(query.error ?? 'invalid_request', 'authorization_failed');
         return fail(reason, reason === 'access_denied' ? 'Access was not granted, so nothing was connected.' : `The provider answered ${reason}; nothing was connected.`);
       }
       let accountId: string;
