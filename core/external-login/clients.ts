@@ -6,6 +6,7 @@
 // of every provider failure to one clear error.
 import { createRemoteJWKSet, errors as joseErrors, importJWK, jwtVerify, type JWTPayload } from 'jose';
 import * as oidc from 'openid-client';
+import type { Config } from '../config.ts';
 import type { ClientAuthSetting, ExternalLoginSettings, ExternalProvider } from './settings.ts';
 
 export class ExternalLoginError extends Error {
@@ -20,6 +21,21 @@ export class ExternalLoginError extends Error {
 }
 
 const PROVIDER_TIMEOUT_MS = 10_000;
+
+const perConfig = new WeakMap<Config, OidcClients>();
+
+/**
+ * The process's clients for this configuration: every route and job shares
+ * one discovery per issuer, one JWKS cache and one Configuration per client.
+ */
+export function oidcClientsFor(config: Config): OidcClients {
+  let clients = perConfig.get(config);
+  if (!clients) {
+    clients = new OidcClients(config.externalLogin);
+    perConfig.set(config, clients);
+  }
+  return clients;
+}
 const isHttp = (issuer: string) => issuer.startsWith('http:');
 
 async function clientAuthentication(auth: ClientAuthSetting | undefined, methods: string[] | undefined): Promise<oidc.ClientAuth> {
@@ -36,36 +52,46 @@ async function clientAuthentication(auth: ClientAuthSetting | undefined, methods
 type JwksGetter = ReturnType<typeof createRemoteJWKSet>;
 
 export class OidcClients {
+  private readonly servers = new Map<string, Promise<oidc.ServerMetadata>>();
   private readonly configurations = new Map<string, Promise<oidc.Configuration>>();
   private readonly keySets = new Map<string, JwksGetter>();
 
   constructor(private readonly settings: ExternalLoginSettings) {}
 
-  /** The openid-client Configuration of one of our clients at a provider (discovered once). */
+  /** The openid-client Configuration of one of our clients at a provider (its issuer discovered once). */
   configuration(provider: ExternalProvider, clientId: string, auth?: ClientAuthSetting): Promise<oidc.Configuration> {
     const issuer = this.settings[provider].issuer!;
     const key = `${provider}|${clientId}|${auth ? 'auth' : 'public'}`;
-    let pending = this.configurations.get(key);
+    return this.cached(this.configurations, key, () => this.build(issuer, clientId, auth));
+  }
+
+  /** A failed attempt is not cached: the next login tries again. */
+  private cached<T>(map: Map<string, Promise<T>>, key: string, make: () => Promise<T>): Promise<T> {
+    let pending = map.get(key);
     if (!pending) {
-      pending = this.discover(issuer, clientId, auth);
-      // A failed discovery is not cached: the next login tries again.
-      pending.catch(() => this.configurations.delete(key));
-      this.configurations.set(key, pending);
+      pending = make();
+      pending.catch(() => map.delete(key));
+      map.set(key, pending);
     }
     return pending;
   }
 
-  private async discover(issuer: string, clientId: string, auth: ClientAuthSetting | undefined): Promise<oidc.Configuration> {
-    const options = { timeout: PROVIDER_TIMEOUT_MS / 1000, execute: isHttp(issuer) ? [oidc.allowInsecureRequests] : [] };
+  private async build(issuer: string, clientId: string, auth: ClientAuthSetting | undefined): Promise<oidc.Configuration> {
+    const insecure = isHttp(issuer);
+    const server = await this.cached(this.servers, issuer, async () => {
+      const options = { timeout: PROVIDER_TIMEOUT_MS / 1000, execute: insecure ? [oidc.allowInsecureRequests] : [] };
+      try {
+        return (await oidc.discovery(new URL(issuer), clientId, undefined, oidc.None(), options)).serverMetadata();
+      } catch (error) {
+        throw providerFailure(error, 'discovery');
+      }
+    });
     try {
-      const probe = await oidc.discovery(new URL(issuer), clientId, undefined, oidc.None(), options);
-      if (!auth) return probe;
-      const server = probe.serverMetadata();
       // openid-client expects RS256 ID tokens unless told otherwise.
       const algs = server.id_token_signing_alg_values_supported;
       const metadata = algs && algs.length > 0 && !algs.includes('RS256') ? { id_token_signed_response_alg: algs[0] } : undefined;
       const config = new oidc.Configuration(server, clientId, metadata, await clientAuthentication(auth, server.token_endpoint_auth_methods_supported));
-      if (isHttp(issuer)) oidc.allowInsecureRequests(config);
+      if (insecure) oidc.allowInsecureRequests(config);
       config.timeout = PROVIDER_TIMEOUT_MS / 1000;
       return config;
     } catch (error) {

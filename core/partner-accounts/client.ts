@@ -1,11 +1,11 @@
 // What the connect flow, the token use and the revocation job share: the
-// partner client (one OidcClients per configuration, so discovery is cached
-// per process), the sealing of tokens bound to their account, and the error
+// partner client (shared with the partner login: discovery is cached per
+// process), the sealing of tokens bound to their account, and the error
 // every step reports in.
 import type * as oidc from 'openid-client';
 import type { Config } from '../config.ts';
 import type { Keyring } from '../crypto/keyring.ts';
-import { OidcClients } from '../external-login/clients.ts';
+import { oidcClientsFor } from '../external-login/clients.ts';
 
 export class PartnerAccountError extends Error {
   override name = 'PartnerAccountError';
@@ -18,17 +18,10 @@ export class PartnerAccountError extends Error {
   }
 }
 
-const clients = new WeakMap<Config, OidcClients>();
-
-/** The openid-client Configuration of our confidential partner client (discovered once per process). */
+/** The openid-client Configuration of our confidential partner client (the same one the partner login uses). */
 export function partnerClient(config: Config): Promise<oidc.Configuration> {
-  let set = clients.get(config);
-  if (!set) {
-    set = new OidcClients(config.externalLogin);
-    clients.set(config, set);
-  }
   const partner = config.externalLogin.partner;
-  return set.configuration('partner', partner.clientId!, partner.clientAuth);
+  return oidcClientsFor(config).configuration('partner', partner.clientId!, partner.clientAuth);
 }
 
 export type TokenKind = 'access' | 'refresh';
@@ -37,11 +30,9 @@ export type TokenKind = 'access' | 'refresh';
 const aad = (accountId: string, kind: TokenKind) => `partner-account|${accountId}|${kind}`;
 
 export function sealToken(keyring: Keyring, accountId: string, kind: TokenKind, token: string): string {
-  const sealed = keyring.seal(token, aad(accountId, kind));
-  return `${sealed.keyId}:${sealed.ciphertext}`;
+  return keyring.sealPacked(token, aad(accountId, kind));
 }
 
 export function openToken(keyring: Keyring, accountId: string, kind: TokenKind, sealed: string): string {
-  const at = sealed.indexOf(':');
-  return keyring.open(sealed.slice(0, at), sealed.slice(at + 1), aad(accountId, kind));
+  return keyring.openPacked(sealed, aad(accountId, kind));
 }

@@ -6,7 +6,7 @@
 // Each counts against the shared login limit (10 per 15 minutes per IP).
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import * as oidc from 'openid-client';
-import { ExternalLoginError, OidcClients, providerFailure } from '../../../core/external-login/clients.ts';
+import { ExternalLoginError, oidcClientsFor, providerFailure } from '../../../core/external-login/clients.ts';
 import { LIMITS } from '../../../core/rate-limit.ts';
 import { PlatformError, PlatformHttpError } from '../../errors.ts';
 import { claimsOf, externalLogin, requireConfigured, viaProvider } from './external.ts';
@@ -20,7 +20,7 @@ const ERRORS_TEXT =
 
 const partnerRoutes: FastifyPluginAsyncZod = async (app) => {
   const settings = app.config.externalLogin.partner;
-  const clients = new OidcClients(app.config.externalLogin);
+  const clients = oidcClientsFor(app.config);
   const webClient = () => clients.configuration('partner', settings.clientId!, settings.clientAuth);
 
   /** Exchanges a code our web client's app obtained; returns the person's claims. */
