@@ -14,8 +14,8 @@ import { sql, type CommonQueryMethods } from '../db/pool.ts';
 import { grantedPerService } from './catalog.ts';
 import { PartnerAccountError, sealToken } from './client.ts';
 
+/** Added by the partner_accounts triggers (migrations 0025, 0026) when an account's tokens leave it. */
 export const PARTNER_REVOCATION_JOB = 'partner.token-revocation';
-const REVOCATION_ATTEMPTS = 8;
 
 export type Grant = {
   tenantId: string;
@@ -125,11 +125,12 @@ const Removed = z.object({ access_token_sealed: z.string().nullable(), refresh_t
 
 /**
  * Removes the account: its tokens leave the account row and its services go
- * in this transaction (it is unlisted and unusable at once); the sealed
- * tokens move to partner_token_revocations, where the revocation job finds
- * them (sealed under the same account id, so they need no re-sealing).
+ * in this transaction (it is unlisted and unusable at once). The table's
+ * trigger moves the sealed tokens to partner_token_revocations and adds the
+ * revocation job, as it does when an account is deleted with its person or
+ * tenant. Returns whether a revocation was queued (false when the account
+ * held no tokens).
  */
-/** Returns whether a revocation was queued (false when the account held no tokens). */
 export async function removeAccount(tx: CommonQueryMethods, tenantId: string, userId: string, accountId: string): Promise<boolean> {
   const old = await tx.maybeOne(sql.type(Removed)`
     select access_token_sealed, refresh_token_sealed from partner_accounts
@@ -140,12 +141,5 @@ export async function removeAccount(tx: CommonQueryMethods, tenantId: string, us
     update partner_accounts set state = 'revoked', access_token_sealed = null, refresh_token_sealed = null, revoked_at = now(), updated_at = now()
     where id = ${accountId}`);
   await tx.query(sql.unsafe`delete from partner_account_services where account_id = ${accountId}`);
-  if (!old.access_token_sealed && !old.refresh_token_sealed) return false;
-  await tx.query(sql.unsafe`
-    insert into partner_token_revocations (account_id, tenant_id, access_token_sealed, refresh_token_sealed)
-    values (${accountId}, ${tenantId}, ${old.access_token_sealed}, ${old.refresh_token_sealed})`);
-  await tx.query(sql.unsafe`
-    select graphile_worker.add_job(${PARTNER_REVOCATION_JOB}, json_build_object('accountId', ${accountId}::text),
-      job_key => ${`partner-revocation:${accountId}`}, max_attempts => ${REVOCATION_ATTEMPTS})`);
-  return true;
+  return old.access_token_sealed !== null || old.refresh_token_sealed !== null;
 }
