@@ -3,7 +3,8 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import type { Test } from 'tap';
-import { createDatabasePool, type DatabasePool } from '../../core/db/pool.ts';
+import { z } from 'zod';
+import { createDatabasePool, sql, type CommonQueryMethods, type DatabasePool } from '../../core/db/pool.ts';
 
 function env(name: string): string {
   const value = process.env[name];
@@ -44,3 +45,7 @@ export async function testPool(t: Test, databaseUrl: string): Promise<DatabasePo
   t.teardown(() => pool.end());
   return pool;
 }
+
+/** The number of rows in a table (what a refused request must not have changed). */
+export const rowCount = (db: CommonQueryMethods, table: string) =>
+  db.oneFirst(sql.type(z.object({ n: z.number() }))`select count(*)::int as n from ${sql.identifier([table])}`);

@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { createUser } from '../../../../core/accounts/users.ts';
 import { sql } from '../../../../core/db/pool.ts';
 import { buildTestApp } from '../../../helpers/app.ts';
-import { createTestDatabase } from '../../../helpers/db.ts';
+import { createTestDatabase, rowCount } from '../../../helpers/db.ts';
 import { startOidcServer } from '../../../helpers/oidc-server.ts';
 import { waitFor } from '../../../helpers/wait.ts';
 import { startTestWorker } from '../../../helpers/worker.ts';
@@ -30,7 +30,7 @@ const applied = (id: string) =>
     const row = await db.one(sql.type(Row)`select status, outcome from altidp_notifications where id = ${id}`);
     return row.status === 'queued' ? null : row;
   });
-const count = (table: string) => db.oneFirst(sql.type(z.object({ n: z.number() }))`select count(*)::int as n from ${sql.identifier([table])}`);
+const count = (table: string) => rowCount(db, table);
 
 /** A person who signed in with altidp (identity token), with a refresh token. */
 async function altidpUser(sub: string, email: string) {

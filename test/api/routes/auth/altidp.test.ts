@@ -2,10 +2,9 @@
 // with response_mode=form_post: start → provider → form-post callback →
 // ticket → result, the refusals on the way, and the direct identity token.
 import t from 'tap';
-import { z } from 'zod';
 import { sql } from '../../../../core/db/pool.ts';
 import { buildTestApp } from '../../../helpers/app.ts';
-import { createTestDatabase } from '../../../helpers/db.ts';
+import { createTestDatabase, rowCount } from '../../../helpers/db.ts';
 import { startOidcServer } from '../../../helpers/oidc-server.ts';
 
 const BASE = 'http://localhost:3000';
@@ -33,7 +32,7 @@ const { app, db, logs } = await buildTestApp(t, databaseUrl, {
 
 let ip = 0;
 const from = () => `10.2.${Math.floor(++ip / 250)}.${ip % 250}`;
-const count = (table: string) => db.oneFirst(sql.type(z.object({ n: z.number() }))`select count(*)::int as n from ${sql.identifier([table])}`);
+const count = (table: string) => rowCount(db, table);
 
 /** GET start as a browser: the provider URL and the binding cookie. */
 async function start(query = 'mode=onboarding&next=/welcome') {

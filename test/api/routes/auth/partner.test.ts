@@ -9,7 +9,7 @@ import { z } from 'zod';
 import { createUser } from '../../../../core/accounts/users.ts';
 import { sql } from '../../../../core/db/pool.ts';
 import { buildTestApp } from '../../../helpers/app.ts';
-import { createTestDatabase } from '../../../helpers/db.ts';
+import { createTestDatabase, rowCount } from '../../../helpers/db.ts';
 import { startOidcServer } from '../../../helpers/oidc-server.ts';
 
 const WEB_REDIRECT = 'http://127.0.0.1:9/app/callback';
@@ -56,7 +56,7 @@ const { app, db, logs } = await buildTestApp(t, databaseUrl, {
 let ip = 0;
 const post = (url: string, payload: object, remoteAddress = `10.1.${Math.floor(++ip / 250)}.${ip % 250}`) =>
   app.inject({ method: 'POST', url, payload, remoteAddress });
-const count = (table: string) => db.oneFirst(sql.type(z.object({ n: z.number() }))`select count(*)::int as n from ${sql.identifier([table])}`);
+const count = (table: string) => rowCount(db, table);
 
 /** A code for `clientId` as its app would get it after `accountId` signs in. */
 async function authorize(accountId: string, clientId = 'platform-web', redirectUri = WEB_REDIRECT, extra: Record<string, string> = {}) {

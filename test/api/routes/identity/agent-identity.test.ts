@@ -7,7 +7,7 @@ import { z } from 'zod';
 import { sql } from '../../../../core/db/pool.ts';
 import { signAccessToken } from '../../../../core/identity/tokens.ts';
 import { startTestServerAtOwnUrl } from '../../../helpers/app.ts';
-import { createTestDatabase } from '../../../helpers/db.ts';
+import { createTestDatabase, rowCount } from '../../../helpers/db.ts';
 import { waitFor } from '../../../helpers/wait.ts';
 
 const databaseUrl = await createTestDatabase(t);
@@ -15,7 +15,7 @@ const api = await startTestServerAtOwnUrl(t, databaseUrl);
 const { app, db, url: base } = api;
 const JWT_BEARER = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
 const insecure = { [oauth.allowInsecureRequests]: true };
-const count = (table: string) => db.oneFirst(sql.type(z.object({ n: z.number() }))`select count(*)::int as n from ${sql.identifier([table])}`);
+const count = (table: string) => rowCount(db, table);
 
 async function register(body: object, remoteAddress = '10.1.0.1') {
   return app.inject({ method: 'POST', url: '/agent/identity', payload: body, remoteAddress });

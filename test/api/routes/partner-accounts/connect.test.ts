@@ -6,7 +6,7 @@
 import t from 'tap';
 import { z } from 'zod';
 import { sql } from '../../../../core/db/pool.ts';
-import { createTestDatabase } from '../../../helpers/db.ts';
+import { createTestDatabase, rowCount } from '../../../helpers/db.ts';
 import { buildTestApp } from '../../../helpers/app.ts';
 import { authorizeAt, buildConnectApp, callback, connect, createMember, startConnect, startPartnerProvider } from '../../../helpers/partner-connect.ts';
 
@@ -15,7 +15,7 @@ const databaseUrl = await createTestDatabase(t);
 const api = await buildConnectApp(t, databaseUrl, op);
 const { app, db } = api;
 
-const count = (table: string) => db.oneFirst(sql.type(z.object({ n: z.number() }))`select count(*)::int as n from ${sql.identifier([table])}`);
+const count = (table: string) => rowCount(db, table);
 const status = async (flowId: string) => (await app.inject({ url: `/oauth/partner/status?flow=${flowId}` })).json();
 const list = async (member: { token: string; tenantId: string }) =>
   (await app.inject({ url: '/api/partner-accounts/', headers: { authorization: `Bearer ${member.token}`, 'x-tenant-id': member.tenantId } })).json();

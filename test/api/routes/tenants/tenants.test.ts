@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { open } from '../../../../core/crypto/secretbox.ts';
 import { sql } from '../../../../core/db/pool.ts';
 import { startTestServer } from '../../../helpers/app.ts';
-import { createTestDatabase } from '../../../helpers/db.ts';
+import { createTestDatabase, rowCount } from '../../../helpers/db.ts';
 import { createMember } from '../../../helpers/fixtures.ts';
 import { startTestWorker } from '../../../helpers/worker.ts';
 import { isJobMessage, TestSocket } from '../../../helpers/ws.ts';
@@ -21,7 +21,7 @@ const as = (m: { token: string }, tenantId?: string) => ({
   authorization: `Bearer ${m.token}`,
   ...(tenantId ? { 'x-tenant-id': tenantId } : {}),
 });
-const count = (table: string) => db.oneFirst(sql.type(z.object({ n: z.number() }))`select count(*)::int as n from ${sql.identifier([table])}`);
+const count = (table: string) => rowCount(db, table);
 
 t.test('create a tenant: creator is Admin, default settings returned', async (t) => {
   const res = await app.inject({ method: 'POST', url: '/api/tenants/', headers: as(owner), payload: { name: 'Acme' } });
