@@ -2,7 +2,9 @@
 // database, then tap. Each test file clones the template (test/helpers/db.ts),
 // so files run in parallel without seeing each other. The database is the
 // embedded one in a temporary directory, or the server of DATABASE_URL when
-// set. Whatever happens to the tests, the run removes what it made.
+// set. Test files run as JavaScript from a copy compiled while the database
+// starts (test/build.ts). Whatever happens to the tests, the run removes
+// what it made.
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -13,6 +15,7 @@ import pg from 'pg';
 import { migrate } from '../core/db/migrate.ts';
 import { createLogger } from '../core/logger.ts';
 import { startEmbeddedPostgres, type EmbeddedDatabase } from '../ops/embedded-postgres.ts';
+import { buildForTests } from './build.ts';
 
 const logger = createLogger(process.env.TEST_LOG_LEVEL ?? 'warn', 'test-run');
 const scratch = mkdtempSync(path.join(tmpdir(), 'platform-test-'));
@@ -41,7 +44,16 @@ async function cleanup() {
   rmSync(scratch, { recursive: true, force: true });
 }
 
+// `npm test -- test/x.test.ts` names checkout files; tap runs their compiled twins.
+function tapArgs(args: string[], root: string): string[] {
+  return args.map((arg) => (arg.endsWith('.ts') && !arg.startsWith('-') ? path.relative(root, path.resolve(arg)).replace(/\.ts$/, '.js') : arg));
+}
+
 async function main(): Promise<number> {
+  const root = path.resolve(import.meta.dirname, '..');
+  const build = path.join(scratch, 'build');
+  const built = buildForTests(root, build);
+  built.catch(() => undefined); // awaited below; not unhandled while the database starts
   if (process.env.DATABASE_URL) {
     adminUrl = process.env.DATABASE_URL;
   } else {
@@ -55,19 +67,22 @@ async function main(): Promise<number> {
   const templateUrl = new URL(adminUrl);
   templateUrl.pathname = `/${template}`;
   await migrate(templateUrl.toString(), logger);
+  await built;
 
   const require = createRequire(import.meta.url);
   const tapBin = path.join(path.dirname(require.resolve('tap/package.json')), 'dist/esm/run.mjs');
   // On a terminal tap draws its own report; elsewhere (CI) we pass its TAP
   // output through and close with a plain "N passed, N failed" line.
   const interactive = Boolean(process.stdout.isTTY);
-  const child = spawn(process.execPath, [tapBin, ...process.argv.slice(2)], {
+  const child = spawn(process.execPath, [tapBin, ...tapArgs(process.argv.slice(2), root)], {
+    cwd: build,
     stdio: interactive ? 'inherit' : ['inherit', 'pipe', 'inherit'],
     env: {
       ...process.env,
       TEST_ADMIN_URL: adminUrl,
       TEST_TEMPLATE_DB: template,
       TEST_SCRATCH_DIR: scratch,
+      TEST_SOURCE_ROOT: root,
     },
   });
   let tail = '';

@@ -5,11 +5,11 @@ import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import t from 'tap';
 import { buildTestApp } from '../helpers/app.ts';
 import { createTestDatabase } from '../helpers/db.ts';
+import { sourceRoot } from '../helpers/paths.ts';
 
 /**
  * Routes deliberately left out of the document (`schema: { hide: true }`),
@@ -110,7 +110,7 @@ type Document = {
   components: { schemas: Record<string, unknown> };
 };
 
-const root = fileURLToPath(new URL('../../', import.meta.url));
+const root = sourceRoot;
 const redocly = path.join(root, 'node_modules/.bin/redocly');
 const run = promisify(execFile);
 const scratch = mkdtempSync(path.join(process.env.TEST_SCRATCH_DIR ?? tmpdir(), 'openapi-'));

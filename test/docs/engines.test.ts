@@ -3,13 +3,14 @@
 // so `npm ci` on that version neither warns nor runs code that declares it
 // needs a newer one.
 import { readFileSync } from 'node:fs';
+import path from 'node:path';
 import semver from 'semver';
 import t from 'tap';
+import { sourceRoot } from '../helpers/paths.ts';
 
 type Lock = { packages: Record<string, { version?: string; engines?: { node?: string } | string[] }> };
-const root = new URL('../../', import.meta.url);
-const pkg = JSON.parse(readFileSync(new URL('package.json', root), 'utf8')) as { engines: { node: string } };
-const lock = JSON.parse(readFileSync(new URL('package-lock.json', root), 'utf8')) as Lock;
+const pkg = JSON.parse(readFileSync(path.join(sourceRoot, 'package.json'), 'utf8')) as { engines: { node: string } };
+const lock = JSON.parse(readFileSync(path.join(sourceRoot, 'package-lock.json'), 'utf8')) as Lock;
 
 t.test('every package in the lock file accepts the oldest Node that engines allows', async (t) => {
   const oldest = semver.minVersion(pkg.engines.node);

@@ -7,9 +7,10 @@ import t from 'tap';
 import { startTestServerAtOwnUrl } from '../helpers/app.ts';
 import { testEnv } from '../helpers/config.ts';
 import { createTestDatabase } from '../helpers/db.ts';
+import { sourceRoot } from '../helpers/paths.ts';
 import { startTestWorker } from '../helpers/worker.ts';
 
-const root = path.resolve(import.meta.dirname, '../..');
+const root = sourceRoot;
 const readme = readFileSync(path.join(root, 'README.md'), 'utf8');
 const blocks = [...readme.matchAll(/^```sh runnable\n([\s\S]*?)^```/gm)].map((m) => m[1]!);
 

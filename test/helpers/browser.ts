@@ -4,9 +4,9 @@
 // Chromium (CHROMIUM_PATH or /usr/bin/chromium) the files skip with one line.
 import { existsSync, mkdirSync } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { chromium, type Browser, type BrowserContextOptions, type Page } from 'playwright-core';
 import type { Test } from 'tap';
+import { sourceRoot } from './paths.ts';
 
 export const CHROMIUM_PATH = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
 
@@ -17,7 +17,7 @@ const ARGS = [
   '--disable-background-networking', '--disable-component-update', '--disable-sync',
 ];
 
-const SCREENSHOTS = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../test-results/browser');
+const SCREENSHOTS = path.join(sourceRoot, 'test-results/browser');
 
 /** Why this machine cannot run the browser tests, or null when it can. */
 export function browserUnavailable(): string | null {

@@ -1,13 +1,10 @@
 // A real Graphile Worker for tests: in this process (startTestWorker) or as
 // a separate process that a test may kill (spawnWorkerProcess).
 import { spawn, type ChildProcess } from 'node:child_process';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { Test } from 'tap';
 import { startWorker } from '../../workers/worker.ts';
 import { testConfig, testEnv, testLogger } from './config.ts';
-
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+import { entryArgs, runRoot } from './paths.ts';
 
 export async function startTestWorker(t: Test, databaseUrl: string, overrides: Record<string, string> = {}) {
   const worker = await startWorker({ config: testConfig(databaseUrl, overrides), databaseUrl, logger: testLogger('worker') });
@@ -17,14 +14,14 @@ export async function startTestWorker(t: Test, databaseUrl: string, overrides: R
 
 export type ProcessOutput = { child: ChildProcess; output: () => string; exited: Promise<number | null> };
 
-/** Runs a process entry (e.g. workers/runner.ts) with node --import tsx. */
+/** Runs a process entry (e.g. workers/runner.ts): compiled under `npm test`, else with node --import tsx. */
 export function spawnEntry(t: Test, entry: string, env: Record<string, string>, options: { args?: string[]; stdin?: string } = {}): ProcessOutput {
   // Through env -u NODE_OPTIONS: tap puts its process-info hook into every
   // child's NODE_OPTIONS (about 0.6 s of CPU per process, for coverage we
   // do not collect). env execs node in its own place, so the pid and the
   // signals stay the child's.
-  const child = spawn('/usr/bin/env', ['-u', 'NODE_OPTIONS', process.execPath, '--import', 'tsx', path.join(root, entry), ...(options.args ?? [])], {
-    cwd: root,
+  const child = spawn('/usr/bin/env', ['-u', 'NODE_OPTIONS', process.execPath, ...entryArgs(entry), ...(options.args ?? [])], {
+    cwd: runRoot,
     env: { PATH: process.env.PATH ?? '', ...env },
     stdio: [options.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
   });

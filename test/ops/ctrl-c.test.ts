@@ -13,6 +13,7 @@ import { createDatabasePool, sql } from '../../core/db/pool.ts';
 import { freePort } from '../../ops/embedded-postgres.ts';
 import { testEnv } from '../helpers/config.ts';
 import { createMember, enqueue } from '../helpers/fixtures.ts';
+import { sourceRoot } from '../helpers/paths.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 const hasScript = (() => {
@@ -23,7 +24,8 @@ const hasScript = (() => {
     return false;
   }
 })();
-const root = path.resolve(import.meta.dirname, '../..');
+// npm start in the checkout, as a person would run it.
+const root = sourceRoot;
 
 t.test('Ctrl-C on npm start in a terminal finishes the running job and exits 0', { skip: hasScript ? false : 'util-linux `script` is not installed (no pseudo-terminal to test with)' }, async (t) => {
   const dataDir = mkdtempSync(path.join(process.env.TEST_SCRATCH_DIR!, 'ctrl-c-'));
