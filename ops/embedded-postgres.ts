@@ -113,6 +113,8 @@ export type EmbeddedOptions = {
   logger?: Logger;
   /** Trade durability for speed (test runs only). */
   unsafeFast?: boolean;
+  /** Extra server settings, e.g. { shared_preload_libraries: 'pg_stat_statements' } (the bench). */
+  settings?: Record<string, string>;
 };
 
 export async function freePort(): Promise<number> {
@@ -269,6 +271,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
   if (options.unsafeFast) {
     flags.push('-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off');
   }
+  for (const [name, value] of Object.entries(options.settings ?? {})) flags.push('-c', `${name}=${value}`);
   if (!initialised) {
     logger?.info({ directory }, 'embedded postgres: creating a new cluster');
     try {

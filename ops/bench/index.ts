@@ -4,6 +4,7 @@
 //   BENCH_SAMPLES   latency samples per figure (default 300)
 //   BENCH_ONLY      comma list of sections to run: jobs, fairness, websocket, chat, http, billing, channels
 //                   (default all; the raw-insert baseline always runs)
+//   BENCH_STATEMENTS=1  print each section's most expensive SQL statements (pg_stat_statements)
 import { mkdtempSync, rmSync, chmodSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -38,6 +39,7 @@ import { chatFigures } from './chat.ts';
 import { fairnessFigures } from './fairness.ts';
 import { httpFigures } from './http.ts';
 import { websocketLatency } from './websocket.ts';
+import { printStatements, startStatements, statementSettings } from './statements.ts';
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 4);
 const samples = Number(process.env.BENCH_SAMPLES ?? 300);
@@ -46,7 +48,7 @@ const only = (section: 'jobs' | 'fairness' | 'websocket' | 'chat' | 'http' | 'bi
 const logger = createLogger(process.env.LOG_LEVEL ?? 'warn', 'bench');
 const scratch = mkdtempSync(path.join(tmpdir(), 'platform-bench-'));
 chmodSync(scratch, 0o755);
-const database = await startEmbeddedPostgres({ directory: path.join(scratch, 'pg'), logger });
+const database = await startEmbeddedPostgres({ directory: path.join(scratch, 'pg'), logger, settings: statementSettings });
 const report = new Report();
 
 try {
@@ -54,6 +56,7 @@ try {
   await migrate(url, logger);
   const db = await createDatabasePool(url, { maximumPoolSize: 34 });
   await db.query(sql.unsafe`create table bench_raw (id bigserial primary key, payload jsonb not null)`);
+  await startStatements(db);
   const tenantId = await db.oneFirst(sql.unsafe`insert into tenants (name) values ('bench') returning id`) as string;
   const ctx: BenchContext = { url, db, logger, seconds, tenantId };
   process.stderr.write(`bench: PostgreSQL ${database.port}, ${seconds} s per throughput phase, ${samples} latency samples\n`);
@@ -73,6 +76,7 @@ try {
   // Plain Graphile has no per-tenant cap: compare like with like, and show the shipped default too.
   const uncappedConfig = loadConfig({ ...benchEnv, WORKER_TENANT_CONCURRENCY: '8' });
 
+  await printStatements(db, 'baseline');
   if (only('jobs')) {
     // (b) raw Graphile Worker.
     await resetQueues(ctx);
@@ -141,6 +145,7 @@ try {
     await worker.stop();
   }
 
+  await printStatements(db, 'jobs');
   if (only('fairness')) {
     // (d2) One noisy tenant's backlog; a quiet tenant's jobs start within ms with the cap.
     const fair = await fairnessFigures(ctx, benchEnv);
@@ -149,6 +154,7 @@ try {
     }
   }
 
+  await printStatements(db, 'fairness');
   if (only('websocket')) {
     // (e) job finished -> websocket message; baseline: raw NOTIFY -> LISTEN.
     const notify = await rawNotifyLatency(ctx, samples);
@@ -158,6 +164,7 @@ try {
 
   }
 
+  await printStatements(db, 'websocket');
   if (only('chat')) {
     // (f) Chat: sends accepted over HTTP, and send -> first progress -> final.
     await resetQueues(ctx);
@@ -170,6 +177,7 @@ try {
 
   }
 
+  await printStatements(db, 'chat');
   if (only('http')) {
     // (g) HTTP: token exchanges and authenticated Agent API reads vs a bare route.
     const web = await httpFigures(ctx, config);
@@ -180,6 +188,7 @@ try {
     report.add('MCP tools/call getAgentMe (same operation at /mcp)', web.mcp, 'req/s', { name: 'GET /api/agent/v1/me', value: web.me });
   }
 
+  await printStatements(db, 'http');
   if (only('billing')) {
     // (h) Stripe webhooks: accepted/s over HTTP, and event received -> plan changed.
     await resetQueues(ctx);
@@ -189,6 +198,7 @@ try {
     report.add('webhook received -> plan changed p99', billing.planChanged.p99, 'ms');
   }
 
+  await printStatements(db, 'billing');
   if (only('channels')) {
     // (i) Channels: signed inbound messages accepted/s; 1,000 link/wait waiters woken by one link.
     await resetQueues(ctx);
@@ -199,6 +209,7 @@ try {
     report.add(`link/wait: ${ch.waiters} waiters answered after the link, p99`, ch.wakeP99, 'ms');
   }
 
+  await printStatements(db, 'the last section');
   await db.end();
   console.log(`\nbench on ${process.platform}/${process.arch}, node ${process.version}, PostgreSQL 18 embedded, ${(await import('node:os')).cpus().length} cores\n`);
   report.print();
