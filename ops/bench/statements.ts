@@ -6,7 +6,7 @@ import { z } from 'zod';
 import { sql, type DatabasePool } from '../../core/db/pool.ts';
 
 export const statementsWanted = process.env.BENCH_STATEMENTS === '1';
-export const statementSettings = statementsWanted ? { shared_preload_libraries: 'pg_stat_statements', 'pg_stat_statements.track': 'all' } : {};
+export const statementSettings: Record<string, string> = statementsWanted ? { shared_preload_libraries: 'pg_stat_statements', 'pg_stat_statements.track': 'all' } : {};
 
 const Row = z.object({ calls: z.number(), total_ms: z.number(), mean_ms: z.number(), wal_kb: z.number(), query: z.string() });
 
