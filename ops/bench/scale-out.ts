@@ -1,9 +1,8 @@
-// Scale-out: the platform as separate OS processes on the bench's PostgreSQL,
-// as an operator runs it (`npm run start:worker` x2, `npm run start:api` x2).
-// On a 2-core machine with PostgreSQL on the same cores this measures what more
-// processes cost, not a speed-up: the workers coordinate through PostgreSQL
-// (SKIP LOCKED on one queue) and every api LISTENs to the job events (NOTIFY fans
-// out to each). A ratio near 1.00x means the extra process costs little.
+// Scale-out: the platform as separate OS processes on the bench's PostgreSQL, as
+// an operator runs it (1 vs 2 `start:worker`, 1 vs 2 `start:api`). On a 2-core
+// machine with PostgreSQL on the same cores this measures what more processes
+// cost, not a speed-up: workers coordinate through PostgreSQL (SKIP LOCKED on one
+// queue), and every api LISTENs to the job events (each NOTIFY fans out to all).
 import http from 'node:http';
 import { z } from 'zod';
 import { signPlatformToken } from '../../core/auth/platform-token.ts';
@@ -108,7 +107,7 @@ export async function scaleOutFigures(ctx: BenchContext, env: Record<string, str
   const tenantId = await ctx.db.oneFirst(sql.unsafe`insert into tenants (name, plan) values ('bench scale-out chat', 'enterprise') returning id`) as string;
   const userId = await ctx.db.oneFirst(sql.unsafe`insert into users (email) values ('scale-out-bench@bench.test') returning id`) as string;
   await ctx.db.query(sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${tenantId}, ${userId}, 'admin')`);
-  const baseUrl = 'http://127.0.0.1:8080';
+  const baseUrl = 'http://localhost'; // the load balancer's address: never called, only the tokens' issuer
   const config = loadConfig({ ...env, BASE_URL: baseUrl });
   const token = await signPlatformToken({ userId }, config.secrets.PLATFORM_JWT_SECRET, config.baseUrl);
   const headers = { authorization: `Bearer ${token}`, 'x-tenant-id': tenantId };
