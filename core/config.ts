@@ -59,6 +59,7 @@ const envSchema = z.object({
   WORKER_SWEEP_INTERVAL_MS: intFromEnv(500, 3_600_000).default(15_000),
   WORKER_TENANT_CONCURRENCY: intFromEnv(1, 100).optional(),
   JOB_CANCEL_GRACE_MS: intFromEnv(100, 600_000).default(5_000),
+  WORKER_RUNNING_AFTER_MS: intFromEnv(0, 600_000).default(50),
   REQUEST_TIMEOUT_MS: intFromEnv(1_000, 3_600_000).default(30_000),
   CONNECTION_TIMEOUT_MS: intFromEnv(1_000, 3_600_000).default(120_000),
   KEEP_ALIVE_TIMEOUT_MS: intFromEnv(1_000, 3_600_000).default(72_000),
@@ -146,6 +147,8 @@ export type Config = {
     tenantConcurrency: number;
     /** How long a running job may take to stop after it is cancelled before it is cut off. */
     cancelGraceMs: number;
+    /** A job still at work after this long is marked 'running' (quicker ones go from queued to their result). */
+    runningAfterMs: number;
   };
   http: {
     /** Whole request (headers and body) must arrive within this time. */
@@ -326,6 +329,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       sweepIntervalMs: e.WORKER_SWEEP_INTERVAL_MS,
       tenantConcurrency: Math.min(e.WORKER_CONCURRENCY, e.WORKER_TENANT_CONCURRENCY ?? Math.max(1, Math.floor(e.WORKER_CONCURRENCY / 2))),
       cancelGraceMs: e.JOB_CANCEL_GRACE_MS,
+      runningAfterMs: e.WORKER_RUNNING_AFTER_MS,
     },
     http: {
       requestTimeoutMs: e.REQUEST_TIMEOUT_MS,

@@ -1,6 +1,7 @@
-// Cancelling running jobs. The platform marks a running job 'cancelling'; a
-// trigger NOTIFYs job_cancel with its id; the worker process holding it
-// aborts the handler's AbortSignal. One LISTEN connection per worker process;
+// Cancelling running jobs. The platform marks a running job 'cancelling' (or
+// 'cancelled', when its attempt had not written 'running' yet); a trigger
+// NOTIFYs job_cancel with its id; the worker process holding it aborts the
+// handler's AbortSignal. One LISTEN connection per worker process;
 // after a reconnect it re-reads which of its running jobs were asked to stop
 // meanwhile, so a cancel sent while the connection was down still arrives.
 import type { Logger } from 'pino';
@@ -51,7 +52,7 @@ export class CancelListener {
     if (ids.length === 0) return;
     try {
       const cancelled = await this.db.anyFirst(sql.type(z.object({ id: z.string() }))`
-        select id from jobs where status = 'cancelling' and id = any(${sql.array(ids, 'uuid')})`);
+        select id from jobs where status in ('cancelling', 'cancelled') and id = any(${sql.array(ids, 'uuid')})`);
       cancelled.forEach((id) => this.abort(id));
     } catch (error) {
       this.logger.warn({ err: error }, 'could not re-read cancelled jobs after reconnecting');

@@ -1,6 +1,9 @@
 // The shape of every task: payload checked with zod on the first line, the
 // platform job moved through its states around the handler, and failures
-// turned into codes a client can show. A handler must be idempotent against
+// turned into codes a client can show. An attempt costs one read at its start
+// and one write at its end, batched with other jobs' results
+// (core/jobs/completions.ts); 'running' is written only for work that lasts
+// (WORKER_RUNNING_AFTER_MS) or reports progress (core/jobs/lifecycle.ts). A handler must be idempotent against
 // retries (key its writes by ctx.jobId).
 import type { JobHelpers, Task } from 'graphile-worker';
 import type { Logger } from 'pino';
@@ -10,7 +13,8 @@ import type { CommonQueryMethods } from '../core/db/pool.ts';
 import type { DatabasePool } from '../core/db/pool.ts';
 import { TaskEnvelope } from '../core/jobs/enqueue.ts';
 import { PermanentJobError, RetryableJobError } from '../core/jobs/errors.ts';
-import { completeJob, failAttempt, finishCancelled, reportProgress, startAttempt } from '../core/jobs/lifecycle.ts';
+import type { JobCompletions } from '../core/jobs/completions.ts';
+import { completeJob, failAttempt, finishCancelled, markRunning, reportProgress, type Holder } from '../core/jobs/lifecycle.ts';
 import type { CancelListener } from './cancellation.ts';
 
 export type TaskDeps = {
@@ -18,6 +22,8 @@ export type TaskDeps = {
   config: Config;
   logger: Logger;
   cancels: CancelListener;
+  /** Writes the results of this process's jobs in batches. */
+  completions: JobCompletions;
   /** Counts a job refused without running it (platform_jobs_refused_total). */
   refused: (kind: string, reason: 'no_platform_job') => void;
 };
@@ -98,18 +104,29 @@ export function defineTask<S extends z.ZodType>(
       const maxAttempts = helpers.job.max_attempts;
       const logger = deps.logger.child({ kind, jobId, attempt });
 
-      const started = await startAttempt(deps.db, jobId, attempt, helpers.job.locked_by);
-      if (!started) {
+      const holder: Holder = { lockedBy: helpers.job.locked_by, lockedAt: helpers.job.locked_at ? new Date(helpers.job.locked_at) : null };
+
+      if (!(await deps.completions.open(jobId))) {
         logger.info('job is already final (finished, cancelled or deleted); skipping');
         return;
       }
       const parsed = input.safeParse(envelope.data.input);
       if (!parsed.success) {
-        await failAttempt(deps.db, jobId, attempt, { code: 'invalid_input', message: z.prettifyError(parsed.error) }, true);
+        await failAttempt(deps.db, jobId, attempt, { code: 'invalid_input', message: z.prettifyError(parsed.error) }, true, holder);
         return;
       }
       let completedWithin = false;
       const cancel = deps.cancels.track(jobId);
+      // 'running' only for work that lasts; a first progress writes it too.
+      let markedRunning: Promise<unknown> | null = null;
+      const runningTimer = setTimeout(() => {
+        markedRunning ??= markRunning(deps.db, jobId, attempt, holder).catch((error) => logger.warn({ err: error }, 'could not mark the job running'));
+      }, deps.config.worker.runningAfterMs);
+      /** Before the final write: no 'running' may land after it. */
+      const settleRunning = async () => {
+        clearTimeout(runningTimer);
+        await markedRunning;
+      };
       const ctx: TaskContext = {
         ...deps,
         logger,
@@ -120,10 +137,13 @@ export function defineTask<S extends z.ZodType>(
         helpers,
         signal: helpers.abortSignal ? AbortSignal.any([helpers.abortSignal, cancel.signal]) : cancel.signal,
         progress: async (value) => {
-          await reportProgress(deps.db, jobId, attempt, value);
+          clearTimeout(runningTimer);
+          await markedRunning;
+          await reportProgress(deps.db, jobId, attempt, value, holder);
         },
         completeWithin: async (tx, result) => {
-          if (!(await completeJob(tx, jobId, attempt, result))) throw new JobNotRecordedError('The job is no longer this attempt\'s to finish.');
+          await settleRunning();
+          if (!(await completeJob(tx, jobId, attempt, result, holder))) throw new JobNotRecordedError('The job is no longer this attempt\'s to finish.');
           completedWithin = true;
         },
       };
@@ -134,7 +154,8 @@ export function defineTask<S extends z.ZodType>(
       try {
         const result = await untilCancelled(run(parsed.data, ctx), cancel.signal, deps.config.worker.cancelGraceMs, logger);
         if (cancel.signal.aborted && !completedWithin) return await endCancelled();
-        const recorded = completedWithin || (await completeJob(deps.db, jobId, attempt, result));
+        await settleRunning();
+        const recorded = completedWithin || (await deps.completions.complete({ jobId, attempt, result, holder }));
         if (!recorded && (await finishCancelled(deps.db, jobId))) return logger.info('job cancelled as it finished; no result recorded');
         logger.info({ recorded }, recorded ? 'job succeeded' : 'job finished by another attempt; result not recorded twice');
       } catch (error) {
@@ -148,12 +169,14 @@ export function defineTask<S extends z.ZodType>(
         const final = permanent || attempt >= maxAttempts;
         const code = error instanceof PermanentJobError || error instanceof RetryableJobError ? error.code : 'task_failed';
         const message = permanent || error instanceof RetryableJobError ? (error as Error).message : 'The task failed unexpectedly.';
-        await failAttempt(deps.db, jobId, attempt, { code, message }, final);
+        await settleRunning();
+        await failAttempt(deps.db, jobId, attempt, { code, message }, final, holder);
         logger[final ? 'error' : 'warn']({ err: error, final }, final ? 'job failed' : 'job attempt failed; it will be retried');
         // Rethrow only to have Graphile Worker retry; a final failure is recorded
         // in our jobs table and the Graphile job is let go.
         if (!final) throw error;
       } finally {
+        clearTimeout(runningTimer);
         cancel.untrack();
       }
     },

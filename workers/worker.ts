@@ -17,6 +17,7 @@ import type { Config } from '../core/config.ts';
 import { createDatabasePool, type DatabasePool } from '../core/db/pool.ts';
 import { graphileLogger } from '../core/graphile-logger.ts';
 import { createMetricsRegistry, registerWorkerMetrics, type Registry } from '../core/metrics.ts';
+import { JobCompletions } from '../core/jobs/completions.ts';
 import { beatHeart, forgetWorkers, releaseWorkerJobs } from '../core/jobs/liveness.ts';
 import { onLostDatabaseWork } from '../core/process/lifecycle.ts';
 import { CRON_ITEMS } from '../schedules/index.ts';
@@ -56,7 +57,8 @@ export async function startWorker({ config, databaseUrl, logger, concurrency }: 
   const events: WorkerEvents = new EventEmitter() as WorkerEvents;
   const metrics = createMetricsRegistry();
   const jobTimes = registerWorkerMetrics(metrics, events);
-  const deps = { db, config, logger, cancels, refused: jobTimes.refused };
+  const completions = new JobCompletions(db, logger.child({ component: 'job-completions' }));
+  const deps = { db, config, logger, cancels, completions, refused: jobTimes.refused };
   const taskList: TaskList = Object.fromEntries(TASKS.map((t) => [t.kind, t.build(deps)]));
   let stopping = false;
 
@@ -98,6 +100,12 @@ export async function startWorker({ config, databaseUrl, logger, concurrency }: 
       events: own as WorkerEvents,
       gracefulShutdownAbortTimeout: Math.max(1000, config.shutdownTimeoutMs - 1000),
       ...(gate ? { forbiddenFlags: gate.forbiddenFlags } : {}),
+      // Graphile's own completions of jobs that finish together go in one
+      // statement too. Safe for serial queues (a queue is unlocked when its
+      // job's completion commits); localQueue is not (graphile/worker#621).
+      // A job's result is committed before it is let go, so a crash in the
+      // batch's moment only makes a worker skip the finished job later.
+      preset: { worker: { completeJobBatchDelay: 0, failJobBatchDelay: 0 } },
     });
     // A runner that ends while we still want it (it gave up on an error) is replaced.
     const ended = (why: string) => {

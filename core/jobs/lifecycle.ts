@@ -1,9 +1,16 @@
-// How a worker moves a platform job through its states. Every update is
-// guarded by the current status and by the attempt number (a fencing token):
-// an attempt that was given up on (its worker looked dead, or the database
-// was away) and runs on somewhere can never write progress, a result or a
-// failure over the attempt that replaced it, nor resurrect a finished job. Each change fires the
-// jobs_notify trigger, which is how websocket subscribers hear about it.
+// How a worker moves a platform job through its states. Every write is
+// guarded by the status and by the attempt number (a fencing token, see
+// mayWrite): an attempt that was given up on (its worker looked dead, or the
+// database was away) and runs on somewhere can never write progress, a
+// result or a failure over the attempt that replaced it, nor resurrect a
+// finished job. Each change fires the jobs_notify trigger, which is how
+// websocket subscribers hear about it.
+//
+// 'running' is written lazily: an attempt starts with one read (openAttempt)
+// and marks the job running only with its first progress, after
+// WORKER_RUNNING_AFTER_MS, or not at all when its final write comes first.
+// A quick job so costs one write (its result) instead of two.
+import { z } from 'zod';
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
 import { JobRow } from './schema.ts';
 
@@ -11,56 +18,114 @@ const jobRow = sql.type(JobRow);
 
 export type JobFailure = { code: string; message: string };
 
+/** Who holds the attempt (Graphile's lock), recorded with the attempt's first write. */
+export type Holder = { lockedBy: string | null; lockedAt: Date | null };
+const NO_HOLDER: Holder = { lockedBy: null, lockedAt: null };
+
 /**
- * Marks the attempt as running; null when the job is already final (skip it).
- * A job asked to stop while it was between attempts ends as cancelled here.
+ * Attempt `a` may write while no later attempt wrote and the job is not final:
+ * its own earlier writes left it 'running' with attempts = a; an attempt that
+ * has not written yet finds 'queued' (or a lost attempt's 'running') with a
+ * smaller number. Of two attempts that never wrote, the first to finish wins,
+ * and the other finds the job final: still exactly one result.
  */
-export async function startAttempt(db: CommonQueryMethods, jobId: string, attempt: number, lockedBy: string | null): Promise<JobRow | null> {
-  const started = await db.maybeOne(jobRow`
-    update jobs
-    set status = 'running', attempts = ${attempt}, locked_by = ${lockedBy}, started_at = coalesce(started_at, now())
-    where id = ${jobId} and status in ('queued', 'running')
-    returning *`);
-  if (!started) await finishCancelled(db, jobId);
-  return started;
+const mayWrite = (attempt: number) =>
+  sql.fragment`((attempts < ${attempt} and status in ('queued', 'running')) or (attempts = ${attempt} and status = 'running'))`;
+
+/** What an attempt's first write records besides its own change. */
+const attemptColumns = (attempt: number, holder: Holder) => sql.fragment`
+  attempts = ${attempt}, locked_by = coalesce(${holder.lockedBy}, locked_by),
+  started_at = coalesce(started_at, ${holder.lockedAt ? holder.lockedAt.toISOString() : null}::timestamptz, now())`;
+
+const StatusRow = z.object({ id: z.string(), status: z.string() });
+const IdRow = z.object({ id: z.string() });
+
+/**
+ * Whether attempts of these jobs should run (one answer per id): one read,
+ * no write. A job that is final (or gone) is skipped; one asked to stop while
+ * it waited ends as cancelled here.
+ */
+export async function openAttempts(db: CommonQueryMethods, jobIds: readonly string[]): Promise<boolean[]> {
+  const rows = await db.any(sql.type(StatusRow)`select id, status from jobs where id = any(${sql.array(jobIds, 'uuid')})`);
+  const status = new Map(rows.map((r) => [r.id, r.status]));
+  const stopping = jobIds.filter((id) => status.get(id) === 'cancelling');
+  for (const id of stopping) await finishCancelled(db, id);
+  return jobIds.map((id) => status.get(id) === 'queued' || status.get(id) === 'running');
 }
 
-export async function reportProgress(db: CommonQueryMethods, jobId: string, attempt: number, progress: unknown): Promise<boolean> {
+/** Marks the attempt as running (idempotent); false when it may no longer write. */
+export async function markRunning(db: CommonQueryMethods, jobId: string, attempt: number, holder: Holder = NO_HOLDER): Promise<boolean> {
   const result = await db.query(sql.unsafe`
-    update jobs set progress = ${sql.jsonb(progress as never)}
-    where id = ${jobId} and status = 'running' and attempts = ${attempt}`);
+    update jobs set status = 'running', ${attemptColumns(attempt, holder)}
+    where id = ${jobId} and ${mayWrite(attempt)}`);
   return result.rowCount === 1;
 }
 
-/** Records the result exactly once; false when another attempt already finished it. */
-export async function completeJob(db: CommonQueryMethods, jobId: string, attempt: number, result: unknown): Promise<boolean> {
+/** Publishes progress; the first progress of an attempt also marks it running. */
+export async function reportProgress(db: CommonQueryMethods, jobId: string, attempt: number, progress: unknown, holder: Holder = NO_HOLDER): Promise<boolean> {
+  const result = await db.query(sql.unsafe`
+    update jobs set progress = ${sql.jsonb(progress as never)}, status = 'running', ${attemptColumns(attempt, holder)}
+    where id = ${jobId} and ${mayWrite(attempt)}`);
+  return result.rowCount === 1;
+}
+
+/** Records the result exactly once; false when the job is no longer this attempt's to finish. */
+export async function completeJob(db: CommonQueryMethods, jobId: string, attempt: number, result: unknown, holder: Holder = NO_HOLDER): Promise<boolean> {
   const updated = await db.query(sql.unsafe`
     update jobs
-    set status = 'succeeded', result = ${sql.jsonb((result ?? null) as never)}, error = null, finished_at = now()
-    where id = ${jobId} and status = 'running' and attempts = ${attempt}`);
+    set status = 'succeeded', result = ${sql.jsonb((result ?? null) as never)}, error = null, finished_at = now(), ${attemptColumns(attempt, holder)}
+    where id = ${jobId} and ${mayWrite(attempt)}`);
   return updated.rowCount === 1;
+}
+
+export type Completion = { jobId: string; attempt: number; result: unknown; holder: Holder };
+
+/**
+ * Records many results in one statement (core/jobs/completions.ts batches
+ * them): the ids of the jobs whose result was recorded. Each row is guarded
+ * exactly as completeJob guards one. Ids must be distinct.
+ */
+export async function completeJobs(db: CommonQueryMethods, completions: readonly Completion[]): Promise<Set<string>> {
+  // Arrays through unnest, not a jsonb recordset: the planner then expects a
+  // few rows and looks each job up by its key, instead of scanning jobs.
+  const ids = await db.anyFirst(sql.type(IdRow)`
+    update jobs j
+    set status = 'succeeded', result = ${sql.jsonb(completions.map((c) => c.result ?? null) as never)} -> (c.n::int - 1),
+      error = null, finished_at = now(), attempts = c.attempt,
+      locked_by = coalesce(c.locked_by, j.locked_by), started_at = coalesce(j.started_at, c.locked_at, now())
+    from unnest(
+      ${sql.array(completions.map((c) => c.jobId), 'uuid')}, ${sql.array(completions.map((c) => c.attempt), 'int4')},
+      ${sql.array(completions.map((c) => c.holder.lockedBy), 'text')}, ${sql.array(completions.map((c) => c.holder.lockedAt?.toISOString() ?? null), 'timestamptz')}
+    ) with ordinality as c(id, attempt, locked_by, locked_at, n)
+    where j.id = c.id
+      and ((j.attempts < c.attempt and j.status in ('queued', 'running')) or (j.attempts = c.attempt and j.status = 'running'))
+    returning j.id`);
+  return new Set(ids);
 }
 
 /**
  * A failed attempt: final failures end the job, others put it back to
  * 'queued' with the error marked as retrying, so clients can show it.
  */
-export async function failAttempt(db: CommonQueryMethods, jobId: string, attempt: number, failure: JobFailure, final: boolean): Promise<void> {
+export async function failAttempt(db: CommonQueryMethods, jobId: string, attempt: number, failure: JobFailure, final: boolean, holder: Holder = NO_HOLDER): Promise<void> {
   const error = { code: failure.code, message: failure.message, retrying: !final };
   await db.query(sql.unsafe`
     update jobs
     set status = ${final ? 'failed' : 'queued'},
         error = ${sql.jsonb(error)},
-        finished_at = case when ${final} then now() else null end
-    where id = ${jobId} and status in ('queued', 'running') and attempts = ${attempt}`);
+        finished_at = case when ${final} then now() else null end,
+        ${attemptColumns(attempt, holder)}
+    where id = ${jobId} and ${mayWrite(attempt)}`);
 }
 
 /**
- * Cancels a job. One that has not started is cancelled at once (the Graphile
- * job stays queued and is skipped when a worker picks it up: startAttempt
- * finds it final). A running one becomes 'cancelling': the worker holding it
- * hears of it (job_cancel NOTIFY), aborts the handler and ends it as
- * 'cancelled'. Null when the job is already final or already cancelling.
+ * Cancels a job. One that is 'queued' is cancelled at once; if an attempt is
+ * in fact running it lazily (it has not written 'running' yet), the
+ * jobs_cancel_notify trigger tells its worker, which aborts it, and its
+ * result is refused by the status. A job marked running becomes
+ * 'cancelling': the worker holding it hears of it (job_cancel NOTIFY),
+ * aborts the handler and ends it as 'cancelled'. Null when the job is
+ * already final or already cancelling.
  */
 export async function requestCancel(db: CommonQueryMethods, jobId: string): Promise<JobRow | null> {
   return db.maybeOne(jobRow`

@@ -2,7 +2,7 @@
 // measured in the same run. Prints a table; nothing here is pass/fail.
 //   BENCH_SECONDS   duration of each throughput phase (default 4)
 //   BENCH_SAMPLES   latency samples per figure (default 300)
-//   BENCH_ONLY      comma list of sections to run: jobs, fairness, websocket, chat, http, billing, channels
+//   BENCH_ONLY      comma list of sections to run: jobs, fairness, websocket, chat, http, billing, channels, scale-out
 //                   (default all; the raw-insert baseline always runs)
 //   BENCH_STATEMENTS=1  print each section's most expensive SQL statements (pg_stat_statements)
 import { mkdtempSync, rmSync, chmodSync } from 'node:fs';
@@ -39,12 +39,13 @@ import { chatFigures } from './chat.ts';
 import { fairnessFigures } from './fairness.ts';
 import { httpFigures } from './http.ts';
 import { websocketLatency } from './websocket.ts';
+import { scaleOutFigures } from './scale-out.ts';
 import { printStatements, startStatements, statementSettings } from './statements.ts';
 
 const seconds = Number(process.env.BENCH_SECONDS ?? 4);
 const samples = Number(process.env.BENCH_SAMPLES ?? 300);
 const selected = process.env.BENCH_ONLY ? new Set(process.env.BENCH_ONLY.split(',').map((x) => x.trim())) : null;
-const only = (section: 'jobs' | 'fairness' | 'websocket' | 'chat' | 'http' | 'billing' | 'channels') => !selected || selected.has(section);
+const only = (section: 'jobs' | 'fairness' | 'websocket' | 'chat' | 'http' | 'billing' | 'channels' | 'scale-out') => !selected || selected.has(section);
 const logger = createLogger(process.env.LOG_LEVEL ?? 'warn', 'bench');
 const scratch = mkdtempSync(path.join(tmpdir(), 'platform-bench-'));
 chmodSync(scratch, 0o755);
@@ -209,6 +210,13 @@ try {
     report.add(`link/wait: ${ch.waiters} waiters answered after the link, p99`, ch.wakeP99, 'ms');
   }
 
+  await printStatements(db, 'channels');
+  if (only('scale-out')) {
+    // (j) The entries as separate processes on this PostgreSQL: on 2 cores the cost of more processes, not a speed-up.
+    const scale = await scaleOutFigures(ctx, benchEnv);
+    report.add('scale-out: no-op jobs/s, 2 worker processes (8 each)', scale.jobs.two, 'jobs/s', { name: '1 worker process', value: scale.jobs.one });
+    report.add('scale-out: chat sends/s, 2 api processes (32 clients)', scale.sends.two, 'req/s', { name: '1 api process', value: scale.sends.one });
+  }
   await printStatements(db, 'the last section');
   await db.end();
   console.log(`\nbench on ${process.platform}/${process.arch}, node ${process.version}, PostgreSQL 18 embedded, ${(await import('node:os')).cpus().length} cores\n`);

@@ -10,7 +10,7 @@ import { sql } from '../../core/db/pool.ts';
 import { enqueueJobs } from '../../core/jobs/enqueue.ts';
 import { JobEventHub } from '../../core/jobs/events.ts';
 import { GroupCommitter } from '../../core/jobs/group-commit.ts';
-import { completeJob, startAttempt } from '../../core/jobs/lifecycle.ts';
+import { completeJob, markRunning } from '../../core/jobs/lifecycle.ts';
 import { sleep } from './measure.ts';
 import { summarize, type BenchContext, type Latencies } from './scenarios.ts';
 
@@ -27,7 +27,7 @@ export async function websocketLatency(ctx: BenchContext, config: Config, sample
 
   const jobs = await db.transaction((tx) => enqueueJobs(tx, Array.from({ length: samples }, () => ({ kind: 'bench.idle', tenantId: ctx.tenantId }))));
   // Running, as a worker would have them, so the finishing update is the real one.
-  for (const job of jobs) await startAttempt(db, job.id, 1, 'bench');
+  for (const job of jobs) await markRunning(db, job.id, 1, { lockedBy: 'bench', lockedAt: null });
   const socket = new WebSocket(`${base.replace('http', 'ws')}/api/ws`, { headers: { authorization: `Bearer ${token}` } });
   const arrivals = new Map<string, (at: number) => void>();
   let snapshots = 0;

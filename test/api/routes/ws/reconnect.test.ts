@@ -10,7 +10,7 @@ import { startTestWorker } from '../../../helpers/worker.ts';
 import { isJobMessage, TestSocket } from '../../../helpers/ws.ts';
 import { z } from 'zod';
 import { sql } from '../../../../core/db/pool.ts';
-import { completeJob, startAttempt } from '../../../../core/jobs/lifecycle.ts';
+import { completeJob, markRunning } from '../../../../core/jobs/lifecycle.ts';
 
 const databaseUrl = await createTestDatabase(t);
 
@@ -57,7 +57,7 @@ t.test('a change made while the LISTEN connection is down still reaches subscrib
   await admin.connect();
   await admin.query('select pg_terminate_backend($1)', [pid]);
   await admin.end();
-  await startAttempt(api.db, jobId, 1, 'test');
+  await markRunning(api.db, jobId, 1, { lockedBy: 'test', lockedAt: null });
   await completeJob(api.db, jobId, 1, { done: true });
 
   const final = (await socket.next((m) => isJobMessage(jobId)(m) && (m.job as { status: string }).status === 'succeeded', 20_000)).job as { result: unknown };
