@@ -57,7 +57,12 @@ export async function startWorker({ config, databaseUrl, logger, concurrency }: 
   const events: WorkerEvents = new EventEmitter() as WorkerEvents;
   const metrics = createMetricsRegistry();
   const jobTimes = registerWorkerMetrics(metrics, events);
-  const completions = new JobCompletions(db, logger.child({ component: 'job-completions' }));
+  // Attempt starts and results (core/jobs/completions.ts): two connections, asynchronous commit.
+  const completionPool = new PatientPool(
+    { connectionString: databaseUrl, max: 2, application_name: 'worker-completions', options: '-c synchronous_commit=off' },
+    logger.child({ component: 'completion-pool' }),
+  );
+  const completions = new JobCompletions(completionPool, logger.child({ component: 'job-completions' }));
   const deps = { db, config, logger, cancels, completions, refused: jobTimes.refused };
   const taskList: TaskList = Object.fromEntries(TASKS.map((t) => [t.kind, t.build(deps)]));
   let stopping = false;
@@ -179,6 +184,7 @@ export async function startWorker({ config, databaseUrl, logger, concurrency }: 
       await forgetWorkers(db, ids).catch(() => undefined);
       await cancels.stop();
       await graphilePool.end().catch(() => undefined);
+      await completionPool.end().catch(() => undefined);
       // slonik's end() throws when a connection died during an outage: not a failed stop.
       await db.end().catch((error) => logger.debug({ err: error }, 'database pool ended with an error'));
       logger.info('worker stopped');

@@ -4,6 +4,7 @@
 // attempts overlap. The SIGKILL and retry paths run in dead-worker.test.ts
 // and cancel.test.ts; these tests prove what the new paths could break.
 import { Writable } from 'node:stream';
+import pg from 'pg';
 import pino from 'pino';
 import t from 'tap';
 import { z } from 'zod';
@@ -16,11 +17,15 @@ import { testConfig, testLogger } from '../helpers/config.ts';
 import { createTestDatabase, testPool } from '../helpers/db.ts';
 import { createMember, enqueue } from '../helpers/fixtures.ts';
 import { waitFor } from '../helpers/wait.ts';
+import { spawnWorkerProcess } from '../helpers/worker.ts';
 
 const databaseUrl = await createTestDatabase(t);
 const db = await testPool(t, databaseUrl);
 const member = await createMember(db);
 const holder = { lockedBy: 'test-worker', lockedAt: null };
+// The worker's batched statements run on plain node-postgres.
+const raw = new pg.Pool({ connectionString: databaseUrl, max: 2 });
+t.teardown(() => raw.end());
 
 const Row = z.object({ status: z.string(), attempts: z.number(), version: z.number(), result: z.unknown(), error: z.unknown(), started_at: z.unknown() });
 const row = (jobId: string) => db.one(sql.type(Row)`select status, attempts, version, result, error, started_at from jobs where id = ${jobId}`);
@@ -60,7 +65,7 @@ t.test('completeJobs: one statement for many jobs, each guarded on its own', asy
   const ids = await Promise.all(Array.from({ length: 5 }, noop));
   await completeJob(db, ids[1]!, 1, { earlier: true }, holder); // already final
   await markRunning(db, ids[2]!, 3, holder); // a later attempt holds it
-  const recorded = await completeJobs(db, ids.map((jobId, i) => ({ jobId, attempt: 1, result: { i }, holder })));
+  const recorded = await completeJobs(raw, ids.map((jobId, i) => ({ jobId, attempt: 1, result: { i }, holder })));
   t.same([...recorded].sort(), [ids[0], ids[3], ids[4]].sort(), 'recorded exactly the jobs this attempt may finish');
   t.match(await row(ids[1]!), { result: { earlier: true } });
   t.match(await row(ids[2]!), { status: 'running', attempts: 3 });
@@ -75,7 +80,7 @@ t.test('a batch that fails halfway is written again item by item: only the bad r
   const batcher = new StatementBatcher(
     async (items: ReadonlyArray<{ jobId: string; result: unknown }>) => {
       statements++;
-      const recorded = await completeJobs(db, items.map((c) => ({ ...c, attempt: 1, holder })));
+      const recorded = await completeJobs(raw, items.map((c) => ({ ...c, attempt: 1, holder })));
       return items.map((c) => recorded.has(c.jobId));
     },
     (c) => c.jobId,
@@ -130,4 +135,23 @@ t.test('a job cancelled while it runs lazily (still queued in our table) is abor
   await waitFor('the worker to let the job go', async () =>
     (await db.oneFirst(sql.type(z.object({ n: z.number() }))`select count(*)::int as n from graphile_worker._private_jobs where payload->>'jobId' = ${jobId}`)) === 0, 10_000);
   t.match(await row(jobId), { status: 'cancelled', result: null, error: null });
+});
+
+t.test('a worker process SIGKILLed amid a stream of quick jobs: every job ends with one result', async (t) => {
+  const doomed = spawnWorkerProcess(t, databaseUrl, { WORKER_CONCURRENCY: '8', WORKER_TENANT_CONCURRENCY: '8' });
+  const jobs = await db.transaction((tx) => enqueueJobs(tx, Array.from({ length: 1500 }, () => ({ kind: 'diag.noop', tenantId: member.tenantId }))));
+  const ids = sql.array(jobs.map((j) => j.id), 'uuid');
+  const count = (where: ReturnType<typeof sql.fragment>) => db.oneFirst(sql.type(z.object({ n: z.number() }))`select count(*)::int as n from jobs where id = any(${ids}) and ${where}`);
+  await waitFor('some results from the doomed worker', async () => (await count(sql.fragment`status = 'succeeded'`)) >= 20);
+  doomed.child.kill('SIGKILL');
+  await doomed.exited;
+  const atKill = await count(sql.fragment`status = 'succeeded'`);
+  t.ok(atKill < 1500, `killed with ${1500 - atKill} jobs left`);
+  const worker = await startWorker({ config: testConfig(databaseUrl), databaseUrl, logger: testLogger('worker') });
+  t.teardown(() => worker.stop());
+  await waitFor('every job to succeed', async () => (await count(sql.fragment`status = 'succeeded'`)) === 1500, 60_000);
+  t.equal(await count(sql.fragment`result = '{"ok": true}'::jsonb and finished_at is not null`), 1500, 'each with its result');
+  t.equal(await count(sql.fragment`status <> 'succeeded'`), 0, 'none failed, none stuck');
+  await waitFor('Graphile to let every job go', async () =>
+    (await db.oneFirst(sql.type(z.object({ n: z.number() }))`select count(*)::int as n from graphile_worker.jobs where task_identifier = 'diag.noop'`)) === 0, 30_000);
 });
