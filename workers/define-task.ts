@@ -14,7 +14,7 @@ import type { DatabasePool } from '../core/db/pool.ts';
 import { TaskEnvelope } from '../core/jobs/enqueue.ts';
 import { PermanentJobError, RetryableJobError } from '../core/jobs/errors.ts';
 import type { JobCompletions } from '../core/jobs/completions.ts';
-import { completeJob, failAttempt, finishCancelled, markRunning, reportProgress, type Holder } from '../core/jobs/lifecycle.ts';
+import { completeJob, failAttempt, finishCancelled, markRunning, type Holder } from '../core/jobs/lifecycle.ts';
 import type { CancelListener } from './cancellation.ts';
 
 export type TaskDeps = {
@@ -139,7 +139,7 @@ export function defineTask<S extends z.ZodType>(
         progress: async (value) => {
           clearTimeout(runningTimer);
           await markedRunning;
-          await reportProgress(deps.db, jobId, attempt, value, holder);
+          await deps.completions.progress(jobId, attempt, value, holder);
         },
         completeWithin: async (tx, result) => {
           await settleRunning();

@@ -6,7 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
 import { fingerprint } from '../idempotency.ts';
-import type { JobSpec } from '../jobs/enqueue.ts';
+import { jobRecords, type JobSpec } from '../jobs/enqueue.ts';
 import type { BatchHandler } from '../jobs/group-commit.ts';
 import { OFFLINE_MODEL, planOf } from '../plans.ts';
 import { parseModel } from '../providers/registry.ts';
@@ -50,15 +50,15 @@ export class SessionNotFoundError extends Error {
 
 export const turnQueue = (sessionId: string) => `chat:${sessionId}`;
 
-const BatchRow = z.object({ i: z.number(), session_found: z.boolean(), created: z.boolean() });
+const BatchRow = z.object({ i: z.number(), session_found: z.boolean(), created: z.boolean(), jobs: z.coerce.number() });
 const ExistingRecord = z.object({ tenant_id: z.string(), key: z.string(), fingerprint: z.string(), state: z.string(), response_body: z.unknown() });
 
 type Prepared = { input: SendInput; print: string; body: SendAccepted; refusal: QuotaRefusal | null };
 
 /**
- * Many sends in a few statements (the group committer's batch path): one read
- * for the quota of every send, one statement for the idempotency records and
- * messages, then the group committer's one add_jobs. Sends that share a key
+ * Many sends in a few statements (the group committer's batch path): one
+ * statement for the quota of every send (it locks the tenants' counters), one
+ * for the idempotency records, the messages and their turn jobs. Sends that share a key
  * within one batch go in later rounds, so the first one wins as in a race.
  */
 export const sendBatch: BatchHandler<SendInput, SendOutcome | SessionNotFoundError> = async (tx, inputs) => {
@@ -92,6 +92,10 @@ async function sendRound(
   round: readonly number[],
   results: Array<{ value: SendOutcome | SessionNotFoundError; jobs: JobSpec[] }>,
 ): Promise<void> {
+  // The turn job of every send, written by the same statement for the sends
+  // whose message it creates: one statement fewer while the tenant's counter
+  // row is locked (decideQuota), and none for a replay or a conflict.
+  const turns = jobRecords(round.map((i) => turnJob(prepared[i]!.input, prepared[i]!.body)));
   const rows = round.map((i) => {
     const { input, print, body } = prepared[i]!;
     return {
@@ -119,15 +123,30 @@ async function sendRound(
       select v.message_id, v.tenant_id, v.session_id, 'user', v.content, v.attachments, v.company_scope, v.user_id
       from valid v join claim c on c.tenant_id = v.tenant_id and c.key = v.key
       returning id
+    ), created as (
+      select (t->'payload'->>'jobId')::uuid as job_id, t as spec
+      from json_array_elements(${sql.json(turns.workerSpecs as never)}) t
+      where (t->'payload'->'input'->>'userMessageId')::uuid in (select id from message)
+    ), queued as (
+      insert into jobs (id, tenant_id, kind, queue_name, max_attempts, session_id)
+      select r.id, r.tenant_id, r.kind, r.queue_name, r.max_attempts, r.session_id
+      from jsonb_to_recordset(${sql.jsonb(turns.rows as never)})
+        as r(id uuid, tenant_id uuid, kind text, queue_name text, max_attempts integer, session_id uuid)
+      where r.id in (select job_id from created)
+      returning 1
+    ), added as (
+      select 1 from graphile_worker.add_jobs(array(select json_populate_record(null::graphile_worker.job_spec, spec) from created))
     )
     select input.i, exists (select 1 from valid where valid.i = input.i) as session_found,
-      exists (select 1 from message where message.id = input.message_id) as created
+      exists (select 1 from message where message.id = input.message_id) as created,
+      (select count(*) from queued) + (select count(*) from added) as jobs
     from input`);
   const taken: number[] = [];
   for (const row of outcome) {
     const { input, body } = prepared[row.i]!;
     if (!row.session_found) results[row.i] = { value: new SessionNotFoundError('No such session in this tenant.'), jobs: [] };
-    else if (row.created) results[row.i] = { value: { kind: 'accepted', body, job: turnJob(input, body) }, jobs: [turnJob(input, body)] };
+    // Its turn job is written already (above), in this transaction.
+    else if (row.created) results[row.i] = { value: { kind: 'accepted', body, job: turnJob(input, body) }, jobs: [] };
     else taken.push(row.i);
   }
   if (taken.length === 0) return;
@@ -184,15 +203,14 @@ async function decideQuota(tx: CommonQueryMethods, prepared: Prepared[]): Promis
   // one's commit and then reads the new count, so the limit holds exactly.
   // (The trigger that bumps the count would lock the row later anyway.)
   const tenants = [...new Set(prepared.map((p) => p.input.tenantId))].sort();
-  await tx.query(sql.unsafe`
-    insert into tenant_message_counts (tenant_id, month, messages)
-    select t, date_trunc('month', now() at time zone 'UTC')::date, 0 from unnest(${sql.array(tenants, 'uuid')}) t order by t
-    on conflict (tenant_id, month) do nothing`);
+  // One statement: the upsert creates a missing row and, by its no-op
+  // update, locks every row in sorted order and returns the count it holds.
   const rows = await tx.any(sql.type(QuotaRow)`
     with locked as (
-      select tenant_id, messages from tenant_message_counts
-      where tenant_id = any(${sql.array(tenants, 'uuid')}) and month = date_trunc('month', now() at time zone 'UTC')::date
-      order by tenant_id for update
+      insert into tenant_message_counts (tenant_id, month, messages)
+      select t, date_trunc('month', now() at time zone 'UTC')::date, 0 from unnest(${sql.array(tenants, 'uuid')}) t order by t
+      on conflict (tenant_id, month) do update set messages = tenant_message_counts.messages
+      returning tenant_id, messages
     ), input as (
       select * from unnest(${sql.array(prepared.map((_, i) => i), 'int4')}, ${sql.array(prepared.map((p) => p.input.tenantId), 'uuid')},
         ${sql.array(prepared.map((p) => p.input.sessionId), 'uuid')}, ${sql.array(prepared.map((p) => p.input.idempotencyKey), 'text')}) as x(i, tenant_id, session_id, key)

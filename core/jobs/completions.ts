@@ -1,6 +1,6 @@
 // What a worker process writes for its jobs, batched across the jobs that
 // start or finish at about the same time (core/db/batcher.ts): the status
-// reads that open attempts, and the results. A batch that fails is written
+// reads that open attempts, and the results; and the progress they report. A batch that fails is written
 // again item by item, so one bad result fails only its own job.
 //
 // These statements run on a small pool of their own, in plain node-postgres
@@ -13,7 +13,7 @@
 // statement, the two choices halve the CPU a completion costs.
 import type { Logger } from 'pino';
 import { StatementBatcher } from '../db/batcher.ts';
-import { completeJobs, openAttempts, type Completion, type PreparedQueryable } from './lifecycle.ts';
+import { completeJobs, openAttempts, reportProgress, type Completion, type Holder, type PreparedQueryable } from './lifecycle.ts';
 
 /** A pool that hands out connections (workers/graphile-pool.ts waits through outages). */
 export type ConnectionSource = {
@@ -23,9 +23,10 @@ export type ConnectionSource = {
 export class JobCompletions {
   private readonly opens: StatementBatcher<string, boolean>;
   private readonly results: StatementBatcher<Completion, boolean>;
+  private readonly db: PreparedQueryable;
 
   constructor(pool: ConnectionSource, logger: Logger) {
-    const db: PreparedQueryable = {
+    const db: PreparedQueryable = (this.db = {
       query: async (statement) => {
         const client = await pool.connect();
         let failure: Error | undefined;
@@ -38,7 +39,7 @@ export class JobCompletions {
           client.release(failure);
         }
       },
-    };
+    });
     this.opens = new StatementBatcher((ids) => openAttempts(db, ids), (id) => id, { what: 'attempt start', logger });
     this.results = new StatementBatcher(
       async (completions) => {
@@ -53,6 +54,11 @@ export class JobCompletions {
   /** Whether an attempt of this job should run (see openAttempts). */
   open(jobId: string): Promise<boolean> {
     return this.opens.submit(jobId);
+  }
+
+  /** Publishes a job's progress (not batched: a task awaits each before the next, so they stay in order). */
+  progress(jobId: string, attempt: number, value: unknown, holder: Holder): Promise<boolean> {
+    return reportProgress(this.db, jobId, attempt, value, holder);
   }
 
   /** Records the result; false when the job is no longer this attempt's to finish. */

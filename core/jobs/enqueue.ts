@@ -41,12 +41,8 @@ const DEFAULT_MAX_ATTEMPTS = 10;
 /** The Graphile Worker flag every job of a tenant carries. */
 export const tenantFlag = (tenantId: string) => `t:${tenantId}`;
 
-/**
- * Inserts the jobs rows and the Graphile Worker jobs in one round trip, inside
- * the transaction (or connection) it is given. Call it from a transaction.
- */
-export async function enqueueJobs(tx: CommonQueryMethods, specs: readonly JobSpec[]): Promise<EnqueuedJob[]> {
-  if (specs.length === 0) return [];
+/** The `jobs` rows and the Graphile Worker job specs of these jobs (enqueueJobs writes them; core/chat/send.ts too). */
+export function jobRecords(specs: readonly JobSpec[]) {
   const rows = specs.map((spec) => ({
     id: spec.id ?? randomUUID(),
     tenant_id: spec.tenantId,
@@ -66,6 +62,16 @@ export async function enqueueJobs(tx: CommonQueryMethods, specs: readonly JobSpe
     // Lets each worker skip a tenant that is at its concurrency cap (workers/tenant-gate.ts).
     flags: [tenantFlag(spec.tenantId)],
   }));
+  return { rows, workerSpecs };
+}
+
+/**
+ * Inserts the jobs rows and the Graphile Worker jobs in one round trip, inside
+ * the transaction (or connection) it is given. Call it from a transaction.
+ */
+export async function enqueueJobs(tx: CommonQueryMethods, specs: readonly JobSpec[]): Promise<EnqueuedJob[]> {
+  if (specs.length === 0) return [];
+  const { rows, workerSpecs } = jobRecords(specs);
   // The data-modifying CTE and add_jobs() both run because the final select
   // reads from each of them.
   await tx.query(sql.unsafe`

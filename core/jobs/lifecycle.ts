@@ -73,12 +73,25 @@ export async function markRunning(db: CommonQueryMethods, jobId: string, attempt
   return result.rowCount === 1;
 }
 
-/** Publishes progress; the first progress of an attempt also marks it running. */
-export async function reportProgress(db: CommonQueryMethods, jobId: string, attempt: number, progress: unknown, holder: Holder = NO_HOLDER): Promise<boolean> {
-  const result = await db.query(sql.unsafe`
-    update jobs set progress = ${sql.jsonb(progress as never)}, status = 'running', ${attemptColumns(attempt, holder)}
-    where id = ${jobId} and ${mayWrite(attempt)}`);
-  return result.rowCount === 1;
+const REPORT_PROGRESS = `
+  update jobs set progress = $2::jsonb, status = 'running', attempts = $3, locked_by = coalesce($4, locked_by),
+    started_at = coalesce(started_at, $5::timestamptz, now())
+  where id = $1 and ((attempts < $3 and status in ('queued', 'running')) or (attempts = $3 and status = 'running'))
+  returning id`;
+
+/**
+ * Publishes progress; the first progress of an attempt also marks it running.
+ * A prepared statement on the worker's own connections (see JobCompletions):
+ * progress is on the path from a send to its answer, and losing the latest
+ * progress in a server crash costs nothing, so it need not wait for a flush.
+ */
+export async function reportProgress(db: PreparedQueryable, jobId: string, attempt: number, progress: unknown, holder: Holder = NO_HOLDER): Promise<boolean> {
+  const { rows } = await db.query({
+    name: 'platform_report_progress',
+    text: REPORT_PROGRESS,
+    values: [jobId, JSON.stringify(progress ?? null), attempt, holder.lockedBy, holder.lockedAt?.toISOString() ?? null],
+  });
+  return rows.length === 1;
 }
 
 /** Records the result exactly once; false when the job is no longer this attempt's to finish. */

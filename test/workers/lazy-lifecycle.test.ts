@@ -41,10 +41,10 @@ t.test('fencing: an attempt writes only while no later attempt has written and t
 
   // An attempt that wrote 'running' fences out the older one.
   const b = await noop();
-  t.ok(await reportProgress(db, b, 2, { step: 1 }, holder), 'the first progress marks attempt 2 running');
+  t.ok(await reportProgress(raw, b, 2, { step: 1 }, holder), 'the first progress marks attempt 2 running');
   t.match(await row(b), { status: 'running', attempts: 2 });
   t.notOk(await completeJob(db, b, 1, { by: 1 }, holder), 'a lost attempt 1 cannot write over attempt 2');
-  t.notOk(await reportProgress(db, b, 1, { step: 9 }, holder), 'nor report progress');
+  t.notOk(await reportProgress(raw, b, 1, { step: 9 }, holder), 'nor report progress');
   t.ok(await completeJob(db, b, 2, { by: 2 }, holder));
 
   // A failed attempt leaves 'queued' with its number: it cannot write again, the next one can.
