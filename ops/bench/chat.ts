@@ -27,7 +27,9 @@ function post(port: number, path: string, headers: Record<string, string>, body:
   });
 }
 
-export type ChatFigures = { acceptedPerSecond: number; acceptedPerSecondManySessions: number; firstProgress: Latencies; final: Latencies };
+/** Where the time from a send to its final websocket message goes, per part. */
+export type ChatBreakdown = { accepted: Latencies; pickedUp: Latencies; ran: Latencies; delivered: Latencies };
+export type ChatFigures = { acceptedPerSecond: number; acceptedPerSecondManySessions: number; firstProgress: Latencies; final: Latencies; parts: ChatBreakdown };
 
 export async function chatFigures(ctx: BenchContext, config: Config, samples: number): Promise<ChatFigures> {
   const quiet = { ...config, logLevel: 'warn' };
@@ -74,24 +76,43 @@ export async function chatFigures(ctx: BenchContext, config: Config, samples: nu
       if (m.job.status === 'succeeded' || m.job.status === 'failed') w.resolve(at);
     });
     await new Promise((resolve, reject) => socket.once('open', resolve).once('error', reject));
+    // The worker runs in this process: its events time the pickup and the end of the task (after its final commit).
+    const marks = new Map<string, { start?: number; success?: number }>();
+    const mark = (what: 'start' | 'success') => ({ job }: { job: { payload: unknown } }) => {
+      const id = (job.payload as { jobId?: string } | null)?.jobId;
+      if (id) marks.set(id, { ...marks.get(id), [what]: performance.now() });
+    };
+    worker.events.on('job:start', mark('start'));
+    worker.events.on('job:success', mark('success'));
     const firsts: number[] = [];
     const finals: number[] = [];
+    const parts = { accepted: [] as number[], pickedUp: [] as number[], ran: [] as number[], delivered: [] as number[] };
     for (let i = 0; i < samples; i++) {
       const sent = performance.now();
       const { jobId } = await sendOnce();
+      const accepted = performance.now();
       const entry: { progress?: number; resolve: (final: number) => void } = { resolve: () => undefined };
       const final = new Promise<number>((resolve) => (entry.resolve = resolve));
       waiting.set(jobId, entry);
       socket.send(JSON.stringify({ type: 'subscribe', jobId }));
       const done = await final;
       finals.push(done - sent);
+      const m = marks.get(jobId);
+      if (m?.start !== undefined && m.success !== undefined) {
+        parts.accepted.push(accepted - sent);
+        parts.pickedUp.push(m.start - accepted); // negative when the worker had it before the 202 was read
+        parts.ran.push(m.success - m.start);
+        parts.delivered.push(done - m.success); // negative when the message came before the worker heard its commit
+      }
+      marks.delete(jobId);
       if (entry.progress !== undefined) firsts.push(entry.progress - sent);
       waiting.delete(jobId);
       await sleep(2);
     }
     socket.close();
     await worker.stop();
-    return { acceptedPerSecond: accepted.perSecond, acceptedPerSecondManySessions: perSession.perSecond, firstProgress: summarize(firsts), final: summarize(finals) };
+    const breakdown = { accepted: summarize(parts.accepted), pickedUp: summarize(parts.pickedUp), ran: summarize(parts.ran), delivered: summarize(parts.delivered) };
+    return { acceptedPerSecond: accepted.perSecond, acceptedPerSecondManySessions: perSession.perSecond, firstProgress: summarize(firsts), final: summarize(finals), parts: breakdown };
   } finally {
     await app.close();
     await hub.stop();
