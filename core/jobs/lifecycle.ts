@@ -10,7 +10,6 @@
 // and marks the job running only with its first progress, after
 // WORKER_RUNNING_AFTER_MS, or not at all when its final write comes first.
 // A quick job so costs one write (its result) instead of two.
-import { z } from 'zod';
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
 import { JobRow } from './schema.ts';
 

@@ -2,7 +2,7 @@
 // members only. Secrets for integrations are sealed with AES-256-GCM.
 import { z } from 'zod';
 import { seal } from '../crypto/secretbox.ts';
-import { sql, type CommonQueryMethods, type DatabasePool } from '../db/pool.ts';
+import { sql, type CommonQueryMethods } from '../db/pool.ts';
 
 export const DEFAULT_TENANT_SETTINGS = { timezone: 'UTC', locale: 'en', defaultModel: null as string | null };
 /** A person may create this many tenants; the operator can raise it later per plan. */

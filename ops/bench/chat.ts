@@ -10,22 +10,12 @@ import { sql } from '../../core/db/pool.ts';
 import { JobEventHub } from '../../core/jobs/events.ts';
 import { GroupCommitter } from '../../core/jobs/group-commit.ts';
 import { startWorker } from '../../workers/worker.ts';
-import { sleep, throughput } from './measure.ts';
+import { postJson, sleep, throughput } from './measure.ts';
 import { summarize, type BenchContext, type Latencies } from './scenarios.ts';
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
 
-function post(port: number, path: string, headers: Record<string, string>, body: string): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, method: 'POST', path, agent, headers: { ...headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) } }, (res) => {
-      let data = '';
-      res.on('data', (c) => (data += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: data }));
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
-}
+const post = (port: number, path: string, headers: Record<string, string>, body: string) => postJson(agent, port, path, headers, body);
 
 /** Where the time from a send to its final websocket message goes, per part. */
 export type ChatBreakdown = { accepted: Latencies; pickedUp: Latencies; ran: Latencies; delivered: Latencies };

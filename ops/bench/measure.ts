@@ -1,5 +1,6 @@
 // Small measuring tools for the bench: throughput over a fixed time with N
-// concurrent loops, latency percentiles, and the printed table.
+// concurrent loops, latency percentiles, the printed table, and a JSON POST.
+import http from 'node:http';
 
 export type Throughput = { ops: number; seconds: number; perSecond: number };
 
@@ -61,3 +62,16 @@ function format(value: number): string {
 }
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** POSTs a JSON body over a keep-alive agent; the status and the body that came back. */
+export function postJson(agent: http.Agent, port: number, path: string, headers: Record<string, string>, body: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port, method: 'POST', path, agent, headers: { ...headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) } }, (res) => {
+      let data = '';
+      res.on('data', (c) => (data += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: data }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}

@@ -10,7 +10,7 @@ import { loadConfig } from '../../core/config.ts';
 import { sql } from '../../core/db/pool.ts';
 import { enqueueJobs } from '../../core/jobs/enqueue.ts';
 import { freePort } from '../embedded-postgres.ts';
-import { sleep, throughput } from './measure.ts';
+import { postJson, sleep, throughput } from './measure.ts';
 import { spawnEntry, stopAll, waitForHealth, type PlatformProcess } from './processes.ts';
 import { resetQueues, type BenchContext } from './scenarios.ts';
 
@@ -50,18 +50,6 @@ async function drainWith(ctx: BenchContext, env: Record<string, string>, workers
   }
 }
 
-function post(agent: http.Agent, port: number, path: string, headers: Record<string, string>, body: string): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, method: 'POST', path, agent, headers: { ...headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) } }, (res) => {
-      let data = '';
-      res.on('data', (c) => (data += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: data }));
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
-}
-
 /** Chat sends accepted/s with CLIENTS keep-alive clients spread over `apis` api processes (no worker). */
 async function sendsWith(ctx: BenchContext, env: Record<string, string>, apis: number, headers: Record<string, string>, baseUrl: string): Promise<number> {
   await resetQueues(ctx);
@@ -74,7 +62,7 @@ async function sendsWith(ctx: BenchContext, env: Record<string, string>, apis: n
     await Promise.all(procs.map((p, i) => waitForHealth(p, ports[i]!)));
     const sessions: string[] = [];
     for (let i = 0; i < CLIENTS; i++) {
-      const res = await post(agent, ports[i % apis]!, '/api/chat/sessions', headers, '{}');
+      const res = await postJson(agent, ports[i % apis]!, '/api/chat/sessions', headers, '{}');
       if (res.status !== 201 && res.status !== 200) throw new Error(`scale-out: create session answered ${res.status}: ${res.body}`);
       sessions.push((JSON.parse(res.body) as { id: string }).id);
     }
@@ -82,7 +70,7 @@ async function sendsWith(ctx: BenchContext, env: Record<string, string>, apis: n
     // Client `loop` talks to one api (alternating over the ports) in its own session.
     const send = async (loop: number) => {
       const key = `scale-out-${process.pid}-${apis}-${++n}`;
-      const res = await post(agent, ports[loop % apis]!, '/api/chat/send', { ...headers, 'idempotency-key': key },
+      const res = await postJson(agent, ports[loop % apis]!, '/api/chat/send', { ...headers, 'idempotency-key': key },
         JSON.stringify({ sessionId: sessions[loop % CLIENTS], message: `message ${n}` }));
       if (res.status !== 202) throw new Error(`scale-out: send answered ${res.status}: ${res.body}`);
     };

@@ -23,7 +23,7 @@ await gone.close(); // a provider nobody answers for
 
 const databaseUrl = await createTestDatabase(t);
 // The unreachable case below names a tenant baseUrl on 127.0.0.1, which only the switch allows.
-const { app, db, config, logs } = await buildTestApp(t, databaseUrl, {
+const { app, db, logs } = await buildTestApp(t, databaseUrl, {
   LOG_LEVEL: 'trace',
   OPENAI_BASE_URL: fake.url,
   NEW_TENANT_CREDITS_MICROS: '2500000',
