@@ -1,4 +1,4 @@
-// The pg.Pool Graphile Worker runs on. Graphile 0.17 fires the release of a
+// The pg.Pool Graphile Worker runs on (and the worker's completion pool). Graphile 0.17 fires the release of a
 // finished job (complete or fail) without awaiting it and retries only a few
 // error codes, so a connection refused while PostgreSQL is down became an
 // unhandled rejection that ended the process. This pool waits for the
@@ -19,14 +19,16 @@ export class PatientPool extends pg.Pool {
   constructor(
     config: pg.PoolConfig,
     private readonly logger: Logger,
+    /** Names the pool in its log lines. */
+    private readonly label = 'graphile pool',
   ) {
     super(config);
     // An idle client whose server went away is dropped by the pool; without a
     // listener the 'error' event would throw.
-    this.on('error', (error) => logger.debug({ reason: error.message }, 'graphile pool: idle connection lost'));
+    this.on('error', (error) => logger.debug({ reason: error.message }, `${label}: idle connection lost`));
     // Likewise a checked-out client (Graphile's LISTEN connection) whose
     // socket breaks: the error resurfaces on its next query.
-    this.on('connect', (client) => client.on('error', (error) => logger.debug({ reason: error.message }, 'graphile pool: connection lost')));
+    this.on('connect', (client) => client.on('error', (error) => logger.debug({ reason: error.message }, `${label}: connection lost`)));
   }
 
   override connect(): Promise<pg.PoolClient>;
@@ -41,7 +43,7 @@ export class PatientPool extends pg.Pool {
       try {
         const client = await super.connect();
         if (this.unreachableSince !== null) {
-          this.logger.info({ downMs: Date.now() - this.unreachableSince }, 'graphile pool: database reachable again');
+          this.logger.info({ downMs: Date.now() - this.unreachableSince }, `${this.label}: database reachable again`);
           this.unreachableSince = null;
         }
         return client;
@@ -49,7 +51,7 @@ export class PatientPool extends pg.Pool {
         if (this.ending || !isDatabaseUnavailable(error)) throw error;
         if (this.unreachableSince === null) {
           this.unreachableSince = Date.now();
-          this.logger.warn({ reason: (error as Error).message }, 'graphile pool: database unreachable; waiting for it');
+          this.logger.warn({ reason: (error as Error).message }, `${this.label}: database unreachable; waiting for it`);
         }
         const delay = Math.min(MAX_BACKOFF_MS, 100 * 2 ** Math.min(attempt, 10)) * (0.75 + Math.random() / 2);
         await new Promise((resolve) => setTimeout(resolve, delay));

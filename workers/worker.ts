@@ -61,6 +61,7 @@ export async function startWorker({ config, databaseUrl, logger, concurrency }: 
   const completionPool = new PatientPool(
     { connectionString: databaseUrl, max: 2, application_name: 'worker-completions', options: '-c synchronous_commit=off' },
     logger.child({ component: 'completion-pool' }),
+    'completion pool',
   );
   const completions = new JobCompletions(completionPool, logger.child({ component: 'job-completions' }));
   const deps = { db, config, logger, cancels, completions, refused: jobTimes.refused };
