@@ -122,7 +122,7 @@ export function defineTask<S extends z.ZodType>(
       const runningTimer = setTimeout(() => {
         markedRunning ??= markRunning(deps.db, jobId, attempt, holder).catch((error) => logger.warn({ err: error }, 'could not mark the job running'));
       }, deps.config.worker.runningAfterMs);
-      /** Before the final write: no 'running' may land after it. */
+      /** Before progress or the final write: no 'running' may land after it. */
       const settleRunning = async () => {
         clearTimeout(runningTimer);
         await markedRunning;
@@ -137,8 +137,7 @@ export function defineTask<S extends z.ZodType>(
         helpers,
         signal: helpers.abortSignal ? AbortSignal.any([helpers.abortSignal, cancel.signal]) : cancel.signal,
         progress: async (value) => {
-          clearTimeout(runningTimer);
-          await markedRunning;
+          await settleRunning();
           await deps.completions.progress(jobId, attempt, value, holder);
         },
         completeWithin: async (tx, result) => {

@@ -40,14 +40,16 @@ export class JobCompletions {
         }
       },
     });
-    this.opens = new StatementBatcher((ids) => openAttempts(db, ids), (id) => id, { what: 'attempt start', logger });
+    this.opens = new StatementBatcher(
+      async (ids) => (await openAttempts(db, ids)).map((value) => ({ ok: true as const, value })),
+      { key: (id) => id, what: 'attempt start', logger },
+    );
     this.results = new StatementBatcher(
       async (completions) => {
         const recorded = await completeJobs(db, completions);
-        return completions.map((c) => recorded.has(c.jobId));
+        return completions.map((c) => ({ ok: true as const, value: recorded.has(c.jobId) }));
       },
-      (c) => c.jobId,
-      { what: 'job completion', logger },
+      { key: (c) => c.jobId, what: 'job completion', logger },
     );
   }
 

@@ -7,6 +7,7 @@
 // before that COMMIT returns. At low load a batch is a single request, so this
 // adds no waiting.
 import type { Logger } from 'pino';
+import { StatementBatcher, type ItemOutcome } from '../db/batcher.ts';
 import type { DatabasePool, DatabaseTransactionConnection } from '../db/pool.ts';
 import { enqueueJobs, type EnqueuedJob, type JobSpec } from './enqueue.ts';
 
@@ -36,43 +37,36 @@ export type BatchHandler<I, T> = (tx: DatabaseTransactionConnection, inputs: rea
 type Pending = {
   submission: Submission<unknown>;
   batched?: { handler: BatchHandler<unknown, unknown>; input: unknown };
-  resolve: (v: Submitted<unknown>) => void;
-  reject: (e: unknown) => void;
 };
 
 export type GroupCommitOptions = { maxBatch?: number; maxInFlight?: number; logger?: Logger };
 
 export class GroupCommitter {
-  private queue: Pending[] = [];
-  private inFlight = 0;
-  private readonly maxBatch: number;
-  private readonly maxInFlight: number;
+  // Gathering, runs in flight and the one-by-one retry of a failed batch are
+  // the shared batcher's; this class writes a batch.
+  private readonly batcher: StatementBatcher<Pending, Submitted<unknown>>;
 
   constructor(
     private readonly pool: DatabasePool,
-    private readonly options: GroupCommitOptions = {},
+    options: GroupCommitOptions = {},
   ) {
-    this.maxBatch = options.maxBatch ?? 200;
-    this.maxInFlight = options.maxInFlight ?? 2;
+    this.batcher = new StatementBatcher((batch) => this.write(batch), {
+      maxBatch: options.maxBatch ?? 200,
+      maxInFlight: options.maxInFlight ?? 2,
+      what: 'group commit',
+      logger: options.logger,
+    });
   }
 
   submit<T = undefined>(submission: Submission<T>): Promise<Submitted<T>> {
-    return new Promise<Submitted<T>>((resolve, reject) => {
-      this.queue.push({ submission: submission as Submission<unknown>, resolve: resolve as Pending['resolve'], reject });
-      this.pump();
-    });
+    return this.batcher.submit({ submission: submission as Submission<unknown> }) as Promise<Submitted<T>>;
   }
 
   submitBatched<I, T>(handler: BatchHandler<I, T>, input: I): Promise<Submitted<T>> {
-    return new Promise<Submitted<T>>((resolve, reject) => {
-      this.queue.push({
-        submission: { jobs: [] },
-        batched: { handler: handler as BatchHandler<unknown, unknown>, input },
-        resolve: resolve as Pending['resolve'],
-        reject,
-      });
-      this.pump();
-    });
+    return this.batcher.submit({
+      submission: { jobs: [] },
+      batched: { handler: handler as BatchHandler<unknown, unknown>, input },
+    }) as Promise<Submitted<T>>;
   }
 
   /** Convenience for requests that only enqueue. */
@@ -80,95 +74,64 @@ export class GroupCommitter {
     return (await this.submit({ jobs: specs })).jobs;
   }
 
-  private pump(): void {
-    while (this.inFlight < this.maxInFlight && this.queue.length > 0) {
-      const batch = this.queue.splice(0, this.maxBatch);
-      this.inFlight++;
-      void this.flush(batch).finally(() => {
-        this.inFlight--;
-        this.pump();
-      });
-    }
-  }
-
-  private async flush(batch: Pending[]): Promise<void> {
-    if (batch.every((item) => !item.submission.work && !item.batched)) return this.flushEnqueueOnly(batch);
+  /** One outcome per request; throws when the batch as a whole failed (the batcher then writes each alone). */
+  private async write(batch: readonly Pending[]): Promise<Array<ItemOutcome<Submitted<unknown>>>> {
+    if (batch.every((item) => !item.submission.work && !item.batched)) return this.writeEnqueueOnly(batch);
     const outcomes = new Map<Pending, Submitted<unknown>>();
     const failed = new Map<Pending, unknown>();
-    try {
-      await this.pool.transaction(async (tx) => {
-        outcomes.clear();
-        failed.clear();
-        const specs: JobSpec[] = [];
-        const owners: Array<{ item: Pending; from: number; count: number }> = [];
-        // Set-based work first, one call per handler for all its inputs.
-        const groups = new Map<BatchHandler<unknown, unknown>, Pending[]>();
-        for (const item of batch) {
-          if (item.batched) groups.set(item.batched.handler, [...(groups.get(item.batched.handler) ?? []), item]);
-        }
-        for (const [handler, items] of groups) {
-          const results = await handler(tx, items.map((i) => i.batched!.input));
-          items.forEach((item, i) => {
-            const result = results[i]!;
-            owners.push({ item, from: specs.length, count: result.jobs.length });
-            specs.push(...result.jobs);
-            outcomes.set(item, { value: result.value, jobs: [] });
-          });
-        }
-        for (const item of batch) {
-          if (item.batched) continue;
-          try {
-            const { work, jobs, savepoint = true } = item.submission;
-            // A single-request batch needs no savepoint: its failure is the batch's.
-            const value = work ? (batch.length === 1 || !savepoint ? await work(tx) : await tx.transaction((sp) => work(sp))) : undefined;
-            const itemSpecs = typeof jobs === 'function' ? jobs(value) : jobs;
-            owners.push({ item, from: specs.length, count: itemSpecs.length });
-            specs.push(...itemSpecs);
-            outcomes.set(item, { value, jobs: [] });
-          } catch (error) {
-            // Without a savepoint the transaction is spoilt: let the batch fail
-            // and be retried one by one.
-            if (batch.length === 1 || item.submission.savepoint === false) throw error;
-            failed.set(item, error);
-          }
-        }
-        const enqueued = await enqueueJobs(tx, specs);
-        for (const { item, from, count } of owners) outcomes.get(item)!.jobs = enqueued.slice(from, from + count);
-      });
-    } catch (error) {
-      if (batch.length === 1) {
-        batch[0]!.reject(error);
-        return;
+    await this.pool.transaction(async (tx) => {
+      outcomes.clear();
+      failed.clear();
+      const specs: JobSpec[] = [];
+      const owners: Array<{ item: Pending; from: number; count: number }> = [];
+      // Set-based work first, one call per handler for all its inputs.
+      const groups = new Map<BatchHandler<unknown, unknown>, Pending[]>();
+      for (const item of batch) {
+        if (item.batched) groups.set(item.batched.handler, [...(groups.get(item.batched.handler) ?? []), item]);
       }
-      // The shared part failed (for example one bad job spec): give every
-      // request its own transaction so only the guilty one fails.
-      this.options.logger?.warn({ err: error, size: batch.length }, 'group commit failed; retrying requests one by one');
-      await Promise.all(batch.map((item) => this.flush([item])));
-      return;
-    }
-    for (const item of batch) {
+      for (const [handler, items] of groups) {
+        const results = await handler(tx, items.map((i) => i.batched!.input));
+        items.forEach((item, i) => {
+          const result = results[i]!;
+          owners.push({ item, from: specs.length, count: result.jobs.length });
+          specs.push(...result.jobs);
+          outcomes.set(item, { value: result.value, jobs: [] });
+        });
+      }
+      for (const item of batch) {
+        if (item.batched) continue;
+        try {
+          const { work, jobs, savepoint = true } = item.submission;
+          // A single-request batch needs no savepoint: its failure is the batch's.
+          const value = work ? (batch.length === 1 || !savepoint ? await work(tx) : await tx.transaction((sp) => work(sp))) : undefined;
+          const itemSpecs = typeof jobs === 'function' ? jobs(value) : jobs;
+          owners.push({ item, from: specs.length, count: itemSpecs.length });
+          specs.push(...itemSpecs);
+          outcomes.set(item, { value, jobs: [] });
+        } catch (error) {
+          // Without a savepoint the transaction is spoilt: let the batch fail
+          // and be written again one by one.
+          if (batch.length === 1 || item.submission.savepoint === false) throw error;
+          failed.set(item, error);
+        }
+      }
+      const enqueued = await enqueueJobs(tx, specs);
+      for (const { item, from, count } of owners) outcomes.get(item)!.jobs = enqueued.slice(from, from + count);
+    });
+    return batch.map((item) => {
       const outcome = outcomes.get(item);
-      if (outcome) item.resolve(outcome);
-      else item.reject(failed.get(item));
-    }
+      return outcome ? { ok: true, value: outcome } : { ok: false, error: failed.get(item) };
+    });
   }
 
   /**
    * Requests that only enqueue need no transaction block: enqueueJobs is one
    * statement, atomic on its own, so this saves the BEGIN and COMMIT round trips.
    */
-  private async flushEnqueueOnly(batch: Pending[]): Promise<void> {
+  private async writeEnqueueOnly(batch: readonly Pending[]): Promise<Array<ItemOutcome<Submitted<unknown>>>> {
     const lists = batch.map(({ submission: { jobs } }) => (typeof jobs === 'function' ? jobs(undefined) : jobs));
-    try {
-      const enqueued = await enqueueJobs(this.pool, lists.flat());
-      let from = 0;
-      batch.forEach((item, i) => {
-        item.resolve({ value: undefined, jobs: enqueued.slice(from, (from += lists[i]!.length)) });
-      });
-    } catch (error) {
-      if (batch.length === 1) return batch[0]!.reject(error);
-      this.options.logger?.warn({ err: error, size: batch.length }, 'group enqueue failed; retrying requests one by one');
-      await Promise.all(batch.map((item) => this.flushEnqueueOnly([item])));
-    }
+    const enqueued = await enqueueJobs(this.pool, lists.flat());
+    let from = 0;
+    return lists.map((list) => ({ ok: true, value: { value: undefined, jobs: enqueued.slice(from, (from += list.length)) } }));
   }
 }

@@ -28,8 +28,7 @@ const NO_HOLDER: Holder = { lockedBy: null, lockedAt: null };
  * smaller number. Of two attempts that never wrote, the first to finish wins,
  * and the other finds the job final: still exactly one result.
  */
-const mayWrite = (attempt: number) =>
-  sql.fragment`((attempts < ${attempt} and status in ('queued', 'running')) or (attempts = ${attempt} and status = 'running'))`;
+const mayWrite = (attempt: number) => sql.fragment`job_attempt_may_write(status, attempts, ${attempt})`;
 
 /** What an attempt's first write records besides its own change. */
 const attemptColumns = (attempt: number, holder: Holder) => sql.fragment`
@@ -75,7 +74,7 @@ export async function markRunning(db: CommonQueryMethods, jobId: string, attempt
 const REPORT_PROGRESS = `
   update jobs set progress = $2::jsonb, status = 'running', attempts = $3, locked_by = coalesce($4, locked_by),
     started_at = coalesce(started_at, $5::timestamptz, now())
-  where id = $1 and ((attempts < $3 and status in ('queued', 'running')) or (attempts = $3 and status = 'running'))
+  where id = $1 and job_attempt_may_write(status, attempts, $3)
   returning id`;
 
 /**
@@ -111,8 +110,7 @@ const COMPLETE_JOBS = `
   set status = 'succeeded', result = $2::jsonb -> (c.n::int - 1), error = null, finished_at = now(), attempts = c.attempt,
     locked_by = coalesce(c.locked_by, j.locked_by), started_at = coalesce(j.started_at, c.locked_at, now())
   from unnest($1::uuid[], $3::int4[], $4::text[], $5::timestamptz[]) with ordinality as c(id, attempt, locked_by, locked_at, n)
-  where j.id = c.id
-    and ((j.attempts < c.attempt and j.status in ('queued', 'running')) or (j.attempts = c.attempt and j.status = 'running'))
+  where j.id = c.id and job_attempt_may_write(j.status, j.attempts, c.attempt)
   returning j.id::text`;
 
 /**

@@ -81,10 +81,9 @@ t.test('a batch that fails halfway is written again item by item: only the bad r
     async (items: ReadonlyArray<{ jobId: string; result: unknown }>) => {
       statements++;
       const recorded = await completeJobs(raw, items.map((c) => ({ ...c, attempt: 1, holder })));
-      return items.map((c) => recorded.has(c.jobId));
+      return items.map((c) => ({ ok: true as const, value: recorded.has(c.jobId) }));
     },
-    (c) => c.jobId,
-    { what: 'job completion', logger, maxInFlight: 1 },
+    { key: (c) => c.jobId, what: 'job completion', logger, maxInFlight: 1 },
   );
   // PostgreSQL's jsonb refuses \u0000: the batch holding it fails as a whole.
   const outcomes = await Promise.allSettled(ids.map((jobId, i) => batcher.submit({ jobId, result: i === 3 ? { text: 'nul \u0000 here' } : { i } })));
