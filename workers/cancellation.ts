@@ -9,8 +9,20 @@ import { z } from 'zod';
 import { sql, type DatabasePool } from '../core/db/pool.ts';
 import { JobEventHub } from '../core/jobs/events.ts';
 
+/** How long a cancel of a job this process does not run (yet) is remembered, and how many. */
+const REMEMBER_MS = 60_000;
+const REMEMBER_MAX = 10_000;
+
 export class CancelListener {
   private readonly running = new Map<string, AbortController>();
+  /**
+   * Cancels of jobs no handler here was tracking, with when they arrived: a
+   * first attempt starts without reading its job (workers/define-task.ts), so
+   * a cancel that lands between Graphile's pick and the handler's start is
+   * kept here and aborts the handler as it starts. Most such cancels are of
+   * jobs nobody runs; they age out.
+   */
+  private readonly early = new Map<string, number>();
   private readonly hub: JobEventHub;
 
   constructor(
@@ -37,14 +49,26 @@ export class CancelListener {
   track(jobId: string): { signal: AbortSignal; untrack: () => void } {
     const controller = new AbortController();
     this.running.set(jobId, controller);
+    if (this.early.delete(jobId)) controller.abort(new JobCancelledError());
     return { signal: controller.signal, untrack: () => this.running.get(jobId) === controller && this.running.delete(jobId) };
   }
 
   private abort(jobId: string): void {
     const controller = this.running.get(jobId);
-    if (!controller || controller.signal.aborted) return;
+    if (!controller) return this.remember(jobId);
+    if (controller.signal.aborted) return;
     this.logger.info({ jobId }, 'job cancelled while running; aborting its handler');
     controller.abort(new JobCancelledError());
+  }
+
+  private remember(jobId: string): void {
+    const now = Date.now();
+    this.early.set(jobId, now);
+    // Insertion order is arrival order: the oldest go first.
+    for (const [id, at] of this.early) {
+      if (this.early.size <= REMEMBER_MAX && at > now - REMEMBER_MS) break;
+      this.early.delete(id);
+    }
   }
 
   private async recheck(): Promise<void> {

@@ -1,7 +1,7 @@
 // The shape of every task: payload checked with zod on the first line, the
 // platform job moved through its states around the handler, and failures
-// turned into codes a client can show. An attempt costs one read at its start
-// and one write at its end, batched with other jobs' results
+// turned into codes a client can show. A first attempt costs one write, its
+// result (a retry reads the job first), batched with other jobs' results
 // (core/jobs/completions.ts); 'running' is written only for work that lasts
 // (WORKER_RUNNING_AFTER_MS) or reports progress (core/jobs/lifecycle.ts). A handler must be idempotent against
 // retries (key its writes by ctx.jobId).
@@ -52,7 +52,12 @@ export type TaskContext = TaskDeps & {
   helpers: JobHelpers;
 };
 
-export type TaskDefinition = { kind: string; build: (deps: TaskDeps) => Task };
+export type TaskDefinition = {
+  kind: string;
+  build: (deps: TaskDeps) => Task;
+  /** Its jobs are platform jobs, enqueued with their lane flag (core/jobs/enqueue.ts), so the batch lane may fetch them. */
+  platformJob?: boolean;
+};
 
 /** The job's final state was set elsewhere (cancel, another attempt); the handler's transaction must not commit. */
 export class JobNotRecordedError extends Error {
@@ -88,6 +93,7 @@ export function defineTask<S extends z.ZodType>(
 ): TaskDefinition {
   return {
     kind,
+    platformJob: true,
     build: (deps) => async (payload, helpers) => {
       const envelope = TaskEnvelope.safeParse(payload);
       if (!envelope.success) {
@@ -106,7 +112,12 @@ export function defineTask<S extends z.ZodType>(
 
       const holder: Holder = { lockedBy: helpers.job.locked_by, lockedAt: helpers.job.locked_at ? new Date(helpers.job.locked_at) : null };
 
-      if (!(await deps.completions.open(jobId))) {
+      // A first attempt runs without reading the job: before its first pick a
+      // job can only have been cancelled or deleted, and either takes the
+      // Graphile job out of the queue (0028) or, when it is picked already,
+      // reaches this process as a cancel. Retries read, as a lost attempt may
+      // have left the job final or asked to stop.
+      if (attempt > 1 && !(await deps.completions.open(jobId))) {
         logger.info('job is already final (finished, cancelled or deleted); skipping');
         return;
       }
@@ -117,6 +128,12 @@ export function defineTask<S extends z.ZodType>(
       }
       let completedWithin = false;
       const cancel = deps.cancels.track(jobId);
+      if (cancel.signal.aborted) {
+        // Cancelled between its pick and here: the handler never starts.
+        cancel.untrack();
+        await finishCancelled(deps.db, jobId);
+        return logger.info('job cancelled before it started; no result recorded');
+      }
       // 'running' only for work that lasts; a first progress writes it too.
       let markedRunning: Promise<unknown> | null = null;
       const runningTimer = setTimeout(() => {

@@ -127,15 +127,16 @@ async function sendRound(
       select (t->'payload'->>'jobId')::uuid as job_id, t as spec
       from json_array_elements(${sql.json(turns.workerSpecs as never)}) t
       where (t->'payload'->'input'->>'userMessageId')::uuid in (select id from message)
+    ), added as (
+      select id, (payload->>'jobId')::uuid as job_id
+      from graphile_worker.add_jobs(array(select json_populate_record(null::graphile_worker.job_spec, spec) from created))
     ), queued as (
-      insert into jobs (id, tenant_id, kind, queue_name, max_attempts, session_id)
-      select r.id, r.tenant_id, r.kind, r.queue_name, r.max_attempts, r.session_id
+      insert into jobs (id, tenant_id, kind, queue_name, max_attempts, session_id, graphile_job_id)
+      select r.id, r.tenant_id, r.kind, r.queue_name, r.max_attempts, r.session_id, added.id
       from jsonb_to_recordset(${sql.jsonb(turns.rows as never)})
         as r(id uuid, tenant_id uuid, kind text, queue_name text, max_attempts integer, session_id uuid)
-      where r.id in (select job_id from created)
+      join added on added.job_id = r.id
       returning 1
-    ), added as (
-      select 1 from graphile_worker.add_jobs(array(select json_populate_record(null::graphile_worker.job_spec, spec) from created))
     )
     select input.i, exists (select 1 from valid where valid.i = input.i) as session_found,
       exists (select 1 from message where message.id = input.message_id) as created,

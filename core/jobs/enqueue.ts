@@ -41,8 +41,21 @@ const DEFAULT_MAX_ATTEMPTS = 10;
 /** The Graphile Worker flag every job of a tenant carries. */
 export const tenantFlag = (tenantId: string) => `t:${tenantId}`;
 
+/**
+ * The kinds whose jobs may name a queue (JobSpec.queueName). The worker
+ * fetches jobs of every other kind in batches (workers/worker.ts), and a
+ * batch may hold several jobs of one queue (graphile/worker#621), so a queue
+ * on any other kind is refused here rather than silently run out of order.
+ */
+export const SERIAL_KINDS: ReadonlySet<string> = new Set(['chat.turn', 'channel.link', 'channel.deliver', 'channel.disconnect', 'billing.webhook']);
+
 /** The `jobs` rows and the Graphile Worker job specs of these jobs (enqueueJobs writes them; core/chat/send.ts too). */
 export function jobRecords(specs: readonly JobSpec[]) {
+  for (const spec of specs) {
+    if (spec.queueName && !SERIAL_KINDS.has(spec.kind)) {
+      throw new Error(`${spec.kind} jobs run in batches and cannot name a queue; add the kind to SERIAL_KINDS (core/jobs/enqueue.ts) to run its jobs in order`);
+    }
+  }
   const rows = specs.map((spec) => ({
     id: spec.id ?? randomUUID(),
     tenant_id: spec.tenantId,
@@ -72,22 +85,23 @@ export function jobRecords(specs: readonly JobSpec[]) {
 export async function enqueueJobs(tx: CommonQueryMethods, specs: readonly JobSpec[]): Promise<EnqueuedJob[]> {
   if (specs.length === 0) return [];
   const { rows, workerSpecs } = jobRecords(specs);
-  // The data-modifying CTE and add_jobs() both run because the final select
-  // reads from each of them.
+  // add_jobs() first: each row records its Graphile job (0028), which a
+  // cancel takes out of the queue. The final select reads every CTE, so all run.
   await tx.query(sql.unsafe`
-    with inserted as (
-      insert into jobs (id, tenant_id, kind, queue_name, max_attempts, session_id)
-      select id, tenant_id, kind, queue_name, max_attempts, session_id
-      from jsonb_to_recordset(${sql.jsonb(rows)})
-        as r(id uuid, tenant_id uuid, kind text, queue_name text, max_attempts integer, session_id uuid)
-      returning 1
-    ), added as (
-      select 1 from graphile_worker.add_jobs(array(
+    with added as (
+      select id, (payload->>'jobId')::uuid as job_id from graphile_worker.add_jobs(array(
         select json_populate_record(null::graphile_worker.job_spec, spec)
         from json_array_elements(${sql.json(workerSpecs as never)}) as spec
       ))
+    ), inserted as (
+      insert into jobs (id, tenant_id, kind, queue_name, max_attempts, session_id, graphile_job_id)
+      select r.id, r.tenant_id, r.kind, r.queue_name, r.max_attempts, r.session_id, added.id
+      from jsonb_to_recordset(${sql.jsonb(rows)})
+        as r(id uuid, tenant_id uuid, kind text, queue_name text, max_attempts integer, session_id uuid)
+      left join added on added.job_id = r.id
+      returning 1
     )
-    select (select count(*) from inserted) as inserted, (select count(*) from added) as added`);
+    select (select count(*) from inserted) as inserted`);
   return rows.map((r) => ({ id: r.id, kind: r.kind, status: 'queued' as const }));
 }
 

@@ -1,0 +1,130 @@
+// A first attempt starts without reading its platform job, and jobs of the
+// kinds that need no queue are fetched in batches (workers/worker.ts). These
+// tests prove what that could break: a job cancelled (or deleted) before its
+// pick never runs, a cancel that lands between the pick and the handler
+// stops the handler, and a named queue still runs one job at a time, in
+// order, while other jobs go through the batch lane beside it.
+import t from 'tap';
+import { z } from 'zod';
+import { Keyring } from '../../core/crypto/keyring.ts';
+import { sql } from '../../core/db/pool.ts';
+import { enqueueJobs } from '../../core/jobs/enqueue.ts';
+import { completeJob, requestCancel } from '../../core/jobs/lifecycle.ts';
+import { putKey } from '../../core/provider-keys/keys.ts';
+import { CancelListener } from '../../workers/cancellation.ts';
+import { startTestServer } from '../helpers/app.ts';
+import { testLogger } from '../helpers/config.ts';
+import { createTestDatabase } from '../helpers/db.ts';
+import { startFakeOpenAI } from '../helpers/fake-providers.ts';
+import { createMember, enqueue } from '../helpers/fixtures.ts';
+import { waitFor } from '../helpers/wait.ts';
+import { startTestWorker } from '../helpers/worker.ts';
+
+const openai = await startFakeOpenAI({ apiKey: 'sk-lanes-key-1234' });
+t.teardown(() => openai.close());
+const databaseUrl = await createTestDatabase(t);
+const overrides = { OPENAI_BASE_URL: openai.url };
+const api = await startTestServer(t, databaseUrl, overrides);
+const { app, db, config } = api;
+const member = await createMember(db, 'admin');
+
+const Count = z.object({ n: z.number() });
+/** Graphile jobs (locked or not) that carry this platform job. */
+const graphileJobs = (jobId: string) =>
+  db.oneFirst(sql.type(Count)`select count(*)::int as n from graphile_worker._private_jobs where payload->>'jobId' = ${jobId}`);
+const statusOf = (jobId: string) => db.oneFirst(sql.type(z.object({ status: z.string() }))`select status from jobs where id = ${jobId}`);
+
+t.test('a cancel of a queued job takes its Graphile job out of the queue; a picked one is left to its worker', async (t) => {
+  const queued = await enqueue(db, { kind: 'diag.noop', tenantId: member.tenantId });
+  t.equal(await graphileJobs(queued), 1);
+  t.match(await requestCancel(db, queued), { status: 'cancelled' });
+  t.equal(await graphileJobs(queued), 0, 'nobody can pick it up any more');
+
+  const picked = await enqueue(db, { kind: 'diag.noop', tenantId: member.tenantId });
+  // As Graphile's pick leaves it: locked by a worker.
+  await db.query(sql.unsafe`update graphile_worker._private_jobs set locked_at = now(), locked_by = 'some-worker' where payload->>'jobId' = ${picked}`);
+  t.match(await requestCancel(db, picked), { status: 'cancelled' });
+  t.equal(await graphileJobs(picked), 1, 'the worker holding it hears of the cancel (job_cancel) and lets it go');
+  await db.query(sql.unsafe`delete from graphile_worker._private_jobs where payload->>'jobId' = ${picked}`);
+});
+
+t.test('deleting a tenant takes its unfinished jobs out of the queue', async (t) => {
+  const other = await createMember(db, 'admin');
+  const jobs = await db.transaction((tx) => enqueueJobs(tx, Array.from({ length: 3 }, () => ({ kind: 'diag.noop', tenantId: other.tenantId }))));
+  await completeJob(db, jobs[0]!.id, 1, { done: true });
+  await db.query(sql.unsafe`delete from tenants where id = ${other.tenantId}`);
+  for (const job of jobs.slice(1)) t.equal(await graphileJobs(job.id), 0, 'an unfinished job leaves the queue with its row');
+  t.equal(await graphileJobs(jobs[0]!.id), 1, 'a finished job is left to the worker that holds it');
+  await db.query(sql.unsafe`delete from graphile_worker._private_jobs where payload->>'jobId' = ${jobs[0]!.id}`);
+});
+
+t.test('a worker never starts a job cancelled while it was queued', async (t) => {
+  const cancelled = await enqueue(db, { kind: 'diag.steps', tenantId: member.tenantId, input: { steps: 1, delayMs: 10 } });
+  await requestCancel(db, cancelled);
+  const worker = await startTestWorker(t, databaseUrl, { WORKER_CONCURRENCY: '4', WORKER_TENANT_CONCURRENCY: '4' });
+  const started: string[] = [];
+  worker.events.on('job:start', ({ job }) => started.push(String((job.payload as { jobId?: string } | null)?.jobId)));
+  const after = await enqueue(db, { kind: 'diag.steps', tenantId: member.tenantId, input: { steps: 1, delayMs: 10 } });
+  await waitFor('a later job to finish', async () => (await statusOf(after)) === 'succeeded');
+  t.notOk(started.includes(cancelled), 'the cancelled job was never picked up');
+  t.equal(await statusOf(cancelled), 'cancelled');
+});
+
+t.test('a cancel heard before the handler starts aborts the handler as it starts', async (t) => {
+  const listener = new CancelListener(databaseUrl, db, testLogger('job-cancel'));
+  await listener.start();
+  t.teardown(() => listener.stop());
+  const jobId = await enqueue(db, { kind: 'diag.noop', tenantId: member.tenantId });
+  await requestCancel(db, jobId); // job_cancel NOTIFY: nobody here tracks the job yet
+  const aborted = await waitFor('the cancel to arrive', async () => {
+    const tracked = listener.track(jobId);
+    if (tracked.signal.aborted) return tracked;
+    tracked.untrack();
+    return null;
+  });
+  t.ok(aborted.signal.aborted, 'tracked after the cancel arrived: aborted at once');
+  aborted.untrack();
+  const fresh = listener.track(jobId);
+  t.notOk(fresh.signal.aborted, 'the cancel is used once');
+  fresh.untrack();
+});
+
+t.test('a queue on a kind that runs in batches is refused at enqueue, and nothing is written', async (t) => {
+  const before = await db.oneFirst(sql.type(Count)`select count(*)::int as n from jobs`);
+  await t.rejects(
+    db.transaction((tx) => enqueueJobs(tx, [{ kind: 'diag.noop', tenantId: member.tenantId, queueName: 'mine' }])),
+    /diag\.noop jobs run in batches and cannot name a queue/,
+  );
+  t.equal(await db.oneFirst(sql.type(Count)`select count(*)::int as n from jobs`), before);
+});
+
+t.test('with fairness off: a session\'s turns run one at a time, in order, while other jobs run in batches beside them', async (t) => {
+  await db.query(sql.unsafe`update tenants set plan = 'pro' where id = ${member.tenantId}`);
+  await putKey(db, Keyring.fromConfig(config), { tenantId: member.tenantId, provider: 'openai', apiKey: 'sk-lanes-key-1234', userId: member.userId });
+  const headers = { authorization: `Bearer ${member.token}`, 'x-tenant-id': member.tenantId };
+  const sessionId = (await app.inject({ method: 'POST', url: '/api/chat/sessions', headers, payload: { title: 'Lanes', model: 'openai/gpt-4o-mini' } })).json().id as string;
+  // Sent while no worker runs, so every turn waits in the queue together.
+  const turns: string[] = [];
+  for (let i = 0; i < 5; i++) {
+    openai.enqueue({ reply: `answer ${i}`, chunks: 2, delayMs: 30 });
+    const res = await app.inject({ method: 'POST', url: '/api/chat/send', headers: { ...headers, 'idempotency-key': `lanes-turn-${i}` }, payload: { sessionId, message: `question ${i}` } });
+    t.equal(res.statusCode, 202, res.body);
+    turns.push((res.json() as { jobId: string }).jobId);
+  }
+  const noops = await db.transaction((tx) => enqueueJobs(tx, Array.from({ length: 60 }, () => ({ kind: 'diag.noop', tenantId: member.tenantId }))));
+
+  await startTestWorker(t, databaseUrl, { ...overrides, WORKER_CONCURRENCY: '4', WORKER_TENANT_CONCURRENCY: '4' });
+  const ids = sql.array([...turns, ...noops.map((j) => j.id)], 'uuid');
+  await waitFor('every job to succeed', async () =>
+    (await db.oneFirst(sql.type(Count)`select count(*)::int as n from jobs where id = any(${ids}) and status = 'succeeded'`)) === 65, 30_000);
+  // started_at is Graphile's lock time, finished_at the result's commit: a
+  // queue unlocks only when its job is let go, after its result.
+  const spans = await db.any(sql.type(z.object({ id: z.string(), started: z.number(), finished: z.number() }))`
+    select id::text, extract(epoch from started_at)::float8 as started, extract(epoch from finished_at)::float8 as finished
+    from jobs where id = any(${sql.array(turns, 'uuid')}) order by started_at`);
+  t.same(spans.map((s) => s.id), turns, 'the turns started in the order they were sent');
+  t.ok(spans.every((s, i) => i === 0 || s.started >= spans[i - 1]!.finished), 'each turn started after the one before it finished');
+  const answers = await db.anyFirst(sql.type(z.object({ content: z.string() }))`
+    select content from chat_messages where session_id = ${sessionId} and role = 'assistant' order by seq`);
+  t.same(answers, [0, 1, 2, 3, 4].map((i) => `answer ${i}`), 'each turn answered in order');
+});
