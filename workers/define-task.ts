@@ -52,12 +52,7 @@ export type TaskContext = TaskDeps & {
   helpers: JobHelpers;
 };
 
-export type TaskDefinition = {
-  kind: string;
-  build: (deps: TaskDeps) => Task;
-  /** Its jobs are platform jobs, enqueued with their lane flag (core/jobs/enqueue.ts), so the batch lane may fetch them. */
-  platformJob?: boolean;
-};
+export type TaskDefinition = { kind: string; build: (deps: TaskDeps) => Task };
 
 /** The job's final state was set elsewhere (cancel, another attempt); the handler's transaction must not commit. */
 export class JobNotRecordedError extends Error {
@@ -93,7 +88,6 @@ export function defineTask<S extends z.ZodType>(
 ): TaskDefinition {
   return {
     kind,
-    platformJob: true,
     build: (deps) => async (payload, helpers) => {
       const envelope = TaskEnvelope.safeParse(payload);
       if (!envelope.success) {

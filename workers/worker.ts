@@ -18,19 +18,18 @@ import { createDatabasePool, type DatabasePool } from '../core/db/pool.ts';
 import { graphileLogger } from '../core/graphile-logger.ts';
 import { createMetricsRegistry, registerWorkerMetrics, type Registry } from '../core/metrics.ts';
 import { JobCompletions } from '../core/jobs/completions.ts';
-import { SERIAL_KINDS } from '../core/jobs/enqueue.ts';
 import { beatHeart, forgetWorkers, releaseWorkerJobs } from '../core/jobs/liveness.ts';
-import { onLostDatabaseWork } from '../core/process/lifecycle.ts';
+import { onLostDatabaseWork, reportLostDatabaseWork } from '../core/process/lifecycle.ts';
 import { CRON_ITEMS } from '../schedules/index.ts';
 import { CancelListener } from './cancellation.ts';
 import { PatientPool } from './graphile-pool.ts';
+import { keepQueuesSerial } from './serial-batches.ts';
 import { scheduleDeadWorkerSweep } from './tasks/maintenance-dead-workers.ts';
 import { TASKS } from './tasks/index.ts';
-import type { TaskDefinition } from './define-task.ts';
 import { TenantGate, tenantOfJob } from './tenant-gate.ts';
 
 export type RunningWorker = {
-  /** The current Graphile runner of the serial lane, which also runs the cron items (a new one after a recovery). */
+  /** The current Graphile runner (a new one after a recovery). */
   readonly runner: Runner;
   /** Graphile Worker's events (job:start, job:success, ...), for tests and the bench. */
   events: WorkerEvents;
@@ -46,25 +45,14 @@ export type RunningWorker = {
 
 export type WorkerOptions = { config: Config; databaseUrl: string; logger: Logger; concurrency?: number };
 
-/** The Graphile runners of one start (a new set after a recovery) and what belongs to them. */
-type Generation = { runners: Runner[]; poolId: string; ids: Set<string>; gate: TenantGate | null; retired: boolean };
+/** One Graphile pool and what belongs to it. */
+type Generation = { runner: Runner; poolId: string; ids: Set<string>; gate: TenantGate | null; retired: boolean };
 
 export async function startWorker({ config, databaseUrl, logger, concurrency }: WorkerOptions): Promise<RunningWorker> {
   const size = concurrency ?? config.worker.concurrency;
   const tenantCap = Math.min(size, config.worker.tenantConcurrency);
-  // Lanes. Jobs of the kinds that run in named queues (chat turns, channel
-  // work: SERIAL_KINDS) are fetched one at a time, which keeps each queue
-  // serial. Jobs of the other platform kinds are fetched in batches by a
-  // second runner (Graphile's localQueue): one statement picks up many jobs.
-  // localQueue must never see a named queue (graphile/worker#621), and its
-  // batch fetch ignores forbidden flags, so the lanes split by kind, and
-  // enqueue refuses a queue for a batch kind. Each lane runs up to `size`
-  // jobs. With per-tenant fairness on, one runner fetches everything one job
-  // at a time: a batch could hold more of one tenant's jobs than its cap.
-  const fair = tenantCap < size;
-  const lanes = fair || size < 2 ? 1 : 2;
-  const db = await createDatabasePool(databaseUrl, { maximumPoolSize: Math.max(2, lanes * size + 1) });
-  const graphilePool = new PatientPool({ connectionString: databaseUrl, max: lanes * size + 2, application_name: 'worker-graphile' }, logger.child({ component: 'graphile-pool' }));
+  const db = await createDatabasePool(databaseUrl, { maximumPoolSize: Math.max(2, size + 1) });
+  const graphilePool = new PatientPool({ connectionString: databaseUrl, max: size + 2, application_name: 'worker-graphile' }, logger.child({ component: 'graphile-pool' }));
   const cancels = new CancelListener(databaseUrl, db, logger.child({ component: 'job-cancel' }));
   await cancels.start();
   const events: WorkerEvents = new EventEmitter() as WorkerEvents;
@@ -78,10 +66,7 @@ export async function startWorker({ config, databaseUrl, logger, concurrency }: 
   );
   const completions = new JobCompletions(completionPool, logger.child({ component: 'job-completions' }));
   const deps = { db, config, logger, cancels, completions, refused: jobTimes.refused };
-  const tasks = new Map(TASKS.map((t) => [t.kind, t.build(deps)]));
-  const batched = (t: TaskDefinition) => lanes === 2 && t.platformJob === true && !SERIAL_KINDS.has(t.kind);
-  const taskList: TaskList = Object.fromEntries(TASKS.filter((t) => !batched(t)).map((t) => [t.kind, tasks.get(t.kind)!]));
-  const batchTaskList: TaskList = Object.fromEntries(TASKS.filter(batched).map((t) => [t.kind, tasks.get(t.kind)!]));
+  const taskList: TaskList = Object.fromEntries(TASKS.map((t) => [t.kind, t.build(deps)]));
   let stopping = false;
 
   const startGeneration = async (): Promise<Generation> => {
@@ -93,78 +78,60 @@ export async function startWorker({ config, databaseUrl, logger, concurrency }: 
       const heard = forward(name, ...args);
       return events.emit(name as never, ...(args as [never])) || heard;
     };
-    const generation: Generation = { runners: [], poolId: 'unknown', ids: new Set(), gate: fair ? new TenantGate(tenantCap) : null, retired: false };
+    const generation: Generation = { runner: null as unknown as Runner, poolId: 'unknown', ids: new Set(), gate: tenantCap < size ? new TenantGate(tenantCap) : null, retired: false };
     const { ids, gate } = generation;
     // Graphile 0.17 locks jobs under the pool id as well as worker ids: both
     // must heartbeat or the sweep would release a live pool's jobs.
     own.on('pool:create', ({ workerPool }: { workerPool: { id: string } }) => {
-      if (generation.poolId === 'unknown') generation.poolId = workerPool.id;
+      generation.poolId = workerPool.id;
       ids.add(workerPool.id);
     });
     own.on('worker:create', ({ worker }: { worker: { workerId: string } }) => {
       ids.add(worker.workerId);
       beatHeart(db, generation.poolId, [worker.workerId]).catch((error) => logger.debug({ err: error }, 'heartbeat failed'));
     });
+    // With fairness off, jobs are fetched in batches (localQueue): one
+    // statement picks up many. Per-tenant fairness needs a decision per job
+    // (a batch could hold more of one tenant's jobs than its cap), so with it
+    // on every worker fetches one job at a time.
+    if (!gate) keepQueuesSerial(own as WorkerEvents, graphilePool, logger.child({ component: 'graphile-batches' }), reportLostDatabaseWork);
     if (gate) {
       own.on('job:start', ({ job }: { job: { payload: unknown } }) => gate.fetched(tenantOfJob(job)));
       own.on('worker:getJob:empty', () => gate.fetched(null));
       own.on('worker:getJob:error', () => gate.fetched(null));
       own.on('job:complete', ({ job }: { job: { payload: unknown } }) => gate.finished(tenantOfJob(job)));
     }
-    const common = {
+    generation.runner = await run({
       pgPool: graphilePool,
       concurrency: size,
       pollInterval: config.worker.pollIntervalMs,
       noHandleSignals: true,
+      taskList,
+      parsedCronItems: parseCronItems(CRON_ITEMS),
       logger: graphileLogger(logger.child({ component: 'graphile-worker' })),
       events: own as WorkerEvents,
       gracefulShutdownAbortTimeout: Math.max(1000, config.shutdownTimeoutMs - 1000),
-    };
-    // Graphile's own completions of jobs that finish together go in one
-    // statement too. Safe for serial queues (a queue is unlocked when its
-    // job's completion commits); localQueue is not (graphile/worker#621).
-    // A job's result is committed before it is let go, so a crash in the
-    // batch's moment only makes a worker skip the finished job later.
-    const batchedCompletions = { completeJobBatchDelay: 0, failJobBatchDelay: 0 };
-    generation.runners.push(
-      await run({
-        ...common,
-        taskList,
-        parsedCronItems: parseCronItems(CRON_ITEMS),
-        ...(gate ? { forbiddenFlags: gate.forbiddenFlags } : {}),
-        preset: { worker: batchedCompletions },
-      }),
-    );
-    if (lanes === 2) {
-      try {
-        generation.runners.push(
-          await run({
-            ...common,
-            taskList: batchTaskList,
-            parsedCronItems: [],
-            preset: { worker: { ...batchedCompletions, localQueue: { size } } },
-          }),
-        );
-      } catch (error) {
-        await stopRunners(generation);
-        throw error;
-      }
-    }
+      ...(gate ? { forbiddenFlags: gate.forbiddenFlags } : {}),
+      // Graphile's own completions of jobs that finish together go in one
+      // statement too. Safe for serial queues (a queue is unlocked when its
+      // job's completion commits); localQueue is made safe for them by
+      // keepQueuesSerial (serial-batches.ts, graphile/worker#621).
+      // A job's result is committed before it is let go, so a crash in the
+      // batch's moment only makes a worker skip the finished job later.
+      preset: { worker: { completeJobBatchDelay: 0, failJobBatchDelay: 0, ...(gate || size < 2 ? {} : { localQueue: { size } }) } },
+    });
     // A runner that ends while we still want it (it gave up on an error) is replaced.
     const ended = (why: string) => {
       if (!stopping && !generation.retired) void recover(why);
     };
-    for (const runner of generation.runners) {
-      runner.promise.then(
-        () => ended('the Graphile runner stopped by itself'),
-        (error) => ended(`the Graphile runner failed: ${(error as Error).message}`),
-      );
-    }
+    generation.runner.promise.then(
+      () => ended('the Graphile runner stopped by itself'),
+      (error) => ended(`the Graphile runner failed: ${(error as Error).message}`),
+    );
     return generation;
   };
 
-  /** Stops a generation's runners: running jobs may finish, then what is left is released by force. */
-  const stopRunners = (generation: Generation) => Promise.all(generation.runners.map(stopRunner));
+  /** Stops a runner: running jobs may finish, then what is left is released by force. */
   const stopRunner = async (runner: Runner) => {
     const timer = new Promise<'timeout'>((resolve) => setTimeout(resolve, config.shutdownTimeoutMs, 'timeout').unref());
     const outcome = await Promise.race([runner.stop().then(() => 'stopped' as const, () => 'stopped' as const), timer]);
@@ -181,7 +148,7 @@ export async function startWorker({ config, databaseUrl, logger, concurrency }: 
       const old = current;
       old.retired = true; // its ids stop heart-beating from here on
       logger.warn({ reason }, 'worker: restarting the Graphile pool to recover jobs it may have left locked');
-      await stopRunners(old);
+      await stopRunner(old.runner);
       if (stopping) return;
       current = await startGeneration(); // waits for the database
       const oldIds = [...old.ids];
@@ -210,7 +177,7 @@ export async function startWorker({ config, databaseUrl, logger, concurrency }: 
 
   // Start the dead-worker sweep chain now rather than at the next cron minute.
   await scheduleDeadWorkerSweep(db, 0, true);
-  logger.info({ concurrency: size, tenantConcurrency: tenantCap, batchedKinds: Object.keys(batchTaskList), tasks: TASKS.map((t) => t.kind) }, 'worker started');
+  logger.info({ concurrency: size, tenantConcurrency: tenantCap, batchFetch: tenantCap >= size && size >= 2, tasks: Object.keys(taskList) }, 'worker started');
 
   let stopped: Promise<void> | null = null;
   const stop = () =>
@@ -219,7 +186,7 @@ export async function startWorker({ config, databaseUrl, logger, concurrency }: 
       stopListening();
       await recovering;
       const ids = [...current.ids];
-      await stopRunners(current);
+      await stopRunner(current.runner);
       clearInterval(heartbeat);
       jobTimes.forget();
       await forgetWorkers(db, ids).catch(() => undefined);
@@ -233,7 +200,7 @@ export async function startWorker({ config, databaseUrl, logger, concurrency }: 
 
   return {
     get runner() {
-      return current.runners[0]!;
+      return current.runner;
     },
     events,
     metrics,

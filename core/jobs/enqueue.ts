@@ -41,21 +41,9 @@ const DEFAULT_MAX_ATTEMPTS = 10;
 /** The Graphile Worker flag every job of a tenant carries. */
 export const tenantFlag = (tenantId: string) => `t:${tenantId}`;
 
-/**
- * The kinds whose jobs may name a queue (JobSpec.queueName). The worker
- * fetches jobs of every other kind in batches (workers/worker.ts), and a
- * batch may hold several jobs of one queue (graphile/worker#621), so a queue
- * on any other kind is refused here rather than silently run out of order.
- */
-export const SERIAL_KINDS: ReadonlySet<string> = new Set(['chat.turn', 'channel.link', 'channel.deliver', 'channel.disconnect', 'billing.webhook']);
 
 /** The `jobs` rows and the Graphile Worker job specs of these jobs (enqueueJobs writes them; core/chat/send.ts too). */
 export function jobRecords(specs: readonly JobSpec[]) {
-  for (const spec of specs) {
-    if (spec.queueName && !SERIAL_KINDS.has(spec.kind)) {
-      throw new Error(`${spec.kind} jobs run in batches and cannot name a queue; add the kind to SERIAL_KINDS (core/jobs/enqueue.ts) to run its jobs in order`);
-    }
-  }
   const rows = specs.map((spec) => ({
     id: spec.id ?? randomUUID(),
     tenant_id: spec.tenantId,

@@ -1,9 +1,9 @@
-// A first attempt starts without reading its platform job, and jobs of the
-// kinds that need no queue are fetched in batches (workers/worker.ts). These
-// tests prove what that could break: a job cancelled (or deleted) before its
-// pick never runs, a cancel that lands between the pick and the handler
-// stops the handler, and a named queue still runs one job at a time, in
-// order, while other jobs go through the batch lane beside it.
+// A first attempt starts without reading its platform job, and with fairness
+// off jobs are fetched in batches (workers/worker.ts, serial-batches.ts).
+// These tests prove what that could break: a job cancelled (or deleted)
+// before its pick never runs, a cancel that lands between the pick and the
+// handler stops the handler, and a named queue still runs one job at a time,
+// in order, while other jobs are fetched in the same batches.
 import t from 'tap';
 import { z } from 'zod';
 import { Keyring } from '../../core/crypto/keyring.ts';
@@ -89,16 +89,7 @@ t.test('a cancel heard before the handler starts aborts the handler as it starts
   fresh.untrack();
 });
 
-t.test('a queue on a kind that runs in batches is refused at enqueue, and nothing is written', async (t) => {
-  const before = await db.oneFirst(sql.type(Count)`select count(*)::int as n from jobs`);
-  await t.rejects(
-    db.transaction((tx) => enqueueJobs(tx, [{ kind: 'diag.noop', tenantId: member.tenantId, queueName: 'mine' }])),
-    /diag\.noop jobs run in batches and cannot name a queue/,
-  );
-  t.equal(await db.oneFirst(sql.type(Count)`select count(*)::int as n from jobs`), before);
-});
-
-t.test('with fairness off: a session\'s turns run one at a time, in order, while other jobs run in batches beside them', async (t) => {
+t.test('with fairness off (batched fetches): a session\'s turns run one at a time, in order, among other jobs', async (t) => {
   await db.query(sql.unsafe`update tenants set plan = 'pro' where id = ${member.tenantId}`);
   await putKey(db, Keyring.fromConfig(config), { tenantId: member.tenantId, provider: 'openai', apiKey: 'sk-lanes-key-1234', userId: member.userId });
   const headers = { authorization: `Bearer ${member.token}`, 'x-tenant-id': member.tenantId };
@@ -127,4 +118,20 @@ t.test('with fairness off: a session\'s turns run one at a time, in order, while
   const answers = await db.anyFirst(sql.type(z.object({ content: z.string() }))`
     select content from chat_messages where session_id = ${sessionId} and role = 'assistant' order by seq`);
   t.same(answers, [0, 1, 2, 3, 4].map((i) => `answer ${i}`), 'each turn answered in order');
+});
+
+t.test('queueSiblings: of the jobs of one queue in a batch, all but the first in Graphile\'s order wait', async (t) => {
+  const { queueSiblings } = await import('../../workers/serial-batches.ts');
+  const job = (id: string, queue: number | null, priority: number, runAt: string) =>
+    ({ id, job_queue_id: queue, priority, run_at: new Date(runAt) }) as unknown as Parameters<typeof queueSiblings>[0][number];
+  const batch = [
+    job('5', 1, 0, '2026-01-01T00:00:02Z'),
+    job('3', 1, 0, '2026-01-01T00:00:01Z'), // first of queue 1: earliest run_at
+    job('9', 2, -1, '2026-01-01T00:00:09Z'), // first of queue 2: highest priority
+    job('4', 2, 0, '2026-01-01T00:00:00Z'),
+    job('7', null, 0, '2026-01-01T00:00:00Z'), // no queue: never held back
+    job('6', 1, 0, '2026-01-01T00:00:01Z'), // same run_at as 3: the lower id goes first
+  ];
+  t.same(queueSiblings(batch).map((j) => j.id), ['5', '4', '6']);
+  t.same(queueSiblings([batch[4]!, batch[1]!]), [], 'nothing to hold back');
 });
