@@ -11,7 +11,7 @@
 // worker starts a new Graphile pool and gives the old pool's leftover jobs
 // back to the queue once its handlers have stopped, so they run again.
 import { EventEmitter } from 'node:events';
-import { parseCronItems, run, type Runner, type TaskList, type WorkerEvents } from 'graphile-worker';
+import { makeWorkerUtils, parseCronItems, run, type Runner, type TaskList, type WorkerEvents } from 'graphile-worker';
 import type { Logger } from 'pino';
 import type { Config } from '../core/config.ts';
 import { createDatabasePool, type DatabasePool } from '../core/db/pool.ts';
@@ -65,7 +65,15 @@ export async function startWorker({ config, databaseUrl, logger, concurrency }: 
     'completion pool',
   );
   const completions = new JobCompletions(completionPool, logger.child({ component: 'job-completions' }));
-  const deps = { db, config, logger, cancels, completions, refused: jobTimes.refused };
+  const collectIdleQueues = async () => {
+    const utils = await makeWorkerUtils({ pgPool: graphilePool, logger: graphileLogger(logger.child({ component: 'graphile-worker' })) });
+    try {
+      await utils.cleanup({ tasks: ['GC_JOB_QUEUES'] });
+    } finally {
+      await utils.release();
+    }
+  };
+  const deps = { db, config, logger, cancels, completions, refused: jobTimes.refused, collectIdleQueues };
   const taskList: TaskList = Object.fromEntries(TASKS.map((t) => [t.kind, t.build(deps)]));
   let stopping = false;
 

@@ -26,6 +26,12 @@ t.test('the expired-rows sweep deletes old finished jobs and records its run', a
     update jobs set status = 'succeeded', finished_at = now() - interval '400 days' where id = ${old}`);
   await db.query(sql.unsafe`update jobs set status = 'succeeded', finished_at = now() where id = ${recent}`);
 
+  // A named queue whose last job is gone: its row stays until the sweep.
+  await db.query(sql.unsafe`select graphile_worker.complete_jobs(array[(graphile_worker.add_job('diag.noop', '{}'::json, queue_name => 'queue-left-idle')).id])`);
+  const idleQueue = () => db.oneFirst(sql.type(z.object({ n: z.number() }))`
+    select count(*)::int as n from graphile_worker._private_job_queues where queue_name = 'queue-left-idle'`);
+  t.equal(await idleQueue(), 1);
+
   const worker = await startTestWorker(t, databaseUrl);
   await worker.runner.addJob('maintenance.sweep_expired', {});
   const Run = z.object({ status: z.string(), detail: z.unknown(), finished_at: z.string().nullable() });
@@ -37,6 +43,8 @@ t.test('the expired-rows sweep deletes old finished jobs and records its run', a
   t.match(run.detail, { removed: { 'finished jobs past retention': 1 } });
   const left = await db.anyFirst(sql.type(z.object({ id: z.string() }))`select id from jobs where id in (${old}, ${recent})`);
   t.same(left, [recent], 'the recent job stays');
+  t.match(run.detail, { idleQueuesCollected: true });
+  t.equal(await idleQueue(), 0, "Graphile Worker's idle queue row is collected");
 });
 
 t.test('a job fails permanently with its code, or is retried after a transient error', async (t) => {

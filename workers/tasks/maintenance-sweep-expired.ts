@@ -1,7 +1,13 @@
-// maintenance.sweep_expired (hourly, schedules/): deletes expired rows.
+// maintenance.sweep_expired (hourly, schedules/): deletes expired rows, and
+// Graphile Worker's queue rows that no job uses. Every chat session (and
+// channel) leaves a named queue behind, and each fetch that meets a queued
+// job locks every idle queue row: with 20,000 of them a fetch took 11 ms
+// instead of 0.15 ms. A queue row comes back with the next job of its queue.
 import { sweepExpiredRows } from '../../core/maintenance/expired-rows.ts';
 import { defineScheduledTask } from '../define-scheduled-task.ts';
 
-export default defineScheduledTask('maintenance.sweep_expired', async ({ db, config }) => ({
-  removed: await sweepExpiredRows(db, config),
-}));
+export default defineScheduledTask('maintenance.sweep_expired', async ({ db, config, collectIdleQueues }) => {
+  const removed = await sweepExpiredRows(db, config);
+  await collectIdleQueues();
+  return { removed, idleQueuesCollected: true };
+});
