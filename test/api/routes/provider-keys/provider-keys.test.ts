@@ -108,8 +108,8 @@ t.test('signature refusals: missing, stale, altered, foreign, replayed; nothing 
   t.same(await code(noTimestamp), [401, 'signature_required']);
   t.same(await code(await put(owner, 'anthropic', body, { headers: { 'x-signature-timestamp': 'yesterday' } })), [401, 'invalid_signature']);
 
-  t.same(await code(await put(owner, 'anthropic', body, { nowMs: Date.now() - 301_000 })), [401, 'signature_expired'], 'stale');
-  t.same(await code(await put(owner, 'anthropic', body, { nowMs: Date.now() + 301_000 })), [401, 'signature_expired'], 'from the future');
+  t.same(await code(await put(owner, 'anthropic', body, { nowMs: Date.now() - 330_000 })), [401, 'signature_expired'], 'stale');
+  t.same(await code(await put(owner, 'anthropic', body, { nowMs: Date.now() + 330_000 })), [401, 'signature_expired'], 'from the future');
   t.same(await code(await put(owner, 'anthropic', body, { signBody: JSON.stringify({ apiKey: 'sk-test-SIGNED-0000' }) })), [401, 'invalid_signature'], 'body differs');
   t.same(await code(await put(owner, 'anthropic', body, { signBody: `${JSON.stringify(body)} ` })), [401, 'invalid_signature'], 'raw bytes, not re-serialized JSON');
   t.same(await code(await put(owner, 'anthropic', body, { signPath: '/api/provider-keys/openai' })), [401, 'invalid_signature'], 'path differs');
