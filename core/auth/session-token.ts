@@ -9,6 +9,18 @@ export class InvalidTokenError extends Error {
 
 export type SessionKind = 'platform' | 'dashboard';
 
+// jose imports a raw secret as a WebCrypto key on every call (about half of
+// a verify's CPU); the secret is fixed for the process, so import it once.
+const hmacKeys = new WeakMap<Uint8Array, Map<KeyUsage, Promise<CryptoKey>>>();
+
+function hmacKey(secret: Uint8Array, usage: 'sign' | 'verify'): Promise<CryptoKey> {
+  let keys = hmacKeys.get(secret);
+  if (!keys) hmacKeys.set(secret, (keys = new Map()));
+  let key = keys.get(usage);
+  if (!key) keys.set(usage, (key = crypto.subtle.importKey('raw', secret as BufferSource, { name: 'HMAC', hash: 'SHA-256' }, false, [usage])));
+  return key;
+}
+
 export async function signSessionToken(kind: SessionKind, subject: string, secret: Uint8Array, issuer: string, ttlSeconds: number): Promise<string> {
   return new SignJWT({ typ: kind })
     .setProtectedHeader({ alg: 'HS256', typ: 'JWT' })
@@ -17,7 +29,7 @@ export async function signSessionToken(kind: SessionKind, subject: string, secre
     .setAudience(kind)
     .setIssuedAt()
     .setExpirationTime(`${ttlSeconds}s`)
-    .sign(secret);
+    .sign(await hmacKey(secret, 'sign'));
 }
 
 /** The subject of a valid token of this kind; InvalidTokenError otherwise. */
@@ -28,7 +40,7 @@ export async function verifySessionToken(kind: SessionKind, token: string, secre
 /** Subject and expiry of a valid token (long-lived connections close at the expiry). */
 export async function verifySessionTokenClaims(kind: SessionKind, token: string, secret: Uint8Array, issuer: string): Promise<{ subject: string; expiresAt: Date }> {
   try {
-    const { payload } = await jwtVerify(token, secret, { algorithms: ['HS256'], issuer, audience: kind, requiredClaims: ['exp'] });
+    const { payload } = await jwtVerify(token, await hmacKey(secret, 'verify'), { algorithms: ['HS256'], issuer, audience: kind, requiredClaims: ['exp'] });
     if (typeof payload.sub !== 'string' || payload.typ !== kind) throw new InvalidTokenError('token has no subject');
     return { subject: payload.sub, expiresAt: new Date(payload.exp! * 1000) };
   } catch (error) {
