@@ -3,8 +3,8 @@
 // turned into codes a client can show. A first attempt costs one write, its
 // result (a retry reads the job first), batched with other jobs' results
 // (core/jobs/completions.ts); 'running' is written only for work that lasts
-// (WORKER_RUNNING_AFTER_MS) or reports progress (core/jobs/lifecycle.ts). A handler must be idempotent against
-// retries (key its writes by ctx.jobId).
+// (WORKER_RUNNING_AFTER_MS) or reports progress (core/jobs/lifecycle.ts).
+// A handler must be idempotent against retries (key its writes by ctx.jobId).
 import type { JobHelpers, Task } from 'graphile-worker';
 import type { Logger } from 'pino';
 import { z } from 'zod';

@@ -51,6 +51,12 @@ type Generation = { runner: Runner; poolId: string; ids: Set<string>; gate: Tena
 export async function startWorker({ config, databaseUrl, logger, concurrency }: WorkerOptions): Promise<RunningWorker> {
   const size = concurrency ?? config.worker.concurrency;
   const tenantCap = Math.min(size, config.worker.tenantConcurrency);
+  // With fairness off, jobs are fetched in batches (localQueue): one
+  // statement picks up many. Per-tenant fairness needs a decision per job (a
+  // batch could hold more of one tenant's jobs than its cap), so with it on
+  // every worker fetches one job at a time.
+  const fair = tenantCap < size;
+  const batched = !fair && size >= 2;
   const db = await createDatabasePool(databaseUrl, { maximumPoolSize: Math.max(2, size + 1) });
   const graphilePool = new PatientPool({ connectionString: databaseUrl, max: size + 2, application_name: 'worker-graphile' }, logger.child({ component: 'graphile-pool' }));
   const cancels = new CancelListener(databaseUrl, db, logger.child({ component: 'job-cancel' }));
@@ -86,7 +92,7 @@ export async function startWorker({ config, databaseUrl, logger, concurrency }: 
       const heard = forward(name, ...args);
       return events.emit(name as never, ...(args as [never])) || heard;
     };
-    const generation: Generation = { runner: null as unknown as Runner, poolId: 'unknown', ids: new Set(), gate: tenantCap < size ? new TenantGate(tenantCap) : null, retired: false };
+    const generation: Generation = { runner: null as unknown as Runner, poolId: 'unknown', ids: new Set(), gate: fair ? new TenantGate(tenantCap) : null, retired: false };
     const { ids, gate } = generation;
     // Graphile 0.17 locks jobs under the pool id as well as worker ids: both
     // must heartbeat or the sweep would release a live pool's jobs.
@@ -98,11 +104,7 @@ export async function startWorker({ config, databaseUrl, logger, concurrency }: 
       ids.add(worker.workerId);
       beatHeart(db, generation.poolId, [worker.workerId]).catch((error) => logger.debug({ err: error }, 'heartbeat failed'));
     });
-    // With fairness off, jobs are fetched in batches (localQueue): one
-    // statement picks up many. Per-tenant fairness needs a decision per job
-    // (a batch could hold more of one tenant's jobs than its cap), so with it
-    // on every worker fetches one job at a time.
-    if (!gate) keepQueuesSerial(own as WorkerEvents, graphilePool, logger.child({ component: 'graphile-batches' }), reportLostDatabaseWork);
+    if (batched) keepQueuesSerial(own as WorkerEvents, graphilePool, logger.child({ component: 'graphile-batches' }), reportLostDatabaseWork);
     if (gate) {
       own.on('job:start', ({ job }: { job: { payload: unknown } }) => gate.fetched(tenantOfJob(job)));
       own.on('worker:getJob:empty', () => gate.fetched(null));
@@ -126,7 +128,7 @@ export async function startWorker({ config, databaseUrl, logger, concurrency }: 
       // keepQueuesSerial (serial-batches.ts, graphile/worker#621).
       // A job's result is committed before it is let go, so a crash in the
       // batch's moment only makes a worker skip the finished job later.
-      preset: { worker: { completeJobBatchDelay: 0, failJobBatchDelay: 0, ...(gate || size < 2 ? {} : { localQueue: { size } }) } },
+      preset: { worker: { completeJobBatchDelay: 0, failJobBatchDelay: 0, ...(batched ? { localQueue: { size } } : {}) } },
     });
     // A runner that ends while we still want it (it gave up on an error) is replaced.
     const ended = (why: string) => {
@@ -185,7 +187,7 @@ export async function startWorker({ config, databaseUrl, logger, concurrency }: 
 
   // Start the dead-worker sweep chain now rather than at the next cron minute.
   await scheduleDeadWorkerSweep(db, 0, true);
-  logger.info({ concurrency: size, tenantConcurrency: tenantCap, batchFetch: tenantCap >= size && size >= 2, tasks: Object.keys(taskList) }, 'worker started');
+  logger.info({ concurrency: size, tenantConcurrency: tenantCap, batchFetch: batched, tasks: Object.keys(taskList) }, 'worker started');
 
   let stopped: Promise<void> | null = null;
   const stop = () =>

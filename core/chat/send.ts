@@ -50,7 +50,7 @@ export class SessionNotFoundError extends Error {
 
 export const turnQueue = (sessionId: string) => `chat:${sessionId}`;
 
-const BatchRow = z.object({ i: z.number(), session_found: z.boolean(), created: z.boolean(), jobs: z.coerce.number() });
+const BatchRow = z.object({ i: z.number(), session_found: z.boolean(), created: z.boolean() });
 const ExistingRecord = z.object({ tenant_id: z.string(), key: z.string(), fingerprint: z.string(), state: z.string(), response_body: z.unknown() });
 
 type Prepared = { input: SendInput; print: string; body: SendAccepted; refusal: QuotaRefusal | null };
@@ -94,7 +94,9 @@ async function sendRound(
 ): Promise<void> {
   // The turn job of every send, written by the same statement for the sends
   // whose message it creates: one statement fewer while the tenant's counter
-  // row is locked (decideQuota), and none for a replay or a conflict.
+  // row is locked (decideQuota), and none for a replay or a conflict. The
+  // `queued` insert runs whether read or not (a data-modifying CTE), and
+  // reading `added` runs add_jobs().
   const turns = jobRecords(round.map((i) => turnJob(prepared[i]!.input, prepared[i]!.body)));
   const rows = round.map((i) => {
     const { input, print, body } = prepared[i]!;
@@ -139,8 +141,7 @@ async function sendRound(
       returning 1
     )
     select input.i, exists (select 1 from valid where valid.i = input.i) as session_found,
-      exists (select 1 from message where message.id = input.message_id) as created,
-      (select count(*) from queued) + (select count(*) from added) as jobs
+      exists (select 1 from message where message.id = input.message_id) as created
     from input`);
   const taken: number[] = [];
   for (const row of outcome) {

@@ -41,7 +41,6 @@ const DEFAULT_MAX_ATTEMPTS = 10;
 /** The Graphile Worker flag every job of a tenant carries. */
 export const tenantFlag = (tenantId: string) => `t:${tenantId}`;
 
-
 /** The `jobs` rows and the Graphile Worker job specs of these jobs (enqueueJobs writes them; core/chat/send.ts too). */
 export function jobRecords(specs: readonly JobSpec[]) {
   const rows = specs.map((spec) => ({

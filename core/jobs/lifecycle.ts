@@ -6,10 +6,10 @@
 // finished job. Each change fires the jobs_notify trigger, which is how
 // websocket subscribers hear about it.
 //
-// 'running' is written lazily: an attempt starts with one read (openAttempt)
-// and marks the job running only with its first progress, after
-// WORKER_RUNNING_AFTER_MS, or not at all when its final write comes first.
-// A quick job so costs one write (its result) instead of two.
+// 'running' is written lazily: a first attempt starts with no read, a retry
+// with one (openAttempts); either marks the job running only with its first
+// progress, after WORKER_RUNNING_AFTER_MS, or not at all when its final write
+// comes first. A quick job so costs one write (its result) instead of two.
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
 import { JobRow } from './schema.ts';
 

@@ -7,9 +7,22 @@
 -- every write of the attempt.
 --
 -- jobs.graphile_job_id is the Graphile job that enqueue created with the row
--- (core/jobs/enqueue.ts, core/chat/send.ts); rows from before this migration
--- have none and keep the read, as every retry does.
+-- (core/jobs/enqueue.ts, core/chat/send.ts).
 alter table jobs add column graphile_job_id bigint;
+
+-- Jobs enqueued before this migration: unfinished ones learn their Graphile
+-- job (found by the platform job id in its payload, which Graphile's public
+-- view does not show), and the Graphile jobs of rows already final or gone
+-- leave the queue now, as the triggers below make them leave from here on.
+-- complete_jobs() leaves locked (running) jobs alone.
+update jobs j set graphile_job_id = g.id
+from graphile_worker._private_jobs g
+where g.payload->>'jobId' = j.id::text and j.status in ('queued', 'running', 'cancelling');
+
+select graphile_worker.complete_jobs(array(
+  select g.id from graphile_worker._private_jobs g
+  where g.payload->>'jobId' is not null
+    and not exists (select 1 from jobs j where j.id::text = g.payload->>'jobId' and j.status in ('queued', 'running', 'cancelling'))));
 
 create function jobs_release_graphile_job() returns trigger language plpgsql as $$
 begin

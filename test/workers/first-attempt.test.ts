@@ -4,9 +4,11 @@
 // before its pick never runs, a cancel that lands between the pick and the
 // handler stops the handler, and a named queue still runs one job at a time,
 // in order, while other jobs are fetched in the same batches.
+import pg from 'pg';
 import t from 'tap';
 import { z } from 'zod';
 import { Keyring } from '../../core/crypto/keyring.ts';
+import { loadMigrations } from '../../core/db/migrate.ts';
 import { sql } from '../../core/db/pool.ts';
 import { enqueueJobs } from '../../core/jobs/enqueue.ts';
 import { completeJob, requestCancel } from '../../core/jobs/lifecycle.ts';
@@ -56,6 +58,29 @@ t.test('deleting a tenant takes its unfinished jobs out of the queue', async (t)
   for (const job of jobs.slice(1)) t.equal(await graphileJobs(job.id), 0, 'an unfinished job leaves the queue with its row');
   t.equal(await graphileJobs(jobs[0]!.id), 1, 'a finished job is left to the worker that holds it');
   await db.query(sql.unsafe`delete from graphile_worker._private_jobs where payload->>'jobId' = ${jobs[0]!.id}`);
+});
+
+t.test('jobs from before 0028: the migration records their Graphile job, or takes it out of the queue when the row is final or gone', async (t) => {
+  const other = await createMember(db, 'admin');
+  const jobs = await db.transaction((tx) => enqueueJobs(tx, Array.from({ length: 3 }, () => ({ kind: 'diag.noop', tenantId: other.tenantId }))));
+  const ids = sql.array(jobs.map((j) => j.id), 'uuid');
+  await db.query(sql.unsafe`update jobs set graphile_job_id = null where id = any(${ids})`); // as enqueued before 0028
+  await db.query(sql.unsafe`update jobs set status = 'cancelled' where id = ${jobs[0]!.id}`); // no trigger without the id
+  await db.query(sql.unsafe`delete from jobs where id = ${jobs[1]!.id}`);
+  t.equal(await graphileJobs(jobs[0]!.id), 1, 'before the backfill the cancelled job is still queued');
+  const migration = loadMigrations().find((m) => m.name === '0028_first_attempt_without_read.sql')!;
+  const backfill = migration.sql.slice(migration.sql.indexOf('update jobs j set graphile_job_id'), migration.sql.indexOf('create function'));
+  const client = new pg.Client({ connectionString: databaseUrl });
+  await client.connect();
+  await client.query(backfill).finally(() => client.end());
+  t.equal(await graphileJobs(jobs[0]!.id), 0, 'a cancelled job leaves the queue');
+  t.equal(await graphileJobs(jobs[1]!.id), 0, 'so does the job of a deleted row');
+  t.equal(await graphileJobs(jobs[2]!.id), 1, 'a queued job stays');
+  t.equal(
+    await db.oneFirst(sql.type(z.object({ n: z.number() }))`
+      select count(*)::int as n from jobs j join graphile_worker._private_jobs g on g.id = j.graphile_job_id where j.id = ${jobs[2]!.id}`),
+    1, 'and knows its Graphile job, so a later cancel takes it out',
+  );
 });
 
 t.test('a worker never starts a job cancelled while it was queued', async (t) => {
