@@ -98,7 +98,7 @@ export const acceptInboundBatch: BatchHandler<InboundInput, Accepted | LinkGoneE
   }
 
   // 3. All turns through the chat pipeline at once; refusals are answered to the channel's user.
-  const sent = turns.length === 0 ? [] : await sendBatch(tx, turns.map((t) => t.send));
+  const sent = turns.length === 0 ? [] : await sendBatch(tx, turns.map((t) => t.send), true);
   turns.forEach(({ item, send }, i) => {
     const outcome = sent[i]!.value;
     if (!(outcome instanceof SessionNotFoundError) && outcome.kind === 'accepted') {

@@ -8,8 +8,8 @@ import { sql, type CommonQueryMethods } from '../db/pool.ts';
 import { fingerprint } from '../idempotency.ts';
 import { jobRecords, type JobSpec } from '../jobs/enqueue.ts';
 import type { BatchHandler } from '../jobs/group-commit.ts';
-import { OFFLINE_MODEL, planOf } from '../plans.ts';
-import { parseModel } from '../providers/registry.ts';
+import { OFFLINE_MODEL, PLANS } from '../plans.ts';
+import { PROVIDER_IDS } from '../providers/types.ts';
 
 export const CHAT_SEND_SCOPE = 'chat.send';
 export const CHAT_TURN_KIND = 'chat.turn';
@@ -50,25 +50,34 @@ export class SessionNotFoundError extends Error {
 
 export const turnQueue = (sessionId: string) => `chat:${sessionId}`;
 
-const BatchRow = z.object({ i: z.number(), session_found: z.boolean(), created: z.boolean() });
+const BatchRow = z.object({
+  i: z.number(), session_found: z.boolean(), created: z.boolean(), refusal: z.enum(['MESSAGE_LIMIT_REACHED', 'CREDITS_DEPLETED']).nullable(),
+  plan: z.string().nullable(), message_limit: z.number().nullable(),
+});
 const ExistingRecord = z.object({ tenant_id: z.string(), key: z.string(), fingerprint: z.string(), state: z.string(), response_body: z.unknown() });
 
-type Prepared = { input: SendInput; print: string; body: SendAccepted; refusal: QuotaRefusal | null };
+type Prepared = { input: SendInput; print: string; body: SendAccepted };
+
+// What the quota needs to know in SQL: each plan's monthly messages (an
+// unknown plan counts as free, as planOf does), and the providers whose
+// models spend platform credits when the tenant has no key of its own.
+const MESSAGE_LIMITS = Object.fromEntries(Object.values(PLANS).map((p) => [p.name, p.monthlyMessages]));
+const CREDIT_PROVIDERS = PROVIDER_IDS.filter((p) => p !== 'builtin' && p !== 'ollama');
 
 /**
- * Many sends in a few statements (the group committer's batch path): one
- * statement for the quota of every send (it locks the tenants' counters), one
- * for the idempotency records, the messages and their turn jobs. Sends that share a key
- * within one batch go in later rounds, so the first one wins as in a race.
+ * Many sends, one statement each round: the quota of every send, the
+ * idempotency records, the messages and their turn jobs. A statement is
+ * atomic by itself, so the group committer runs this without a transaction
+ * block (no BEGIN and COMMIT round trips, and the tenant's counter row is
+ * locked only while the statement runs). Sends that share a key within one
+ * batch go in later rounds, so the first one wins as in a race.
  */
-export const sendBatch: BatchHandler<SendInput, SendOutcome | SessionNotFoundError> = async (tx, inputs) => {
+export const sendBatch: BatchHandler<SendInput, SendOutcome | SessionNotFoundError> = async (db, inputs, inTransaction) => {
   const prepared: Prepared[] = inputs.map((input) => ({
     input,
     print: fingerprint({ sessionId: input.sessionId, companyScope: input.companyScope ?? null, message: input.message, attachments: input.attachments }),
     body: { jobId: randomUUID(), messageId: randomUUID(), sessionId: input.sessionId, status: 'queued' },
-    refusal: null,
   }));
-  await decideQuota(tx, prepared);
   const results: Array<{ value: SendOutcome | SessionNotFoundError; jobs: JobSpec[] }> = new Array(inputs.length);
   let pending = prepared.map((_, i) => i);
   while (pending.length > 0) {
@@ -80,86 +89,70 @@ export const sendBatch: BatchHandler<SendInput, SendOutcome | SessionNotFoundErr
       (seen.has(k) ? later : round).push(i);
       seen.add(k);
     }
-    await sendRound(tx, prepared, round, results);
+    await sendRound(db, prepared, round, results, inTransaction);
     pending = later;
   }
   return results;
 };
+sendBatch.needsNoTransaction = true; // each round is one statement (see group-commit.ts)
 
 async function sendRound(
-  tx: CommonQueryMethods,
+  db: CommonQueryMethods,
   prepared: readonly Prepared[],
   round: readonly number[],
   results: Array<{ value: SendOutcome | SessionNotFoundError; jobs: JobSpec[] }>,
+  inTransaction: boolean,
 ): Promise<void> {
-  // The turn job of every send, written by the same statement for the sends
-  // whose message it creates: one statement fewer while the tenant's counter
-  // row is locked (decideQuota), and none for a replay or a conflict. The
-  // `queued` insert runs whether read or not (a data-modifying CTE), and
-  // reading `added` runs add_jobs().
   const turns = jobRecords(round.map((i) => turnJob(prepared[i]!.input, prepared[i]!.body)));
   const rows = round.map((i) => {
     const { input, print, body } = prepared[i]!;
     return {
       i, tenant_id: input.tenantId, session_id: input.sessionId, key: input.idempotencyKey, fingerprint: print,
       message_id: body.messageId, body, content: input.message, attachments: input.attachments,
-      company_scope: input.companyScope ?? null, user_id: input.userId, allowed: prepared[i]!.refusal === null,
+      company_scope: input.companyScope ?? null, user_id: input.userId,
     };
   });
-  const outcome = await tx.any(sql.type(BatchRow)`
-    with input as (
-      select * from jsonb_to_recordset(${sql.jsonb(rows as never)}) as r(i int, tenant_id uuid, session_id uuid, key text,
-        fingerprint text, message_id uuid, body jsonb, content text, attachments jsonb, company_scope text, user_id uuid, allowed boolean)
-    ), valid as (
-      select input.* from input join chat_sessions s on s.id = input.session_id and s.tenant_id = input.tenant_id
-    ), claim as (
-      insert into idempotency_records (scope, tenant_id, key, fingerprint, state, response_status, response_body)
-      select ${CHAT_SEND_SCOPE}, tenant_id, key, fingerprint, 'completed', 202, body from valid where allowed
-      on conflict (scope, tenant_id, key) do update
-        set fingerprint = excluded.fingerprint, state = excluded.state, response_status = excluded.response_status,
-            response_body = excluded.response_body, created_at = now(), expires_at = now() + interval '24 hours'
-        where idempotency_records.expires_at <= now()
-      returning tenant_id, key
-    ), message as (
-      insert into chat_messages (id, tenant_id, session_id, role, content, attachments, company_scope, created_by)
-      select v.message_id, v.tenant_id, v.session_id, 'user', v.content, v.attachments, v.company_scope, v.user_id
-      from valid v join claim c on c.tenant_id = v.tenant_id and c.key = v.key
-      returning id
-    ), created as (
-      select (t->'payload'->>'jobId')::uuid as job_id, t as spec
-      from json_array_elements(${sql.json(turns.workerSpecs as never)}) t
-      where (t->'payload'->'input'->>'userMessageId')::uuid in (select id from message)
-    ), added as (
-      select id, (payload->>'jobId')::uuid as job_id
-      from graphile_worker.add_jobs(array(select json_populate_record(null::graphile_worker.job_spec, spec) from created))
-    ), queued as (
-      insert into jobs (id, tenant_id, kind, queue_name, max_attempts, session_id, graphile_job_id)
-      select r.id, r.tenant_id, r.kind, r.queue_name, r.max_attempts, r.session_id, added.id
-      from jsonb_to_recordset(${sql.jsonb(turns.rows as never)})
-        as r(id uuid, tenant_id uuid, kind text, queue_name text, max_attempts integer, session_id uuid)
-      join added on added.job_id = r.id
-      returning 1
-    )
-    select input.i, exists (select 1 from valid where valid.i = input.i) as session_found,
-      exists (select 1 from message where message.id = input.message_id) as created
-    from input`);
+  // One call of chat_send_round (0029): the quota of every send, then the
+  // idempotency record, the message and the turn job of each it accepts. A
+  // refused send writes nothing and spends no key. It first reads the counts
+  // without a lock; the counting trigger fails the statement (QT001) if a
+  // concurrent send took the room meanwhile. Then, and only then, the round
+  // runs again with the counter rows locked before they are read.
+  const run = (lockFirst: boolean) => db.any(sql.type(BatchRow)`
+    select i, session_found, created, refusal, plan, message_limit from chat_send_round(
+      ${sql.jsonb(rows as never)}, ${sql.json(turns.workerSpecs as never)}, ${sql.jsonb(turns.rows as never)}, ${CHAT_SEND_SCOPE},
+      ${sql.jsonb(MESSAGE_LIMITS)}, ${PLANS.free.monthlyMessages}, ${sql.array(CREDIT_PROVIDERS, 'text')}, ${OFFLINE_MODEL}, ${lockFirst})`);
+  // Inside a transaction block (a mixed batch, a channel's inbound batch) a
+  // failed statement would abort the transaction: lock first there.
+  let outcome;
+  try {
+    outcome = await run(inTransaction);
+  } catch (error) {
+    if (inTransaction || sqlStateOf(error) !== QUOTA_RACE) throw error;
+    outcome = await run(true);
+  }
   const taken: number[] = [];
+  const refusals = new Map<number, QuotaRefusal>();
   for (const row of outcome) {
     const { input, body } = prepared[row.i]!;
     if (!row.session_found) results[row.i] = { value: new SessionNotFoundError('No such session in this tenant.'), jobs: [] };
-    // Its turn job is written already (above), in this transaction.
+    // Its turn job is written already (above), in this statement.
     else if (row.created) results[row.i] = { value: { kind: 'accepted', body, job: turnJob(input, body) }, jobs: [] };
-    else taken.push(row.i);
+    else {
+      if (row.refusal) refusals.set(row.i, refusalOf(row.refusal, row.plan!, row.message_limit!));
+      taken.push(row.i);
+    }
   }
   if (taken.length === 0) return;
-  // Keys already taken: read their records in a new statement (a racing first
-  // request may have committed after the statement above took its snapshot).
-  const existing = await tx.any(sql.type(ExistingRecord)`
+  // Refused, or keys already taken: read their records in a new statement (a
+  // racing first request may have committed after the statement above began).
+  const existing = await db.any(sql.type(ExistingRecord)`
     select tenant_id, key, fingerprint, state, response_body from idempotency_records
     where scope = ${CHAT_SEND_SCOPE} and (tenant_id, key) in (
       select * from unnest(${sql.array(taken.map((i) => prepared[i]!.input.tenantId), 'uuid')}, ${sql.array(taken.map((i) => prepared[i]!.input.idempotencyKey), 'text')}))`);
   for (const i of taken) {
-    const { input, print, refusal } = prepared[i]!;
+    const { input, print } = prepared[i]!;
+    const refusal = refusals.get(i);
     const record = existing.find((r) => r.tenant_id === input.tenantId && r.key === input.idempotencyKey);
     // Over quota, a new send is refused (nothing written, the key not spent); its replay still answers.
     const value: SendOutcome =
@@ -186,70 +179,19 @@ function turnJob(input: SendInput, body: SendAccepted): JobSpec {
   };
 }
 
-const QuotaRow = z.object({
-  i: z.number(), plan: z.string(), used: z.number(), model: z.string().nullable(), balance: z.number().nullable(),
-  own_providers: z.array(z.string()), has_record: z.boolean(),
-});
+/** The trigger's "a concurrent send took the room" (0029). */
+const QUOTA_RACE = 'QT001';
 
-/**
- * Refuses sends before anything is written: the plan's monthly message limit
- * (this UTC month's user messages, the count billing status shows, kept by a
- * trigger), or no credits left for a model the tenant has no own key for.
- * One read for the whole batch; the batch's own new messages count against
- * the limit in order. A send whose key already has a record (or repeats a key
- * earlier in the batch) is a replay and spends nothing.
- */
-async function decideQuota(tx: CommonQueryMethods, prepared: Prepared[]): Promise<void> {
-  // The tenants' counter rows of this month, created if missing and locked in
-  // a fixed order: a concurrent batch of the same tenant waits here for this
-  // one's commit and then reads the new count, so the limit holds exactly.
-  // (The trigger that bumps the count would lock the row later anyway.)
-  const tenants = [...new Set(prepared.map((p) => p.input.tenantId))].sort();
-  // One statement: the upsert creates a missing row and, by its no-op
-  // update, locks every row in sorted order and returns the count it holds.
-  const rows = await tx.any(sql.type(QuotaRow)`
-    with locked as (
-      insert into tenant_message_counts (tenant_id, month, messages)
-      select t, date_trunc('month', now() at time zone 'UTC')::date, 0 from unnest(${sql.array(tenants, 'uuid')}) t order by t
-      on conflict (tenant_id, month) do update set messages = tenant_message_counts.messages
-      returning tenant_id, messages
-    ), input as (
-      select * from unnest(${sql.array(prepared.map((_, i) => i), 'int4')}, ${sql.array(prepared.map((p) => p.input.tenantId), 'uuid')},
-        ${sql.array(prepared.map((p) => p.input.sessionId), 'uuid')}, ${sql.array(prepared.map((p) => p.input.idempotencyKey), 'text')}) as x(i, tenant_id, session_id, key)
-    )
-    select input.i, t.plan,
-      coalesce((select messages from locked where locked.tenant_id = t.id), 0) as used,
-      (select coalesce(s.model, a.model) from chat_sessions s left join agents a on a.id = s.agent_id
-        where s.id = input.session_id and s.tenant_id = t.id) as model,
-      (select balance_micros from tenant_credits c where c.tenant_id = t.id) as balance,
-      array(select provider from provider_keys k where k.tenant_id = t.id) as own_providers,
-      exists (select 1 from idempotency_records r
-        where r.scope = ${CHAT_SEND_SCOPE} and r.tenant_id = t.id and r.key = input.key and r.expires_at > now()) as has_record
-    from input join tenants t on t.id = input.tenant_id`);
-  const byIndex = new Map(rows.map((r) => [r.i, r]));
-  const newInBatch = new Map<string, number>();
-  const keysInBatch = new Set<string>();
-  prepared.forEach((p, i) => {
-    const row = byIndex.get(i);
-    const key = `${p.input.tenantId}\u0000${p.input.idempotencyKey}`;
-    const replay = !row || row.has_record || keysInBatch.has(key);
-    keysInBatch.add(key);
-    if (replay) return; // no tenant: the session check answers 404
-    const earlier = newInBatch.get(p.input.tenantId) ?? 0;
-    p.refusal = refusalOf(row, row.used + earlier);
-    if (!p.refusal) newInBatch.set(p.input.tenantId, earlier + 1);
-  });
+/** The SQLSTATE of a database error, which slonik wraps (its cause). */
+function sqlStateOf(error: unknown): string | undefined {
+  for (let e = error as { code?: unknown; cause?: unknown } | undefined, depth = 0; e && depth < 5; e = e.cause as typeof e, depth++) {
+    if (typeof e.code === 'string' && /^[0-9A-Z]{5}$/.test(e.code)) return e.code;
+  }
+  return undefined;
 }
 
-function refusalOf(row: z.infer<typeof QuotaRow>, used: number): QuotaRefusal | null {
-  const limit = planOf(row.plan).monthlyMessages;
-  if (used >= limit) {
-    return { code: 'MESSAGE_LIMIT_REACHED', message: `The ${row.plan} plan includes ${limit} messages a month; upgrade or wait for the next month.` };
-  }
-  const provider = parseModel(row.model ?? OFFLINE_MODEL)?.provider;
-  if (!provider || provider === 'builtin' || provider === 'ollama') return null; // unknown models fail in the turn, with a code
-  if (!row.own_providers.includes(provider) && (row.balance ?? 0) <= 0) {
-    return { code: 'CREDITS_DEPLETED', message: 'The tenant has no platform credits left for this model; add credits or your own provider key.' };
-  }
-  return null;
+function refusalOf(code: QuotaRefusal['code'], plan: string, limit: number): QuotaRefusal {
+  return code === 'MESSAGE_LIMIT_REACHED'
+    ? { code, message: `The ${plan} plan includes ${limit} messages a month; upgrade or wait for the next month.` }
+    : { code, message: 'The tenant has no platform credits left for this model; add credits or your own provider key.' };
 }

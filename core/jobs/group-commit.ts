@@ -32,7 +32,19 @@ export type Submitted<T> = { value: T; jobs: EnqueuedJob[] };
  * one result per input, in order. If it throws, the batch is retried request
  * by request, so only a failing input fails.
  */
-export type BatchHandler<I, T> = (tx: DatabaseTransactionConnection, inputs: readonly I[]) => Promise<Array<{ value: T; jobs: readonly JobSpec[] }>>;
+export type BatchHandler<I, T> = ((tx: DatabaseTransactionConnection, inputs: readonly I[], inTransaction: boolean) => Promise<Array<{ value: T; jobs: readonly JobSpec[] }>>) & {
+  /**
+   * Set by a handler whose every statement is atomic on its own and which
+   * writes its jobs itself (it returns none). Its inputs then go in a lane of
+   * their own, one batch at a time, run on the pool without a transaction
+   * block: no BEGIN and COMMIT round trips, and any row a statement locks is
+   * held only while it runs. One at a time because two such batches of one
+   * tenant wait on the same rows anyway (the chat send's message counter);
+   * measured on 2 cores, a second batch in flight cost about 40 % more
+   * database CPU per send for no more sends per second.
+   */
+  needsNoTransaction?: boolean;
+};
 
 type Pending = {
   submission: Submission<unknown>;
@@ -43,12 +55,14 @@ export type GroupCommitOptions = { maxBatch?: number; maxInFlight?: number; logg
 
 export class GroupCommitter {
   // Gathering, runs in flight and the one-by-one retry of a failed batch are
-  // the shared batcher's; this class writes a batch.
+  // the shared batcher's; this class writes a batch. Handlers that need no
+  // transaction have lanes (batchers) of their own.
   private readonly batcher: StatementBatcher<Pending, Submitted<unknown>>;
+  private readonly lanes = new Map<BatchHandler<unknown, unknown>, StatementBatcher<unknown, Submitted<unknown>>>();
 
   constructor(
     private readonly pool: DatabasePool,
-    options: GroupCommitOptions = {},
+    private readonly options: GroupCommitOptions = {},
   ) {
     this.batcher = new StatementBatcher((batch) => this.write(batch), {
       maxBatch: options.maxBatch ?? 200,
@@ -58,11 +72,29 @@ export class GroupCommitter {
     });
   }
 
+  /** The lane of a handler that needs no transaction (see BatchHandler). */
+  private lane(handler: BatchHandler<unknown, unknown>): StatementBatcher<unknown, Submitted<unknown>> {
+    let lane = this.lanes.get(handler);
+    if (!lane) {
+      // The pool stands in for a transaction: such a handler only uses what both have.
+      const run = async (inputs: readonly unknown[]): Promise<Array<ItemOutcome<Submitted<unknown>>>> => {
+        const results = await handler(this.pool as unknown as DatabaseTransactionConnection, inputs, false);
+        if (results.some((r) => r.jobs.length > 0)) throw new Error('a handler that needs no transaction must write its jobs itself');
+        return results.map((r) => ({ ok: true, value: { value: r.value, jobs: [] } }));
+      };
+      lane = new StatementBatcher(run, { maxBatch: this.options.maxBatch ?? 200, maxInFlight: 1, what: 'group commit', logger: this.options.logger });
+      this.lanes.set(handler, lane);
+    }
+    return lane;
+  }
+
   submit<T = undefined>(submission: Submission<T>): Promise<Submitted<T>> {
     return this.batcher.submit({ submission: submission as Submission<unknown> }) as Promise<Submitted<T>>;
   }
 
   submitBatched<I, T>(handler: BatchHandler<I, T>, input: I): Promise<Submitted<T>> {
+    const own = handler as BatchHandler<unknown, unknown>;
+    if (own.needsNoTransaction) return this.lane(own).submit(input) as Promise<Submitted<T>>;
     return this.batcher.submit({
       submission: { jobs: [] },
       batched: { handler: handler as BatchHandler<unknown, unknown>, input },
@@ -90,7 +122,7 @@ export class GroupCommitter {
         if (item.batched) groups.set(item.batched.handler, [...(groups.get(item.batched.handler) ?? []), item]);
       }
       for (const [handler, items] of groups) {
-        const results = await handler(tx, items.map((i) => i.batched!.input));
+        const results = await handler(tx, items.map((i) => i.batched!.input), true);
         items.forEach((item, i) => {
           const result = results[i]!;
           owners.push({ item, from: specs.length, count: result.jobs.length });

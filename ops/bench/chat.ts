@@ -1,6 +1,7 @@
 // Chat figures: POST /api/chat/send accepted/s over real HTTP (each 202 is a
-// committed message + job), and send -> first progress -> final websocket
-// message with the built-in model answering at once.
+// committed message + job; the clients run in a child process), and send ->
+// first progress -> final websocket message with the built-in model
+// answering at once.
 import http from 'node:http';
 import WebSocket from 'ws';
 import { buildApp } from '../../api/app.ts';
@@ -10,6 +11,7 @@ import { sql } from '../../core/db/pool.ts';
 import { JobEventHub } from '../../core/jobs/events.ts';
 import { GroupCommitter } from '../../core/jobs/group-commit.ts';
 import { startWorker } from '../../workers/worker.ts';
+import { chatSendLoad } from './chat-load.ts';
 import { postJson, sleep, throughput } from './measure.ts';
 import { summarize, type BenchContext, type Latencies } from './scenarios.ts';
 
@@ -44,14 +46,15 @@ export async function chatFigures(ctx: BenchContext, config: Config, samples: nu
   };
 
   try {
-    // Accepted/s with no worker running: the api and PostgreSQL only.
+    // Accepted/s with no worker running: the api and PostgreSQL only, the
+    // clients in a process of their own (chat-load.ts).
     await throughput(8, 1, async () => void (await sendOnce())); // warm-up
+    const load = { ports: [port], token, tenantId: ctx.tenantId, seconds: ctx.seconds, connections: 32 };
     // 32 clients in one session: every send queues on the same Graphile queue row.
-    const accepted = await throughput(32, ctx.seconds, async () => void (await sendOnce()));
+    const accepted = await chatSendLoad({ ...load, sessions: [session], keyPrefix: `bench-${process.pid}-one` });
     // 32 clients, each in its own session (one conversation per person, as real traffic is).
     const sessions = await Promise.all(Array.from({ length: 32 }, newSession));
-    let next = 0;
-    const perSession = await throughput(32, ctx.seconds, async () => void (await sendOnce(sessions[next++ % sessions.length])));
+    const perSession = await chatSendLoad({ ...load, sessions, keyPrefix: `bench-${process.pid}-many` });
     await ctx.db.query(sql.unsafe`truncate jobs, graphile_worker._private_jobs cascade`);
 
     const worker = await startWorker({ config: quiet, databaseUrl: ctx.url, logger: ctx.logger, concurrency: 4 });

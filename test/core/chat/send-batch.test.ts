@@ -50,3 +50,98 @@ t.test('a batch that fails halfway: each good send once, the bad one alone fails
   const bad = await submit(input('key-bad', 'now without the byte'));
   t.equal(bad.kind, 'accepted', 'the failed send spent no key');
 });
+
+t.test('the batch runs without a transaction block: one statement per batch, and a refused send writes nothing', async (t) => {
+  const tenant = await createMember(db);
+  const own = await createChatSession(db, tenant.tenantId, tenant.userId, { title: 'Quota' });
+  await db.query(sql.unsafe`
+    insert into chat_messages (tenant_id, session_id, role, content)
+    select ${tenant.tenantId}, ${own.id}, 'user', 'old' from generate_series(1, 199)`);
+  const send = (key: string, message: string): SendInput => ({ tenantId: tenant.tenantId, userId: tenant.userId, idempotencyKey: key, sessionId: own.id, message, attachments: [] });
+  const before = await counts();
+  const outcomes = await sendBatch(db as never, [send('q-1', 'fits'), send('q-2', 'over'), send('q-1', 'fits'), send('q-3', 'over too')], false);
+  t.same(outcomes.map((o) => (o.value as SendOutcome).kind), ['accepted', 'refused', 'replayed', 'refused'], 'the first fits; its repeat in the batch replays it');
+  t.match(outcomes[1]!.value, { refusal: { code: 'MESSAGE_LIMIT_REACHED', message: /free plan includes 200 messages/ } });
+  const after = await counts();
+  t.same({ ...after, messages: after.messages - 1 }, { ...before, records: before.records + 1, jobs: before.jobs + 1, graphile: before.graphile + 1, events: before.events + 1 }, 'one message, record and job');
+});
+
+t.test('two api processes racing at the limit: the counter row decides, exactly the room left is accepted', async (t) => {
+  const tenant = await createMember(db);
+  const own = await createChatSession(db, tenant.tenantId, tenant.userId, { title: 'Race' });
+  await db.query(sql.unsafe`
+    insert into chat_messages (tenant_id, session_id, role, content)
+    select ${tenant.tenantId}, ${own.id}, 'user', 'old' from generate_series(1, 190)`);
+  // Two committers stand for two api processes: their batches run at the same time.
+  const committers = [new GroupCommitter(db), new GroupCommitter(db)];
+  const sends = Array.from({ length: 40 }, (_, n) => committers[n % 2]!.submitBatched(sendBatch, {
+    tenantId: tenant.tenantId, userId: tenant.userId, idempotencyKey: `race-${n}`, sessionId: own.id, message: `m ${n}`, attachments: [],
+  }).then((r) => (r.value as SendOutcome).kind));
+  const kinds = await Promise.all(sends);
+  t.equal(kinds.filter((k) => k === 'accepted').length, 10, '10 of 40 accepted');
+  t.equal(kinds.filter((k) => k === 'refused').length, 30, 'the rest refused');
+  t.equal(await db.oneFirst(sql.type(z.object({ messages: z.number() }))`select messages from tenant_message_counts where tenant_id = ${tenant.tenantId}`), 200);
+});
+
+t.test('credits: a paid model needs credits or the tenant’s own key; built-in and Ollama models need neither', async (t) => {
+  const tenant = await createMember(db);
+  await db.query(sql.unsafe`update tenants set plan = 'pro' where id = ${tenant.tenantId}`);
+  const sessionWith = async (model: string) => (await db.oneFirst(sql.type(z.object({ id: z.string() }))`
+    insert into chat_sessions (tenant_id, title, model, created_by) values (${tenant.tenantId}, 'Model', ${model}, ${tenant.userId}) returning id`));
+  const [paid, offline, local] = [await sessionWith('openai/gpt-4o-mini'), await sessionWith('builtin/echo'), await sessionWith('ollama/llama3')];
+  let n = 0;
+  const kindOf = async (sessionId: string) => {
+    const [outcome] = await sendBatch(db as never, [{ tenantId: tenant.tenantId, userId: tenant.userId, idempotencyKey: `credit-${++n}`, sessionId, message: 'hi', attachments: [] }], false);
+    const value = outcome!.value as SendOutcome;
+    return value.kind === 'refused' ? value.refusal.code : value.kind;
+  };
+  t.equal(await kindOf(paid), 'CREDITS_DEPLETED', 'no credits, no key');
+  t.equal(await kindOf(offline), 'accepted', 'the built-in model');
+  t.equal(await kindOf(local), 'accepted', 'a local Ollama model');
+  await db.query(sql.unsafe`insert into tenant_credits (tenant_id, balance_micros) values (${tenant.tenantId}, 5)`);
+  t.equal(await kindOf(paid), 'accepted', 'with credits');
+  await db.query(sql.unsafe`update tenant_credits set balance_micros = 0 where tenant_id = ${tenant.tenantId}`);
+  await db.query(sql.unsafe`insert into provider_keys (tenant_id, provider, key_id, ciphertext, last4) values (${tenant.tenantId}, 'openai', 'k', 'x', '1234')`);
+  t.equal(await kindOf(paid), 'accepted', "with the tenant's own key");
+  await db.query(sql.unsafe`delete from provider_keys where tenant_id = ${tenant.tenantId}`);
+  t.equal(await kindOf(paid), 'CREDITS_DEPLETED', 'the key removed');
+});
+
+t.test('a send that read the count before a concurrent commit took the last room is refused, and writes nothing', async (t) => {
+  const tenant = await createMember(db);
+  const own = await createChatSession(db, tenant.tenantId, tenant.userId, { title: 'Late' });
+  await db.query(sql.unsafe`
+    insert into chat_messages (tenant_id, session_id, role, content)
+    select ${tenant.tenantId}, ${own.id}, 'user', 'old' from generate_series(1, 199)`);
+  const before = await counts();
+  let release!: () => void;
+  let inserted!: () => void;
+  const held = new Promise<void>((resolve) => (release = resolve));
+  const theirsIn = new Promise<void>((resolve) => (inserted = resolve));
+  // Another api process's send: its message is in, its counter row locked, not committed yet.
+  const other = db.transaction(async (tx) => {
+    await tx.query(sql.unsafe`insert into chat_messages (tenant_id, session_id, role, content) values (${tenant.tenantId}, ${own.id}, 'user', 'theirs')`);
+    inserted();
+    await held;
+  });
+  await theirsIn;
+  // This send reads 199 (the other one is not committed), decides it fits, and waits on the counter row.
+  const mine = sendBatch(db as never, [{ tenantId: tenant.tenantId, userId: tenant.userId, idempotencyKey: 'late-1', sessionId: own.id, message: 'mine', attachments: [] }], false);
+  await waitFor(async () => (await db.oneFirst(sql.type(z.object({ n: z.number() }))`
+    select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%chat_send_round%'`)) === 1);
+  release();
+  await other;
+  const [outcome] = await mine;
+  t.match(outcome!.value, { kind: 'refused', refusal: { code: 'MESSAGE_LIMIT_REACHED' } }, 'decided again with the counter locked');
+  const after = await counts();
+  t.same(after, { ...before, messages: before.messages + 1 }, 'only the other send is written');
+  t.equal(await db.oneFirst(sql.type(z.object({ messages: z.number() }))`select messages from tenant_message_counts where tenant_id = ${tenant.tenantId}`), 200);
+});
+
+async function waitFor(check: () => Promise<boolean>): Promise<void> {
+  for (let i = 0; i < 500; i++) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  throw new Error('timed out waiting');
+}
