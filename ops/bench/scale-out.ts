@@ -10,7 +10,8 @@ import { loadConfig } from '../../core/config.ts';
 import { sql } from '../../core/db/pool.ts';
 import { enqueueJobs } from '../../core/jobs/enqueue.ts';
 import { freePort } from '../embedded-postgres.ts';
-import { postJson, sleep, throughput } from './measure.ts';
+import { chatSendLoad } from './chat-load.ts';
+import { postJson, sleep } from './measure.ts';
 import { spawnEntry, stopAll, waitForHealth, type PlatformProcess } from './processes.ts';
 import { resetQueues, type BenchContext } from './scenarios.ts';
 
@@ -66,17 +67,12 @@ async function sendsWith(ctx: BenchContext, env: Record<string, string>, apis: n
       if (res.status !== 201 && res.status !== 200) throw new Error(`scale-out: create session answered ${res.status}: ${res.body}`);
       sessions.push((JSON.parse(res.body) as { id: string }).id);
     }
-    let n = 0;
-    // Client `loop` talks to one api (alternating over the ports) in its own session.
-    const send = async (loop: number) => {
-      const key = `scale-out-${process.pid}-${apis}-${++n}`;
-      const res = await postJson(agent, ports[loop % apis]!, '/api/chat/send', { ...headers, 'idempotency-key': key },
-        JSON.stringify({ sessionId: sessions[loop % CLIENTS], message: `message ${n}` }));
-      if (res.status !== 202) throw new Error(`scale-out: send answered ${res.status}: ${res.body}`);
-    };
-    await throughput(CLIENTS, 1, send); // warm-up: every process has compiled its hot paths
+    // The clients run in a child process (chat-load.ts); connection n talks to
+    // api n % apis, the sends go round-robin over the sessions.
+    const load = { ports, token: headers.authorization!.slice('Bearer '.length), tenantId: headers['x-tenant-id']!, sessions, connections: CLIENTS };
+    await chatSendLoad({ ...load, seconds: 1, keyPrefix: `scale-out-${process.pid}-${apis}-warm` }); // every process compiles its hot paths
     await resetQueues(ctx);
-    return (await throughput(CLIENTS, ctx.seconds, send)).perSecond;
+    return (await chatSendLoad({ ...load, seconds: ctx.seconds, keyPrefix: `scale-out-${process.pid}-${apis}` })).perSecond;
   } finally {
     agent.destroy();
     await stopAll(procs);
