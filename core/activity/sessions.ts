@@ -64,6 +64,9 @@ export type SessionEntry =
 
 const MESSAGE = 0;
 const JOB_EVENT = 1;
+// A job's first "queued" comes from its jobs row (0030); at one instant it
+// sorts after the messages and the recorded events.
+const JOB_QUEUED = 2;
 
 /** Oldest first; the cursor is the position after the last entry seen. */
 export async function listSessionEntries(db: CommonQueryMethods, tenantId: string, sessionId: string, limit: number, cursor?: string) {
@@ -73,8 +76,12 @@ export async function listSessionEntries(db: CommonQueryMethods, tenantId: strin
     : sql.fragment`created_at > ${after.t}::timestamptz`;
   const eventAfter = !after ? sql.fragment`true`
     : after.s === JOB_EVENT ? sql.fragment`(e.at, e.id) > (${after.t}::timestamptz, ${after.id}::bigint)`
-    : sql.fragment`e.at >= ${after.t}::timestamptz`;
-  const [messages, events] = await Promise.all([
+    : after.s === MESSAGE ? sql.fragment`e.at >= ${after.t}::timestamptz`
+    : sql.fragment`e.at > ${after.t}::timestamptz`;
+  const queuedAfter = !after ? sql.fragment`true`
+    : after.s === JOB_QUEUED ? sql.fragment`(j.created_at, j.id) > (${after.t}::timestamptz, ${after.id}::uuid)`
+    : sql.fragment`j.created_at >= ${after.t}::timestamptz`;
+  const [messages, events, queued] = await Promise.all([
     db.any(sql.type(MessageEntry)`
       select id, created_at::text as t, created_at as at, role, content, attachments, model, job_id from chat_messages
       where session_id = ${sessionId} and tenant_id = ${tenantId} and ${messageAfter}
@@ -86,10 +93,17 @@ export async function listSessionEntries(db: CommonQueryMethods, tenantId: strin
       from session_job_events e left join jobs j on j.id = e.job_id
       where e.session_id = ${sessionId} and e.tenant_id = ${tenantId} and ${eventAfter}
       order by e.at, e.id limit ${limit + 1}`),
+    db.any(sql.type(JobEntry)`
+      select j.id::text as id, j.created_at::text as t, j.created_at as at, j.id as job_id, j.kind as job_kind, 'queued' as event, 0 as attempt,
+        j.status, null as progress, null as error
+      from jobs j
+      where j.session_id = ${sessionId} and j.tenant_id = ${tenantId} and ${queuedAfter}
+      order by j.created_at, j.id limit ${limit + 1}`),
   ]);
   const rows: SessionEntry[] = [
     ...messages.map((m) => ({ type: 'message' as const, at: m.at, message: m, pos: { t: m.t, s: MESSAGE, id: m.id, o: 0 } })),
     ...events.map((e) => ({ type: 'job' as const, at: e.at, job: e, pos: { t: e.t, s: JOB_EVENT, id: e.id, o: 0 } })),
+    ...queued.map((e) => ({ type: 'job' as const, at: e.at, job: e, pos: { t: e.t, s: JOB_QUEUED, id: e.id, o: 0 } })),
   ];
   return mergePage(rows, limit, 'asc');
 }

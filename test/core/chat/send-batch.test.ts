@@ -25,7 +25,7 @@ const counts = () =>
       (select count(*) from idempotency_records where scope = 'chat.send')::int as records,
       (select count(*) from jobs where kind = 'chat.turn')::int as jobs,
       (select count(*) from graphile_worker.jobs where task_identifier = 'chat.turn')::int as graphile,
-      (select count(*) from session_job_events where event = 'queued')::int as events`);
+      (select count(*) from session_job_events)::int as events`);
 
 t.test('a batch that fails halfway: each good send once, the bad one alone fails, replays answer the same jobs', async (t) => {
   // One in flight: the first send goes alone, the next five share a batch.
@@ -37,7 +37,7 @@ t.test('a batch that fails halfway: each good send once, the bad one alone fails
   t.equal(outcomes[3]!.status, 'rejected', 'the bad send fails');
   const accepted = outcomes.flatMap((o, i) => (i === 3 ? [] : [o]));
   t.ok(accepted.every((o) => o.status === 'fulfilled' && o.value.kind === 'accepted'), 'every good send is accepted');
-  t.same(await counts(), { messages: 5, records: 5, jobs: 5, graphile: 5, events: 5 }, 'one message, record, job and Graphile job each');
+  t.same(await counts(), { messages: 5, records: 5, jobs: 5, graphile: 5, events: 0 }, 'one message, record, job and Graphile job each; no event row (queued comes from the job)');
 
   const replays = await Promise.all(inputs.filter((_, i) => i !== 3).map(submit));
   t.ok(replays.every((r) => r.kind === 'replayed'), 'replaying the keys');
@@ -46,7 +46,7 @@ t.test('a batch that fails halfway: each good send once, the bad one alone fails
     accepted.map((o) => ((o as PromiseFulfilledResult<SendOutcome>).value as { body: { jobId: string } }).body.jobId),
     'answers the jobs first accepted',
   );
-  t.same(await counts(), { messages: 5, records: 5, jobs: 5, graphile: 5, events: 5 }, 'and writes nothing');
+  t.same(await counts(), { messages: 5, records: 5, jobs: 5, graphile: 5, events: 0 }, 'and writes nothing');
   const bad = await submit(input('key-bad', 'now without the byte'));
   t.equal(bad.kind, 'accepted', 'the failed send spent no key');
 });
@@ -63,7 +63,7 @@ t.test('the batch runs without a transaction block: one statement per batch, and
   t.same(outcomes.map((o) => (o.value as SendOutcome).kind), ['accepted', 'refused', 'replayed', 'refused'], 'the first fits; its repeat in the batch replays it');
   t.match(outcomes[1]!.value, { refusal: { code: 'MESSAGE_LIMIT_REACHED', message: /free plan includes 200 messages/ } });
   const after = await counts();
-  t.same({ ...after, messages: after.messages - 1 }, { ...before, records: before.records + 1, jobs: before.jobs + 1, graphile: before.graphile + 1, events: before.events + 1 }, 'one message, record and job');
+  t.same({ ...after, messages: after.messages - 1 }, { ...before, records: before.records + 1, jobs: before.jobs + 1, graphile: before.graphile + 1 }, 'one message, record and job');
 });
 
 t.test('two api processes racing at the limit: the counter row decides, exactly the room left is accepted', async (t) => {

@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { sql } from '../../../../core/db/pool.ts';
 import { buildTestApp } from '../../../helpers/app.ts';
 import { createTestDatabase } from '../../../helpers/db.ts';
+import { sendBatch } from '../../../../core/chat/send.ts';
 import { createMember, enqueue } from '../../../helpers/fixtures.ts';
 
 const databaseUrl = await createTestDatabase(t);
@@ -150,4 +151,24 @@ t.test('agents, teams, files, skills, tools, cron jobs: the tenant\'s own only',
   t.same((await get('/api/activity/cron-jobs?source=tenant', asOther)).json().items.map((r: { name: string }) => r.name), ['their-job']);
   t.same((await get('/api/activity/cron-jobs?status=failed')).json().items, []);
   t.equal((await all('/api/activity/cron-jobs', 1)).length, 2);
+});
+
+t.test('session entries: sends of one batch (one instant) page one at a time, each message and queued turn once, in order', async (t) => {
+  const batchSession = await session(owner.tenantId, a1, 'Batch');
+  const outcomes = await sendBatch(db as never, [1, 2, 3].map((n) => ({
+    tenantId: owner.tenantId, userId: owner.userId, idempotencyKey: `activity-batch-${n}`, sessionId: batchSession, message: `m${n}`, attachments: [],
+  })), false);
+  const jobIds = outcomes.map((o) => (o.value as { body: { jobId: string } }).body.jobId);
+  const entries: { type: string; message?: { content: string }; job?: { jobId: string; event: string } }[] = [];
+  let cursor: string | null = null;
+  do {
+    const res = await get(`/api/activity/sessions/${batchSession}/entries?limit=1${cursor ? `&cursor=${cursor}` : ''}`);
+    t.equal(res.statusCode, 200);
+    entries.push(...res.json().items);
+    cursor = res.json().nextCursor;
+  } while (cursor);
+  t.same(entries.filter((e) => e.type === 'message').map((e) => e.message!.content).sort(), ['m1', 'm2', 'm3'], 'each message once');
+  t.same(entries.slice(0, 3).map((e) => e.type), ['message', 'message', 'message'], 'the messages of an instant before its queued jobs');
+  t.same(entries.slice(3).map((e) => `${e.job!.event}`), ['queued', 'queued', 'queued']);
+  t.same(entries.slice(3).map((e) => e.job!.jobId), [...jobIds].sort(), 'each queued turn once, by id within the instant');
 });
