@@ -1,7 +1,8 @@
 // Sending a chat turn: the user message, the idempotency record and the
-// chat.turn job commit together (the api runs this inside the group
-// committer's transaction). The turn runs in the session's own Graphile
-// queue, so turns of one session are answered in order.
+// chat.turn job commit together, in one statement per batch of sends (the
+// api's group committer gathers the batch; chat_send_round, 0029, writes it).
+// The turn runs in the session's own Graphile queue, so turns of one session
+// are answered in order.
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
@@ -68,8 +69,8 @@ const CREDIT_PROVIDERS = PROVIDER_IDS.filter((p) => p !== 'builtin' && p !== 'ol
  * Many sends, one statement each round: the quota of every send, the
  * idempotency records, the messages and their turn jobs. A statement is
  * atomic by itself, so the group committer runs this without a transaction
- * block (no BEGIN and COMMIT round trips, and the tenant's counter row is
- * locked only while the statement runs). Sends that share a key within one
+ * block (no BEGIN and COMMIT round trips); a caller inside one (a channel's
+ * inbound batch) passes inTransaction. Sends that share a key within one
  * batch go in later rounds, so the first one wins as in a race.
  */
 export const sendBatch: BatchHandler<SendInput, SendOutcome | SessionNotFoundError> = async (db, inputs, inTransaction) => {
@@ -122,7 +123,7 @@ async function sendRound(
     select i, session_found, created, refusal, plan, message_limit from chat_send_round(
       ${sql.jsonb(rows as never)}, ${sql.json(turns.workerSpecs as never)}, ${sql.jsonb(turns.rows as never)}, ${CHAT_SEND_SCOPE},
       ${sql.jsonb(MESSAGE_LIMITS)}, ${PLANS.free.monthlyMessages}, ${sql.array(CREDIT_PROVIDERS, 'text')}, ${OFFLINE_MODEL}, ${lockFirst})`);
-  // Inside a transaction block (a mixed batch, a channel's inbound batch) a
+  // Inside a transaction block (a channel's inbound batch) a
   // failed statement would abort the transaction: lock first there.
   let outcome;
   try {

@@ -51,13 +51,19 @@ t.test('a batch that fails halfway: each good send once, the bad one alone fails
   t.equal(bad.kind, 'accepted', 'the failed send spent no key');
 });
 
-t.test('the batch runs without a transaction block: one statement per batch, and a refused send writes nothing', async (t) => {
+/** A new tenant (free plan: 200 messages a month) with a session and `used` user messages this month. */
+async function tenantAt(used: number, title: string) {
   const tenant = await createMember(db);
-  const own = await createChatSession(db, tenant.tenantId, tenant.userId, { title: 'Quota' });
+  const own = await createChatSession(db, tenant.tenantId, tenant.userId, { title });
   await db.query(sql.unsafe`
     insert into chat_messages (tenant_id, session_id, role, content)
-    select ${tenant.tenantId}, ${own.id}, 'user', 'old' from generate_series(1, 199)`);
-  const send = (key: string, message: string): SendInput => ({ tenantId: tenant.tenantId, userId: tenant.userId, idempotencyKey: key, sessionId: own.id, message, attachments: [] });
+    select ${tenant.tenantId}, ${own.id}, 'user', 'old' from generate_series(1, ${used})`);
+  const send = (key: string, message = key): SendInput => ({ tenantId: tenant.tenantId, userId: tenant.userId, idempotencyKey: key, sessionId: own.id, message, attachments: [] });
+  return { tenant, own, send };
+}
+
+t.test('the batch runs without a transaction block: one statement per batch, and a refused send writes nothing', async (t) => {
+  const { send } = await tenantAt(199, 'Quota');
   const before = await counts();
   const outcomes = await sendBatch(db as never, [send('q-1', 'fits'), send('q-2', 'over'), send('q-1', 'fits'), send('q-3', 'over too')], false);
   t.same(outcomes.map((o) => (o.value as SendOutcome).kind), ['accepted', 'refused', 'replayed', 'refused'], 'the first fits; its repeat in the batch replays it');
@@ -67,16 +73,10 @@ t.test('the batch runs without a transaction block: one statement per batch, and
 });
 
 t.test('two api processes racing at the limit: the counter row decides, exactly the room left is accepted', async (t) => {
-  const tenant = await createMember(db);
-  const own = await createChatSession(db, tenant.tenantId, tenant.userId, { title: 'Race' });
-  await db.query(sql.unsafe`
-    insert into chat_messages (tenant_id, session_id, role, content)
-    select ${tenant.tenantId}, ${own.id}, 'user', 'old' from generate_series(1, 190)`);
+  const { tenant, send } = await tenantAt(190, 'Race');
   // Two committers stand for two api processes: their batches run at the same time.
   const committers = [new GroupCommitter(db), new GroupCommitter(db)];
-  const sends = Array.from({ length: 40 }, (_, n) => committers[n % 2]!.submitBatched(sendBatch, {
-    tenantId: tenant.tenantId, userId: tenant.userId, idempotencyKey: `race-${n}`, sessionId: own.id, message: `m ${n}`, attachments: [],
-  }).then((r) => (r.value as SendOutcome).kind));
+  const sends = Array.from({ length: 40 }, (_, n) => committers[n % 2]!.submitBatched(sendBatch, send(`race-${n}`)).then((r) => (r.value as SendOutcome).kind));
   const kinds = await Promise.all(sends);
   t.equal(kinds.filter((k) => k === 'accepted').length, 10, '10 of 40 accepted');
   t.equal(kinds.filter((k) => k === 'refused').length, 30, 'the rest refused');
@@ -108,11 +108,7 @@ t.test('credits: a paid model needs credits or the tenant’s own key; built-in 
 });
 
 t.test('a send that read the count before a concurrent commit took the last room is refused, and writes nothing', async (t) => {
-  const tenant = await createMember(db);
-  const own = await createChatSession(db, tenant.tenantId, tenant.userId, { title: 'Late' });
-  await db.query(sql.unsafe`
-    insert into chat_messages (tenant_id, session_id, role, content)
-    select ${tenant.tenantId}, ${own.id}, 'user', 'old' from generate_series(1, 199)`);
+  const { tenant, own, send } = await tenantAt(199, 'Late');
   const before = await counts();
   let release!: () => void;
   let inserted!: () => void;
@@ -126,7 +122,7 @@ t.test('a send that read the count before a concurrent commit took the last room
   });
   await theirsIn;
   // This send reads 199 (the other one is not committed), decides it fits, and waits on the counter row.
-  const mine = sendBatch(db as never, [{ tenantId: tenant.tenantId, userId: tenant.userId, idempotencyKey: 'late-1', sessionId: own.id, message: 'mine', attachments: [] }], false);
+  const mine = sendBatch(db as never, [send('late-1', 'mine')], false);
   await waitFor(async () => (await db.oneFirst(sql.type(z.object({ n: z.number() }))`
     select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%chat_send_round%'`)) === 1);
   release();
