@@ -5,6 +5,7 @@
 // are answered in order.
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
+import { sqlState } from '../db/errors.ts';
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
 import { fingerprint } from '../idempotency.ts';
 import { jobRecords, type JobSpec } from '../jobs/enqueue.ts';
@@ -44,7 +45,7 @@ export type SendOutcome =
   | { kind: 'conflict' }
   | { kind: 'in_progress' };
 
-/** Thrown (so the savepoint rolls back and no key is spent) when the session is not the tenant's. */
+/** A send's answer (nothing written, no key spent) when the session is not the tenant's. */
 export class SessionNotFoundError extends Error {
   override name = 'SessionNotFoundError';
 }
@@ -129,7 +130,7 @@ async function sendRound(
   try {
     outcome = await run(inTransaction);
   } catch (error) {
-    if (inTransaction || sqlStateOf(error) !== QUOTA_RACE) throw error;
+    if (inTransaction || sqlState(error) !== QUOTA_RACE) throw error;
     outcome = await run(true);
   }
   const taken: number[] = [];
@@ -182,14 +183,6 @@ function turnJob(input: SendInput, body: SendAccepted): JobSpec {
 
 /** The trigger's "a concurrent send took the room" (0029). */
 const QUOTA_RACE = 'QT001';
-
-/** The SQLSTATE of a database error, which slonik wraps (its cause). */
-function sqlStateOf(error: unknown): string | undefined {
-  for (let e = error as { code?: unknown; cause?: unknown } | undefined, depth = 0; e && depth < 5; e = e.cause as typeof e, depth++) {
-    if (typeof e.code === 'string' && /^[0-9A-Z]{5}$/.test(e.code)) return e.code;
-  }
-  return undefined;
-}
 
 function refusalOf(code: QuotaRefusal['code'], plan: string, limit: number): QuotaRefusal {
   return code === 'MESSAGE_LIMIT_REACHED'

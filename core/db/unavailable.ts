@@ -2,6 +2,7 @@
 // database error. Such errors are answered 503 with Retry-After, waited out
 // by the worker, and never end a process; anything else is a bug or bad data.
 import { BackendTerminatedError, BackendTerminatedUnexpectedlyError, ConnectionError } from 'slonik';
+import { errorChain } from './errors.ts';
 
 /** Network and server states that mean the database is down or restarting. */
 const CODES = new Set([
@@ -34,20 +35,11 @@ const MESSAGES = [
 ];
 
 export function isDatabaseUnavailable(error: unknown): boolean {
-  // Errors wrap each other (slonik around pg, AggregateError for several
-  // addresses): look through the chain, a few levels deep.
-  const seen = new Set<unknown>();
-  const queue: unknown[] = [error];
-  while (queue.length > 0 && seen.size < 10) {
-    const e = queue.shift();
-    if (!e || typeof e !== 'object' || seen.has(e)) continue;
-    seen.add(e);
+  for (const e of errorChain(error)) {
     if (e instanceof ConnectionError || e instanceof BackendTerminatedError || e instanceof BackendTerminatedUnexpectedlyError) return true;
-    const { code, message, cause, errors } = e as { code?: unknown; message?: unknown; cause?: unknown; errors?: unknown };
+    const { code, message } = e as { code?: unknown; message?: unknown };
     if (typeof code === 'string' && CODES.has(code)) return true;
     if (typeof message === 'string' && MESSAGES.some((m) => message.includes(m))) return true;
-    queue.push(cause);
-    if (Array.isArray(errors)) queue.push(...errors);
   }
   return false;
 }

@@ -53,6 +53,8 @@ type Pending = {
 
 export type GroupCommitOptions = { maxBatch?: number; maxInFlight?: number; logger?: Logger };
 
+const DEFAULT_MAX_BATCH = 200;
+
 export class GroupCommitter {
   // Gathering, runs in flight and the one-by-one retry of a failed batch are
   // the shared batcher's; this class writes a batch. Handlers that need no
@@ -65,7 +67,7 @@ export class GroupCommitter {
     private readonly options: GroupCommitOptions = {},
   ) {
     this.batcher = new StatementBatcher((batch) => this.write(batch), {
-      maxBatch: options.maxBatch ?? 200,
+      maxBatch: options.maxBatch ?? DEFAULT_MAX_BATCH,
       maxInFlight: options.maxInFlight ?? 2,
       what: 'group commit',
       logger: options.logger,
@@ -82,7 +84,7 @@ export class GroupCommitter {
         if (results.some((r) => r.jobs.length > 0)) throw new Error('a handler that needs no transaction must write its jobs itself');
         return results.map((r) => ({ ok: true, value: { value: r.value, jobs: [] } }));
       };
-      lane = new StatementBatcher(run, { maxBatch: this.options.maxBatch ?? 200, maxInFlight: 1, what: 'group commit', logger: this.options.logger });
+      lane = new StatementBatcher(run, { maxBatch: this.options.maxBatch ?? DEFAULT_MAX_BATCH, maxInFlight: 1, what: 'group commit', logger: this.options.logger });
       this.lanes.set(handler, lane);
     }
     return lane;

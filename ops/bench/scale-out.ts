@@ -52,7 +52,8 @@ async function drainWith(ctx: BenchContext, env: Record<string, string>, workers
 }
 
 /** Chat sends accepted/s with CLIENTS keep-alive clients spread over `apis` api processes (no worker). */
-async function sendsWith(ctx: BenchContext, env: Record<string, string>, apis: number, headers: Record<string, string>, baseUrl: string): Promise<number> {
+async function sendsWith(ctx: BenchContext, env: Record<string, string>, apis: number, auth: { token: string; tenantId: string }, baseUrl: string): Promise<number> {
+  const headers = { authorization: `Bearer ${auth.token}`, 'x-tenant-id': auth.tenantId };
   await resetQueues(ctx);
   const ports = await Promise.all(Array.from({ length: apis }, () => freePort()));
   const procs = ports.map((port, i) =>
@@ -69,7 +70,7 @@ async function sendsWith(ctx: BenchContext, env: Record<string, string>, apis: n
     }
     // The clients run in a child process (chat-load.ts); connection n talks to
     // api n % apis, the sends go round-robin over the sessions.
-    const load = { ports, token: headers.authorization!.slice('Bearer '.length), tenantId: headers['x-tenant-id']!, sessions, connections: CLIENTS };
+    const load = { ports, ...auth, sessions, connections: CLIENTS };
     await chatSendLoad({ ...load, seconds: 1, keyPrefix: `scale-out-${process.pid}-${apis}-warm` }); // every process compiles its hot paths
     await resetQueues(ctx);
     return (await chatSendLoad({ ...load, seconds: ctx.seconds, keyPrefix: `scale-out-${process.pid}-${apis}` })).perSecond;
@@ -94,7 +95,7 @@ export async function scaleOutFigures(ctx: BenchContext, env: Record<string, str
   const baseUrl = 'http://localhost'; // the load balancer's address: never called, only the tokens' issuer
   const config = loadConfig({ ...env, BASE_URL: baseUrl });
   const token = await signPlatformToken({ userId }, config.secrets.PLATFORM_JWT_SECRET, config.baseUrl);
-  const headers = { authorization: `Bearer ${token}`, 'x-tenant-id': tenantId };
-  const sends = { one: await sendsWith(ctx, env, 1, headers, baseUrl), two: await sendsWith(ctx, env, 2, headers, baseUrl) };
+  const auth = { token, tenantId };
+  const sends = { one: await sendsWith(ctx, env, 1, auth, baseUrl), two: await sendsWith(ctx, env, 2, auth, baseUrl) };
   return { jobs, sends };
 }

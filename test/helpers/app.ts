@@ -9,6 +9,8 @@ import { createDatabasePool, type DatabasePool } from '../../core/db/pool.ts';
 import { JobEventHub } from '../../core/jobs/events.ts';
 import { GroupCommitter } from '../../core/jobs/group-commit.ts';
 import { testConfig, testLogger } from './config.ts';
+import { createTestDatabase } from './db.ts';
+import { startFakeOpenAI } from './fake-providers.ts';
 
 export type TestApi = {
   app: FastifyInstance;
@@ -51,6 +53,19 @@ export async function startTestServer(t: Test, databaseUrl: string, overrides: R
   const api = await buildTestApp(t, databaseUrl, overrides);
   const url = await api.app.listen({ host: '127.0.0.1', port: 0 });
   return { ...api, url, wsUrl: `${url.replace(/^http/, 'ws')}/api/ws` };
+}
+
+/**
+ * A test database and a listening server whose OpenAI provider is a local
+ * fake (fake-providers.ts) accepting `apiKey`; `overrides` point workers at it too.
+ */
+export async function startTestServerWithFakeOpenAI(t: Test, apiKey: string) {
+  const openai = await startFakeOpenAI({ apiKey });
+  t.teardown(() => openai.close());
+  const databaseUrl = await createTestDatabase(t);
+  const overrides = { OPENAI_BASE_URL: openai.url };
+  const api = await startTestServer(t, databaseUrl, overrides);
+  return { ...api, openai, databaseUrl, overrides };
 }
 
 /**

@@ -1,8 +1,11 @@
 // Rows the engine tests need: a tenant with a member and a platform token.
 import { randomUUID } from 'node:crypto';
 import { signPlatformToken } from '../../core/auth/platform-token.ts';
+import type { Config } from '../../core/config.ts';
+import { Keyring } from '../../core/crypto/keyring.ts';
 import { sql, type DatabasePool } from '../../core/db/pool.ts';
 import { enqueueJob, type JobSpec } from '../../core/jobs/enqueue.ts';
+import { putKey } from '../../core/provider-keys/keys.ts';
 import { TEST_SECRET } from './config.ts';
 
 export type Member = { tenantId: string; userId: string; token: string };
@@ -17,6 +20,12 @@ export async function createMember(db: DatabasePool, role: 'admin' | 'viewer' = 
   });
   const token = await signPlatformToken({ userId }, Buffer.from(TEST_SECRET, 'base64'), 'http://localhost:3000');
   return { tenantId, userId, token };
+}
+
+/** Puts the member's tenant on Pro with its own OpenAI key (a fake provider's), so its sessions may use openai/ models. */
+export async function withOwnOpenAIKey(db: DatabasePool, config: Config, member: Member, apiKey: string): Promise<void> {
+  await db.query(sql.unsafe`update tenants set plan = 'pro' where id = ${member.tenantId}`);
+  await putKey(db, Keyring.fromConfig(config), { tenantId: member.tenantId, provider: 'openai', apiKey, userId: member.userId });
 }
 
 export async function enqueue(db: DatabasePool, spec: JobSpec): Promise<string> {

@@ -2,26 +2,17 @@
 // the OpenAI protocol: streaming progress, retries, failures, crash recovery.
 import t from 'tap';
 import { z } from 'zod';
-import { Keyring } from '../../core/crypto/keyring.ts';
 import { sql } from '../../core/db/pool.ts';
-import { putKey } from '../../core/provider-keys/keys.ts';
-import { startTestServer } from '../helpers/app.ts';
-import { createTestDatabase } from '../helpers/db.ts';
-import { startFakeOpenAI } from '../helpers/fake-providers.ts';
-import { createMember } from '../helpers/fixtures.ts';
+import { startTestServerWithFakeOpenAI } from '../helpers/app.ts';
+import { createMember, withOwnOpenAIKey } from '../helpers/fixtures.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { spawnWorkerProcess, startTestWorker } from '../helpers/worker.ts';
 import { isJobMessage, TestSocket } from '../helpers/ws.ts';
 
-const openai = await startFakeOpenAI({ apiKey: 'sk-tenant-key-1234' });
-t.teardown(() => openai.close());
-const databaseUrl = await createTestDatabase(t);
-const overrides = { OPENAI_BASE_URL: openai.url };
-const api = await startTestServer(t, databaseUrl, overrides);
-const { app, db, config } = api;
+const api = await startTestServerWithFakeOpenAI(t, 'sk-tenant-key-1234');
+const { app, db, config, openai, databaseUrl, overrides } = api;
 const member = await createMember(db, 'admin');
-await db.query(sql.unsafe`update tenants set plan = 'pro' where id = ${member.tenantId}`);
-await putKey(db, Keyring.fromConfig(config), { tenantId: member.tenantId, provider: 'openai', apiKey: 'sk-tenant-key-1234', userId: member.userId });
+await withOwnOpenAIKey(db, config, member, 'sk-tenant-key-1234');
 const headers = { authorization: `Bearer ${member.token}`, 'x-tenant-id': member.tenantId };
 
 let keySeq = 0;

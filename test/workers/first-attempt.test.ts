@@ -7,27 +7,19 @@
 import pg from 'pg';
 import t from 'tap';
 import { z } from 'zod';
-import { Keyring } from '../../core/crypto/keyring.ts';
 import { loadMigrations } from '../../core/db/migrate.ts';
 import { sql } from '../../core/db/pool.ts';
 import { enqueueJobs } from '../../core/jobs/enqueue.ts';
 import { completeJob, requestCancel } from '../../core/jobs/lifecycle.ts';
-import { putKey } from '../../core/provider-keys/keys.ts';
 import { CancelListener } from '../../workers/cancellation.ts';
-import { startTestServer } from '../helpers/app.ts';
+import { startTestServerWithFakeOpenAI } from '../helpers/app.ts';
 import { testLogger } from '../helpers/config.ts';
-import { createTestDatabase } from '../helpers/db.ts';
-import { startFakeOpenAI } from '../helpers/fake-providers.ts';
-import { createMember, enqueue } from '../helpers/fixtures.ts';
+import { createMember, enqueue, withOwnOpenAIKey } from '../helpers/fixtures.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { startTestWorker } from '../helpers/worker.ts';
 
-const openai = await startFakeOpenAI({ apiKey: 'sk-lanes-key-1234' });
-t.teardown(() => openai.close());
-const databaseUrl = await createTestDatabase(t);
-const overrides = { OPENAI_BASE_URL: openai.url };
-const api = await startTestServer(t, databaseUrl, overrides);
-const { app, db, config } = api;
+const api = await startTestServerWithFakeOpenAI(t, 'sk-lanes-key-1234');
+const { app, db, config, openai, databaseUrl, overrides } = api;
 const member = await createMember(db, 'admin');
 
 const Count = z.object({ n: z.number() });
@@ -115,8 +107,7 @@ t.test('a cancel heard before the handler starts aborts the handler as it starts
 });
 
 t.test('with fairness off (batched fetches): a session\'s turns run one at a time, in order, among other jobs', async (t) => {
-  await db.query(sql.unsafe`update tenants set plan = 'pro' where id = ${member.tenantId}`);
-  await putKey(db, Keyring.fromConfig(config), { tenantId: member.tenantId, provider: 'openai', apiKey: 'sk-lanes-key-1234', userId: member.userId });
+  await withOwnOpenAIKey(db, config, member, 'sk-lanes-key-1234');
   const headers = { authorization: `Bearer ${member.token}`, 'x-tenant-id': member.tenantId };
   const sessionId = (await app.inject({ method: 'POST', url: '/api/chat/sessions', headers, payload: { title: 'Lanes', model: 'openai/gpt-4o-mini' } })).json().id as string;
   // Sent while no worker runs, so every turn waits in the queue together.

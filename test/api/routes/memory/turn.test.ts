@@ -5,13 +5,11 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import { z } from 'zod';
-import { Keyring } from '../../../../core/crypto/keyring.ts';
 import { sql } from '../../../../core/db/pool.ts';
-import { putKey } from '../../../../core/provider-keys/keys.ts';
 import { buildTestApp } from '../../../helpers/app.ts';
 import { createTestDatabase } from '../../../helpers/db.ts';
 import { startFakeOpenAI } from '../../../helpers/fake-providers.ts';
-import { createMember } from '../../../helpers/fixtures.ts';
+import { createMember, withOwnOpenAIKey } from '../../../helpers/fixtures.ts';
 import { waitFor } from '../../../helpers/wait.ts';
 import { startTestWorker } from '../../../helpers/worker.ts';
 
@@ -27,8 +25,7 @@ const overrides = { OPENAI_BASE_URL: openai.url, SKILLS_DIR: skillsDir };
 const { app, db, config } = await buildTestApp(t, databaseUrl, overrides);
 await startTestWorker(t, databaseUrl, overrides);
 const member = await createMember(db, 'admin');
-await db.query(sql.unsafe`update tenants set plan = 'pro' where id = ${member.tenantId}`);
-await putKey(db, Keyring.fromConfig(config), { tenantId: member.tenantId, provider: 'openai', apiKey: 'sk-tenant-key-1234', userId: member.userId });
+await withOwnOpenAIKey(db, config, member, 'sk-tenant-key-1234');
 const headers = { authorization: `Bearer ${member.token}`, 'x-tenant-id': member.tenantId };
 
 let n = 0;
