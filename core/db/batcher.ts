@@ -65,14 +65,28 @@ export class StatementBatcher<I, O> {
         this.queue = later;
       }
       this.inFlight++;
-      void this.flush(batch).finally(() => {
-        this.inFlight--;
-        this.pump();
-      });
+      void this.flushAndPump(batch);
     }
   }
 
-  private async flush(batch: Array<Pending<I, O>>): Promise<void> {
+  private async flushAndPump(batch: Array<Pending<I, O>>): Promise<void> {
+    let done = false;
+    // The next run starts before this one's callers hear back: the database
+    // works on it while they write their answers, not after.
+    const next = () => {
+      if (done) return;
+      done = true;
+      this.inFlight--;
+      this.pump();
+    };
+    try {
+      await this.flush(batch, next);
+    } finally {
+      next();
+    }
+  }
+
+  private async flush(batch: Array<Pending<I, O>>, ran: () => void = () => undefined): Promise<void> {
     let outcomes: Array<ItemOutcome<O>>;
     try {
       outcomes = await this.run(batch.map((p) => p.item));
@@ -82,6 +96,7 @@ export class StatementBatcher<I, O> {
       await Promise.all(batch.map((pending) => this.flush([pending])));
       return;
     }
+    ran();
     batch.forEach((pending, i) => {
       const outcome = outcomes[i]!;
       if (outcome.ok) pending.resolve(outcome.value);
