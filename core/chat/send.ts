@@ -1,6 +1,7 @@
-// Sending a chat turn: the user message, the idempotency record and the
-// chat.turn job commit together, in one statement per batch of sends (the
-// api's group committer gathers the batch; chat_send_round, 0029, writes it).
+// Sending a chat turn: the user message (which carries the send's
+// Idempotency-Key) and the chat.turn job commit together, in one statement
+// per batch of sends (the api's group committer gathers the batch;
+// chat_send_round, 0033, writes it).
 // The turn runs in the session's own Graphile queue, so turns of one session
 // are answered in order.
 import { randomUUID } from 'node:crypto';
@@ -42,8 +43,7 @@ export type SendOutcome =
   | { kind: 'accepted'; body: SendAccepted; job: JobSpec }
   | { kind: 'replayed'; body: SendAccepted }
   | { kind: 'refused'; refusal: QuotaRefusal }
-  | { kind: 'conflict' }
-  | { kind: 'in_progress' };
+  | { kind: 'conflict' };
 
 /** A send's answer (nothing written, no key spent) when the session is not the tenant's. */
 export class SessionNotFoundError extends Error {
@@ -55,8 +55,11 @@ export const turnQueue = (sessionId: string) => `chat:${sessionId}`;
 const BatchRow = z.object({
   i: z.number(), session_found: z.boolean(), created: z.boolean(), refusal: z.enum(['MESSAGE_LIMIT_REACHED', 'CREDITS_DEPLETED']).nullable(),
   plan: z.string().nullable(), message_limit: z.number().nullable(),
+  record_message_id: z.string().nullable(), record_job_id: z.string().nullable(), record_fingerprint: z.string().nullable(),
 });
-const ExistingRecord = z.object({ tenant_id: z.string(), key: z.string(), fingerprint: z.string(), state: z.string(), response_body: z.unknown() });
+/** A send already made with a key: its message carries the key (0033). */
+const KeyedMessage = z.object({ tenant_id: z.string(), key: z.string(), fingerprint: z.string().nullable(), message_id: z.string(), job_id: z.string().nullable() });
+type KeyRecord = { fingerprint: string | null; messageId: string; jobId: string | null };
 
 type Prepared = { input: SendInput; print: string; body: SendAccepted };
 
@@ -68,7 +71,7 @@ const CREDIT_PROVIDERS = PROVIDER_IDS.filter((p) => p !== 'builtin' && p !== 'ol
 
 /**
  * Many sends, one statement each round: the quota of every send, the
- * idempotency records, the messages and their turn jobs. A statement is
+ * messages (with their keys) and their turn jobs. A statement is
  * atomic by itself, so the group committer runs this without a transaction
  * block (no BEGIN and COMMIT round trips); a caller inside one (a channel's
  * inbound batch) passes inTransaction. Sends that share a key within one
@@ -106,24 +109,27 @@ async function sendRound(
   inTransaction: boolean,
 ): Promise<void> {
   const turns = jobRecords(round.map((i) => turnJob(prepared[i]!.input, prepared[i]!.body)));
-  const rows = round.map((i) => {
+  // Everything of one send in one element: the statement parses one array.
+  const sends = JSON.stringify(round.map((i, n) => {
     const { input, print, body } = prepared[i]!;
+    const job = turns.rows[n]!;
     return {
       i, tenant_id: input.tenantId, session_id: input.sessionId, key: input.idempotencyKey, fingerprint: print,
-      message_id: body.messageId, body, content: input.message, attachments: input.attachments,
+      message_id: body.messageId, content: input.message, attachments: input.attachments,
       company_scope: input.companyScope ?? null, user_id: input.userId,
+      job_id: job.id, kind: job.kind, queue_name: job.queue_name, max_attempts: job.max_attempts, turn: turns.workerSpecs[n],
     };
-  });
-  // One call of chat_send_round (0029): the quota of every send, then the
-  // idempotency record, the message and the turn job of each it accepts. A
-  // refused send writes nothing and spends no key. It first reads the counts
-  // without a lock; the counting trigger fails the statement (QT001) if a
-  // concurrent send took the room meanwhile. Then, and only then, the round
-  // runs again with the counter rows locked before they are read.
+  }));
+  // One call of chat_send_round (0033): the quota of every send, then the
+  // message (carrying its key) and the turn job of each it accepts. A refused
+  // send writes nothing and spends no key. It first reads the counts without
+  // a lock; the counting trigger fails the statement (QT001) if a concurrent
+  // send took the room meanwhile. Then, and only then, the round runs again
+  // with the counter rows locked before they are read.
   const run = (lockFirst: boolean) => db.any(sql.type(BatchRow)`
-    select i, session_found, created, refusal, plan, message_limit from chat_send_round(
-      ${sql.jsonb(rows as never)}, ${sql.json(turns.workerSpecs as never)}, ${sql.jsonb(turns.rows as never)}, ${CHAT_SEND_SCOPE},
-      ${sql.jsonb(MESSAGE_LIMITS)}, ${PLANS.free.monthlyMessages}, ${sql.array(CREDIT_PROVIDERS, 'text')}, ${OFFLINE_MODEL}, ${lockFirst})`);
+    select i, session_found, created, refusal, plan, message_limit, record_message_id, record_job_id, record_fingerprint
+    from chat_send_round(${sends}::jsonb, ${sql.jsonb(MESSAGE_LIMITS)}, ${PLANS.free.monthlyMessages},
+      ${sql.array(CREDIT_PROVIDERS, 'text')}, ${OFFLINE_MODEL}, ${lockFirst})`);
   // Inside a transaction block (a channel's inbound batch) a
   // failed statement would abort the transaction: lock first there.
   let outcome;
@@ -133,38 +139,45 @@ async function sendRound(
     if (inTransaction || sqlState(error) !== QUOTA_RACE) throw error;
     outcome = await run(true);
   }
-  const taken: number[] = [];
+  const records = new Map<number, KeyRecord>();
+  const unseen: number[] = [];
   const refusals = new Map<number, QuotaRefusal>();
   for (const row of outcome) {
     const { input, body } = prepared[row.i]!;
     if (!row.session_found) results[row.i] = { value: new SessionNotFoundError('No such session in this tenant.'), jobs: [] };
     // Its turn job is written already (above), in this statement.
     else if (row.created) results[row.i] = { value: { kind: 'accepted', body, job: turnJob(input, body) }, jobs: [] };
+    else if (row.record_message_id) records.set(row.i, { fingerprint: row.record_fingerprint, messageId: row.record_message_id, jobId: row.record_job_id });
     else {
       if (row.refusal) refusals.set(row.i, refusalOf(row.refusal, row.plan!, row.message_limit!));
-      taken.push(row.i);
+      unseen.push(row.i);
     }
   }
-  if (taken.length === 0) return;
-  // Refused, or keys already taken: read their records in a new statement (a
-  // racing first request may have committed after the statement above began).
-  const existing = await db.any(sql.type(ExistingRecord)`
-    select tenant_id, key, fingerprint, state, response_body from idempotency_records
-    where scope = ${CHAT_SEND_SCOPE} and (tenant_id, key) in (
-      select * from unnest(${sql.array(taken.map((i) => prepared[i]!.input.tenantId), 'uuid')}, ${sql.array(taken.map((i) => prepared[i]!.input.idempotencyKey), 'text')}))`);
-  for (const i of taken) {
+  // Refused, or the key taken by a send the statement could not see (another
+  // api process committed it after the statement began): read it now.
+  if (unseen.length > 0) {
+    const found = await db.any(sql.type(KeyedMessage)`
+      select tenant_id, idempotency_key as key, request_fingerprint as fingerprint, id as message_id, turn_job_id as job_id
+      from chat_messages where idempotency_key is not null and (tenant_id, idempotency_key) in (
+        select * from unnest(${sql.array(unseen.map((i) => prepared[i]!.input.tenantId), 'uuid')}, ${sql.array(unseen.map((i) => prepared[i]!.input.idempotencyKey), 'text')}))`);
+    for (const i of unseen) {
+      const { input } = prepared[i]!;
+      const m = found.find((r) => r.tenant_id === input.tenantId && r.key === input.idempotencyKey);
+      if (m) records.set(i, { fingerprint: m.fingerprint, messageId: m.message_id, jobId: m.job_id });
+    }
+  }
+  for (const i of [...records.keys(), ...unseen]) {
+    if (results[i]) continue;
     const { input, print } = prepared[i]!;
+    const record = records.get(i);
     const refusal = refusals.get(i);
-    const record = existing.find((r) => r.tenant_id === input.tenantId && r.key === input.idempotencyKey);
     // Over quota, a new send is refused (nothing written, the key not spent); its replay still answers.
     const value: SendOutcome =
       !record && refusal
         ? { kind: 'refused', refusal }
-        : !record || record.fingerprint !== print
-        ? { kind: 'conflict' }
-        : record.state !== 'completed'
-          ? { kind: 'in_progress' }
-          : { kind: 'replayed', body: record.response_body as SendAccepted };
+        : !record || record.fingerprint !== print || !record.jobId
+          ? { kind: 'conflict' }
+          : { kind: 'replayed', body: { jobId: record.jobId, messageId: record.messageId, sessionId: input.sessionId, status: 'queued' } };
     results[i] = { value, jobs: [] };
   }
 }

@@ -70,7 +70,7 @@ export async function runChatTurn(input: TurnInput, ctx: TurnContext): Promise<T
     const inserted = await tx.maybeOneFirst(sql.type(z.object({ id: z.string() }))`
       insert into chat_messages (tenant_id, session_id, role, content, model, job_id)
       values (${ctx.tenantId}, ${input.sessionId}, 'assistant', ${result.text}, ${modelId}, ${ctx.jobId})
-      on conflict (job_id) do nothing returning id`);
+      on conflict (job_id) where job_id is not null do nothing returning id`);
     if (!inserted) return (await alreadyAnswered(ctx))!; // another attempt got there first
     await recordModelUsage(tx, ctx, call, { agentId: setup.agent_id, sessionId: input.sessionId });
     await tx.query(sql.unsafe`update chat_sessions set updated_at = now() where id = ${input.sessionId}`);

@@ -14,7 +14,7 @@ import { z } from 'zod';
 import { sql, type CommonQueryMethods } from './pool.ts';
 import { graphileLogger } from '../graphile-logger.ts';
 
-const MIGRATIONS_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../sql/migrations');
+export const MIGRATIONS_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../sql/migrations');
 // Any constant works; it only has to be the same in every process.
 const MIGRATION_LOCK_KEY = 7_301_552_001;
 
@@ -44,8 +44,9 @@ const ensureTable = `
     applied_at timestamptz not null default now()
   )`;
 
-export async function migrate(databaseUrl: string, logger: Logger): Promise<{ applied: string[] }> {
-  const migrations = loadMigrations();
+/** `directory` is for tests that stop at an older migration. */
+export async function migrate(databaseUrl: string, logger: Logger, directory = MIGRATIONS_DIR): Promise<{ applied: string[] }> {
+  const migrations = loadMigrations(directory);
   const client = new pg.Client({ connectionString: databaseUrl });
   await client.connect();
   const applied: string[] = [];

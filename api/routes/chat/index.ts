@@ -144,7 +144,6 @@ const chatRoutes: FastifyPluginAsyncZod = async (app) => {
       const outcome = result;
       if (outcome.kind === 'refused') throw new PlatformHttpError(402, outcome.refusal.code, outcome.refusal.message);
       if (outcome.kind === 'conflict') throw new PlatformHttpError(409, 'IDEMPOTENCY_KEY_REUSED', 'This Idempotency-Key was used for a different message; use a new key for new work.');
-      if (outcome.kind === 'in_progress') throw new PlatformHttpError(409, 'IDEMPOTENCY_KEY_IN_PROGRESS', 'The first request with this key is still running; retry shortly.');
       if (outcome.kind === 'replayed') reply.header('idempotency-replayed', 'true');
       return reply.code(202).header('location', `/api/chat/jobs/${outcome.body.jobId}`).send(outcome.body);
     },
