@@ -137,7 +137,7 @@ const chatRoutes: FastifyPluginAsyncZod = async (app) => {
       const tenantId = request.tenant!.id;
       const { sessionId, message, companyScope, attachments } = request.body;
 
-      // Quota, session, idempotency record and message in the group committer's batch (core/chat/send.ts).
+      // Quota, session, message (it carries the key) and turn job in the group committer's batch (core/chat/send.ts).
       const input = { tenantId, userId: request.user!.userId, idempotencyKey: key, sessionId, message, companyScope, attachments };
       const result = (await app.jobs.submitBatched(sendBatch, input)).value;
       if (result instanceof SessionNotFoundError) throw new PlatformHttpError(404, 'not_found', result.message);
