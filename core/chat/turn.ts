@@ -21,12 +21,13 @@ export type TurnResult = {
   costMicros: number;
 };
 
-export type TurnContext = ModelTaskContext;
+/** `attempt` is Graphile's count for this job: 1 on its first run. */
+export type TurnContext = ModelTaskContext & { attempt: number };
 
 const HISTORY_LIMIT = 50;
 
-const Setup = z.object({ model: z.string().nullable(), plan: z.string(), agent_id: z.string().nullable(), user_seq: z.number().nullable() });
 const History = z.object({ role: z.enum(['user', 'assistant', 'system']), content: z.string(), attachments: z.array(z.unknown()) });
+const Setup = z.object({ model: z.string().nullable(), plan: z.string(), agent_id: z.string().nullable(), user_seq: z.number().nullable(), history: z.array(History) });
 
 async function alreadyAnswered(ctx: TurnContext): Promise<TurnResult | null> {
   return ctx.db.maybeOne(sql.type(z.object({ assistantMessageId: z.string(), model: z.string(), inputTokens: z.number(), outputTokens: z.number(), costMicros: z.number() }))`
@@ -45,21 +46,27 @@ function withAttachments(content: string, attachments: unknown[]): string {
 }
 
 export async function runChatTurn(input: TurnInput, ctx: TurnContext): Promise<TurnResult> {
-  const done = await alreadyAnswered(ctx);
-  if (done) return done;
+  // Only an attempt of this job writes its answer, so a first attempt has
+  // none to find; a retry looks first and does not call the model again.
+  if (ctx.attempt > 1) {
+    const done = await alreadyAnswered(ctx);
+    if (done) return done;
+  }
 
+  // The session's model and plan, and the history up to this turn's message, in one round trip.
   const setup = await ctx.db.maybeOne(sql.type(Setup)`
-    select coalesce(s.model, a.model) as model, t.plan, s.agent_id,
-      (select seq from chat_messages where id = ${input.userMessageId} and session_id = s.id) as user_seq
-    from chat_sessions s join tenants t on t.id = s.tenant_id left join agents a on a.id = s.agent_id
-    where s.id = ${input.sessionId} and s.tenant_id = ${ctx.tenantId}`);
+    with setup as (
+      select coalesce(s.model, a.model) as model, t.plan, s.agent_id, s.id as session_id,
+        (select seq from chat_messages where id = ${input.userMessageId} and session_id = s.id) as user_seq
+      from chat_sessions s join tenants t on t.id = s.tenant_id left join agents a on a.id = s.agent_id
+      where s.id = ${input.sessionId} and s.tenant_id = ${ctx.tenantId})
+    select model, plan, agent_id, user_seq, coalesce((
+      select json_agg(json_build_object('role', h.role, 'content', h.content, 'attachments', h.attachments) order by h.seq)
+      from (select role, content, attachments, seq from chat_messages
+        where session_id = setup.session_id and seq <= setup.user_seq order by seq desc limit ${HISTORY_LIMIT}) h), '[]'::json) as history
+    from setup`);
   if (!setup || setup.user_seq === null) throw new PermanentJobError('session_not_found', 'The session or its message no longer exists.');
-
-  const rows = await ctx.db.any(sql.type(History)`
-    select role, content, attachments from (
-      select role, content, attachments, seq from chat_messages
-      where session_id = ${input.sessionId} and seq <= ${setup.user_seq} order by seq desc limit ${HISTORY_LIMIT}) h
-    order by seq`);
+  const rows = setup.history;
   const messages: ChatMessage[] = rows.map((r) => ({ role: r.role, content: withAttachments(r.content, r.attachments) }));
   // The workspace's memory and skills go first, so changing them changes the next answer.
   const prompt = await withWorkspaceContext(ctx.db, ctx.tenantId, messages);
