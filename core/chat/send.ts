@@ -14,7 +14,6 @@ import type { BatchHandler } from '../jobs/group-commit.ts';
 import { OFFLINE_MODEL, PLANS } from '../plans.ts';
 import { PROVIDER_IDS } from '../providers/types.ts';
 
-export const CHAT_SEND_SCOPE = 'chat.send';
 export const CHAT_TURN_KIND = 'chat.turn';
 
 export const Attachment = z.object({
@@ -166,7 +165,7 @@ async function sendRound(
       if (m) records.set(i, { fingerprint: m.fingerprint, messageId: m.message_id, jobId: m.job_id });
     }
   }
-  for (const i of [...records.keys(), ...unseen]) {
+  for (const i of new Set([...records.keys(), ...unseen])) {
     if (results[i]) continue;
     const { input, print } = prepared[i]!;
     const record = records.get(i);

@@ -136,6 +136,35 @@ t.test('a send that read the count before a concurrent commit took the last room
   t.equal(await db.oneFirst(sql.type(z.object({ messages: z.number() }))`select messages from tenant_message_counts where tenant_id = ${tenant.tenantId}`), 200);
 });
 
+t.test('a key another api process wrote after the statement began: the same send replays its 202, another send is a conflict', async (t) => {
+  const { send } = await tenantAt(0, 'Same key');
+  const before = await counts();
+  let release!: () => void;
+  let written!: () => void;
+  const held = new Promise<void>((resolve) => (release = resolve));
+  const theirsIn = new Promise<void>((resolve) => (written = resolve));
+  // Another api process's batch, inside a transaction that has not committed yet.
+  const other = db.transaction(async (tx) => {
+    const outcomes = await sendBatch(tx as never, [send('same-1', 'hello'), send('same-2', 'hello')], true);
+    written();
+    await held;
+    return outcomes.map((o) => o.value as SendOutcome);
+  });
+  await theirsIn;
+  // These cannot see those messages; their inserts wait on the key's index entry.
+  const mine = sendBatch(db as never, [send('same-1', 'hello'), send('same-2', 'something else')], false);
+  await waitFor(async () => (await db.oneFirst(sql.type(z.object({ n: z.number() }))`
+    select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%chat_send_round%'`)) === 1);
+  release();
+  const theirs = await other;
+  const [same, different] = (await mine).map((o) => o.value as SendOutcome);
+  t.equal(theirs[0]!.kind, 'accepted');
+  t.same(same, { kind: 'replayed', body: (theirs[0] as { body: unknown }).body }, 'the same send: the first one’s 202');
+  t.same(different, { kind: 'conflict' }, 'another send under the key: 409');
+  t.same(await counts(), { ...before, messages: before.messages + 2, records: before.records + 2, jobs: before.jobs + 2, graphile: before.graphile + 2 },
+    'only the first process’s two sends are written');
+});
+
 async function waitFor(check: () => Promise<boolean>): Promise<void> {
   for (let i = 0; i < 500; i++) {
     if (await check()) return;
