@@ -6,7 +6,7 @@ import t from 'tap';
 import { z } from 'zod';
 import { sendBatch, type SendInput, type SendOutcome } from '../../../core/chat/send.ts';
 import { createChatSession } from '../../../core/chat/sessions.ts';
-import { sql } from '../../../core/db/pool.ts';
+import { sql, type DatabaseTransactionConnection } from '../../../core/db/pool.ts';
 import { GroupCommitter } from '../../../core/jobs/group-commit.ts';
 import { testLogger } from '../../helpers/config.ts';
 import { createTestDatabase, testPool } from '../../helpers/db.ts';
@@ -112,23 +112,12 @@ t.test('credits: a paid model needs credits or the tenant’s own key; built-in 
 t.test('a send that read the count before a concurrent commit took the last room is refused, and writes nothing', async (t) => {
   const { tenant, own, send } = await tenantAt(199, 'Late');
   const before = await counts();
-  let release!: () => void;
-  let inserted!: () => void;
-  const held = new Promise<void>((resolve) => (release = resolve));
-  const theirsIn = new Promise<void>((resolve) => (inserted = resolve));
   // Another api process's send: its message is in, its counter row locked, not committed yet.
-  const other = db.transaction(async (tx) => {
-    await tx.query(sql.unsafe`insert into chat_messages (tenant_id, session_id, role, content) values (${tenant.tenantId}, ${own.id}, 'user', 'theirs')`);
-    inserted();
-    await held;
-  });
-  await theirsIn;
+  const other = await uncommitted((tx) => tx.query(sql.unsafe`insert into chat_messages (tenant_id, session_id, role, content) values (${tenant.tenantId}, ${own.id}, 'user', 'theirs')`));
   // This send reads 199 (the other one is not committed), decides it fits, and waits on the counter row.
   const mine = sendBatch(db as never, [send('late-1', 'mine')], false);
-  await waitFor(async () => (await db.oneFirst(sql.type(z.object({ n: z.number() }))`
-    select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%chat_send_round%'`)) === 1);
-  release();
-  await other;
+  await sendWaitsOnLock();
+  await other.commit();
   const [outcome] = await mine;
   t.match(outcome!.value, { kind: 'refused', refusal: { code: 'MESSAGE_LIMIT_REACHED' } }, 'decided again with the counter locked');
   const after = await counts();
@@ -139,24 +128,12 @@ t.test('a send that read the count before a concurrent commit took the last room
 t.test('a key another api process wrote after the statement began: the same send replays its 202, another send is a conflict', async (t) => {
   const { send } = await tenantAt(0, 'Same key');
   const before = await counts();
-  let release!: () => void;
-  let written!: () => void;
-  const held = new Promise<void>((resolve) => (release = resolve));
-  const theirsIn = new Promise<void>((resolve) => (written = resolve));
   // Another api process's batch, inside a transaction that has not committed yet.
-  const other = db.transaction(async (tx) => {
-    const outcomes = await sendBatch(tx as never, [send('same-1', 'hello'), send('same-2', 'hello')], true);
-    written();
-    await held;
-    return outcomes.map((o) => o.value as SendOutcome);
-  });
-  await theirsIn;
+  const other = await uncommitted(async (tx) => (await sendBatch(tx as never, [send('same-1', 'hello'), send('same-2', 'hello')], true)).map((o) => o.value as SendOutcome));
   // These cannot see those messages; their inserts wait on the key's index entry.
   const mine = sendBatch(db as never, [send('same-1', 'hello'), send('same-2', 'something else')], false);
-  await waitFor(async () => (await db.oneFirst(sql.type(z.object({ n: z.number() }))`
-    select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%chat_send_round%'`)) === 1);
-  release();
-  const theirs = await other;
+  await sendWaitsOnLock();
+  const theirs = await other.commit();
   const [same, different] = (await mine).map((o) => o.value as SendOutcome);
   t.equal(theirs[0]!.kind, 'accepted');
   t.same(same, { kind: 'replayed', body: (theirs[0] as { body: unknown }).body }, 'the same send: the first one’s 202');
@@ -164,6 +141,31 @@ t.test('a key another api process wrote after the statement began: the same send
   t.same(await counts(), { ...before, messages: before.messages + 2, records: before.records + 2, jobs: before.jobs + 2, graphile: before.graphile + 2 },
     'only the first process’s two sends are written');
 });
+
+/** Runs `work` in a transaction and holds it open: `commit` lets it commit and returns what `work` returned. */
+async function uncommitted<T>(work: (tx: DatabaseTransactionConnection) => Promise<T>): Promise<{ commit: () => Promise<T> }> {
+  let release!: () => void;
+  let ran!: () => void;
+  const held = new Promise<void>((resolve) => (release = resolve));
+  const done = new Promise<void>((resolve) => (ran = resolve));
+  const finished = db.transaction(async (tx) => {
+    const value = await work(tx);
+    ran();
+    await held;
+    return value;
+  });
+  await Promise.race([done, finished]);
+  return {
+    commit: () => {
+      release();
+      return finished;
+    },
+  };
+}
+
+/** Until a chat_send_round call waits on a lock another transaction holds. */
+const sendWaitsOnLock = () => waitFor(async () => (await db.oneFirst(sql.type(z.object({ n: z.number() }))`
+  select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%chat_send_round%'`)) === 1);
 
 async function waitFor(check: () => Promise<boolean>): Promise<void> {
   for (let i = 0; i < 500; i++) {
