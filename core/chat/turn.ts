@@ -74,13 +74,18 @@ export async function runChatTurn(input: TurnInput, ctx: TurnContext): Promise<T
   const { result, modelId } = call;
 
   return ctx.db.transaction(async (tx) => {
+    // The answer, and the session touched by it, in one statement.
     const inserted = await tx.maybeOneFirst(sql.type(z.object({ id: z.string() }))`
-      insert into chat_messages (tenant_id, session_id, role, content, model, job_id)
-      values (${ctx.tenantId}, ${input.sessionId}, 'assistant', ${result.text}, ${modelId}, ${ctx.jobId})
-      on conflict (job_id) where job_id is not null do nothing returning id`);
+      with answer as (
+        insert into chat_messages (tenant_id, session_id, role, content, model, job_id)
+        values (${ctx.tenantId}, ${input.sessionId}, 'assistant', ${result.text}, ${modelId}, ${ctx.jobId})
+        on conflict (job_id) where job_id is not null do nothing returning id
+      ), touched as (
+        update chat_sessions set updated_at = now() where id = ${input.sessionId} and exists (select 1 from answer)
+      )
+      select id from answer`);
     if (!inserted) return (await alreadyAnswered(ctx))!; // another attempt got there first
     await recordModelUsage(tx, ctx, call, { agentId: setup.agent_id, sessionId: input.sessionId });
-    await tx.query(sql.unsafe`update chat_sessions set updated_at = now() where id = ${input.sessionId}`);
     // A message that came from a messaging channel: its reply, once per turn, in this commit.
     await enqueueChannelReply(tx, { tenantId: ctx.tenantId, turnJobId: ctx.jobId, userMessageId: input.userMessageId, text: result.text });
     const answer: TurnResult = { assistantMessageId: inserted, model: modelId, inputTokens: result.inputTokens, outputTokens: result.outputTokens, costMicros: call.costMicros };

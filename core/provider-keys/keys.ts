@@ -7,7 +7,7 @@ import type { Config } from '../config.ts';
 import type { Keyring } from '../crypto/keyring.ts';
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
 import { defaultBaseUrl, providerFor } from '../providers/registry.ts';
-import type { KeyedProvider, ProviderId } from '../providers/types.ts';
+import { KEYED_PROVIDERS, type KeyedProvider, type ProviderId } from '../providers/types.ts';
 
 /** Bound into the ciphertext, so a sealed key copied to another tenant or provider row does not open. */
 const associatedData = (tenantId: string, provider: string) => `provider-key:${tenantId}:${provider}`;
@@ -101,7 +101,8 @@ export async function credentialsFor(
   provider: ProviderId,
 ): Promise<CallCredentials | null> {
   const fallbackUrl = defaultBaseUrl(config, provider);
-  const own = await resolveKey(db, keyring, tenantId, provider);
+  // The built-in model takes no key: nothing to look up.
+  const own = (KEYED_PROVIDERS as readonly string[]).includes(provider) ? await resolveKey(db, keyring, tenantId, provider) : null;
   if (own) return { source: 'tenant_key', apiKey: own.apiKey, baseUrl: own.baseUrl ?? fallbackUrl };
   if (!providerFor(provider, config.providers).needsKey) return { source: 'platform_credits', baseUrl: fallbackUrl };
   const platformKey = (config.providers.platformKeys as Partial<Record<ProviderId, string>>)[provider];

@@ -58,6 +58,9 @@ t.test('send -> worker -> streamed progress over the websocket -> final state ->
   t.equal(messages[0].id, messageId);
   t.equal(messages[1].content, 'one two three four five six');
   t.equal(messages[1].id, final.result!.assistantMessageId, 'the job result names the assistant message');
+  const touched = await db.oneFirst(sql.type(z.object({ ok: z.boolean() }))`
+    select updated_at >= (select created_at from chat_messages where id = ${messages[1].id}) as ok from chat_sessions where id = ${sessionId}`);
+  t.ok(touched, 'the answer touched its session (recent sessions list first)');
   const polled = await app.inject({ url: `/api/chat/jobs/${jobId}`, headers });
   t.same(polled.json(), final, 'polling returns the same final JSON');
   t.match(await usageOf(jobId), [{ model: 'openai/gpt-4o-mini', credential: 'tenant_key' }]);
