@@ -13,7 +13,7 @@ import { GroupCommitter } from '../../core/jobs/group-commit.ts';
 import { startWorker } from '../../workers/worker.ts';
 import { chatSendLoad } from './chat-load.ts';
 import { postJson, sleep, throughput } from './measure.ts';
-import { summarize, type BenchContext, type Latencies } from './scenarios.ts';
+import { rawInserts, summarize, type BenchContext, type Latencies } from './scenarios.ts';
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
 
@@ -21,7 +21,15 @@ const post = (port: number, path: string, headers: Record<string, string>, body:
 
 /** Where the time from a send to its final websocket message goes, per part. */
 export type ChatBreakdown = { accepted: Latencies; pickedUp: Latencies; ran: Latencies; delivered: Latencies };
-export type ChatFigures = { acceptedPerSecond: number; acceptedPerSecondManySessions: number; firstProgress: Latencies; final: Latencies; parts: ChatBreakdown };
+export type ChatFigures = {
+  acceptedPerSecond: number;
+  acceptedPerSecondManySessions: number;
+  /** Raw inserts (32 connections) measured just before each send phase: this VM's speed drifts over minutes. */
+  rawJustBefore: { oneSession: number; manySessions: number };
+  firstProgress: Latencies;
+  final: Latencies;
+  parts: ChatBreakdown;
+};
 
 export async function chatFigures(ctx: BenchContext, config: Config, samples: number): Promise<ChatFigures> {
   const quiet = { ...config, logLevel: 'warn' };
@@ -51,9 +59,11 @@ export async function chatFigures(ctx: BenchContext, config: Config, samples: nu
     await throughput(8, 1, async () => void (await sendOnce())); // warm-up
     const load = { ports: [port], token, tenantId: ctx.tenantId, seconds: ctx.seconds, connections: 32 };
     // 32 clients in one session: every send queues on the same Graphile queue row.
+    const rawOne = await rawInserts(ctx, 32);
     const accepted = await chatSendLoad({ ...load, sessions: [session], keyPrefix: `bench-${process.pid}-one` });
     // 32 clients, each in its own session (one conversation per person, as real traffic is).
     const sessions = await Promise.all(Array.from({ length: 32 }, newSession));
+    const rawMany = await rawInserts(ctx, 32);
     const perSession = await chatSendLoad({ ...load, sessions, keyPrefix: `bench-${process.pid}-many` });
     await ctx.db.query(sql.unsafe`truncate jobs, graphile_worker._private_jobs cascade`);
 
@@ -105,7 +115,14 @@ export async function chatFigures(ctx: BenchContext, config: Config, samples: nu
     socket.close();
     await worker.stop();
     const breakdown = { accepted: summarize(parts.accepted), pickedUp: summarize(parts.pickedUp), ran: summarize(parts.ran), delivered: summarize(parts.delivered) };
-    return { acceptedPerSecond: accepted.perSecond, acceptedPerSecondManySessions: perSession.perSecond, firstProgress: summarize(firsts), final: summarize(finals), parts: breakdown };
+    return {
+      acceptedPerSecond: accepted.perSecond,
+      acceptedPerSecondManySessions: perSession.perSecond,
+      rawJustBefore: { oneSession: rawOne.perSecond, manySessions: rawMany.perSecond },
+      firstProgress: summarize(firsts),
+      final: summarize(finals),
+      parts: breakdown,
+    };
   } finally {
     await app.close();
     await hub.stop();
