@@ -107,7 +107,8 @@ async function sendRound(
   results: Array<{ value: SendOutcome | SessionNotFoundError; jobs: JobSpec[] }>,
   inTransaction: boolean,
 ): Promise<void> {
-  const turns = jobRecords(round.map((i) => turnJob(prepared[i]!.input, prepared[i]!.body)));
+  const specs = new Map(round.map((i) => [i, turnJob(prepared[i]!.input, prepared[i]!.body)]));
+  const turns = jobRecords([...specs.values()]);
   // Everything of one send in one element: the statement parses one array.
   const sends = JSON.stringify(round.map((i, n) => {
     const { input, print, body } = prepared[i]!;
@@ -142,10 +143,9 @@ async function sendRound(
   const unseen: number[] = [];
   const refusals = new Map<number, QuotaRefusal>();
   for (const row of outcome) {
-    const { input, body } = prepared[row.i]!;
     if (!row.session_found) results[row.i] = { value: new SessionNotFoundError('No such session in this tenant.'), jobs: [] };
     // Its turn job is written already (above), in this statement.
-    else if (row.created) results[row.i] = { value: { kind: 'accepted', body, job: turnJob(input, body) }, jobs: [] };
+    else if (row.created) results[row.i] = { value: { kind: 'accepted', body: prepared[row.i]!.body, job: specs.get(row.i)! }, jobs: [] };
     else if (row.record_message_id) records.set(row.i, { fingerprint: row.record_fingerprint, messageId: row.record_message_id, jobId: row.record_job_id });
     else {
       if (row.refusal) refusals.set(row.i, refusalOf(row.refusal, row.plan!, row.message_limit!));
@@ -165,8 +165,8 @@ async function sendRound(
       if (m) records.set(i, { fingerprint: m.fingerprint, messageId: m.message_id, jobId: m.job_id });
     }
   }
+  // A send read again above may be in both.
   for (const i of new Set([...records.keys(), ...unseen])) {
-    if (results[i]) continue;
     const { input, print } = prepared[i]!;
     const record = records.get(i);
     const refusal = refusals.get(i);

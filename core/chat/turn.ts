@@ -66,8 +66,7 @@ export async function runChatTurn(input: TurnInput, ctx: TurnContext): Promise<T
         where session_id = setup.session_id and seq <= setup.user_seq order by seq desc limit ${HISTORY_LIMIT}) h), '[]'::json) as history
     from setup`);
   if (!setup || setup.user_seq === null) throw new PermanentJobError('session_not_found', 'The session or its message no longer exists.');
-  const rows = setup.history;
-  const messages: ChatMessage[] = rows.map((r) => ({ role: r.role, content: withAttachments(r.content, r.attachments) }));
+  const messages: ChatMessage[] = setup.history.map((r) => ({ role: r.role, content: withAttachments(r.content, r.attachments) }));
   // The workspace's memory and skills go first, so changing them changes the next answer.
   const prompt = await withWorkspaceContext(ctx.db, ctx.tenantId, messages);
   const call = await callModel(ctx, { modelId: setup.model ?? OFFLINE_MODEL, plan: setup.plan, messages: prompt, what: 'turn' });

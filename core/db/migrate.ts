@@ -96,12 +96,12 @@ export async function migrate(databaseUrl: string, logger: Logger, directory = M
 // setting on Graphile's function, not a change to it; a Graphile migration
 // that replaces the function drops it, so every migrate run puts it back.
 const ADD_JOBS = 'graphile_worker.add_jobs(graphile_worker.job_spec[], boolean)';
-const ADD_JOBS_SETTING = 'plan_cache_mode=force_custom_plan';
+const ADD_JOBS_PLANS = 'force_custom_plan';
 
 async function ensureAddJobsPlansFresh(client: pg.Client, logger: Logger): Promise<void> {
   const { rows } = await client.query<{ config: string[] | null }>(`select proconfig as config from pg_proc where oid = $1::regprocedure`, [ADD_JOBS]);
-  if (rows[0]?.config?.includes(ADD_JOBS_SETTING)) return;
-  await client.query(`alter function ${ADD_JOBS} set plan_cache_mode = force_custom_plan`);
+  if (rows[0]?.config?.includes(`plan_cache_mode=${ADD_JOBS_PLANS}`)) return;
+  await client.query(`alter function ${ADD_JOBS} set plan_cache_mode = ${ADD_JOBS_PLANS}`);
   logger.info({ function: ADD_JOBS }, 'graphile add_jobs set to plan each call');
 }
 
