@@ -74,10 +74,12 @@ export class StatementBatcher<I, O> {
     // The next run starts before this one's callers hear back: the database
     // works on it while they write their answers, not after.
     const next = () => {
-      if (done) return;
+      if (done) return false;
       done = true;
       this.inFlight--;
+      const before = this.inFlight;
       this.pump();
+      return this.inFlight > before;
     };
     try {
       await this.flush(batch, next);
@@ -86,7 +88,7 @@ export class StatementBatcher<I, O> {
     }
   }
 
-  private async flush(batch: Array<Pending<I, O>>, ran: () => void = () => undefined): Promise<void> {
+  private async flush(batch: Array<Pending<I, O>>, ran: () => boolean = () => false): Promise<void> {
     let outcomes: Array<ItemOutcome<O>>;
     try {
       outcomes = await this.run(batch.map((p) => p.item));
@@ -96,7 +98,10 @@ export class StatementBatcher<I, O> {
       await Promise.all(batch.map((pending) => this.flush([pending])));
       return;
     }
-    ran();
+    // A next run began: its statement reaches the database through a chain
+    // of promise steps, and each step would queue behind these callers'
+    // answers. They wait one turn of the event loop, until it is sent.
+    if (ran()) await new Promise((resolve) => setImmediate(resolve));
     batch.forEach((pending, i) => {
       const outcome = outcomes[i]!;
       if (outcome.ok) pending.resolve(outcome.value);
