@@ -79,7 +79,8 @@ export class StatementBatcher<I, O> {
       this.inFlight--;
       const before = this.inFlight;
       this.pump();
-      return this.inFlight > before;
+      // Whether the database now waits for the started run alone.
+      return this.inFlight > before && this.inFlight === 1;
     };
     try {
       await this.flush(batch, next);
@@ -98,9 +99,11 @@ export class StatementBatcher<I, O> {
       await Promise.all(batch.map((pending) => this.flush([pending])));
       return;
     }
-    // A next run began: its statement reaches the database through a chain
-    // of promise steps, and each step would queue behind these callers'
-    // answers. They wait one turn of the event loop, until it is sent.
+    // The next run began and nothing else is in flight: the database waits
+    // for its statement, which gets there through a chain of promise steps,
+    // each of which would queue behind these callers' answers. So they wait
+    // one turn of the event loop, until it is sent. (With another run in
+    // flight the database is busy, and answering first measured faster.)
     if (ran()) await new Promise((resolve) => setImmediate(resolve));
     batch.forEach((pending, i) => {
       const outcome = outcomes[i]!;
