@@ -28,6 +28,8 @@ export type ChatFigures = {
   rawJustBefore: { oneSession: number; manySessions: number };
   firstProgress: Latencies;
   final: Latencies;
+  /** Second of two sends in a row in one session: its final message after the first's. */
+  followUp: Latencies;
   parts: ChatBreakdown;
 };
 
@@ -90,14 +92,19 @@ export async function chatFigures(ctx: BenchContext, config: Config, samples: nu
     const firsts: number[] = [];
     const finals: number[] = [];
     const parts = { accepted: [] as number[], pickedUp: [] as number[], ran: [] as number[], delivered: [] as number[] };
-    for (let i = 0; i < samples; i++) {
-      const sent = performance.now();
-      const { jobId } = await sendOnce();
-      const accepted = performance.now();
+    /** Subscribes to a job; resolves with the time its final message arrived. */
+    const follow = (jobId: string) => {
       const entry: { progress?: number; resolve: (final: number) => void } = { resolve: () => undefined };
       const final = new Promise<number>((resolve) => (entry.resolve = resolve));
       waiting.set(jobId, entry);
       socket.send(JSON.stringify({ type: 'subscribe', jobId }));
+      return { entry, final };
+    };
+    for (let i = 0; i < samples; i++) {
+      const sent = performance.now();
+      const { jobId } = await sendOnce();
+      const accepted = performance.now();
+      const { entry, final } = follow(jobId);
       const done = await final;
       finals.push(done - sent);
       const m = marks.get(jobId);
@@ -112,6 +119,18 @@ export async function chatFigures(ctx: BenchContext, config: Config, samples: nu
       waiting.delete(jobId);
       await sleep(2);
     }
+    // Two sends in a row in one session: the second waits in the session's
+    // queue while the first runs, and starts when the first is let go
+    // (migration 0034 announces the unlock), not at the worker's next poll.
+    const followUps: number[] = [];
+    for (let i = 0; i < Math.min(samples, 100); i++) {
+      const first = follow((await sendOnce()).jobId);
+      const second = follow((await sendOnce()).jobId);
+      const [firstDone, secondDone] = await Promise.all([first.final, second.final]);
+      followUps.push(secondDone - firstDone);
+      await sleep(2);
+    }
+    waiting.clear();
     socket.close();
     await worker.stop();
     const breakdown = { accepted: summarize(parts.accepted), pickedUp: summarize(parts.pickedUp), ran: summarize(parts.ran), delivered: summarize(parts.delivered) };
@@ -121,6 +140,7 @@ export async function chatFigures(ctx: BenchContext, config: Config, samples: nu
       rawJustBefore: { oneSession: rawOne.perSecond, manySessions: rawMany.perSecond },
       firstProgress: summarize(firsts),
       final: summarize(finals),
+      followUp: summarize(followUps),
       parts: breakdown,
     };
   } finally {

@@ -178,6 +178,8 @@ try {
     report.add('chat send -> first progress p50', chat.firstProgress.p50, 'ms');
     report.add('chat send -> final websocket p50', chat.final.p50, 'ms', undefined, '< 20 ms');
     report.add('chat send -> final websocket p99', chat.final.p99, 'ms');
+    report.add('chat follow-up in a session: first final -> second final p50', chat.followUp.p50, 'ms');
+    report.add('chat follow-up in a session: first final -> second final p99', chat.followUp.p99, 'ms');
     // Where that time goes: 202 received, worker pickup, the task (to its final commit), NOTIFY to the socket.
     for (const [part, name] of [['accepted', 'send -> 202'], ['pickedUp', '202 -> worker pickup'], ['ran', 'pickup -> task done'], ['delivered', 'task done -> final websocket']] as const) {
       report.add(`chat part: ${name} p50`, chat.parts[part].p50, 'ms');
