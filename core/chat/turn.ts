@@ -27,7 +27,7 @@ export type TurnContext = ModelTaskContext & { attempt: number };
 const HISTORY_LIMIT = 50;
 
 const History = z.object({ role: z.enum(['user', 'assistant', 'system']), content: z.string(), attachments: z.array(z.unknown()) });
-const Setup = z.object({ model: z.string().nullable(), plan: z.string(), agent_id: z.string().nullable(), user_seq: z.number().nullable(), history: z.array(History) });
+const Setup = z.object({ model: z.string().nullable(), plan: z.string(), agent_id: z.string().nullable(), user_seq: z.number().nullable(), from_channel: z.boolean(), history: z.array(History) });
 
 async function alreadyAnswered(ctx: TurnContext): Promise<TurnResult | null> {
   return ctx.db.maybeOne(sql.type(z.object({ assistantMessageId: z.string(), model: z.string(), inputTokens: z.number(), outputTokens: z.number(), costMicros: z.number() }))`
@@ -53,14 +53,16 @@ export async function runChatTurn(input: TurnInput, ctx: TurnContext): Promise<T
     if (done) return done;
   }
 
-  // The session's model and plan, and the history up to this turn's message, in one round trip.
+  // The session's model and plan, the history up to this turn's message, and
+  // whether the message came from a messaging channel, in one round trip.
   const setup = await ctx.db.maybeOne(sql.type(Setup)`
     with setup as (
       select coalesce(s.model, a.model) as model, t.plan, s.agent_id, s.id as session_id,
         (select seq from chat_messages where id = ${input.userMessageId} and session_id = s.id) as user_seq
       from chat_sessions s join tenants t on t.id = s.tenant_id left join agents a on a.id = s.agent_id
       where s.id = ${input.sessionId} and s.tenant_id = ${ctx.tenantId})
-    select model, plan, agent_id, user_seq, coalesce((
+    select model, plan, agent_id, user_seq,
+      exists (select 1 from channel_updates u where u.message_id = ${input.userMessageId}) as from_channel, coalesce((
       select json_agg(json_build_object('role', h.role, 'content', h.content, 'attachments', h.attachments) order by h.seq)
       from (select role, content, attachments, seq from chat_messages
         where session_id = setup.session_id and seq <= setup.user_seq order by seq desc limit ${HISTORY_LIMIT}) h), '[]'::json) as history
@@ -86,7 +88,7 @@ export async function runChatTurn(input: TurnInput, ctx: TurnContext): Promise<T
     if (!inserted) return (await alreadyAnswered(ctx))!; // another attempt got there first
     await recordModelUsage(tx, ctx, call, { agentId: setup.agent_id, sessionId: input.sessionId });
     // A message that came from a messaging channel: its reply, once per turn, in this commit.
-    await enqueueChannelReply(tx, { tenantId: ctx.tenantId, turnJobId: ctx.jobId, userMessageId: input.userMessageId, text: result.text });
+    if (setup.from_channel) await enqueueChannelReply(tx, { tenantId: ctx.tenantId, turnJobId: ctx.jobId, userMessageId: input.userMessageId, text: result.text });
     const answer: TurnResult = { assistantMessageId: inserted, model: modelId, inputTokens: result.inputTokens, outputTokens: result.outputTokens, costMicros: call.costMicros };
     await ctx.completeWithin(tx, answer);
     return answer;

@@ -3,7 +3,7 @@
 // cut is said). Nothing when memory is disabled or empty.
 import { z } from 'zod';
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
-import { getMemorySettings } from './settings.ts';
+import { MEMORY_DEFAULTS } from './settings.ts';
 
 /** Characters of memory text one turn may carry. */
 export const MEMORY_PROMPT_BUDGET = 8_000;
@@ -12,13 +12,22 @@ export const MEMORY_HEADING = '## Memory';
 
 export type MemoryContext = { enabled: boolean; text: string; files: string[]; truncated: boolean };
 
+const FileRow = z.object({ enabled: z.boolean(), name: z.string().nullable(), content: z.string().nullable() });
+
 export async function memoryContext(db: CommonQueryMethods, tenantId: string): Promise<MemoryContext> {
-  const settings = await getMemorySettings(db, tenantId);
-  if (!settings.enabled) return { enabled: false, text: '', files: [], truncated: false };
-  // Never read more than the budget from the database.
-  const rows = await db.any(sql.type(z.object({ name: z.string(), content: z.string(), bytes: z.number() }))`
-    select name, left(content, ${MEMORY_PROMPT_BUDGET}) as content, bytes from memory_files
-    where tenant_id = ${tenantId} order by name`);
+  // The setting and the files in one round trip (a turn waits for it): one
+  // row with a null name when memory is off or empty. Never more than the
+  // budget of a file is read from the database.
+  const found = await db.any(sql.type(FileRow)`
+    with setting as (
+      select coalesce((select enabled from memory_settings where tenant_id = ${tenantId}), ${MEMORY_DEFAULTS.enabled}) as enabled)
+    select setting.enabled, f.name, f.content from setting
+    left join lateral (select name, left(content, ${MEMORY_PROMPT_BUDGET}) as content from memory_files
+      where tenant_id = ${tenantId} and setting.enabled) f on true
+    order by f.name`);
+  const enabled = found[0]?.enabled ?? MEMORY_DEFAULTS.enabled;
+  const rows = found.filter((r): r is { enabled: boolean; name: string; content: string } => r.name !== null);
+  if (!enabled) return { enabled: false, text: '', files: [], truncated: false };
   if (rows.length === 0) return { enabled: true, text: '', files: [], truncated: false };
   let text = `${MEMORY_HEADING}\nThe workspace's memory (files kept between conversations):`;
   const files: string[] = [];
