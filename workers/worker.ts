@@ -11,13 +11,14 @@
 // worker starts a new Graphile pool and gives the old pool's leftover jobs
 // back to the queue once its handlers have stopped, so they run again.
 import { EventEmitter } from 'node:events';
-import { makeWorkerUtils, parseCronItems, run, type Runner, type TaskList, type WorkerEvents } from 'graphile-worker';
+import { parseCronItems, run, type Runner, type TaskList, type WorkerEvents } from 'graphile-worker';
 import type { Logger } from 'pino';
 import type { Config } from '../core/config.ts';
 import { createDatabasePool, type DatabasePool } from '../core/db/pool.ts';
 import { graphileLogger } from '../core/graphile-logger.ts';
 import { createMetricsRegistry, registerWorkerMetrics, type Registry } from '../core/metrics.ts';
 import { JobCompletions } from '../core/jobs/completions.ts';
+import { collectIdleQueues } from '../core/jobs/idle-queues.ts';
 import { beatHeart, forgetWorkers, releaseWorkerJobs } from '../core/jobs/liveness.ts';
 import { onLostDatabaseWork, reportLostDatabaseWork } from '../core/process/lifecycle.ts';
 import { CRON_ITEMS } from '../schedules/index.ts';
@@ -71,15 +72,7 @@ export async function startWorker({ config, databaseUrl, logger, concurrency }: 
     'completion pool',
   );
   const completions = new JobCompletions(completionPool, logger.child({ component: 'job-completions' }));
-  const collectIdleQueues = async () => {
-    const utils = await makeWorkerUtils({ pgPool: graphilePool, logger: graphileLogger(logger.child({ component: 'graphile-worker' })) });
-    try {
-      await utils.cleanup({ tasks: ['GC_JOB_QUEUES'] });
-    } finally {
-      await utils.release();
-    }
-  };
-  const deps = { db, config, logger, cancels, completions, refused: jobTimes.refused, collectIdleQueues };
+  const deps = { db, config, logger, cancels, completions, refused: jobTimes.refused, collectIdleQueues: () => collectIdleQueues(db) };
   const taskList: TaskList = Object.fromEntries(TASKS.map((t) => [t.kind, t.build(deps)]));
   let stopping = false;
 

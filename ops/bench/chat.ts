@@ -12,7 +12,7 @@ import { JobEventHub } from '../../core/jobs/events.ts';
 import { GroupCommitter } from '../../core/jobs/group-commit.ts';
 import { startWorker } from '../../workers/worker.ts';
 import { chatSendLoad } from './chat-load.ts';
-import { postJson, sleep, throughput } from './measure.ts';
+import { postJson, profiled, sleep, throughput } from './measure.ts';
 import { rawInserts, summarize, type BenchContext, type Latencies } from './scenarios.ts';
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
@@ -66,7 +66,7 @@ export async function chatFigures(ctx: BenchContext, config: Config, samples: nu
     // 32 clients, each in its own session (one conversation per person, as real traffic is).
     const sessions = await Promise.all(Array.from({ length: 32 }, newSession));
     const rawMany = await rawInserts(ctx, 32);
-    const perSession = await chatSendLoad({ ...load, sessions, keyPrefix: `bench-${process.pid}-many` });
+    const perSession = await profiled('chat-send', () => chatSendLoad({ ...load, sessions, keyPrefix: `bench-${process.pid}-many` }));
     await ctx.db.query(sql.unsafe`truncate jobs, graphile_worker._private_jobs cascade`);
 
     const worker = await startWorker({ config: quiet, databaseUrl: ctx.url, logger: ctx.logger, concurrency: 4 });

@@ -5,6 +5,7 @@
 //   BENCH_ONLY      comma list of sections to run: jobs, fairness, websocket, chat, http, billing, channels, scale-out
 //                   (default all; the raw-insert baseline always runs)
 //   BENCH_STATEMENTS=1  print each section's most expensive SQL statements (pg_stat_statements)
+//   BENCH_PROFILE=<dir>  write a CPU profile of the api during the chat send phase (32 sessions) there
 import { mkdtempSync, rmSync, chmodSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';

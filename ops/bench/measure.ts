@@ -1,6 +1,9 @@
 // Small measuring tools for the bench: throughput over a fixed time with N
 // concurrent loops, latency percentiles, the printed table, and a JSON POST.
+import { writeFileSync } from 'node:fs';
 import http from 'node:http';
+import { Session } from 'node:inspector/promises';
+import path from 'node:path';
 
 export type Throughput = { ops: number; seconds: number; perSecond: number };
 
@@ -74,4 +77,25 @@ export function postJson(agent: http.Agent, port: number, path: string, headers:
     req.on('error', reject);
     req.end(body);
   });
+}
+
+/**
+ * With BENCH_PROFILE=<dir>, a CPU profile of this process (the api's event
+ * loop) while `work` runs, written to <dir>/<name>.cpuprofile (open it in
+ * Chrome's DevTools); else just runs `work`.
+ */
+export async function profiled<T>(name: string, work: () => Promise<T>): Promise<T> {
+  const dir = process.env.BENCH_PROFILE;
+  if (!dir) return work();
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.start');
+  try {
+    return await work();
+  } finally {
+    const { profile } = await session.post('Profiler.stop');
+    writeFileSync(path.join(dir, `${name}.cpuprofile`), JSON.stringify(profile));
+    session.disconnect();
+  }
 }

@@ -8,6 +8,6 @@ import { defineScheduledTask } from '../define-scheduled-task.ts';
 
 export default defineScheduledTask('maintenance.sweep_expired', async ({ db, config, collectIdleQueues }) => {
   const removed = await sweepExpiredRows(db, config);
-  await collectIdleQueues();
-  return { removed, idleQueuesCollected: true };
+  const idle = await collectIdleQueues();
+  return { removed, idleQueuesCollected: idle ?? 'not this time: queue rows were being written for longer than the lock wait' };
 });
