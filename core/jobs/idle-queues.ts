@@ -4,13 +4,13 @@
 // Graphile's own cleanup (GC_JOB_QUEUES) deletes them while jobs are being
 // added: a send that found its session's idle queue row, and then wrote its
 // job naming that row, could lose the row in between, leaving a job no
-// worker ever fetches. Here the delete holds a lock that every writer of
-// queue rows conflicts with (SHARE ROW EXCLUSIVE against the ROW EXCLUSIVE
-// of an insert or update), and decides after the lock is granted, so it sees
-// every job committed before it. Sends add their queue row and their job in
-// one transaction, so none is between the two while the delete runs. If the
-// lock is not granted quickly (a long transaction writes queue rows), it
-// gives up until the next sweep rather than make sends queue behind it.
+// worker ever fetches. Here the delete runs with the queue table locked in
+// EXCLUSIVE mode, which waits for every transaction that writes or locks
+// queue rows (a chat send round takes ROW SHARE, 0035; Graphile's add_jobs and
+// fetches write them) and lets none start until it commits; it decides after
+// the lock is granted, so it sees every job committed before. If the lock is
+// not granted quickly (a long transaction holds it), it gives up until the
+// next sweep rather than make sends queue behind it.
 import { z } from 'zod';
 import { sqlState } from '../db/errors.ts';
 import { sql, type DatabasePool } from '../db/pool.ts';
@@ -25,7 +25,7 @@ export async function collectIdleQueues(db: DatabasePool): Promise<number | null
     return await db.transaction(async (tx) => {
       await tx.query(sql.unsafe`select set_config('lock_timeout', ${LOCK_WAIT}, true)`);
       try {
-        await tx.query(sql.unsafe`lock table graphile_worker._private_job_queues in share row exclusive mode`);
+        await tx.query(sql.unsafe`lock table graphile_worker._private_job_queues in exclusive mode`);
       } catch (error) {
         if (sqlState(error) === '55P03') throw new LockNotGranted();
         throw error;

@@ -1,17 +1,23 @@
 -- A chat send round adds its turn jobs to Graphile Worker's table itself
 -- instead of calling graphile_worker.add_jobs(). add_jobs() runs with
--- plan_cache_mode = force_custom_plan, so each call plans its five statements
--- again, and it spends more on the job_key cases a turn never has. A round of
--- 16 sends took 0.72x the time this way (a round of one, about 0.65x;
--- same-run alternating measurement, one connection).
+-- plan_cache_mode = force_custom_plan (core/db/migrate.ts says why), so each
+-- call plans its five statements again, and it spends more on the job_key
+-- cases a turn never has. A round of 16 sends took 0.72x the time this way
+-- (a round of one, about 0.65x; same-run alternating measurement, one connection).
 --
--- What it writes is what add_jobs() writes for specs without a job_key (a
--- turn's spec never has one, core/jobs/enqueue.ts): the
--- task and queue rows ensured first (in a statement of their own, as
--- add_jobs() does), one row per job with the spec's payload, run_at,
--- max_attempts, priority and flags ({"flag": true, ...}), and one
--- 'jobs:insert' notification so workers fetch at once.
--- test/core/chat/send-graphile-jobs.test.ts compares the rows with add_jobs()'s.
+-- It writes what add_jobs() writes for specs without a job_key (a turn's spec
+-- never has one, core/jobs/enqueue.ts): one row per job with the spec's
+-- payload, run_at, max_attempts, priority and flags ({"flag": true, ...}) in
+-- the spec's task and queue, and one 'jobs:insert' notification so workers
+-- fetch at once. test/core/chat/send-graphile-jobs.test.ts compares the rows
+-- with add_jobs()'s.
+--
+-- A refused send writes nothing, here either: the task row is made here once,
+-- and a queue row only for a job the round adds. A session's first turn (no
+-- queue row yet) is written without one and given its queue by a second
+-- statement before commit; no worker sees it in between.
+insert into graphile_worker._private_tasks (identifier) values ('chat.turn') on conflict do nothing;
+
 create or replace function chat_send_round(
   p_sends jsonb,
   p_plan_limits jsonb,
@@ -25,15 +31,17 @@ language plpgsql
 set plan_cache_mode = force_generic_plan -- the plan does not depend on the arguments (see 0032)
 as $$
 #variable_conflict use_column
+declare
+  v_queueless jsonb;
 begin
-  -- The round's task and queues exist before the statement below reads them
-  -- (a statement of its own: the next one's snapshot sees what it wrote).
+  -- The idle-queue sweep (core/jobs/idle-queues.ts) waits for this round's
+  -- commit: its turns name queue rows it would otherwise delete.
+  lock table graphile_worker._private_job_queues in row share mode;
+  -- The task row, should something have deleted it since (it is never
+  -- written when it is there).
   insert into graphile_worker._private_tasks (identifier)
   select distinct s -> 'turn' ->> 'identifier' from jsonb_array_elements(p_sends) s
-  on conflict do nothing;
-  insert into graphile_worker._private_job_queues (queue_name)
-  select distinct q from jsonb_array_elements(p_sends) s cross join lateral (select s -> 'turn' ->> 'queue_name' as q) n
-  where q is not null order by 1
+  where not exists (select 1 from graphile_worker._private_tasks k where k.identifier = s -> 'turn' ->> 'identifier')
   on conflict do nothing;
   return query
   with input as (
@@ -113,7 +121,8 @@ begin
     left join lateral (select q.id from graphile_worker._private_job_queues q where q.queue_name = d.turn ->> 'queue_name' limit 1) q on true
     where d.message_id in (select m.id from message m)
     order by d.i
-    returning graphile_worker._private_jobs.id, (graphile_worker._private_jobs.payload ->> 'jobId')::uuid as job_id
+    returning graphile_worker._private_jobs.id, graphile_worker._private_jobs.job_queue_id,
+      (graphile_worker._private_jobs.payload ->> 'jobId')::uuid as job_id
   ), queued as (
     insert into jobs (id, tenant_id, kind, queue_name, max_attempts, session_id, graphile_job_id)
     select d.job_id, d.tenant_id, d.kind, d.queue_name, d.max_attempts, d.session_id, a.id
@@ -122,12 +131,28 @@ begin
   ), announced as (
     -- Graphile Worker's "new jobs" notification, once per round that added
     -- any (the payload names the round's first job: PostgreSQL merges equal
-    -- payloads within a transaction, and a channel's batch may run rounds in one).
-    select pg_notify('jobs:insert', json_build_object('count', count(*), 'first', min(a.id))::text) as sent
-    from added a having count(*) > 0
+    -- payloads within a transaction, and a channel's batch may run rounds in
+    -- one), and the jobs whose queue row is still to be made (below).
+    select pg_notify('jobs:insert', json_build_object('count', count(*), 'first', min(a.id))::text) as sent,
+      set_config('platform.queueless_jobs', coalesce(jsonb_agg(jsonb_build_object('id', a.id, 'queue', d.turn ->> 'queue_name'))
+        filter (where a.job_queue_id is null and d.turn ->> 'queue_name' is not null), '[]')::text, true) as queueless
+    from added a join decided d on d.job_id = a.job_id having count(*) > 0
   )
   select x.i, coalesce(d.found, false), exists (select 1 from message m where m.id = x.message_id),
     d.refused, d.tenant_plan, d.monthly_limit, d.record_message_id, d.record_job_id, d.record_fingerprint
   from input x left join decided d on d.i = x.i cross join guard left join announced on true;
+
+  -- A session's first turn: its queue row, then the job in it (a statement
+  -- each, so the second sees the row even if another send made it first).
+  v_queueless := nullif(current_setting('platform.queueless_jobs', true), '')::jsonb;
+  if jsonb_array_length(coalesce(v_queueless, '[]')) > 0 then
+    perform set_config('platform.queueless_jobs', '', true);
+    insert into graphile_worker._private_job_queues (queue_name)
+    select distinct e ->> 'queue' from jsonb_array_elements(v_queueless) e order by 1
+    on conflict do nothing;
+    update graphile_worker._private_jobs j set job_queue_id = q.id
+    from jsonb_array_elements(v_queueless) e join graphile_worker._private_job_queues q on q.queue_name = e ->> 'queue'
+    where j.id = (e ->> 'id')::bigint;
+  end if;
 end;
 $$;

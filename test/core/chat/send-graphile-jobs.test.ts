@@ -1,7 +1,9 @@
 // A send round writes its turn jobs into Graphile Worker's table itself
 // (migration 0035) instead of calling add_jobs(). These prove it writes what
-// add_jobs() writes for the same specs, creates a missing task or queue row
-// first, keeps the sends' order, and announces the jobs once per round.
+// add_jobs() writes for the same specs, whether the session's queue row is
+// there or made for its first turn (and the task row, if it went missing),
+// keeps the sends' order, writes nothing for a refused send, and announces
+// the jobs once per round.
 import pg from 'pg';
 import t from 'tap';
 import { z } from 'zod';
@@ -59,9 +61,25 @@ t.test("a round's turn jobs are the rows add_jobs() writes for the same specs, i
     select id::text from graphile_worker.add_jobs(array(
       select json_populate_record(null::graphile_worker.job_spec, spec) from json_array_elements(${sql.json(workerSpecs as never)}) as spec))`);
   // (add_jobs() numbers its jobs in no particular order: compare them by platform job.)
-  const byJob = (jobs: Array<z.infer<typeof GraphileJob>>) => jobs.map(strip).sort((x, y) => jobOf(x).localeCompare(jobOf(y)));
+  const byJob = (jobs: ReadonlyArray<z.infer<typeof GraphileJob>>) => jobs.map(strip).sort((x, y) => jobOf(x).localeCompare(jobOf(y)));
   t.same(byJob(ours), byJob(await graphileJobs(theirs)), 'payload, queue, task, attempts, priority, flags and state as add_jobs() writes them');
   await db.query(sql.unsafe`delete from graphile_worker._private_jobs where id = any(${sql.array(theirs, 'int8')})`);
+
+  // Both queue rows are there now: the next round finds them.
+  const [again] = (await sendBatch(db as never, [send(b.id, 'four')], false)).map((o) => o.value as SendOutcome & { kind: 'accepted' });
+  const [next] = await graphileJobs(await db.anyFirst(sql.type(z.object({ g: z.string() }))`select graphile_job_id::text as g from jobs where id = ${again!.body.jobId}`));
+  t.equal(next!.queue_name, turnQueue(b.id), 'a later turn joins its session’s queue');
+  t.ok(Number(next!.id) > Number(ours[2]!.id), 'after the earlier turns');
+});
+
+t.test('a refused send writes no Graphile row either', async (t) => {
+  const graphileRows = () => db.one(sql.type(z.object({ tasks: z.number(), queues: z.number(), jobs: z.number() }))`
+    select (select count(*) from graphile_worker._private_tasks)::int as tasks, (select count(*) from graphile_worker._private_job_queues)::int as queues,
+      (select count(*) from graphile_worker._private_jobs)::int as jobs`);
+  const before = await graphileRows();
+  const [outcome] = await sendBatch(db as never, [send('00000000-0000-4000-8000-000000000000', 'nobody')], false);
+  t.match(outcome!.value, { name: 'SessionNotFoundError' }, 'no such session');
+  t.same(await graphileRows(), before, 'no task, queue or job row');
 });
 
 t.test('one jobs:insert notification per round that adds jobs, and none for a round of replays', async (t) => {
