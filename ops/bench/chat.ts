@@ -24,8 +24,12 @@ export type ChatBreakdown = { accepted: Latencies; pickedUp: Latencies; ran: Lat
 export type ChatFigures = {
   acceptedPerSecond: number;
   acceptedPerSecondManySessions: number;
-  /** Raw inserts (32 connections) measured just before each send phase: this VM's speed drifts over minutes. */
-  rawJustBefore: { oneSession: number; manySessions: number };
+  /**
+   * Raw inserts (32 connections) measured just before and just after each
+   * send phase: a shared machine's speed drifts over seconds to minutes, and
+   * the mean of the two follows a steady drift through the phase.
+   */
+  rawAround: { oneSession: { before: number; after: number }; manySessions: { before: number; after: number } };
   firstProgress: Latencies;
   final: Latencies;
   /** Second of two sends in a row in one session: its final message after the first's. */
@@ -63,10 +67,12 @@ export async function chatFigures(ctx: BenchContext, config: Config, samples: nu
     // 32 clients in one session: every send queues on the same Graphile queue row.
     const rawOne = await rawInserts(ctx, 32);
     const accepted = await chatSendLoad({ ...load, sessions: [session], keyPrefix: `bench-${process.pid}-one` });
+    const rawOneAfter = await rawInserts(ctx, 32);
     // 32 clients, each in its own session (one conversation per person, as real traffic is).
     const sessions = await Promise.all(Array.from({ length: 32 }, newSession));
     const rawMany = await rawInserts(ctx, 32);
     const perSession = await profiled('chat-send', () => chatSendLoad({ ...load, sessions, keyPrefix: `bench-${process.pid}-many` }));
+    const rawManyAfter = await rawInserts(ctx, 32);
     await ctx.db.query(sql.unsafe`truncate jobs, graphile_worker._private_jobs cascade`);
 
     const worker = await startWorker({ config: quiet, databaseUrl: ctx.url, logger: ctx.logger, concurrency: 4 });
@@ -137,7 +143,10 @@ export async function chatFigures(ctx: BenchContext, config: Config, samples: nu
     return {
       acceptedPerSecond: accepted.perSecond,
       acceptedPerSecondManySessions: perSession.perSecond,
-      rawJustBefore: { oneSession: rawOne.perSecond, manySessions: rawMany.perSecond },
+      rawAround: {
+        oneSession: { before: rawOne.perSecond, after: rawOneAfter.perSecond },
+        manySessions: { before: rawMany.perSecond, after: rawManyAfter.perSecond },
+      },
       firstProgress: summarize(firsts),
       final: summarize(finals),
       followUp: summarize(followUps),
