@@ -26,8 +26,6 @@ export type TaskDeps = {
   completions: JobCompletions;
   /** Counts a job refused without running it (platform_jobs_refused_total). */
   refused: (kind: string, reason: 'no_platform_job') => void;
-  /** Deletes Graphile Worker's queue rows that no job uses (core/jobs/idle-queues.ts); null when it had to wait. */
-  collectIdleQueues: () => Promise<number | null>;
 };
 
 export type TaskContext = TaskDeps & {

@@ -18,7 +18,6 @@ import { createDatabasePool, type DatabasePool } from '../core/db/pool.ts';
 import { graphileLogger } from '../core/graphile-logger.ts';
 import { createMetricsRegistry, registerWorkerMetrics, type Registry } from '../core/metrics.ts';
 import { JobCompletions } from '../core/jobs/completions.ts';
-import { collectIdleQueues } from '../core/jobs/idle-queues.ts';
 import { beatHeart, forgetWorkers, releaseWorkerJobs } from '../core/jobs/liveness.ts';
 import { onLostDatabaseWork, reportLostDatabaseWork } from '../core/process/lifecycle.ts';
 import { CRON_ITEMS } from '../schedules/index.ts';
@@ -72,7 +71,7 @@ export async function startWorker({ config, databaseUrl, logger, concurrency }: 
     'completion pool',
   );
   const completions = new JobCompletions(completionPool, logger.child({ component: 'job-completions' }));
-  const deps = { db, config, logger, cancels, completions, refused: jobTimes.refused, collectIdleQueues: () => collectIdleQueues(db) };
+  const deps = { db, config, logger, cancels, completions, refused: jobTimes.refused };
   const taskList: TaskList = Object.fromEntries(TASKS.map((t) => [t.kind, t.build(deps)]));
   let stopping = false;
 

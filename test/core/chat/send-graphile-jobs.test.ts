@@ -13,6 +13,7 @@ import { sql } from '../../../core/db/pool.ts';
 import { jobRecords } from '../../../core/jobs/enqueue.ts';
 import { createTestDatabase, testPool } from '../../helpers/db.ts';
 import { createMember } from '../../helpers/fixtures.ts';
+import { waitFor } from '../../helpers/wait.ts';
 
 const databaseUrl = await createTestDatabase(t);
 const db = await testPool(t, databaseUrl);
@@ -92,13 +93,13 @@ t.test('one jobs:insert notification per round that adds jobs, and none for a ro
   await listener.query('listen "jobs:insert"');
   const sends = [send(session.id, 'first'), send(session.id, 'second')];
   await sendBatch(db as never, sends, false);
-  for (let i = 0; i < 200 && heard.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+  await waitFor('the round\'s notification', async () => heard.length > 0);
   t.match(heard, [{ count: 2 }], 'one notification counting both jobs');
   heard.length = 0;
   const replays = await sendBatch(db as never, sends, false);
   t.same(replays.map((o) => (o.value as SendOutcome).kind), ['replayed', 'replayed']);
   // A marker notification after the replays: everything sent before it has arrived when it does.
   await db.query(sql.unsafe`select pg_notify('jobs:insert', '{"count":0,"marker":true}')`);
-  for (let i = 0; i < 200 && heard.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+  await waitFor('the marker notification', async () => heard.length > 0);
   t.same(heard, [{ count: 0, marker: true }], 'the replays announced nothing');
 });
