@@ -1,7 +1,7 @@
 // Sending a chat turn: the user message (which carries the send's
 // Idempotency-Key) and the chat.turn job commit together, in one statement
 // per batch of sends (the api's group committer gathers the batch;
-// chat_send_round, 0033, writes it).
+// chat_send_round, 0033 and since 0036, writes it).
 // The turn runs in the session's own Graphile queue, so turns of one session
 // are answered in order.
 import { randomUUID } from 'node:crypto';
@@ -113,11 +113,15 @@ async function sendRound(
   const sends = JSON.stringify(round.map((i, n) => {
     const { input, print, body } = prepared[i]!;
     const job = turns.rows[n]!;
+    const spec = turns.workerSpecs[n]!;
     return {
       i, tenant_id: input.tenantId, session_id: input.sessionId, key: input.idempotencyKey, fingerprint: print,
       message_id: body.messageId, content: input.message, attachments: input.attachments,
       company_scope: input.companyScope ?? null, user_id: input.userId,
-      job_id: job.id, kind: job.kind, queue_name: job.queue_name, max_attempts: job.max_attempts, turn: turns.workerSpecs[n],
+      // The turn job's own fields above give its Graphile task, queue and
+      // attempts; its payload and tenant flag come from the spec (0036).
+      job_id: job.id, kind: job.kind, queue_name: job.queue_name, max_attempts: job.max_attempts,
+      payload: spec.payload, flag: spec.flags[0],
     };
   }));
   // One call of chat_send_round (0033): the quota of every send, then the
