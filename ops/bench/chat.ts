@@ -12,6 +12,7 @@ import { JobEventHub } from '../../core/jobs/events.ts';
 import { GroupCommitter } from '../../core/jobs/group-commit.ts';
 import { startWorker } from '../../workers/worker.ts';
 import { chatSendLoad } from './chat-load.ts';
+import { cpuDuring, type CpuUse } from './cpu.ts';
 import { postJson, profiled, sleep, throughput } from './measure.ts';
 import { rawInserts, summarize, type BenchContext, type Latencies } from './scenarios.ts';
 
@@ -30,12 +31,21 @@ export type ChatFigures = {
    * the mean of the two follows a steady drift through the phase.
    */
   rawAround: { oneSession: { before: number; after: number }; manySessions: { before: number; after: number } };
+  /** CPU per operation (µs) in the 32-session phase and in the raw inserts just before it. */
+  cpu: { send: CpuPerOp; rawInsert: CpuPerOp };
   firstProgress: Latencies;
   final: Latencies;
   /** Second of two sends in a row in one session: its final message after the first's. */
   followUp: Latencies;
   parts: ChatBreakdown;
 };
+
+/** µs of CPU per operation: this process's (the api, or the raw inserts' client) and PostgreSQL's. */
+export type CpuPerOp = { process: number; postgres: number | null };
+const perOp = (cpu: CpuUse, ops: number): CpuPerOp => ({
+  process: (cpu.processSeconds * 1e6) / ops,
+  postgres: cpu.postgresSeconds === null ? null : (cpu.postgresSeconds * 1e6) / ops,
+});
 
 export async function chatFigures(ctx: BenchContext, config: Config, samples: number): Promise<ChatFigures> {
   const quiet = { ...config, logLevel: 'warn' };
@@ -70,8 +80,9 @@ export async function chatFigures(ctx: BenchContext, config: Config, samples: nu
     const rawOneAfter = await rawInserts(ctx, 32);
     // 32 clients, each in its own session (one conversation per person, as real traffic is).
     const sessions = await Promise.all(Array.from({ length: 32 }, newSession));
-    const rawMany = await rawInserts(ctx, 32);
-    const perSession = await profiled('chat-send', () => chatSendLoad({ ...load, sessions, keyPrefix: `bench-${process.pid}-many` }));
+    const { result: rawMany, cpu: rawCpu } = await cpuDuring(ctx.db, () => rawInserts(ctx, 32));
+    const { result: perSession, cpu: sendCpu } = await cpuDuring(ctx.db, () =>
+      profiled('chat-send', () => chatSendLoad({ ...load, sessions, keyPrefix: `bench-${process.pid}-many` })));
     const rawManyAfter = await rawInserts(ctx, 32);
     await ctx.db.query(sql.unsafe`truncate jobs, graphile_worker._private_jobs cascade`);
 
@@ -147,6 +158,7 @@ export async function chatFigures(ctx: BenchContext, config: Config, samples: nu
         oneSession: { before: rawOne.perSecond, after: rawOneAfter.perSecond },
         manySessions: { before: rawMany.perSecond, after: rawManyAfter.perSecond },
       },
+      cpu: { send: perOp(sendCpu, perSession.ops), rawInsert: perOp(rawCpu, rawMany.ops) },
       firstProgress: summarize(firsts),
       final: summarize(finals),
       followUp: summarize(followUps),

@@ -180,6 +180,12 @@ try {
       report.add(`raw insert/s, 32 connections, just after the ${which} sends`, raw.after, 'ops/s');
       report.add(`chat sends accepted/s (HTTP, 32 clients, ${phase})`, sends, 'req/s', { name: 'raw 32c mean around', value: (raw.before + raw.after) / 2 }, '>= 0.30x');
     }
+    // CPU per send in the 32-session phase (the api runs in this process); per raw insert just before it.
+    report.add('CPU per raw insert: PostgreSQL server', chat.cpu.rawInsert.postgres ?? Number.NaN, 'µs');
+    report.add('CPU per raw insert: client (bench process)', chat.cpu.rawInsert.process, 'µs');
+    report.add('CPU per chat send (32 sessions): PostgreSQL server', chat.cpu.send.postgres ?? Number.NaN, 'µs',
+      chat.cpu.rawInsert.postgres === null ? undefined : { name: 'per raw insert', value: chat.cpu.rawInsert.postgres });
+    report.add('CPU per chat send (32 sessions): api process', chat.cpu.send.process, 'µs');
     report.add('chat send -> first progress p50', chat.firstProgress.p50, 'ms');
     report.add('chat send -> final websocket p50', chat.final.p50, 'ms', undefined, '< 20 ms');
     report.add('chat send -> final websocket p99', chat.final.p99, 'ms');
