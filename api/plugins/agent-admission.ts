@@ -24,12 +24,20 @@ async function agentAdmission(app: FastifyInstance) {
     return claims ? `p:${claims.principalId}` : `ip:${request.ip}`;
   };
 
-  app.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
+  // A callback hook: the other routes pass at once, without the promise an
+  // async hook costs every request.
+  app.addHook('onRequest', (request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void) => {
     // The matched route, not the raw URL: the router decodes the path, so
     // /m%63p reaches /mcp and must be admitted (or refused) like it.
     const route = request.routeOptions.url ?? '';
     const mcp = route === '/mcp';
-    if (!mcp && !route.startsWith('/api/agent/v1')) return;
+    if (!mcp && !route.startsWith('/api/agent/v1')) return done();
+    // An answered (refused) request goes no further: no done() then.
+    admit(request, reply, mcp).then((answered) => answered || done(), done);
+  });
+
+  /** Whether it answered the request (429); throws the 503 while agent auth is off. */
+  const admit = async (request: FastifyRequest, reply: FastifyReply, mcp: boolean): Promise<boolean> => {
     if (agentAuthDisabled) {
       throw new AgentHttpError(503, 'temporarily_disabled', 'Agent authentication is switched off here for now; do not bypass it, retry later.', 'retry_later');
     }
@@ -39,7 +47,7 @@ async function agentAdmission(app: FastifyInstance) {
       const retryAfter = admission.retryAfterSeconds();
       // debug: a flood of refused requests must not become a flood of log lines
       request.log.debug({ retryAfter }, 'agent admission limit reached');
-      return reply
+      reply
         .code(429)
         .header('retry-after', String(retryAfter))
         .type('application/json; charset=utf-8')
@@ -54,9 +62,10 @@ async function agentAdmission(app: FastifyInstance) {
             window_seconds: Math.round(agentRateWindowMs / 1000),
           }),
         );
+      return true;
     }
-    return undefined;
-  });
+    return false;
+  };
 }
 
 export default fp(agentAdmission, { name: 'agent-admission', dependencies: ['agent-auth'] });

@@ -67,10 +67,12 @@ async function operations(app: FastifyInstance) {
     },
   } satisfies AppMetrics);
 
-  app.addHook('onResponse', async (request: FastifyRequest, reply: FastifyReply) => {
+  // A callback, not async: every request runs it (see the onSend hook in app.ts).
+  app.addHook('onResponse', (request: FastifyRequest, reply: FastifyReply, done: () => void) => {
     // The route pattern, never the raw URL (ids would explode the label set).
     const route = request.routeOptions.url ?? 'unmatched';
     httpDuration.observe({ method: request.method, route, status_code: String(reply.statusCode) }, reply.elapsedTime / 1000);
+    done();
   });
 
   const token = app.config.metrics.token;

@@ -33,8 +33,13 @@ async function toolCounter(app: FastifyInstance) {
     await flush();
   });
 
-  app.addHook('onResponse', async (request, reply) => {
-    if (reply.statusCode >= 400 || !request.agentContext) return;
+  // A callback, not async: every request runs it (see the onSend hook in app.ts).
+  app.addHook('onResponse', (request, reply, done) => {
+    count(request, reply.statusCode);
+    done();
+  });
+  const count = (request: FastifyRequest, status: number) => {
+    if (status >= 400 || !request.agentContext) return;
     const tool = toolOf(request);
     if (!tool) return;
     const name = agentOperationTool(tool);
@@ -42,7 +47,7 @@ async function toolCounter(app: FastifyInstance) {
     const entry = pending.get(key);
     if (entry) entry.uses++;
     else pending.set(key, { tenantId: request.agentContext.tenant_id, tool: name, uses: 1 });
-  });
+  };
 }
 
 export default fp(toolCounter, { name: 'activity-tool-counter', dependencies: ['context'] });
