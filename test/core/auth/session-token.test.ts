@@ -91,3 +91,28 @@ t.test('other algorithms, crit headers and tampered or malformed tokens are refu
   await refused(t, `${input}.${createHmac('sha256', secret).update(input).digest('base64url')}`, 'claims that are no JSON');
   await refused(t, '', 'empty');
 });
+
+t.test('a token verified before is answered from memory only while it is the same token, under the same secret, and valid', async (t) => {
+  const token = await signSessionToken('platform', subject, secret, issuer, 60);
+  const first = await verifySessionTokenClaims('platform', token, secret, issuer);
+  t.same(await verifySessionTokenClaims('platform', token, secret, issuer), first, 'the same answer the second time');
+  // After a successful verify, every variant must still be refused.
+  const [h, p, s] = token.split('.') as [string, string, string];
+  const flipped = s.slice(0, -2) + (s.at(-2) === 'A' ? 'B' : 'A') + s.at(-1);
+  await refused(t, `${h}.${p}.${flipped}`, 'its signed part with a changed signature');
+  await refused(t, `${h}.${p}.${s}=`, 'its signature padded');
+  await refused(t, `${h}.${p}.${s.slice(0, -4)}`, 'its signature shortened');
+  await refused(t, `${token}.x`, 'a fourth segment after it');
+  await t.rejects(verifySessionToken('platform', token, other, issuer), new InvalidTokenError('token invalid'), 'under another secret');
+  await t.rejects(verifySessionToken('platform', token, secret, 'http://elsewhere.test'), new InvalidTokenError('token invalid'), 'for another issuer');
+  await t.rejects(verifySessionToken('dashboard', token, secret, issuer), new InvalidTokenError('token invalid'), 'as another kind');
+  // Its expiry passes (the clock moved on): refused, not remembered.
+  const realNow = Date.now;
+  Date.now = () => realNow() + 61_000;
+  try {
+    await refused(t, token, 'past its expiry', 'token expired');
+  } finally {
+    Date.now = realNow;
+  }
+  t.equal((await verifySessionTokenClaims('platform', token, secret, issuer)).subject, subject, 'and valid again on the real clock');
+});
