@@ -5,7 +5,7 @@
 // every api replica (a fixed window per principal, leased from PostgreSQL in
 // blocks of AGENT_API_RATE_LEASE tokens; see core/agent/admission.ts), so it
 // needs no database round trip per request.
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 import fp from 'fastify-plugin';
 import { SharedAdmission } from '../../core/agent/admission.ts';
 import { bearerToken } from '../../core/auth/platform-token.ts';
@@ -23,18 +23,6 @@ async function agentAdmission(app: FastifyInstance) {
     const claims = token ? await (mcp ? app.mcpAuth.claims(token) : app.agentTokenClaims(token)) : null;
     return claims ? `p:${claims.principalId}` : `ip:${request.ip}`;
   };
-
-  // A callback hook: the other routes pass at once, without the promise an
-  // async hook costs every request.
-  app.addHook('onRequest', (request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void) => {
-    // The matched route, not the raw URL: the router decodes the path, so
-    // /m%63p reaches /mcp and must be admitted (or refused) like it.
-    const route = request.routeOptions.url ?? '';
-    const mcp = route === '/mcp';
-    if (!mcp && !route.startsWith('/api/agent/v1')) return done();
-    // An answered (refused) request goes no further: no done() then.
-    admit(request, reply, mcp).then((answered) => answered || done(), done);
-  });
 
   /** Whether it answered the request (429); throws the 503 while agent auth is off. */
   const admit = async (request: FastifyRequest, reply: FastifyReply, mcp: boolean): Promise<boolean> => {
@@ -66,6 +54,18 @@ async function agentAdmission(app: FastifyInstance) {
     }
     return false;
   };
+
+  // A callback hook: the other routes pass at once, without the promise an
+  // async hook costs every request.
+  app.addHook('onRequest', (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => {
+    // The matched route, not the raw URL: the router decodes the path, so
+    // /m%63p reaches /mcp and must be admitted (or refused) like it.
+    const route = request.routeOptions.url ?? '';
+    const mcp = route === '/mcp';
+    if (!mcp && !route.startsWith('/api/agent/v1')) return done();
+    // An answered (refused) request goes no further: no done() then.
+    admit(request, reply, mcp).then((answered) => answered || done(), done);
+  });
 }
 
 export default fp(agentAdmission, { name: 'agent-admission', dependencies: ['agent-auth'] });

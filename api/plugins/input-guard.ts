@@ -4,7 +4,7 @@
 // at most MAX_DEPTH levels (deeper values would exhaust recursive code such as
 // canonical JSON or a refine's JSON.stringify). Such input is a 400 in the
 // surface's own shape, naming the field, instead of a 500 from the database.
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 import fp from 'fastify-plugin';
 
 export const MAX_DEPTH = 64;
@@ -52,7 +52,7 @@ function refusal(context: 'body' | 'querystring' | 'params', problem: Problem): 
 
 async function inputGuard(app: FastifyInstance) {
   // A callback, not async: every request runs it (see the onSend hook in app.ts).
-  app.addHook('preValidation', (request: FastifyRequest, _reply: FastifyReply, done: (error?: Error) => void) => {
+  app.addHook('preValidation', (request: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction) => {
     for (const context of ['params', 'querystring', 'body'] as const) {
       const value = context === 'params' ? request.params : context === 'querystring' ? request.query : request.body;
       const problem = findInputProblem(value);

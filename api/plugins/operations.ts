@@ -6,7 +6,7 @@
 // operators use the METRICS_PORT listener of the process entry.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import cors from '@fastify/cors';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 import fp from 'fastify-plugin';
 import { bearerToken } from '../../core/auth/platform-token.ts';
 import {
@@ -68,7 +68,7 @@ async function operations(app: FastifyInstance) {
   } satisfies AppMetrics);
 
   // A callback, not async: every request runs it (see the onSend hook in app.ts).
-  app.addHook('onResponse', (request: FastifyRequest, reply: FastifyReply, done: () => void) => {
+  app.addHook('onResponse', (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => {
     // The route pattern, never the raw URL (ids would explode the label set).
     const route = request.routeOptions.url ?? 'unmatched';
     httpDuration.observe({ method: request.method, route, status_code: String(reply.statusCode) }, reply.elapsedTime / 1000);

@@ -52,27 +52,31 @@ type Verified = { signature: Buffer; subject: string; exp: number };
 const verifiedBySecret = new WeakMap<Uint8Array, Map<string, Verified>>();
 const MAX_VERIFIED = 10_000;
 
-function verifiedBefore(kind: SessionKind, token: string, secret: Uint8Array, issuer: string): Verified | null {
-  const cache = verifiedBySecret.get(secret);
+/** Where a token is remembered: its key (kind, issuer, signed part) and its signature's bytes. */
+type Slot = { key: string; signature: Buffer };
+function slotOf(kind: SessionKind, token: string, issuer: string): Slot {
   const dot = token.lastIndexOf('.');
-  const entry = cache?.get(`${kind}\n${issuer}\n${token.slice(0, dot)}`);
-  if (!entry || entry.exp <= Math.floor(Date.now() / 1000)) return null;
-  const given = Buffer.from(token.slice(dot + 1));
-  return given.length === entry.signature.length && timingSafeEqual(given, entry.signature) ? entry : null;
+  return { key: `${kind}\n${issuer}\n${token.slice(0, dot)}`, signature: Buffer.from(token.slice(dot + 1)) };
 }
 
-function remember(kind: SessionKind, token: string, secret: Uint8Array, issuer: string, subject: string, exp: number): void {
+function verifiedBefore(slot: Slot, secret: Uint8Array): Verified | null {
+  const entry = verifiedBySecret.get(secret)?.get(slot.key);
+  if (!entry || entry.exp <= Math.floor(Date.now() / 1000)) return null;
+  return slot.signature.length === entry.signature.length && timingSafeEqual(slot.signature, entry.signature) ? entry : null;
+}
+
+function remember(slot: Slot, secret: Uint8Array, subject: string, exp: number): void {
   let cache = verifiedBySecret.get(secret);
   if (!cache) verifiedBySecret.set(secret, (cache = new Map()));
   // Oldest first out: a Map iterates in insertion order.
   if (cache.size >= MAX_VERIFIED) cache.delete(cache.keys().next().value!);
-  const dot = token.lastIndexOf('.');
-  cache.set(`${kind}\n${issuer}\n${token.slice(0, dot)}`, { signature: Buffer.from(token.slice(dot + 1)), subject, exp });
+  cache.set(slot.key, { signature: slot.signature, subject, exp });
 }
 
 /** Subject and expiry of a valid token (long-lived connections close at the expiry). */
 export async function verifySessionTokenClaims(kind: SessionKind, token: string, secret: Uint8Array, issuer: string): Promise<{ subject: string; expiresAt: Date }> {
-  const known = verifiedBefore(kind, token, secret, issuer);
+  const slot = slotOf(kind, token, issuer);
+  const known = verifiedBefore(slot, secret);
   if (known) return { subject: known.subject, expiresAt: new Date(known.exp * 1000) };
   const parts = token.split('.');
   if (parts.length !== 3 || !parts.every((part) => SEGMENT.test(part))) throw new InvalidTokenError('token invalid');
@@ -95,7 +99,7 @@ export async function verifySessionTokenClaims(kind: SessionKind, token: string,
   if (claims.nbf !== undefined && (typeof claims.nbf !== 'number' || claims.nbf > now)) throw new InvalidTokenError('token invalid');
   if (claims.iat !== undefined && typeof claims.iat !== 'number') throw new InvalidTokenError('token invalid');
   if (typeof claims.sub !== 'string' || claims.typ !== kind) throw new InvalidTokenError('token has no subject');
-  remember(kind, token, secret, issuer, claims.sub, claims.exp);
+  remember(slot, secret, claims.sub, claims.exp);
   return { subject: claims.sub, expiresAt: new Date(claims.exp * 1000) };
 }
 

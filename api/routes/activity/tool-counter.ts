@@ -33,11 +33,6 @@ async function toolCounter(app: FastifyInstance) {
     await flush();
   });
 
-  // A callback, not async: every request runs it (see the onSend hook in app.ts).
-  app.addHook('onResponse', (request, reply, done) => {
-    count(request, reply.statusCode);
-    done();
-  });
   const count = (request: FastifyRequest, status: number) => {
     if (status >= 400 || !request.agentContext) return;
     const tool = toolOf(request);
@@ -48,6 +43,11 @@ async function toolCounter(app: FastifyInstance) {
     if (entry) entry.uses++;
     else pending.set(key, { tenantId: request.agentContext.tenant_id, tool: name, uses: 1 });
   };
+  // A callback, not async: every request runs it (see the onSend hook in app.ts).
+  app.addHook('onResponse', (request, reply, done) => {
+    count(request, reply.statusCode);
+    done();
+  });
 }
 
 export default fp(toolCounter, { name: 'activity-tool-counter', dependencies: ['context'] });
