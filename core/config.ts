@@ -52,12 +52,13 @@ const envSchema = z.object({
   EMBEDDED_PG_PORT: intFromEnv(0, 65535).default(0),
   TRUST_PROXY: boolFromEnv.default(false),
   SHUTDOWN_TIMEOUT_MS: intFromEnv(100, 600_000).default(10_000),
-  WORKER_CONCURRENCY: intFromEnv(1, 100).default(4),
+  WORKER_CONCURRENCY: intFromEnv(1, 100).default(8),
+  WORKER_IO_CONCURRENCY: intFromEnv(1, 20_000).default(1_000),
+  WORKER_PARK_SWEEP_MS: intFromEnv(100, 60_000).default(1_000),
   WORKER_POLL_INTERVAL_MS: intFromEnv(50, 600_000).default(2_000),
   WORKER_HEARTBEAT_MS: intFromEnv(100, 600_000).default(5_000),
   WORKER_STALE_AFTER_MS: intFromEnv(500, 3_600_000).default(20_000),
   WORKER_SWEEP_INTERVAL_MS: intFromEnv(500, 3_600_000).default(15_000),
-  WORKER_TENANT_CONCURRENCY: intFromEnv(1, 100).optional(),
   JOB_CANCEL_GRACE_MS: intFromEnv(100, 600_000).default(5_000),
   WORKER_RUNNING_AFTER_MS: intFromEnv(0, 600_000).default(50),
   REQUEST_TIMEOUT_MS: intFromEnv(1_000, 3_600_000).default(30_000),
@@ -143,8 +144,10 @@ export type Config = {
     heartbeatMs: number;
     staleAfterMs: number;
     sweepIntervalMs: number;
-    /** At most this many jobs of one tenant run at once in one worker process (fairness). */
-    tenantConcurrency: number;
+    /** Slots of the I/O pool: jobs that wait on a model or a channel (core/jobs/pools.ts). */
+    ioConcurrency: number;
+    /** How often each worker process wakes parked jobs that are due (besides its own timers). */
+    parkSweepMs: number;
     /** How long a running job may take to stop after it is cancelled before it is cut off. */
     cancelGraceMs: number;
     /** A job still at work after this long is marked 'running' (quicker ones go from queued to their result). */
@@ -327,7 +330,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       heartbeatMs: e.WORKER_HEARTBEAT_MS,
       staleAfterMs: e.WORKER_STALE_AFTER_MS,
       sweepIntervalMs: e.WORKER_SWEEP_INTERVAL_MS,
-      tenantConcurrency: Math.min(e.WORKER_CONCURRENCY, e.WORKER_TENANT_CONCURRENCY ?? Math.max(1, Math.floor(e.WORKER_CONCURRENCY / 2))),
+      ioConcurrency: e.WORKER_IO_CONCURRENCY,
+      parkSweepMs: e.WORKER_PARK_SWEEP_MS,
       cancelGraceMs: e.JOB_CANCEL_GRACE_MS,
       runningAfterMs: e.WORKER_RUNNING_AFTER_MS,
     },

@@ -14,6 +14,12 @@ export function graphileLogger(logger: Logger): WorkerLogger {
   return new WorkerLogger((scope) => (level, message, meta) => {
     const fields: Record<string, unknown> = { ...scope, ...(meta ?? {}) };
     if (fields.job && typeof fields.job === 'object') fields.job = summarizeJob(fields.job as JobLike);
+    // A parked job (core/jobs/park.ts) reaches Graphile as a thrown JobParked:
+    // not a failure, and the task logged why it waits.
+    if ((fields.error as { name?: unknown } | undefined)?.name === 'JobParked') {
+      logger.debug({ job: fields.job, until: (fields.error as { until?: Date }).until }, 'job parked; its slot is free');
+      return;
+    }
     const method = level === 'warning' ? 'warn' : level === 'error' ? 'error' : level === 'debug' ? 'debug' : 'info';
     logger[method](fields, message);
   });

@@ -144,7 +144,7 @@ type JobEventSource = {
 /**
  * platform_job_duration_seconds{kind,outcome}: one observation per attempt,
  * from Graphile Worker's job:start to job:complete (outcome failed when the
- * attempt threw). The task identifier is the platform job kind.
+ * attempt threw, parked when it gave its slot back to wait). The task identifier is the platform job kind.
  */
 export function registerWorkerMetrics(registry: Registry, events: JobEventSource): { forget: () => void; refused: (kind: string, reason: string) => void } {
   const refusedJobs = new Counter({
@@ -169,7 +169,9 @@ export function registerWorkerMetrics(registry: Registry, events: JobEventSource
     const since = started.get(key);
     if (since === undefined) return;
     started.delete(key);
-    duration.observe({ kind: job.task_identifier, outcome: error ? 'failed' : 'succeeded' }, (performance.now() - since) / 1000);
+    // 'parked': the attempt gave its slot back to wait (a retry's backoff, a Retry-After; core/jobs/park.ts).
+    const outcome = !error ? 'succeeded' : (error as { name?: unknown }).name === 'JobParked' ? 'parked' : 'failed';
+    duration.observe({ kind: job.task_identifier, outcome }, (performance.now() - since) / 1000);
   });
   return { forget: () => started.clear(), refused: (kind, reason) => refusedJobs.inc({ kind, reason }) };
 }

@@ -12,9 +12,10 @@ import type { Config } from '../core/config.ts';
 import type { CommonQueryMethods } from '../core/db/pool.ts';
 import type { DatabasePool } from '../core/db/pool.ts';
 import { TaskEnvelope } from '../core/jobs/enqueue.ts';
-import { PermanentJobError, RetryableJobError } from '../core/jobs/errors.ts';
+import { JobWait, PermanentJobError, RetryableJobError } from '../core/jobs/errors.ts';
 import type { JobCompletions } from '../core/jobs/completions.ts';
-import { completeJob, failAttempt, finishCancelled, markRunning, type Holder } from '../core/jobs/lifecycle.ts';
+import { completeJob, failAttempt, finishCancelled, markRunning, waitAttempt, type Holder } from '../core/jobs/lifecycle.ts';
+import { backoffMs, JobParked, parkJob } from '../core/jobs/park.ts';
 import type { CancelListener } from './cancellation.ts';
 
 export type TaskDeps = {
@@ -26,7 +27,14 @@ export type TaskDeps = {
   completions: JobCompletions;
   /** Counts a job refused without running it (platform_jobs_refused_total). */
   refused: (kind: string, reason: 'no_platform_job') => void;
+  /** Told when a job of this process was parked until then (the waker sets its timer). */
+  parked: (until: Date) => void;
 };
+
+/** A Retry-After is honoured up to a day (a reply that late is still sent, not lost). */
+const MAX_RETRY_AFTER_MS = 86_400_000;
+/** A wait is at least this long, so Graphile's own release of the attempt comes first. */
+const MIN_PARK_MS = 100;
 
 export type TaskContext = TaskDeps & {
   jobId: string;
@@ -110,8 +118,9 @@ export function defineTask<S extends z.ZodType>(
       // job can only have been cancelled or deleted, and either takes the
       // Graphile job out of the queue (0028) or, when it is picked already,
       // reaches this process as a cancel. Retries read, as a lost attempt may
-      // have left the job final or asked to stop.
-      if (attempt > 1 && !(await deps.completions.open(jobId))) {
+      // have left the job final or asked to stop; so does an attempt that
+      // waited parked (its last_error says why it waited).
+      if ((attempt > 1 || helpers.job.last_error) && !(await deps.completions.open(jobId))) {
         logger.info('job is already final (finished, cancelled or deleted); skipping');
         return;
       }
@@ -175,16 +184,41 @@ export function defineTask<S extends z.ZodType>(
           else logger.info('job cancelled as it finished; no result recorded');
           return;
         }
+        // Parks the job until `delayMs` from now and hands Graphile JobParked.
+        const park = async (delayMs: number, why: string, keepAttempt: boolean): Promise<never> => {
+          const until = new Date(Date.now() + Math.max(MIN_PARK_MS, delayMs));
+          if (!holder.lockedBy || !(await parkJob(deps.db, { graphileJobId: String(helpers.job.id), lockedBy: holder.lockedBy, until, why, keepAttempt }))) {
+            throw error; // no longer this process's job: whoever holds it decides
+          }
+          deps.parked(until);
+          throw new JobParked(until, why);
+        };
+        if (error instanceof JobWait) {
+          // Not a failure: the same attempt goes on later, its slot free meanwhile.
+          await settleRunning();
+          if (!(await waitAttempt(deps.db, jobId, attempt, error.progress))) {
+            if (await finishCancelled(deps.db, jobId)) logger.info('job cancelled as it began to wait; no result recorded');
+            else logger.info('job finished by another attempt; this one stops');
+            return;
+          }
+          logger.debug({ delayMs: error.delayMs, reason: error.reason }, 'job waits; its slot is free meanwhile');
+          return await park(error.delayMs, error.reason, true);
+        }
         const permanent = error instanceof PermanentJobError;
         const final = permanent || attempt >= maxAttempts;
         const code = error instanceof PermanentJobError || error instanceof RetryableJobError ? error.code : 'task_failed';
         const message = permanent || error instanceof RetryableJobError ? (error as Error).message : 'The task failed unexpectedly.';
+        const retryAfterMs = error instanceof RetryableJobError ? error.retryAfterMs : undefined;
+        const delayMs = retryAfterMs === undefined ? backoffMs(attempt) : Math.min(retryAfterMs, MAX_RETRY_AFTER_MS);
         await settleRunning();
-        await failAttempt(deps.db, jobId, attempt, { code, message }, final, holder);
-        logger[final ? 'error' : 'warn']({ err: error, final }, final ? 'job failed' : 'job attempt failed; it will be retried');
-        // Rethrow only to have Graphile Worker retry; a final failure is recorded
-        // in our jobs table and the Graphile job is let go.
-        if (!final) throw error;
+        await failAttempt(deps.db, jobId, attempt, { code, message }, final, holder, final ? undefined : new Date(Date.now() + delayMs));
+        // One line: an expected failure (a RetryableJobError names its cause) needs no stack.
+        const expected = error instanceof PermanentJobError || error instanceof RetryableJobError;
+        logger[final ? 'error' : 'warn']({ ...(expected ? { code, reason: message } : { err: error }), final },
+          final ? 'job failed' : `job attempt failed; retry in ${Math.round(delayMs / 100) / 10} s`);
+        // A final failure is recorded in our jobs table and the Graphile job is
+        // let go; a retry waits parked, keeping its place (and its queue's lock).
+        if (!final) await park(delayMs, `${code}: ${message}`, false);
       } finally {
         clearTimeout(runningTimer);
         cancel.untrack();

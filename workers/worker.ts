@@ -1,15 +1,24 @@
-// startWorker: a Graphile Worker runner with our tasks and cron items, its
-// logs through pino, a heartbeat per worker id, per-tenant fairness,
+// startWorker: the Graphile Worker runners of one worker process, with our
+// tasks and cron items, logs through pino, a heartbeat per Graphile pool,
 // cancellation of running jobs, and an orderly stop. Used by
 // workers/runner.ts (the worker process), ops/start.ts (all-in-one), the
 // tests and the bench.
 //
+// Two pools of slots (core/jobs/pools.ts): the short pool runs short and
+// CPU-bound work, WORKER_CONCURRENCY at a time; the I/O pool runs the jobs
+// that wait on a model or a channel, WORKER_IO_CONCURRENCY at a time. Both
+// fetch in batches (Graphile's localQueue) in the fair order the jobs were
+// tagged with at enqueue (migration 0037): fairness between accounts is in
+// the order, so every slot stays open to whoever is next. The I/O pool
+// fetches only as many jobs as it has idle slots, so none waits in a batch
+// behind long turns while a slot elsewhere is free.
+//
 // Database outages: Graphile runs on a pool that waits for PostgreSQL to come
 // back (graphile-pool.ts). A job release that still failed (its connection
 // broke mid-statement) leaves the job locked by this live pool; when that is
-// reported (core/process/lifecycle.ts), or the runner ends by itself, the
-// worker starts a new Graphile pool and gives the old pool's leftover jobs
-// back to the queue once its handlers have stopped, so they run again.
+// reported (core/process/lifecycle.ts), or a runner ends by itself, the
+// worker starts new Graphile runners and gives the old ones' leftover jobs
+// back to the queue once their handlers have stopped, so they run again.
 import { EventEmitter } from 'node:events';
 import { parseCronItems, run, type Runner, type TaskList, type WorkerEvents } from 'graphile-worker';
 import type { Logger } from 'pino';
@@ -19,46 +28,45 @@ import { graphileLogger } from '../core/graphile-logger.ts';
 import { createMetricsRegistry, registerWorkerMetrics, type Registry } from '../core/metrics.ts';
 import { JobCompletions } from '../core/jobs/completions.ts';
 import { beatHeart, forgetWorkers, releaseWorkerJobs } from '../core/jobs/liveness.ts';
+import { poolOf, type PoolName } from '../core/jobs/pools.ts';
 import { onLostDatabaseWork, reportLostDatabaseWork } from '../core/process/lifecycle.ts';
 import { CRON_ITEMS } from '../schedules/index.ts';
 import { CancelListener } from './cancellation.ts';
+import { FairClock } from './fair-clock.ts';
 import { PatientPool } from './graphile-pool.ts';
+import { ParkedJobWaker } from './parked-jobs.ts';
 import { keepQueuesSerial } from './serial-batches.ts';
 import { scheduleDeadWorkerSweep } from './tasks/maintenance-dead-workers.ts';
 import { TASKS } from './tasks/index.ts';
-import { TenantGate, tenantOfJob } from './tenant-gate.ts';
 
 export type RunningWorker = {
-  /** The current Graphile runner (a new one after a recovery). */
+  /** The current Graphile runner of the short pool (a new one after a recovery); addJob works for any task. */
   readonly runner: Runner;
-  /** Graphile Worker's events (job:start, job:success, ...), for tests and the bench. */
+  /** Graphile Worker's events of both pools (job:start, job:success, ...), for tests and the bench. */
   events: WorkerEvents;
   /** platform_job_duration_seconds of this worker (process entries serve it on METRICS_PORT). */
   metrics: Registry;
   db: DatabasePool;
   workerIds: () => string[];
-  /** Jobs running per tenant in this process (fairness), for tests. */
-  tenantLoad: () => Record<string, number>;
+  /** Jobs running now in this process, by pool. */
+  load: () => Record<PoolName, number>;
   /** Lets running jobs finish (up to the shutdown timeout), then releases what is left. */
   stop: () => Promise<void>;
 };
 
-export type WorkerOptions = { config: Config; databaseUrl: string; logger: Logger; concurrency?: number };
+export type WorkerOptions = { config: Config; databaseUrl: string; logger: Logger; concurrency?: number; ioConcurrency?: number };
 
-/** One Graphile pool and what belongs to it. */
-type Generation = { runner: Runner; poolId: string; ids: Set<string>; gate: TenantGate | null; retired: boolean };
+/** Connections the I/O pool's tasks share: its jobs wait on the outside world, not the database. */
+const IO_DB_CONNECTIONS = 8;
 
-export async function startWorker({ config, databaseUrl, logger, concurrency }: WorkerOptions): Promise<RunningWorker> {
+type Lane = { pool: PoolName; size: number; tasks: TaskList; pgPool: PatientPool };
+/** One Graphile runner per lane, and what belongs to them. */
+type Generation = { runners: Map<PoolName, Runner>; poolIds: Set<string>; ids: Set<string>; retired: boolean };
+
+export async function startWorker({ config, databaseUrl, logger, concurrency, ioConcurrency }: WorkerOptions): Promise<RunningWorker> {
   const size = concurrency ?? config.worker.concurrency;
-  const tenantCap = Math.min(size, config.worker.tenantConcurrency);
-  // With fairness off, jobs are fetched in batches (localQueue): one
-  // statement picks up many. Per-tenant fairness needs a decision per job (a
-  // batch could hold more of one tenant's jobs than its cap), so with it on
-  // every worker fetches one job at a time.
-  const fair = tenantCap < size;
-  const batched = !fair && size >= 2;
-  const db = await createDatabasePool(databaseUrl, { maximumPoolSize: Math.max(2, size + 1) });
-  const graphilePool = new PatientPool({ connectionString: databaseUrl, max: size + 2, application_name: 'worker-graphile' }, logger.child({ component: 'graphile-pool' }));
+  const ioSize = ioConcurrency ?? config.worker.ioConcurrency;
+  const db = await createDatabasePool(databaseUrl, { maximumPoolSize: Math.max(2, size + 1) + Math.min(ioSize, IO_DB_CONNECTIONS) });
   const cancels = new CancelListener(databaseUrl, db, logger.child({ component: 'job-cancel' }));
   await cancels.start();
   const events: WorkerEvents = new EventEmitter() as WorkerEvents;
@@ -71,65 +79,89 @@ export async function startWorker({ config, databaseUrl, logger, concurrency }: 
     'completion pool',
   );
   const completions = new JobCompletions(completionPool, logger.child({ component: 'job-completions' }));
-  const deps = { db, config, logger, cancels, completions, refused: jobTimes.refused };
-  const taskList: TaskList = Object.fromEntries(TASKS.map((t) => [t.kind, t.build(deps)]));
+  const waker = new ParkedJobWaker(db, logger.child({ component: 'parked-jobs' }), config.worker.parkSweepMs);
+  const clock = new FairClock(db, logger.child({ component: 'fair-clock' }));
+  const deps = { db, config, logger, cancels, completions, refused: jobTimes.refused, parked: (until: Date) => waker.parked(until) };
+  const lanes: Lane[] = (['short', 'io'] as const).map((pool) => ({
+    pool,
+    size: pool === 'io' ? ioSize : size,
+    tasks: Object.fromEntries(TASKS.filter((t) => poolOf(t.kind) === pool).map((t) => [t.kind, t.build(deps)])),
+    pgPool: new PatientPool(
+      { connectionString: databaseUrl, max: pool === 'io' ? 6 : size + 2, application_name: `worker-graphile-${pool}` },
+      logger.child({ component: `graphile-pool-${pool}` }),
+    ),
+  }));
+  const running: Record<PoolName, number> = { short: 0, io: 0 };
+  events.on('job:start', ({ job }) => {
+    running[poolOf(job.task_identifier)]++;
+    clock.started(job as never);
+  });
+  events.on('job:complete', ({ job }) => {
+    running[poolOf(job.task_identifier)]--;
+  });
   let stopping = false;
 
-  const startGeneration = async (): Promise<Generation> => {
-    // Each generation has its own emitter (to know which ids are its own)
-    // that forwards everything to the public one.
+  const startLane = async (generation: Generation, lane: Lane): Promise<Runner> => {
+    // Each runner has its own emitter (to know which ids are its own) that
+    // forwards everything to the public one.
     const own = new EventEmitter();
     const forward = own.emit.bind(own);
     own.emit = (name: string | symbol, ...args: unknown[]) => {
       const heard = forward(name, ...args);
       return events.emit(name as never, ...(args as [never])) || heard;
     };
-    const generation: Generation = { runner: null as unknown as Runner, poolId: 'unknown', ids: new Set(), gate: fair ? new TenantGate(tenantCap) : null, retired: false };
-    const { ids, gate } = generation;
-    // Graphile 0.17 locks jobs under the pool id as well as worker ids: both
-    // must heartbeat or the sweep would release a live pool's jobs.
+    // Jobs are locked under the pool id (Graphile 0.17, with or without its
+    // local queue); its worker ids beat too, for the dead-worker sweep's sake.
     own.on('pool:create', ({ workerPool }: { workerPool: { id: string } }) => {
-      generation.poolId = workerPool.id;
-      ids.add(workerPool.id);
+      generation.poolIds.add(workerPool.id);
+      generation.ids.add(workerPool.id);
+      beatHeart(db, workerPool.id, [workerPool.id]).catch((error) => logger.debug({ err: error }, 'heartbeat failed'));
     });
-    own.on('worker:create', ({ worker }: { worker: { workerId: string } }) => {
-      ids.add(worker.workerId);
-      beatHeart(db, generation.poolId, [worker.workerId]).catch((error) => logger.debug({ err: error }, 'heartbeat failed'));
-    });
-    if (batched) keepQueuesSerial(own as WorkerEvents, graphilePool, logger.child({ component: 'graphile-batches' }), reportLostDatabaseWork);
-    if (gate) {
-      own.on('job:start', ({ job }: { job: { payload: unknown } }) => gate.fetched(tenantOfJob(job)));
-      own.on('worker:getJob:empty', () => gate.fetched(null));
-      own.on('worker:getJob:error', () => gate.fetched(null));
-      own.on('job:complete', ({ job }: { job: { payload: unknown } }) => gate.finished(tenantOfJob(job)));
+    if (lane.pool === 'short') {
+      own.on('worker:create', ({ worker }: { worker: { workerId: string } }) => generation.ids.add(worker.workerId));
+    } else {
+      // The I/O pool fetches as many jobs as it has idle slots (at least one):
+      // nothing waits in a batch while long turns hold the slots.
+      own.on('localQueue:init', ({ localQueue }: { localQueue: { workerQueue: unknown[] } }) => {
+        Object.defineProperty(localQueue, 'getJobBatchSize', { get: () => Math.max(1, localQueue.workerQueue.length), configurable: true });
+      });
     }
-    generation.runner = await run({
-      pgPool: graphilePool,
-      concurrency: size,
+    keepQueuesSerial(own as WorkerEvents, lane.pgPool, logger.child({ component: 'graphile-batches' }), reportLostDatabaseWork);
+    const runner = await run({
+      pgPool: lane.pgPool,
+      concurrency: lane.size,
       pollInterval: config.worker.pollIntervalMs,
       noHandleSignals: true,
-      taskList,
-      parsedCronItems: parseCronItems(CRON_ITEMS),
-      logger: graphileLogger(logger.child({ component: 'graphile-worker' })),
+      taskList: lane.tasks,
+      // Schedules fire in the short pool, once across all worker processes.
+      parsedCronItems: lane.pool === 'short' ? parseCronItems(CRON_ITEMS) : [],
+      logger: graphileLogger(logger.child({ component: 'graphile-worker', pool: lane.pool })),
       events: own as WorkerEvents,
       gracefulShutdownAbortTimeout: Math.max(1000, config.shutdownTimeoutMs - 1000),
-      ...(gate ? { forbiddenFlags: gate.forbiddenFlags } : {}),
-      // Graphile's own completions of jobs that finish together go in one
-      // statement too. Safe for serial queues (a queue is unlocked when its
-      // job's completion commits); localQueue is made safe for them by
-      // keepQueuesSerial (serial-batches.ts, graphile/worker#621).
-      // A job's result is committed before it is let go, so a crash in the
-      // batch's moment only makes a worker skip the finished job later.
-      preset: { worker: { completeJobBatchDelay: 0, failJobBatchDelay: 0, ...(batched ? { localQueue: { size } } : {}) } },
+      // Batched fetches (localQueue) and batched completions. Safe for serial
+      // queues: a queue is unlocked when its job's completion commits, and
+      // keepQueuesSerial (serial-batches.ts, graphile/worker#621) keeps one
+      // job per queue in a batch. A job's result is committed before it is
+      // let go, so a crash in the batch's moment only makes a worker skip the
+      // finished job later.
+      preset: { worker: { completeJobBatchDelay: 0, failJobBatchDelay: 0, localQueue: { size: lane.size } } },
     });
     // A runner that ends while we still want it (it gave up on an error) is replaced.
     const ended = (why: string) => {
       if (!stopping && !generation.retired) void recover(why);
     };
-    generation.runner.promise.then(
-      () => ended('the Graphile runner stopped by itself'),
-      (error) => ended(`the Graphile runner failed: ${(error as Error).message}`),
+    runner.promise.then(
+      () => ended(`the Graphile runner of the ${lane.pool} pool stopped by itself`),
+      (error) => ended(`the Graphile runner of the ${lane.pool} pool failed: ${(error as Error).message}`),
     );
+    return runner;
+  };
+
+  const startGeneration = async (): Promise<Generation> => {
+    const generation: Generation = { runners: new Map(), poolIds: new Set(), ids: new Set(), retired: false };
+    for (const lane of lanes) {
+      if (Object.keys(lane.tasks).length > 0) generation.runners.set(lane.pool, await startLane(generation, lane));
+    }
     return generation;
   };
 
@@ -142,6 +174,7 @@ export async function startWorker({ config, databaseUrl, logger, concurrency }: 
       await runner.kill().catch((error) => logger.error({ err: error }, 'worker: forceful stop failed'));
     }
   };
+  const stopGeneration = (generation: Generation) => Promise.all([...generation.runners.values()].map(stopRunner));
 
   let current: Generation;
   let recovering: Promise<void> | null = null;
@@ -149,8 +182,8 @@ export async function startWorker({ config, databaseUrl, logger, concurrency }: 
     (recovering ??= (async () => {
       const old = current;
       old.retired = true; // its ids stop heart-beating from here on
-      logger.warn({ reason }, 'worker: restarting the Graphile pool to recover jobs it may have left locked');
-      await stopRunner(old.runner);
+      logger.warn({ reason }, 'worker: restarting the Graphile pools to recover jobs they may have left locked');
+      await stopGeneration(old);
       if (stopping) return;
       current = await startGeneration(); // waits for the database
       const oldIds = [...old.ids];
@@ -158,10 +191,10 @@ export async function startWorker({ config, databaseUrl, logger, concurrency }: 
         try {
           const requeued = await db.transaction((tx) => releaseWorkerJobs(tx, oldIds));
           await forgetWorkers(db, oldIds);
-          logger.info({ requeued }, 'worker: Graphile pool restarted; jobs the old pool left locked are queued again');
+          logger.info({ requeued }, 'worker: Graphile pools restarted; jobs the old ones left locked are queued again');
           return;
         } catch (error) {
-          logger.debug({ err: error, attempt }, 'worker: releasing the old pool\'s jobs failed; retrying');
+          logger.debug({ err: error, attempt }, 'worker: releasing the old pools\' jobs failed; retrying');
           await new Promise((resolve) => setTimeout(resolve, Math.min(2_000, 100 * 2 ** attempt)));
         }
       }
@@ -172,14 +205,15 @@ export async function startWorker({ config, databaseUrl, logger, concurrency }: 
   const stopListening = onLostDatabaseWork(() => void recover('a job release failed while the database was away'));
 
   const heartbeat = setInterval(() => {
-    const ids = current.retired ? [] : [...current.ids];
-    beatHeart(db, current.poolId, ids).catch((error) => logger.debug({ err: error }, 'heartbeat failed'));
+    const [poolId] = current.poolIds;
+    if (current.retired || !poolId) return;
+    beatHeart(db, poolId, [...current.ids]).catch((error) => logger.debug({ err: error }, 'heartbeat failed'));
   }, config.worker.heartbeatMs);
   heartbeat.unref();
 
   // Start the dead-worker sweep chain now rather than at the next cron minute.
   await scheduleDeadWorkerSweep(db, 0, true);
-  logger.info({ concurrency: size, tenantConcurrency: tenantCap, batchFetch: batched, tasks: Object.keys(taskList) }, 'worker started');
+  logger.info({ concurrency: size, ioConcurrency: ioSize, pools: Object.fromEntries(lanes.map((l) => [l.pool, Object.keys(l.tasks)])) }, 'worker started');
 
   let stopped: Promise<void> | null = null;
   const stop = () =>
@@ -188,12 +222,14 @@ export async function startWorker({ config, databaseUrl, logger, concurrency }: 
       stopListening();
       await recovering;
       const ids = [...current.ids];
-      await stopRunner(current.runner);
+      await stopGeneration(current);
       clearInterval(heartbeat);
+      waker.stop();
+      await clock.stop();
       jobTimes.forget();
       await forgetWorkers(db, ids).catch(() => undefined);
       await cancels.stop();
-      await graphilePool.end().catch(() => undefined);
+      for (const lane of lanes) await lane.pgPool.end().catch(() => undefined);
       await completionPool.end().catch(() => undefined);
       // slonik's end() throws when a connection died during an outage: not a failed stop.
       await db.end().catch((error) => logger.debug({ err: error }, 'database pool ended with an error'));
@@ -202,13 +238,13 @@ export async function startWorker({ config, databaseUrl, logger, concurrency }: 
 
   return {
     get runner() {
-      return current.runner;
+      return current.runners.get('short') ?? [...current.runners.values()][0]!;
     },
     events,
     metrics,
     db,
     workerIds: () => [...current.ids],
-    tenantLoad: () => current.gate?.snapshot() ?? {},
+    load: () => ({ ...running }),
     stop,
   };
 }

@@ -8,6 +8,7 @@ import { hasZodFastifySchemaValidationErrors, isResponseSerializationError } fro
 import { sendNotFoundPage, wantsHtmlPage } from '../pages/not-found.ts';
 import { AgentSlotsExhaustedError } from '../../core/billing/entitlements.ts';
 import { DATABASE_RETRY_AFTER_S, isDatabaseUnavailable } from '../../core/db/unavailable.ts';
+import { QueueLimitError } from '../../core/jobs/quota.ts';
 import {
   AgentHttpError,
   defaultsFor,
@@ -19,6 +20,9 @@ import {
   type NextAction,
   type ValidationIssue,
 } from '../errors.ts';
+
+/** How long a refusal at the unfinished-jobs limit suggests waiting. */
+const QUEUE_LIMIT_RETRY_AFTER_S = 10;
 
 type Rendered = { status: number; code?: string; message?: string; details?: ValidationIssue[]; next?: NextAction; retryAfter?: number };
 
@@ -79,6 +83,10 @@ async function errorsPlugin(app: FastifyInstance) {
     if (error instanceof AgentSlotsExhaustedError) {
       // Names the add-on that lifts the limit (platform and Agent API alike).
       return sendError(request, reply, { status: 402, code: 'agent_addon_required', message: error.message, next: 'change_plan' });
+    }
+    if (error instanceof QueueLimitError) {
+      // Work waits for the account's earlier work: try again once some finished.
+      return sendError(request, reply, { status: 429, code: error.code, message: error.message, next: 'retry_later', retryAfter: QUEUE_LIMIT_RETRY_AFTER_S });
     }
     if (error instanceof RateLimitedError) {
       return sendError(request, reply, { status: 429, message: error.message, retryAfter: error.retryAfterSeconds });

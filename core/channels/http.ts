@@ -5,7 +5,8 @@ import { ChannelSendError } from './types.ts';
 
 export type JsonReply = { status: number; retryAfterS: number | null; body: Record<string, unknown> };
 
-const TIMEOUT_MS = 15_000;
+/** One request's bound: a channel that does not answer in time is retried later, its slot given back meanwhile. */
+const TIMEOUT_MS = 10_000;
 
 export function retryAfterOf(header: string | null): number | null {
   if (!header) return null;

@@ -10,7 +10,7 @@ import type { Keyring } from '../crypto/keyring.ts';
 import { constantTimeEqual } from '../crypto/tokens.ts';
 import { sql, type CommonQueryMethods, type DatabasePool } from '../db/pool.ts';
 import { defaultAgent } from '../chat/sessions.ts';
-import { enqueueJob, tenantFlag, type TaskEnvelope } from '../jobs/enqueue.ts';
+import { enqueueJob, type TaskEnvelope } from '../jobs/enqueue.ts';
 import { linkRow, sealSecret, type LinkRow, openSettings } from './store.ts';
 import type { ChannelAdapter } from './types.ts';
 
@@ -52,7 +52,7 @@ export async function startLink(db: DatabasePool, keyring: Keyring, config: Conf
         secrets = (secrets - 'oauthCode') || ${sql.jsonb(extra)},
         inbound_id = coalesce(inbound_id, gen_random_uuid()), updated_at = now()
       where id = ${row.id} returning *`);
-    await enqueueJob(tx, { id: jobId, kind: LINK_JOB, tenantId, input: { phase: 'register' }, queueName: channelQueue(tenantId, adapter.id), maxAttempts: 5 });
+    await enqueueJob(tx, { id: jobId, kind: LINK_JOB, tenantId, input: { phase: 'register' }, queueName: channelQueue(tenantId, adapter.id), maxAttempts: 5, quota: true });
     return { jobId, ...adapter.linkTarget(config, openSettings(keyring, updated), code), expiresAt: updated.link_expires_at! };
   });
 }
@@ -63,7 +63,7 @@ export async function scheduleLinkFinish(tx: CommonQueryMethods, row: Pick<LinkR
   const payload: TaskEnvelope = { jobId: row.link_job_id, tenantId: row.tenant_id, input: { phase: 'finish' } };
   await tx.query(sql.unsafe`
     select graphile_worker.add_job(${LINK_JOB}, ${sql.json(payload as never)}, run_at => ${at === 'now' ? sql.fragment`now()` : sql.fragment`${at}::timestamptz`},
-      job_key => ${`channel-link:${row.link_job_id}`}, max_attempts => 5, flags => ${sql.array([tenantFlag(row.tenant_id)], 'text')})`);
+      job_key => ${`channel-link:${row.link_job_id}`}, max_attempts => 5)`);
 }
 
 const SessionId = z.object({ id: z.string() });

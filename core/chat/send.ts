@@ -11,6 +11,7 @@ import { sql, type CommonQueryMethods } from '../db/pool.ts';
 import { fingerprint } from '../idempotency.ts';
 import { jobRecords, type JobSpec } from '../jobs/enqueue.ts';
 import type { BatchHandler } from '../jobs/group-commit.ts';
+import { poolOf } from '../jobs/pools.ts';
 import { OFFLINE_MODEL, PLANS } from '../plans.ts';
 import { PROVIDER_IDS } from '../providers/types.ts';
 
@@ -36,7 +37,10 @@ export type SendInput = {
 
 export type SendAccepted = { jobId: string; messageId: string; sessionId: string; status: 'queued' };
 
-export type QuotaRefusal = { code: 'MESSAGE_LIMIT_REACHED' | 'CREDITS_DEPLETED'; message: string };
+export type QuotaRefusal = { code: 'MESSAGE_LIMIT_REACHED' | 'CREDITS_DEPLETED' | 'QUEUE_LIMIT_REACHED'; message: string };
+
+/** The HTTP status of a refusal: payment for the plan's limits, 429 for the account's work in flight. */
+export const refusalStatus = (refusal: QuotaRefusal): 402 | 429 => (refusal.code === 'QUEUE_LIMIT_REACHED' ? 429 : 402);
 
 export type SendOutcome =
   | { kind: 'accepted'; body: SendAccepted; job: JobSpec }
@@ -52,7 +56,7 @@ export class SessionNotFoundError extends Error {
 export const turnQueue = (sessionId: string) => `chat:${sessionId}`;
 
 const BatchRow = z.object({
-  i: z.number(), session_found: z.boolean(), created: z.boolean(), refusal: z.enum(['MESSAGE_LIMIT_REACHED', 'CREDITS_DEPLETED']).nullable(),
+  i: z.number(), session_found: z.boolean(), created: z.boolean(), refusal: z.enum(['MESSAGE_LIMIT_REACHED', 'CREDITS_DEPLETED', 'QUEUE_LIMIT_REACHED']).nullable(),
   plan: z.string().nullable(), message_limit: z.number().nullable(),
   record_message_id: z.string().nullable(), record_job_id: z.string().nullable(), record_fingerprint: z.string().nullable(),
 });
@@ -121,15 +125,16 @@ async function sendRound(
       // The turn job's own fields above give its Graphile task, queue and
       // attempts; its payload and tenant flag come from the spec (0036).
       job_id: job.id, kind: job.kind, queue_name: job.queue_name, max_attempts: job.max_attempts,
-      payload: spec.payload, flag: spec.flags[0],
+      payload: spec.payload, flag: spec.flags![0], pool: poolOf(job.kind),
     };
   }));
-  // One call of chat_send_round (0033): the quota of every send, then the
-  // message (carrying its key) and the turn job of each it accepts. A refused
-  // send writes nothing and spends no key. It first reads the counts without
-  // a lock; the counting trigger fails the statement (QT001) if a concurrent
-  // send took the room meanwhile. Then, and only then, the round runs again
-  // with the counter rows locked before they are read.
+  // One call of chat_send_round (0033, 0038): the quota of every send, then the
+  // message (carrying its key) and the turn job of each it accepts, at its
+  // place in the fair order. A refused send writes nothing and spends no key.
+  // It first reads the counts (messages this month, the account's unfinished
+  // jobs) without a lock; a counting trigger fails the statement (QT001) if a
+  // concurrent send took the room meanwhile. Then, and only then, the round
+  // runs again with the counter rows locked before they are read.
   const run = (lockFirst: boolean) => db.any(sql.type(BatchRow)`
     select i, session_found, created, refusal, plan, message_limit, record_message_id, record_job_id, record_fingerprint
     from chat_send_round(${sends}::jsonb, ${sql.jsonb(MESSAGE_LIMITS)}, ${PLANS.free.monthlyMessages},
@@ -201,7 +206,7 @@ function turnJob(input: SendInput, body: SendAccepted): JobSpec {
 const QUOTA_RACE = 'QT001';
 
 function refusalOf(code: QuotaRefusal['code'], plan: string, limit: number): QuotaRefusal {
-  return code === 'MESSAGE_LIMIT_REACHED'
-    ? { code, message: `The ${plan} plan includes ${limit} messages a month; upgrade or wait for the next month.` }
-    : { code, message: 'The tenant has no platform credits left for this model; add credits or your own provider key.' };
+  if (code === 'MESSAGE_LIMIT_REACHED') return { code, message: `The ${plan} plan includes ${limit} messages a month; upgrade or wait for the next month.` };
+  if (code === 'QUEUE_LIMIT_REACHED') return { code, message: `The account has ${limit} unfinished jobs, the most its ${plan} plan allows at a time; send again once some are answered, or upgrade.` };
+  return { code, message: 'The tenant has no platform credits left for this model; add credits or your own provider key.' };
 }

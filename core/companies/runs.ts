@@ -62,7 +62,7 @@ export async function startCompanyRun(
     const jobId = randomUUID();
     const runId = randomUUID();
     // The job first: the run's job_id references it.
-    const job = await enqueueJob(tx, { id: jobId, kind: COMPANY_RUN_KIND, tenantId, input: { runId }, maxAttempts: 5 });
+    const job = await enqueueJob(tx, { id: jobId, kind: COMPANY_RUN_KIND, tenantId, input: { runId }, maxAttempts: 5, quota: true });
     const run = await tx.one(sql.type(CompanyRunRow)`
       insert into company_runs (id, tenant_id, company_id, task_id, agent_id, job_id, model)
       values (${runId}, ${tenantId}, ${companyId}, ${taskId}, ${agentId}, ${jobId}, ${agent.model})

@@ -283,8 +283,10 @@ export async function completeClaim(db: DatabasePool, input: CompleteInput): Pro
       update agent_registrations set claim_state = 'claimed', claimed_by = ${userId}, claimed_at = now(), organization_id = ${attempt.organization_id}
       where id = ${reg.id}`);
     // The workspace is kept as it is and bound to the person; never merged.
+    // Unowned until now, it joins the person's account (fairness and quotas count by account).
     await tx.query(sql.unsafe`
       insert into tenant_memberships (tenant_id, user_id, role) values (${reg.tenant_id}, ${userId}, 'admin') on conflict do nothing`);
+    await tx.query(sql.unsafe`update tenants set owner_id = ${userId} where id = ${reg.tenant_id} and owner_id is null`);
     await tx.query(sql.unsafe`update agent_claim_attempts set status = 'completed', completed_at = now() where id = ${attempt.id}`);
     // An anonymous registration's old refresh token is rotated out (reuse then revokes).
     await tx.query(sql.unsafe`

@@ -11,13 +11,35 @@ export class PermanentJobError extends Error {
   }
 }
 
-/** A transient failure with a stable code (provider 429/5xx, timeouts). */
+/**
+ * A transient failure with a stable code (provider 429/5xx, timeouts). With
+ * `retryAfterMs` (a Retry-After the other side sent) the next attempt comes
+ * then instead of after the usual backoff.
+ */
 export class RetryableJobError extends Error {
   override name = 'RetryableJobError';
   constructor(
     public readonly code: string,
     message: string,
+    public readonly retryAfterMs?: number,
   ) {
     super(message);
+  }
+}
+
+/**
+ * Not a failure: the task has to wait for the outside world (a runner to
+ * pick up work, say) and asks to run again after `delayMs`. The job gives
+ * its worker slot back meanwhile and keeps its attempt and its place
+ * (core/jobs/park.ts); `progress` is published first when given.
+ */
+export class JobWait extends Error {
+  override name = 'JobWait';
+  constructor(
+    public readonly delayMs: number,
+    public readonly reason: string,
+    public readonly progress?: unknown,
+  ) {
+    super(reason);
   }
 }

@@ -137,8 +137,10 @@ export async function completeJobs(db: PreparedQueryable, completions: readonly 
  * A failed attempt: final failures end the job, others put it back to
  * 'queued' with the error marked as retrying, so clients can show it.
  */
-export async function failAttempt(db: CommonQueryMethods, jobId: string, attempt: number, failure: JobFailure, final: boolean, holder: Holder = NO_HOLDER): Promise<void> {
-  const error = { code: failure.code, message: failure.message, retrying: !final };
+export async function failAttempt(
+  db: CommonQueryMethods, jobId: string, attempt: number, failure: JobFailure, final: boolean, holder: Holder = NO_HOLDER, retryAt?: Date,
+): Promise<void> {
+  const error = { code: failure.code, message: failure.message, retrying: !final, ...(retryAt ? { retryAt: retryAt.toISOString() } : {}) };
   await db.query(sql.unsafe`
     update jobs
     set status = ${final ? 'failed' : 'queued'},
@@ -146,6 +148,21 @@ export async function failAttempt(db: CommonQueryMethods, jobId: string, attempt
         finished_at = case when ${final} then now() else null end,
         ${attemptColumns(attempt, holder)}
     where id = ${jobId} and ${mayWrite(attempt)}`);
+}
+
+/**
+ * An attempt that waits parked (JobWait, core/jobs/park.ts): the job is
+ * 'queued' meanwhile (so a cancel ends it at once, and the dead-worker sweep
+ * leaves it alone) and counts the attempt as not yet made, so the same
+ * attempt may write again when it resumes. Its progress, when given, is kept
+ * for it. False when the attempt may no longer write.
+ */
+export async function waitAttempt(db: CommonQueryMethods, jobId: string, attempt: number, progress: unknown): Promise<boolean> {
+  const updated = await db.query(sql.unsafe`
+    update jobs set status = 'queued', attempts = ${attempt - 1},
+      progress = case when ${progress === undefined} then progress else ${sql.jsonb((progress ?? null) as never)} end
+    where id = ${jobId} and ${mayWrite(attempt)}`);
+  return updated.rowCount === 1;
 }
 
 /**

@@ -93,7 +93,8 @@ export async function callModel(
     if (overBudget) throw new PermanentJobError('credits_exhausted', `The platform credits ran out during the ${input.what}.`);
     if (error instanceof ProviderError) {
       const code = `provider_${error.kind}`;
-      if (error.retryable) throw new RetryableJobError(code, `The model provider failed (${error.kind}); retrying.`);
+      // A Retry-After the provider sent sets when the next attempt comes (the job waits parked, its slot free).
+      if (error.retryable) throw new RetryableJobError(code, `The model provider failed (${error.kind}); retrying.`, error.retryAfterMs);
       throw new PermanentJobError(code, error.kind === 'invalid_key' ? `The ${provider} key was refused; update it in provider keys.` : `The model provider refused the ${input.what} (${error.kind}).`);
     }
     throw error;

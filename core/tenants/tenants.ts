@@ -5,8 +5,6 @@ import { seal } from '../crypto/secretbox.ts';
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
 
 export const DEFAULT_TENANT_SETTINGS = { timezone: 'UTC', locale: 'en', defaultModel: null as string | null };
-/** A person may create this many tenants; the operator can raise it later per plan. */
-export const MAX_TENANTS_CREATED_PER_USER = 50;
 
 export const TenantRow = z.object({
   id: z.string(),
@@ -21,18 +19,27 @@ export class TenantLimitError extends Error {
   override name = 'TenantLimitError';
 }
 
+/**
+ * Creates a workspace owned by the user (their account). An account may
+ * create as many workspaces as the best plan among those it owns allows
+ * (plan_limits.max_workspaces; free when it owns none yet). Agent workspaces
+ * it claimed join the account but were not created by it, so they do not count.
+ */
 export async function createTenant(db: CommonQueryMethods, userId: string, name: string): Promise<TenantRow> {
   return db.transaction(async (tx) => {
     // Serialise one user's creations so the limit holds under concurrency.
     await tx.query(sql.unsafe`select pg_advisory_xact_lock(hashtext('tenant-create:' || ${userId}))`);
-    const created = await tx.oneFirst(sql.type(z.object({ n: z.number() }))`
-      select count(*)::int as n from tenants where created_by = ${userId}`);
-    if (created >= MAX_TENANTS_CREATED_PER_USER) {
-      throw new TenantLimitError(`A user can create at most ${MAX_TENANTS_CREATED_PER_USER} tenants.`);
+    const owned = await tx.one(sql.type(z.object({ n: z.number(), plan: z.string(), max: z.number() }))`
+      select (select count(*)::int from tenants where created_by = ${userId}) as n,
+        coalesce(l.plan, f.plan) as plan, coalesce(l.max_workspaces, f.max_workspaces) as max
+      from plan_limits f left join lateral account_limits(${userId}) l on true
+      where f.plan = 'free'`);
+    if (owned.n >= owned.max) {
+      throw new TenantLimitError(`The account has created ${owned.n} workspaces, the most its ${owned.plan} plan allows; upgrade a workspace to create more.`);
     }
     const tenant = await tx.one(sql.type(TenantRow)`
-      insert into tenants (name, settings, created_by)
-      values (${name}, ${sql.jsonb(DEFAULT_TENANT_SETTINGS)}, ${userId})
+      insert into tenants (name, settings, created_by, owner_id)
+      values (${name}, ${sql.jsonb(DEFAULT_TENANT_SETTINGS)}, ${userId}, ${userId})
       returning id, name, plan, settings, created_at`);
     await tx.query(sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${tenant.id}, ${userId}, 'admin')`);
     return tenant;

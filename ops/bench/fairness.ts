@@ -43,7 +43,7 @@ export async function fairnessFigures(ctx: BenchContext, env: Record<string, str
   const capped = loadConfig(env);
   const uncapped = loadConfig({ ...env, WORKER_TENANT_CONCURRENCY: env.WORKER_CONCURRENCY ?? '8' });
   return {
-    cap: capped.worker.tenantConcurrency,
+    cap: 0,
     capped: await quietStartLatency(ctx, capped, noisy, quiet),
     uncapped: await quietStartLatency(ctx, uncapped, noisy, quiet),
   };

@@ -78,7 +78,7 @@ t.test('jobs from before 0028: the migration records their Graphile job, or take
 t.test('a worker never starts a job cancelled while it was queued', async (t) => {
   const cancelled = await enqueue(db, { kind: 'diag.steps', tenantId: member.tenantId, input: { steps: 1, delayMs: 10 } });
   await requestCancel(db, cancelled);
-  const worker = await startTestWorker(t, databaseUrl, { WORKER_CONCURRENCY: '4', WORKER_TENANT_CONCURRENCY: '4' });
+  const worker = await startTestWorker(t, databaseUrl, { WORKER_CONCURRENCY: '4' });
   const started: string[] = [];
   worker.events.on('job:start', ({ job }) => started.push(String((job.payload as { jobId?: string } | null)?.jobId)));
   const after = await enqueue(db, { kind: 'diag.steps', tenantId: member.tenantId, input: { steps: 1, delayMs: 10 } });
@@ -120,7 +120,7 @@ t.test('with fairness off (batched fetches): a session\'s turns run one at a tim
   }
   const noops = await db.transaction((tx) => enqueueJobs(tx, Array.from({ length: 60 }, () => ({ kind: 'diag.noop', tenantId: member.tenantId }))));
 
-  await startTestWorker(t, databaseUrl, { ...overrides, WORKER_CONCURRENCY: '4', WORKER_TENANT_CONCURRENCY: '4' });
+  await startTestWorker(t, databaseUrl, { ...overrides, WORKER_CONCURRENCY: '4' });
   const ids = sql.array([...turns, ...noops.map((j) => j.id)], 'uuid');
   await waitFor('every job to succeed', async () =>
     (await db.oneFirst(sql.type(Count)`select count(*)::int as n from jobs where id = any(${ids}) and status = 'succeeded'`)) === 65, 30_000);

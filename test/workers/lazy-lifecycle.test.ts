@@ -103,7 +103,7 @@ t.test('a batch that fails halfway is written again item by item: only the bad r
 });
 
 t.test('a worker: quick jobs go from queued to their result in one write; long ones show running', async (t) => {
-  const worker = await startWorker({ config: testConfig(databaseUrl, { WORKER_CONCURRENCY: '8', WORKER_TENANT_CONCURRENCY: '8', WORKER_RUNNING_AFTER_MS: '600000' }), databaseUrl, logger: testLogger('worker') });
+  const worker = await startWorker({ config: testConfig(databaseUrl, { WORKER_CONCURRENCY: '8', WORKER_RUNNING_AFTER_MS: '600000' }), databaseUrl, logger: testLogger('worker') });
   t.teardown(() => worker.stop());
   const jobs = await db.transaction((tx) => enqueueJobs(tx, Array.from({ length: 120 }, () => ({ kind: 'diag.noop', tenantId: member.tenantId, input: { a: 1 } }))));
   const ids = jobs.map((j) => j.id);
@@ -137,7 +137,7 @@ t.test('a job cancelled while it runs lazily (still queued in our table) is abor
 });
 
 t.test('a worker process SIGKILLed amid a stream of quick jobs: every job ends with one result', async (t) => {
-  const doomed = spawnWorkerProcess(t, databaseUrl, { WORKER_CONCURRENCY: '8', WORKER_TENANT_CONCURRENCY: '8' });
+  const doomed = spawnWorkerProcess(t, databaseUrl, { WORKER_CONCURRENCY: '8' });
   const jobs = await db.transaction((tx) => enqueueJobs(tx, Array.from({ length: 1500 }, () => ({ kind: 'diag.noop', tenantId: member.tenantId }))));
   const ids = sql.array(jobs.map((j) => j.id), 'uuid');
   const count = (where: ReturnType<typeof sql.fragment>) => db.oneFirst(sql.type(z.object({ n: z.number() }))`select count(*)::int as n from jobs where id = any(${ids}) and ${where}`);

@@ -32,7 +32,7 @@ const base = `http://127.0.0.1:${apiPort}`;
 const member = await createMember(db);
 // Platform tokens name the deployment's URL as their issuer.
 member.token = await signPlatformToken({ userId: member.userId }, Buffer.from(TEST_SECRET, 'base64'), base);
-const env = testEnv(server.url, { LOG_LEVEL: 'info', BASE_URL: base, PORT: String(apiPort), WORKER_CONCURRENCY: '4', WORKER_TENANT_CONCURRENCY: '4' });
+const env = testEnv(server.url, { LOG_LEVEL: 'info', BASE_URL: base, PORT: String(apiPort), WORKER_CONCURRENCY: '4' });
 const api = spawnEntry(t, 'api/server.ts', env);
 const worker = spawnEntry(t, 'workers/runner.ts', env);
 await waitForOutput(api, /api listening/);

@@ -30,8 +30,8 @@ async function send(sessionId: string, message: string) {
 }
 
 for (const [mode, settings] of [
-  ['fairness on (one job per fetch)', { WORKER_CONCURRENCY: '4', WORKER_TENANT_CONCURRENCY: '2' }],
-  ['fairness off (batched fetches)', { WORKER_CONCURRENCY: '4', WORKER_TENANT_CONCURRENCY: '4' }],
+  ['an I/O pool of 4 slots', { WORKER_IO_CONCURRENCY: '4' }],
+  ['an I/O pool of 1,000 slots', { WORKER_IO_CONCURRENCY: '1000' }],
 ] as const) {
   t.test(`${mode}: a turn sent while its session's turn runs starts when that one ends`, async (t) => {
     await startTestWorker(t, databaseUrl, { ...overrides, ...NEVER_POLL, ...settings });

@@ -1,11 +1,13 @@
 // agent.restore: hands a restored agent to its runner and waits until the
-// runner acknowledges the work (it sees it on its next heartbeat). Waiting is
-// a poll of one indexed row; past the timeout the attempt fails as retryable
-// and Graphile Worker tries again with backoff while the work stays pending.
+// runner acknowledges the work (it sees it on its next heartbeat). The wait
+// does not hold a worker slot: the attempt looks briefly, then waits parked
+// (JobWait, core/jobs/park.ts) and looks again, at growing intervals. Past
+// the timeout the attempt fails as retryable and a later attempt waits again
+// while the work stays pending.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
 import { sql } from '../../core/db/pool.ts';
-import { PermanentJobError, RetryableJobError } from '../../core/jobs/errors.ts';
+import { JobWait, PermanentJobError, RetryableJobError } from '../../core/jobs/errors.ts';
 import { defineTask } from '../define-task.ts';
 
 const Input = z.object({
@@ -16,6 +18,12 @@ const Input = z.object({
 });
 
 const Work = z.object({ state: z.enum(['pending', 'acknowledged', 'done']), runner_id: z.string(), acknowledged_at: z.string().nullable() });
+const Waiting = z.object({ state: z.literal('waiting_for_runner'), attempt: z.number(), since: z.string(), checks: z.number() });
+
+/** Looks in the slot this long before the attempt waits parked. */
+const IN_SLOT_MS = 1_000;
+/** The longest pause between two looks while parked. */
+const MAX_PAUSE_MS = 5_000;
 
 export default defineTask('agent.restore', Input, async (input, ctx) => {
   const read = () =>
@@ -24,15 +32,24 @@ export default defineTask('agent.restore', Input, async (input, ctx) => {
   let work = await read();
   if (!work) throw new PermanentJobError('work_missing', 'The runner work of this restore no longer exists.');
   if (work.state === 'pending') {
-    await ctx.progress({ state: 'waiting_for_runner', runnerId: work.runner_id, attempt: ctx.attempt });
-    const deadline = Date.now() + input.timeoutMs;
-    while (work.state === 'pending') {
+    // This attempt may have waited parked before: its progress says since when.
+    const progress = await ctx.db.maybeOneFirst(sql.type(z.object({ progress: z.unknown() }))`select progress from jobs where id = ${ctx.jobId}`);
+    const before = Waiting.safeParse(progress);
+    const waiting = before.success && before.data.attempt === ctx.attempt ? before.data : { state: 'waiting_for_runner' as const, attempt: ctx.attempt, since: new Date().toISOString(), checks: 0 };
+    if (!before.success) await ctx.progress({ ...waiting, runnerId: work.runner_id });
+    const deadline = new Date(waiting.since).getTime() + input.timeoutMs;
+    const inSlotUntil = Math.min(deadline, Date.now() + IN_SLOT_MS);
+    while (work.state === 'pending' && Date.now() < inSlotUntil) {
+      await sleep(Math.min(input.pollMs, Math.max(0, inSlotUntil - Date.now())), undefined, { signal: ctx.signal });
+      work = await read();
+      if (!work) throw new PermanentJobError('work_missing', 'The runner work of this restore no longer exists.');
+    }
+    if (work.state === 'pending') {
       if (Date.now() >= deadline) {
         throw new RetryableJobError('runner_timeout', `The runner did not acknowledge the restore within ${Math.round(input.timeoutMs / 1000)} s.`);
       }
-      await sleep(input.pollMs, undefined, { signal: ctx.signal });
-      work = await read();
-      if (!work) throw new PermanentJobError('work_missing', 'The runner work of this restore no longer exists.');
+      const pause = Math.min(MAX_PAUSE_MS, input.pollMs * 2 ** Math.min(waiting.checks, 8), deadline - Date.now());
+      throw new JobWait(pause, 'waiting for the runner to acknowledge the restore', { ...waiting, checks: waiting.checks + 1, runnerId: work.runner_id });
     }
   }
   await ctx.progress({ state: 'acknowledged', runnerId: work.runner_id });

@@ -5,6 +5,4 @@ import { DeliverInput, deliverReply } from '../../core/channels/send-reply.ts';
 import { Keyring } from '../../core/crypto/keyring.ts';
 import { defineTask } from '../define-task.ts';
 
-export default defineTask(DELIVER_JOB, DeliverInput, async (input, ctx) => deliverReply(input, {
-  ...ctx, keyring: Keyring.fromConfig(ctx.config), graphileJob: { id: ctx.helpers.job.id, lockedBy: ctx.helpers.job.locked_by },
-}));
+export default defineTask(DELIVER_JOB, DeliverInput, async (input, ctx) => deliverReply(input, { ...ctx, keyring: Keyring.fromConfig(ctx.config) }));

@@ -2,7 +2,7 @@
 // turn runs on a worker) and the turn's job status.
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { CHAT_TURN_KIND, sendBatch, SessionNotFoundError } from '../../../core/chat/send.ts';
+import { CHAT_TURN_KIND, refusalStatus, sendBatch, SessionNotFoundError } from '../../../core/chat/send.ts';
 import {
   createChatSession,
   findSession,
@@ -142,7 +142,10 @@ const chatRoutes: FastifyPluginAsyncZod = async (app) => {
       const result = (await app.jobs.submitBatched(sendBatch, input)).value;
       if (result instanceof SessionNotFoundError) throw new PlatformHttpError(404, 'not_found', result.message);
       const outcome = result;
-      if (outcome.kind === 'refused') throw new PlatformHttpError(402, outcome.refusal.code, outcome.refusal.message);
+      if (outcome.kind === 'refused') {
+        const status = refusalStatus(outcome.refusal);
+        throw new PlatformHttpError(status, outcome.refusal.code, outcome.refusal.message, status === 429 ? { 'retry-after': '10' } : {});
+      }
       if (outcome.kind === 'conflict') throw new PlatformHttpError(409, 'IDEMPOTENCY_KEY_REUSED', 'This Idempotency-Key was used for a different message; use a new key for new work.');
       if (outcome.kind === 'replayed') reply.header('idempotency-replayed', 'true');
       return reply.code(202).header('location', `/api/chat/jobs/${outcome.body.jobId}`).send(outcome.body);

@@ -150,7 +150,7 @@ const tenantRoutes: FastifyPluginAsyncZod = async (app) => {
       },
     },
     async (request, reply) => {
-      const [job] = await app.jobs.enqueue([{ kind: request.body.kind, tenantId: request.tenant!.id, input: request.body.input }]);
+      const [job] = await app.jobs.enqueue([{ kind: request.body.kind, tenantId: request.tenant!.id, input: request.body.input, quota: true }]);
       const row = await findJobInTenant(app.db, job!.id, request.tenant!.id);
       return reply.code(202).header('location', `/api/jobs/${job!.id}`).send(toJobStatus(row!));
     },

@@ -1,0 +1,13 @@
+// A worker process runs two pools of slots (workers/worker.ts). Jobs that
+// mostly wait on the outside world (a model's stream, a channel's API) go to
+// the I/O pool, which holds many at once for little CPU; everything else
+// (short, CPU-bound or database work) goes to the short pool, sized to the
+// cores. A job kind belongs to one pool, and each pool has its own fair order
+// (sql/migrations/0037_accounts_fair_order.sql).
+export const POOLS = ['short', 'io'] as const;
+export type PoolName = (typeof POOLS)[number];
+
+/** Kinds whose time is spent waiting on a model or a channel. */
+export const IO_BOUND_KINDS: ReadonlySet<string> = new Set(['chat.turn', 'company.run', 'channel.deliver', 'diag.wait']);
+
+export const poolOf = (kind: string): PoolName => (IO_BOUND_KINDS.has(kind) ? 'io' : 'short');
