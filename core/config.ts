@@ -7,6 +7,7 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'n
 import path from 'node:path';
 import { z } from 'zod';
 import { externalLoginEnv, externalLoginSettings, type ExternalLoginSettings } from './external-login/settings.ts';
+import { planLimitsEnv, planLimitSettings, type PlanLimitSettings } from './jobs/plan-limits.ts';
 
 const boolFromEnv = z
   .enum(['true', 'false', '1', '0', 'yes', 'no'])
@@ -120,6 +121,7 @@ const envSchema = z.object({
   CHANNEL_LINK_TTL_S: intFromEnv(60, 86_400).default(900),
   SKILLS_DIR: z.string().min(1).optional(),
   ...externalLoginEnv,
+  ...planLimitsEnv,
   DATA_ENCRYPTION_KEY_PREVIOUS: secret32.optional(),
   PLATFORM_JWT_SECRET: secret32.optional(),
   DATA_ENCRYPTION_KEY: secret32.optional(),
@@ -163,6 +165,8 @@ export type Config = {
     maxRequestsPerSocket: number;
   };
   jobRetentionDays: number;
+  /** Fair-order weights and quotas per plan to write at start (only those configured). */
+  planLimits: PlanLimitSettings;
   identity: {
     /** Switches agent authentication off: the Agent API answers 503 temporarily_disabled. */
     agentAuthDisabled: boolean;
@@ -342,6 +346,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       maxRequestsPerSocket: e.MAX_REQUESTS_PER_SOCKET,
     },
     jobRetentionDays: e.JOB_RETENTION_DAYS,
+    planLimits: planLimitSettings(e),
     identity: {
       agentAuthDisabled: e.AGENT_AUTH_DISABLED,
       agentRateLimit: e.AGENT_API_RATE_LIMIT,

@@ -28,6 +28,7 @@ import { graphileLogger } from '../core/graphile-logger.ts';
 import { createMetricsRegistry, registerWorkerMetrics, type Registry } from '../core/metrics.ts';
 import { JobCompletions } from '../core/jobs/completions.ts';
 import { beatHeart, forgetWorkers, releaseWorkerJobs } from '../core/jobs/liveness.ts';
+import { applyPlanLimits } from '../core/jobs/plan-limits.ts';
 import { poolOf, type PoolName } from '../core/jobs/pools.ts';
 import { onLostDatabaseWork, reportLostDatabaseWork } from '../core/process/lifecycle.ts';
 import { CRON_ITEMS } from '../schedules/index.ts';
@@ -67,6 +68,7 @@ export async function startWorker({ config, databaseUrl, logger, concurrency, io
   const size = concurrency ?? config.worker.concurrency;
   const ioSize = ioConcurrency ?? config.worker.ioConcurrency;
   const db = await createDatabasePool(databaseUrl, { maximumPoolSize: Math.max(2, size + 1) + Math.min(ioSize, IO_DB_CONNECTIONS) });
+  await applyPlanLimits(db, config.planLimits);
   const cancels = new CancelListener(databaseUrl, db, logger.child({ component: 'job-cancel' }));
   await cancels.start();
   const events: WorkerEvents = new EventEmitter() as WorkerEvents;

@@ -8,6 +8,7 @@ import type { DatabasePool } from '../../core/db/pool.ts';
 import type { JobEventHub } from '../../core/jobs/events.ts';
 import type { GroupCommitter } from '../../core/jobs/group-commit.ts';
 import { KeyStore } from '../../core/identity/keys.ts';
+import { applyPlanLimits } from '../../core/jobs/plan-limits.ts';
 
 export type AppContext = {
   config: Config;
@@ -25,6 +26,8 @@ declare module 'fastify' {
 }
 
 async function context(app: FastifyInstance, ctx: AppContext) {
+  // Fair-order weights and quotas of the plans, when configured (PLAN_*).
+  await applyPlanLimits(ctx.db, ctx.config.planLimits);
   app.decorate('config', ctx.config);
   app.decorate('db', ctx.db);
   app.decorate('jobEvents', ctx.jobEvents);

@@ -83,9 +83,13 @@ begin
     left join plan_limits l on l.plan = t.plan
   ), starts as (
     -- A new account starts at the pool's position; a known one at the later
-    -- of its own time and the position (no credit is saved while idle).
+    -- of its own time and the position (no credit is saved while idle). The
+    -- position is never later than now().
     select k.account_id, k.pool, sum(k.step_us) as total_us,
-      greatest(f.vtime, coalesce((select c.vtime from fair_clock c where c.pool = k.pool), now())) as start
+      greatest(f.vtime, least(now(), coalesce((select c.vtime from fair_clock c where c.pool = k.pool),
+        -- Before a worker of the pool started anything: the head of the queue.
+        (select j.run_at from graphile_worker._private_jobs j where j.is_available order by j.priority, j.run_at limit 1),
+        now()))) as start
     from input k join fair_accounts f on f.account_id = k.account_id and f.pool = k.pool
     group by k.account_id, k.pool, f.vtime
   ), moved as (
@@ -257,3 +261,23 @@ begin
   return null;
 end;
 $$;
+
+-- A Graphile job let go without running (a batch a stopping worker gave back,
+-- a dead worker's jobs, a woken parked job) whose platform job was cancelled
+-- or deleted meanwhile leaves the queue: a first attempt starts without
+-- reading its job (0028), so it must not be picked up again. A cancel found
+-- it locked then (held in a worker's batch), so it could not take it out.
+create function graphile_drop_finished_on_unlock() returns trigger language plpgsql as $$
+begin
+  if new.payload ->> 'jobId' is not null and not exists (
+    select 1 from jobs j where j.id = (new.payload ->> 'jobId')::uuid and job_is_open(j.status)
+  ) then
+    delete from graphile_worker._private_jobs where id = new.id;
+  end if;
+  return null;
+end;
+$$;
+create trigger platform_drop_finished_on_unlock
+  after update of locked_at on graphile_worker._private_jobs
+  for each row when (old.locked_at is not null and new.locked_at is null)
+  execute function graphile_drop_finished_on_unlock();

@@ -42,3 +42,23 @@ export async function createBoardScopes(db: DatabasePool, tenantId: string): Pro
   });
   return { companyId, agentId };
 }
+
+export type Account = { userId: string; token: string; tenants: string[] };
+
+/**
+ * A person's account owning `workspaces` workspaces on `plan` (they created
+ * them and are Admin of each): fairness and quotas count by account.
+ */
+export async function createAccount(db: DatabasePool, workspaces = 1, plan: 'free' | 'pro' | 'enterprise' = 'free'): Promise<Account> {
+  const userId = randomUUID();
+  const tenants = Array.from({ length: workspaces }, () => randomUUID());
+  await db.transaction(async (tx) => {
+    await tx.query(sql.unsafe`insert into users (id, email) values (${userId}, ${`${userId}@example.test`})`);
+    for (const tenantId of tenants) {
+      await tx.query(sql.unsafe`insert into tenants (id, name, plan, created_by, owner_id) values (${tenantId}, 'Workspace', ${plan}, ${userId}, ${userId})`);
+      await tx.query(sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${tenantId}, ${userId}, 'admin')`);
+    }
+  });
+  const token = await signPlatformToken({ userId }, Buffer.from(TEST_SECRET, 'base64'), 'http://localhost:3000');
+  return { userId, token, tenants };
+}

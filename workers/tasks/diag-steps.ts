@@ -12,13 +12,15 @@ const Input = z.object({
   steps: z.int().min(1).max(100).default(3),
   delayMs: z.int().min(0).max(60_000).default(50),
   failAttemptsBelow: z.int().min(0).max(100).default(0),
+  /** With failAttemptsBelow: the Retry-After the failure carries (the next attempt's time). */
+  retryAfterMs: z.int().min(0).max(600_000).optional(),
   failPermanently: z.boolean().default(false),
   ignoreCancel: z.boolean().default(false),
 });
 
 export default defineTask('diag.steps', Input, async (input, ctx) => {
   if (input.failPermanently) throw new PermanentJobError('diag_failed', 'Asked to fail permanently.');
-  if (ctx.attempt < input.failAttemptsBelow) throw new RetryableJobError('diag_transient', `Asked to fail attempt ${ctx.attempt}.`);
+  if (ctx.attempt < input.failAttemptsBelow) throw new RetryableJobError('diag_transient', `Asked to fail attempt ${ctx.attempt}.`, input.retryAfterMs);
   for (let step = 1; step <= input.steps; step++) {
     await sleep(input.delayMs, undefined, input.ignoreCancel ? {} : { signal: ctx.signal });
     await ctx.progress({ step, of: input.steps });

@@ -11,10 +11,11 @@ import channelLink from './channel-link.ts';
 import companyRun from './company-run.ts';
 import diagNoop from './diag-noop.ts';
 import diagSteps from './diag-steps.ts';
+import diagWait from './diag-wait.ts';
 import memoryRetention from './memory-retention.ts';
 import partnerTokenRevocation from './partner-token-revocation.ts';
 import deadWorkers from './maintenance-dead-workers.ts';
 import sweepExpired from './maintenance-sweep-expired.ts';
 import usageRollup from './usage-rollup.ts';
 
-export const TASKS: readonly TaskDefinition[] = [chatTurn, companyRun, diagNoop, diagSteps, sweepExpired, deadWorkers, usageRollup, agentRestore, billingWebhook, billingExpire, memoryRetention, channelLink, channelDeliver, channelDisconnect, altidpNotification, partnerTokenRevocation];
+export const TASKS: readonly TaskDefinition[] = [chatTurn, companyRun, diagNoop, diagSteps, diagWait, sweepExpired, deadWorkers, usageRollup, agentRestore, billingWebhook, billingExpire, memoryRetention, channelLink, channelDeliver, channelDisconnect, altidpNotification, partnerTokenRevocation];

@@ -26,7 +26,7 @@ const TenantName = z.string().trim().min(1).max(200);
  * tenant the operator administers). They are not for customers: a diag.steps
  * job may run for 100 minutes. Areas start their own work through their routes.
  */
-export const TENANT_JOB_KINDS = ['diag.noop', 'diag.steps'] as const;
+export const TENANT_JOB_KINDS = ['diag.noop', 'diag.steps', 'diag.wait'] as const;
 
 const tenantRoutes: FastifyPluginAsyncZod = async (app) => {
   const admin = { onRequest: app.requireUser, preHandler: app.requireTenant('admin') };
@@ -146,7 +146,7 @@ const tenantRoutes: FastifyPluginAsyncZod = async (app) => {
           kind: z.enum(TENANT_JOB_KINDS),
           input: z.record(z.string(), z.unknown()).default({}).refine((v) => JSON.stringify(v).length <= 16_384, 'input is larger than 16 KiB'),
         }),
-        response: { 202: JobStatus, ...tenantErrors },
+        response: { 202: JobStatus, ...tenantErrors, 429: PlatformError },
       },
     },
     async (request, reply) => {

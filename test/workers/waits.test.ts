@@ -1,0 +1,106 @@
+// Waiting never holds a worker slot (core/jobs/park.ts): a retry's backoff,
+// a Retry-After from the outside world, a runner not yet there. The job is
+// parked in place (its place in the fair order kept), its slot runs other
+// work meanwhile, and it still runs once, when its time comes.
+import t from 'tap';
+import { z } from 'zod';
+import { sql } from '../../core/db/pool.ts';
+import { enqueueJob, enqueueJobs } from '../../core/jobs/enqueue.ts';
+import { startTestServer } from '../helpers/app.ts';
+import { createTestDatabase } from '../helpers/db.ts';
+import { createMember, enqueue } from '../helpers/fixtures.ts';
+import { waitFor } from '../helpers/wait.ts';
+import { linkWebhookChannel } from '../helpers/webhook-channel.ts';
+import { startWebhookReceiver } from '../helpers/webhook-receiver.ts';
+import { startTestWorker } from '../helpers/worker.ts';
+
+const SECRET = 'webhook-signing-secret-for-waits';
+const receiver = await startWebhookReceiver(t, SECRET);
+const databaseUrl = await createTestDatabase(t);
+const overrides = { PROVIDER_ALLOW_PRIVATE_URLS: 'true', WORKER_PARK_SWEEP_MS: '200' };
+const api = await startTestServer(t, databaseUrl, overrides);
+const { app, db } = api;
+const member = await createMember(db, 'admin');
+
+const Job = z.object({ status: z.string(), attempts: z.number(), error: z.unknown(), started_at: z.string().nullable(), finished_at: z.string().nullable(), updated_at: z.string() });
+const jobRow = (id: string) => db.one(sql.type(Job)`select status, attempts, error, started_at, finished_at, updated_at from jobs where id = ${id}`);
+const graphileRow = (id: string) => db.maybeOne(sql.type(z.object({ locked_by: z.string().nullable(), due_in_s: z.number().nullable(), queue_locked_by: z.string().nullable() }))`
+  select g.locked_by, extract(epoch from g.locked_at - now())::float8 as due_in_s, q.locked_by as queue_locked_by
+  from graphile_worker._private_jobs g left join graphile_worker._private_job_queues q on q.id = g.job_queue_id where g.payload->>'jobId' = ${id}`);
+
+t.test("a failed attempt with a Retry-After waits parked: its one slot runs other jobs meanwhile, then it succeeds", async (t) => {
+  await startTestWorker(t, databaseUrl, { ...overrides, WORKER_CONCURRENCY: '1' });
+  const failing = await enqueue(db, { kind: 'diag.steps', tenantId: member.tenantId, input: { steps: 1, delayMs: 0, failAttemptsBelow: 2, retryAfterMs: 1_500 } });
+  const waiting = await waitFor('the first attempt to fail', async () => {
+    const row = await jobRow(failing);
+    return (row.error as { retrying?: boolean } | null)?.retrying ? row : null;
+  });
+  t.match(waiting, { status: 'queued', attempts: 1, error: { code: 'diag_transient', retrying: true } });
+  const retryAt = new Date((waiting.error as { retryAt: string }).retryAt).getTime();
+  t.ok(retryAt > Date.now() + 500, 'error.retryAt says when the next attempt comes');
+  t.match(await graphileRow(failing), { locked_by: 'platform:parked' }, 'parked, held by no worker');
+  const others = await db.transaction((tx) => enqueueJobs(tx, Array.from({ length: 3 }, () => ({ kind: 'diag.noop', tenantId: member.tenantId }))));
+  await waitFor('the others to finish on the one slot', async () => {
+    for (const job of others) if ((await jobRow(job.id)).status !== 'succeeded') return false;
+    return true;
+  });
+  t.equal((await jobRow(failing)).status, 'queued', 'while the failed job still waits');
+  const done = await waitFor('the retry to succeed', async () => {
+    const row = await jobRow(failing);
+    return row.status === 'succeeded' ? row : null;
+  });
+  t.equal(done.attempts, 2, 'on its second attempt');
+  t.ok(new Date(done.finished_at!).getTime() >= retryAt - 50, 'not before its Retry-After');
+  t.equal(await graphileRow(failing), null, 'and left the queue');
+});
+
+t.test('a parked job cancelled while it waits ends at once and leaves the queue, with the queue it held', async (t) => {
+  await startTestWorker(t, databaseUrl, overrides);
+  const jobId = await enqueue(db, { kind: 'diag.steps', tenantId: member.tenantId, queueName: 'waits:held', input: { steps: 1, delayMs: 0, failAttemptsBelow: 5, retryAfterMs: 60_000 } });
+  const behind = await enqueue(db, { kind: 'diag.noop', tenantId: member.tenantId, queueName: 'waits:held' });
+  await waitFor('the job to park', async () => (await graphileRow(jobId))?.locked_by === 'platform:parked');
+  t.match(await graphileRow(jobId), { queue_locked_by: 'platform:parked' }, 'its queue waits with it');
+  t.equal((await jobRow(behind)).status, 'queued', 'so the next job of the queue waits behind it');
+  const cancelled = await app.inject({ method: 'POST', url: `/api/jobs/${jobId}/cancel`, headers: { authorization: `Bearer ${member.token}` } });
+  t.equal(cancelled.json().status, 'cancelled');
+  t.equal(await graphileRow(jobId), null, 'out of the queue');
+  await waitFor('the job behind it to run', async () => (await jobRow(behind)).status === 'succeeded');
+});
+
+t.test('a job cancelled while it sat in a worker\'s batch does not run when the batch is given back', async (t) => {
+  const worker = await startTestWorker(t, databaseUrl, { ...overrides, WORKER_CONCURRENCY: '1' });
+  const busy = await enqueue(db, { kind: 'diag.steps', tenantId: member.tenantId, input: { steps: 1, delayMs: 2_000 } });
+  await waitFor('the one slot to be busy', async () => (await jobRow(busy)).status === 'running');
+  const held = await db.transaction((tx) => enqueueJob(tx, { kind: 'diag.steps', tenantId: member.tenantId, input: { steps: 1, delayMs: 0 } }));
+  await waitFor('the job to be held in the batch', async () => (await graphileRow(held.id))?.locked_by?.startsWith('pool-'));
+  await app.inject({ method: 'POST', url: `/api/jobs/${held.id}/cancel`, headers: { authorization: `Bearer ${member.token}` } });
+  await worker.stop(); // gives the batch back
+  t.equal(await graphileRow(held.id), null, 'given back, it left the queue');
+  t.match(await jobRow(held.id), { status: 'cancelled', started_at: null });
+});
+
+t.test("a channel answering 429 Retry-After: the reply waits parked, the one I/O slot runs another tenant's turn meanwhile, the reply is sent once", async (t) => {
+  await startTestWorker(t, databaseUrl, { ...overrides, WORKER_IO_CONCURRENCY: '1' });
+  const channel = await linkWebhookChannel(api, { authorization: `Bearer ${member.token}`, 'x-tenant-id': member.tenantId }, receiver, SECRET);
+  receiver.state.script.push({ status: 429, headers: { 'retry-after': '2' }, body: { error: 'slow down' } });
+  const before = receiver.state.replies.length;
+  const { jobId: turn } = await channel.say('Hello, slowly');
+  const delivery = await waitFor('the refused delivery to park', async () => {
+    const row = await db.maybeOne(sql.type(z.object({ id: z.string(), error: z.unknown() }))`
+      select id, error from jobs where kind = 'channel.deliver' and tenant_id = ${member.tenantId} order by created_at desc limit 1`);
+    return row && (row.error as { retrying?: boolean } | null)?.retrying ? row : null;
+  });
+  t.match(await graphileRow(delivery.id), { locked_by: 'platform:parked' });
+
+  const other = await createMember(db, 'admin');
+  const headers = { authorization: `Bearer ${other.token}`, 'x-tenant-id': other.tenantId };
+  const sessionId = (await app.inject({ method: 'POST', url: '/api/chat/sessions', headers, payload: {} })).json().id;
+  const sent = (await app.inject({ method: 'POST', url: '/api/chat/send', headers: { ...headers, 'idempotency-key': 'waits-other-1' }, payload: { sessionId, message: 'meanwhile' } })).json();
+  await waitFor("the other tenant's turn", async () => (await jobRow(sent.jobId)).status === 'succeeded');
+  t.equal((await jobRow(delivery.id)).status, 'queued', 'it ran while the reply waited on the one slot');
+  t.equal(receiver.state.replies.length, before, 'the reply is not sent yet');
+
+  await waitFor('the reply', async () => (await jobRow(delivery.id)).status === 'succeeded', 20_000);
+  const answer = await db.oneFirst(sql.type(z.object({ content: z.string() }))`select content from chat_messages where job_id = ${turn}`);
+  t.same(receiver.state.replies.slice(before).map((r) => r.text), [answer], 'sent once');
+});
