@@ -14,6 +14,7 @@ import type { DatabasePool } from '../core/db/pool.ts';
 import { TaskEnvelope } from '../core/jobs/enqueue.ts';
 import { JobWait, PermanentJobError, RetryableJobError } from '../core/jobs/errors.ts';
 import type { JobCompletions } from '../core/jobs/completions.ts';
+import type { DeltaPublisher } from '../core/jobs/deltas.ts';
 import { completeJob, failAttempt, finishCancelled, markRunning, waitAttempt, type Holder } from '../core/jobs/lifecycle.ts';
 import { backoffMs, JobParked, parkJob } from '../core/jobs/park.ts';
 import type { CancelListener } from './cancellation.ts';
@@ -29,6 +30,8 @@ export type TaskDeps = {
   refused: (kind: string, reason: 'no_platform_job') => void;
   /** Told when a job of this process was parked until then (the waker sets its timer). */
   parked: (until: Date) => void;
+  /** Sends stream deltas to websocket subscribers (core/jobs/deltas.ts). */
+  deltas: DeltaPublisher;
 };
 
 /** A Retry-After is honoured up to a day (a reply that late is still sent, not lost). */
@@ -41,8 +44,12 @@ export type TaskContext = TaskDeps & {
   tenantId: string;
   attempt: number;
   maxAttempts: number;
-  /** Publishes progress to pollers and websocket subscribers. */
+  /** Publishes progress to pollers and websocket subscribers (a row write: now and then, not per token). */
   progress: (value: unknown) => Promise<void>;
+  /** Streams a piece of the answer, at `offset` in it, to websocket subscribers (no row write). */
+  delta: (offset: number, text: string) => void;
+  /** Sends the deltas gathered so far; call it before the final write, so none follows the final state. */
+  flushDeltas: () => Promise<void>;
   /**
    * Records the result inside the handler's own transaction, so the job's
    * final state commits with the task's writes (one commit fewer, and no gap
@@ -160,6 +167,8 @@ export function defineTask<S extends z.ZodType>(
           await settleRunning();
           await deps.completions.progress(jobId, attempt, value, holder);
         },
+        delta: (offset, text) => deps.deltas.publish({ jobId, attempt, offset, text }),
+        flushDeltas: () => deps.deltas.flush(),
         completeWithin: async (tx, result) => {
           await settleRunning();
           if (!(await completeJob(tx, jobId, attempt, result, holder))) throw new JobNotRecordedError('The job is no longer this attempt\'s to finish.');

@@ -27,6 +27,7 @@ import { createDatabasePool, type DatabasePool } from '../core/db/pool.ts';
 import { graphileLogger } from '../core/graphile-logger.ts';
 import { createMetricsRegistry, registerWorkerMetrics, type Registry } from '../core/metrics.ts';
 import { JobCompletions } from '../core/jobs/completions.ts';
+import { DeltaPublisher } from '../core/jobs/deltas.ts';
 import { beatHeart, forgetWorkers, releaseWorkerJobs } from '../core/jobs/liveness.ts';
 import { applyPlanLimits } from '../core/jobs/plan-limits.ts';
 import { poolOf, type PoolName } from '../core/jobs/pools.ts';
@@ -51,6 +52,8 @@ export type RunningWorker = {
   workerIds: () => string[];
   /** Jobs running now in this process, by pool. */
   load: () => Record<PoolName, number>;
+  /** This process's stream deltas (for the bench). */
+  deltas: DeltaPublisher;
   /** Lets running jobs finish (up to the shutdown timeout), then releases what is left. */
   stop: () => Promise<void>;
 };
@@ -81,9 +84,11 @@ export async function startWorker({ config, databaseUrl, logger, concurrency, io
     'completion pool',
   );
   const completions = new JobCompletions(completionPool, logger.child({ component: 'job-completions' }));
+  // Stream deltas go out by NOTIFY on the same connections (one flush at a time).
+  const deltas = new DeltaPublisher(completionPool, logger.child({ component: 'stream-deltas' }));
   const waker = new ParkedJobWaker(db, logger.child({ component: 'parked-jobs' }), config.worker.parkSweepMs);
   const clock = new FairClock(db, logger.child({ component: 'fair-clock' }));
-  const deps = { db, config, logger, cancels, completions, refused: jobTimes.refused, parked: (until: Date) => waker.parked(until) };
+  const deps = { db, config, logger, cancels, completions, deltas, refused: jobTimes.refused, parked: (until: Date) => waker.parked(until) };
   const lanes: Lane[] = (['short', 'io'] as const).map((pool) => ({
     pool,
     size: pool === 'io' ? ioSize : size,
@@ -228,6 +233,7 @@ export async function startWorker({ config, databaseUrl, logger, concurrency, io
       clearInterval(heartbeat);
       waker.stop();
       await clock.stop();
+      await deltas.stop();
       jobTimes.forget();
       await forgetWorkers(db, ids).catch(() => undefined);
       await cancels.stop();
@@ -247,6 +253,7 @@ export async function startWorker({ config, databaseUrl, logger, concurrency, io
     db,
     workerIds: () => [...current.ids],
     load: () => ({ ...running }),
+    deltas,
     stop,
   };
 }

@@ -15,6 +15,8 @@ export type TurnInput = z.infer<typeof TurnInput>;
 
 export type TurnResult = {
   assistantMessageId: string;
+  /** The whole answer (its stream's deltas put together). */
+  text: string;
   model: string;
   inputTokens: number;
   outputTokens: number;
@@ -30,8 +32,8 @@ const History = z.object({ role: z.enum(['user', 'assistant', 'system']), conten
 const Setup = z.object({ model: z.string().nullable(), plan: z.string(), agent_id: z.string().nullable(), user_seq: z.number().nullable(), from_channel: z.boolean(), history: z.array(History) });
 
 async function alreadyAnswered(ctx: TurnContext): Promise<TurnResult | null> {
-  return ctx.db.maybeOne(sql.type(z.object({ assistantMessageId: z.string(), model: z.string(), inputTokens: z.number(), outputTokens: z.number(), costMicros: z.number() }))`
-    select m.id as "assistantMessageId", coalesce(m.model, u.model, '') as model,
+  return ctx.db.maybeOne(sql.type(z.object({ assistantMessageId: z.string(), text: z.string(), model: z.string(), inputTokens: z.number(), outputTokens: z.number(), costMicros: z.number() }))`
+    select m.id as "assistantMessageId", m.content as text, coalesce(m.model, u.model, '') as model,
       coalesce(u.input_tokens, 0) as "inputTokens", coalesce(u.output_tokens, 0) as "outputTokens", coalesce(u.cost_micros, 0)::float8 as "costMicros"
     from chat_messages m left join usage_records u on u.job_id = m.job_id
     where m.job_id = ${ctx.jobId}`);
@@ -89,7 +91,7 @@ export async function runChatTurn(input: TurnInput, ctx: TurnContext): Promise<T
     await recordModelUsage(tx, ctx, call, { agentId: setup.agent_id, sessionId: input.sessionId });
     // A message that came from a messaging channel: its reply, once per turn, in this commit.
     if (setup.from_channel) await enqueueChannelReply(tx, { tenantId: ctx.tenantId, turnJobId: ctx.jobId, userMessageId: input.userMessageId, text: result.text });
-    const answer: TurnResult = { assistantMessageId: inserted, model: modelId, inputTokens: result.inputTokens, outputTokens: result.outputTokens, costMicros: call.costMicros };
+    const answer: TurnResult = { assistantMessageId: inserted, text: result.text, model: modelId, inputTokens: result.inputTokens, outputTokens: result.outputTokens, costMicros: call.costMicros };
     await ctx.completeWithin(tx, answer);
     return answer;
   });

@@ -1,22 +1,85 @@
 // One LISTEN connection per api process. The jobs_notify trigger sends every
-// change of a job; the hub hands it to whoever in this process subscribed to
-// that job. After the connection is lost it reconnects with backoff and
+// change of a job, and workers send stream deltas (deltas.ts); the hub hands
+// both to whoever in this process subscribed to that job. After the connection is lost it reconnects with backoff and
 // re-reads every subscribed job, so a change made while it was away (the
 // final state included) still arrives.
 import pg from 'pg';
 import type { Logger } from 'pino';
 import type { DatabasePool } from '../db/pool.ts';
+import { decodeDeltas, DELTA_CHANNEL, type Delta } from './deltas.ts';
 import { findJobsByIds } from './read.ts';
 import { JobRow } from './schema.ts';
 
 export type JobListener = (row: JobRow) => void;
+export type DeltaListener = (delta: Delta) => void;
 export type ChannelHandler = (payload: string) => void;
 
 const CHANNEL = 'job_events';
+const FINAL = new Set(['succeeded', 'failed', 'cancelled']);
+
+/** How long a stream's text is kept after its last delta, and how much text in all. */
+const STREAM_IDLE_MS = 120_000;
+const STREAM_MAX_CHARS = 16_000_000;
+
+/**
+ * The text each job's current attempt streamed so far (bounded: the oldest
+ * streams go first, and one idle for two minutes is forgotten; a final state
+ * forgets it at once).
+ */
+class StreamMemory {
+  private readonly texts = new Map<string, { attempt: number; text: string; at: number }>();
+  private chars = 0;
+  private lastSweep = Date.now();
+
+  add(d: Delta): void {
+    const now = Date.now();
+    let entry = this.texts.get(d.jobId);
+    if (!entry || d.attempt > entry.attempt) {
+      if (entry) this.chars -= entry.text.length;
+      if (d.offset !== 0) return this.forget(d.jobId); // missed its beginning: nothing whole to offer
+      entry = { attempt: d.attempt, text: '', at: now };
+      this.texts.set(d.jobId, entry);
+    }
+    if (d.attempt < entry.attempt) return;
+    if (d.offset + d.text.length > entry.text.length && d.offset <= entry.text.length) {
+      const added = d.text.slice(entry.text.length - d.offset);
+      entry.text += added;
+      this.chars += added.length;
+    }
+    entry.at = now;
+    // Map order is insertion order: re-insert so the oldest-touched come first.
+    this.texts.delete(d.jobId);
+    this.texts.set(d.jobId, entry);
+    if (this.chars > STREAM_MAX_CHARS || now - this.lastSweep > STREAM_IDLE_MS / 4) this.sweep(now);
+  }
+
+  get(jobId: string): Delta | null {
+    const entry = this.texts.get(jobId);
+    return entry && entry.text ? { jobId, attempt: entry.attempt, offset: 0, text: entry.text } : null;
+  }
+
+  forget(jobId: string): void {
+    const entry = this.texts.get(jobId);
+    if (!entry) return;
+    this.chars -= entry.text.length;
+    this.texts.delete(jobId);
+  }
+
+  private sweep(now: number): void {
+    this.lastSweep = now;
+    for (const [jobId, entry] of this.texts) {
+      if (this.chars <= STREAM_MAX_CHARS && now - entry.at < STREAM_IDLE_MS) break;
+      this.forget(jobId);
+    }
+  }
+}
 
 export class JobEventHub {
   private client: pg.Client | null = null;
   private listeners = new Map<string, Set<JobListener>>();
+  private deltaListeners = new Map<string, Set<DeltaListener>>();
+  /** The text streamed so far of each job this process heard of, so a late subscriber starts from the beginning. */
+  private readonly streamed = new StreamMemory();
   private stopped = false;
   private reconnectTimer: NodeJS.Timeout | null = null;
   private attempt = 0;
@@ -56,6 +119,22 @@ export class JobEventHub {
     return () => {
       set.delete(listener);
       if (set.size === 0 && this.listeners.get(jobId) === set) this.listeners.delete(jobId);
+    };
+  }
+
+  /** The text a job's current attempt has streamed so far, as far as this process heard it in one piece. */
+  streamedSoFar(jobId: string): Delta | null {
+    return this.streamed.get(jobId);
+  }
+
+  /** Stream deltas of a job (best effort: none are sent again after a reconnect). */
+  subscribeDeltas(jobId: string, listener: DeltaListener): () => void {
+    let set = this.deltaListeners.get(jobId);
+    if (!set) this.deltaListeners.set(jobId, (set = new Set()));
+    set.add(listener);
+    return () => {
+      set.delete(listener);
+      if (set.size === 0 && this.deltaListeners.get(jobId) === set) this.deltaListeners.delete(jobId);
     };
   }
 
@@ -100,6 +179,7 @@ export class JobEventHub {
     const client = this.client;
     this.client = null;
     this.listeners.clear();
+    this.deltaListeners.clear();
     await client?.end().catch(() => undefined);
   }
 
@@ -107,6 +187,7 @@ export class JobEventHub {
     const client = new pg.Client({ connectionString: this.connectionString, application_name: this.options.applicationName ?? 'api-job-events' });
     client.on('notification', (message) => {
       if (message.channel === CHANNEL && message.payload) this.onNotification(message.payload);
+      else if (message.channel === DELTA_CHANNEL && message.payload) this.onDeltas(message.payload);
       else if (message.payload !== undefined) this.channels.get(message.channel)?.forEach((handler) => handler(message.payload!));
     });
     const lost = (error?: Error) => {
@@ -122,7 +203,7 @@ export class JobEventHub {
     client.on('error', lost);
     client.on('end', () => lost());
     await client.connect();
-    if (this.options.jobEvents !== false) await client.query(`listen ${CHANNEL}`);
+    if (this.options.jobEvents !== false) await client.query(`listen ${CHANNEL}; listen ${DELTA_CHANNEL}`);
     for (const channel of this.channels.keys()) await client.query(`listen ${channel}`);
     if (this.stopped) {
       await client.end();
@@ -158,6 +239,21 @@ export class JobEventHub {
     }
   }
 
+  private onDeltas(payload: string): void {
+    for (const delta of decodeDeltas(payload)) {
+      this.streamed.add(delta);
+      const set = this.deltaListeners.get(delta.jobId);
+      if (!set) continue;
+      for (const listener of [...set]) {
+        try {
+          listener(delta);
+        } catch (error) {
+          this.logger.error({ err: error, jobId: delta.jobId }, 'job events: delta listener failed');
+        }
+      }
+    }
+  }
+
   private onNotification(payload: string): void {
     let parsed: unknown;
     try {
@@ -167,6 +263,7 @@ export class JobEventHub {
       return;
     }
     const id = (parsed as { id?: unknown }).id;
+    if (typeof id === 'string' && FINAL.has((parsed as { status?: string }).status ?? '')) this.streamed.forget(id);
     if (typeof id !== 'string' || !this.listeners.has(id)) return;
     if ((parsed as { truncated?: boolean }).truncated) {
       // Too large for NOTIFY: read the row itself.

@@ -1,8 +1,11 @@
 // One model call on behalf of a job, shared by chat turns and company runs:
 // the plan must allow the model; credentials are the tenant's own key or the
-// platform's key on credits; the answer streams as throttled progress; a
-// call that would spend more credits than are left stops mid-stream;
-// provider failures become job errors (retry or permanent) with stable codes.
+// platform's key on credits; the answer streams to websocket subscribers as
+// deltas (core/jobs/deltas.ts, no row write each) and is written as the
+// job's progress now and then (1 s in, then at doubling intervals: a bounded
+// number of writes however long the stream); a call that would spend more
+// credits than are left stops mid-stream; provider failures become job
+// errors (retry or permanent) with stable codes.
 import { z } from 'zod';
 import type { Config } from '../config.ts';
 import type { Keyring } from '../crypto/keyring.ts';
@@ -23,6 +26,10 @@ export type ModelTaskContext = {
   tenantId: string;
   signal: AbortSignal;
   progress: (value: unknown) => Promise<void>;
+  /** Streams a piece of the answer at its offset to websocket subscribers. */
+  delta?: (offset: number, text: string) => void;
+  /** Sends the deltas gathered so far (before the final write). */
+  flushDeltas?: () => Promise<void>;
   /** Records the job's result in the given transaction (with the task's writes). */
   completeWithin: (tx: CommonQueryMethods, result: unknown) => Promise<void>;
 };
@@ -35,7 +42,8 @@ export type ModelCall = {
   costMicros: number;
 };
 
-const PROGRESS_EVERY_MS = 50;
+/** The first progress write of a stream; each later one waits twice as long as the one before. */
+const FIRST_PROGRESS_MS = 1_000;
 
 export async function callModel(
   ctx: ModelTaskContext,
@@ -65,7 +73,8 @@ export async function callModel(
   ctx.signal.addEventListener('abort', onParentAbort, { once: true });
   const inputEstimate = Math.ceil(input.messages.reduce((n, m) => n + m.content.length, 0) / 4);
   let text = '';
-  let lastProgress = 0;
+  const started = Date.now();
+  let nextProgressIn = FIRST_PROGRESS_MS;
   let overBudget = false;
   let result: CompletionResult;
   try {
@@ -75,14 +84,16 @@ export async function callModel(
         messages: input.messages,
         signal: abort.signal,
         onDelta: async (delta) => {
+          const offset = text.length;
           text += delta;
-          if (costMicros(provider, model, inputEstimate, Math.ceil(text.length / 4)) > budget) {
+          if (paidByCredits && costMicros(provider, model, inputEstimate, Math.ceil(text.length / 4)) > budget) {
             overBudget = true;
             abort.abort();
             return;
           }
-          if (Date.now() - lastProgress >= PROGRESS_EVERY_MS) {
-            lastProgress = Date.now();
+          ctx.delta?.(offset, delta);
+          if (Date.now() - started >= nextProgressIn) {
+            nextProgressIn *= 2;
             await ctx.progress({ text, model: modelId });
           }
         },
@@ -100,6 +111,8 @@ export async function callModel(
     throw error;
   } finally {
     ctx.signal.removeEventListener('abort', onParentAbort);
+    // The last pieces go out before the job's final state can.
+    await ctx.flushDeltas?.();
   }
   if (overBudget) throw new PermanentJobError('credits_exhausted', `The platform credits ran out during the ${input.what}.`);
 

@@ -20,7 +20,8 @@
 //       chunks: number of text deltas (default one a word); delayMs: pause
 //       before each delta; usage: {input, output} or false to send none
 //       (default: words in the prompt, words in the reply); finishReason: the
-//       protocol's own word (default stop / end_turn).
+//       protocol's own word (default stop / end_turn); gate: a promise the
+//       answer waits for before it starts (many requests held at once).
 //   { status, retryAfter?, message? }  an error answer in the protocol's
 //       shape (429 rate limit, 500, 529 overloaded, 401, 404 ...);
 //       retryAfter sets the retry-after header in seconds.
@@ -41,6 +42,7 @@ export type FakeAnswer = {
   delayMs?: number;
   usage?: { input: number; output: number } | false;
   finishReason?: string;
+  gate?: Promise<void>;
 };
 export type FakeBehaviour =
   | FakeAnswer
@@ -273,6 +275,7 @@ async function startFake(protocol: Protocol, options: FakeProviderOptions, defau
     if ('status' in b) return fail(b.status, b.message ?? `fake error ${b.status}`, b.retryAfter === undefined ? {} : { 'retry-after': String(b.retryAfter) });
     if ('hang' in b && b.afterChunks === undefined) return; // never answer
 
+    if ('gate' in b && b.gate) await b.gate;
     const lastUser = [...parsed.messages].reverse().find((m) => m.role === 'user')?.content ?? '';
     const text = typeof b.reply === 'function' ? b.reply(recorded) : (b.reply ?? `echo: ${lastUser}`);
     const pieces = splitReply(text, b.chunks);

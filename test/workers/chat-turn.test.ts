@@ -37,7 +37,7 @@ const usageOf = (jobId: string) =>
   db.any(sql.type(z.object({ input_tokens: z.number(), output_tokens: z.number(), model: z.string(), credential: z.string() }))`
     select input_tokens, output_tokens, model, credential from usage_records where job_id = ${jobId}`);
 
-t.test('send -> worker -> streamed progress over the websocket -> final state -> messages', async (t) => {
+t.test('send -> worker -> streamed deltas over the websocket -> final state with the whole answer -> messages', async (t) => {
   await startTestWorker(t, databaseUrl, overrides);
   const sessionId = await newSession();
   const socket = await TestSocket.connect(api.wsUrl, member.token);
@@ -45,13 +45,24 @@ t.test('send -> worker -> streamed progress over the websocket -> final state ->
   openai.enqueue({ reply: 'one two three four five six', chunks: 6, delayMs: 70 });
   const { jobId, messageId } = await send(sessionId, 'Count to six');
   socket.send({ type: 'subscribe', jobId });
-  const seen: Array<{ status: string; progress: { text?: string } | null; result: { assistantMessageId?: string } | null }> = [];
-  while (!['succeeded', 'failed'].includes(seen.at(-1)?.status ?? '')) seen.push((await socket.next(isJobMessage(jobId), 20_000)).job as never);
-  const final = seen.at(-1)!;
-  t.equal(final.status, 'succeeded');
-  const partial = seen.filter((j) => j.status === 'running' && j.progress?.text);
-  t.ok(partial.length >= 1, `progress arrived before the end (${partial.length} updates)`);
-  t.ok(partial.every((p) => 'one two three four five six'.startsWith(p.progress!.text!)), 'progress is text so far');
+  // Everything about the job, in the order it came: job states and deltas.
+  const seen: Array<{ type: string; job?: { status: string; result: { assistantMessageId?: string; text?: string } | null }; deltas?: Array<{ jobId: string; offset: number; text: string; attempt: number }> }> = [];
+  const ofJob = (m: { type: string; job?: unknown; deltas?: unknown }) =>
+    (m.type === 'job' && (m.job as { id: string }).id === jobId) || (m.type === 'deltas' && (m.deltas as Array<{ jobId: string }>).some((d) => d.jobId === jobId));
+  while (!['succeeded', 'failed'].includes(seen.filter((m) => m.type === 'job').at(-1)?.job?.status ?? '')) seen.push((await socket.next(ofJob, 20_000)) as never);
+  const final = seen.at(-1)!.job!;
+  t.equal(final.status, 'succeeded', 'the final state comes last');
+  const deltas = seen.flatMap((m) => m.deltas ?? []).filter((d) => d.jobId === jobId);
+  t.ok(deltas.length >= 2, `the answer streamed in pieces before the end (${deltas.length} deltas; a late subscriber first gets the text so far)`);
+  let text = '';
+  for (const d of deltas) {
+    t.equal(d.offset, text.length, 'each delta continues where the last one ended');
+    text += d.text;
+  }
+  t.equal(text, 'one two three four five six', 'the deltas put together are the answer');
+  t.equal(final.result!.text, 'one two three four five six', 'and the final state carries it whole');
+  const writes = await db.oneFirst(sql.type(z.object({ v: z.number() }))`select version as v from jobs where id = ${jobId}`);
+  t.ok(writes <= 3, `a short stream writes its job row at most three times (version ${writes}: queued, running, result)`);
 
   const messages = (await app.inject({ url: `/api/chat/messages?sessionId=${sessionId}`, headers })).json().items;
   t.same(messages.map((m: { role: string }) => m.role), ['user', 'assistant']);

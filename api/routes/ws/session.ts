@@ -5,9 +5,14 @@
 //             was sent; later, a fresh token for the same user to stay connected)
 //             {type:"subscribe", jobId} | {type:"unsubscribe", jobId} | {type:"ping"}
 //   server -> {type:"ready", userId, expiresAt} | {type:"job", job: JobStatus} | {type:"pong"}
+//             {type:"deltas", deltas: [{jobId, attempt, offset, text}]}
 //             {type:"unsubscribed", jobId} | {type:"error", code, message, jobId?}
 // A subscription first delivers the job as it is now, then every change in
-// order; it ends by itself after the final state.
+// order; it ends by itself after the final state. While a model streams,
+// "deltas" carry the pieces of its answer as they arrive (the text at
+// `offset` of the answer of that attempt), between the job's own messages;
+// the deltas that arrive together for this connection come in one message.
+// A subscriber that comes mid-stream first gets the text so far (offset 0).
 //
 // Access is re-checked for as long as the socket lives:
 // - The socket closes with 4401 "token expired" at the token's expiry
@@ -27,6 +32,7 @@ import { InvalidTokenError } from '../../../core/auth/platform-token.ts';
 import type { Config } from '../../../core/config.ts';
 import type { DatabasePool } from '../../../core/db/pool.ts';
 import { isDatabaseUnavailable } from '../../../core/db/unavailable.ts';
+import type { Delta } from '../../../core/jobs/deltas.ts';
 import type { JobEventHub } from '../../../core/jobs/events.ts';
 import { findJobForUser } from '../../../core/jobs/read.ts';
 import { isFinal, toJobStatus, type JobRow } from '../../../core/jobs/schema.ts';
@@ -43,6 +49,8 @@ type Subscription = {
   pending: JobRow[] | null;
   /** Events held while the tenant's membership is being re-checked. */
   held: JobRow[];
+  /** Set until the snapshot is sent: stream deltas that arrive meanwhile are in the hub's memory of the stream. */
+  pendingDeltas: Delta[] | null;
   unsubscribe: () => void;
 };
 
@@ -66,6 +74,8 @@ export class WsSession implements DirectorySession {
   /** Bumped by every membership change: a job read that overlapped one is read again. */
   private accessEpoch = 0;
   private disposed = false;
+  /** Deltas to send together at the end of this turn of the event loop. */
+  private outbox: Delta[] = [];
   alive = true;
 
   constructor(
@@ -135,6 +145,8 @@ export class WsSession implements DirectorySession {
   }
 
   private send(message: unknown) {
+    // Deltas gathered so far go first: nothing of a job may follow its final state.
+    if (this.outbox.length > 0 && (message as { type?: string }).type !== 'deltas') this.flushDeltas();
     if (this.socket.readyState !== this.socket.OPEN) return;
     // Never buffer without bound: a consumer that stopped reading is cut off.
     if (this.socket.bufferedAmount > this.deps.config.ws.maxBufferedBytes) {
@@ -205,8 +217,13 @@ export class WsSession implements DirectorySession {
       return this.error('too_many_subscriptions', `At most ${this.deps.config.ws.maxSubscriptions} jobs per connection; unsubscribe from finished ones.`, jobId);
     }
     // Listen before reading, so a change between the read and the listen is not lost.
-    const sub: Subscription = { lastVersion: 0, tenantId: null, pending: [], held: [], unsubscribe: () => undefined };
-    sub.unsubscribe = this.deps.hub.subscribe(jobId, (row) => this.deliver(jobId, sub, row));
+    const sub: Subscription = { lastVersion: 0, tenantId: null, pending: [], held: [], pendingDeltas: [], unsubscribe: () => undefined };
+    const stopRows = this.deps.hub.subscribe(jobId, (row) => this.deliver(jobId, sub, row));
+    const stopDeltas = this.deps.hub.subscribeDeltas(jobId, (delta) => this.deliverDelta(sub, delta));
+    sub.unsubscribe = () => {
+      stopRows();
+      stopDeltas();
+    };
     this.subscriptions.set(jobId, sub);
 
     let row: JobRow | null;
@@ -231,7 +248,27 @@ export class WsSession implements DirectorySession {
     const held = sub.pending ?? [];
     sub.pending = null;
     this.deliver(jobId, sub, row);
+    // A job already streaming: what it streamed so far, in one delta from
+    // offset 0 (it holds the deltas that arrived while the job was read).
+    sub.pendingDeltas = null;
+    const sofar = this.deps.hub.streamedSoFar(jobId);
+    if (sofar && this.subscriptions.get(jobId) === sub) this.deliverDelta(sub, sofar);
     for (const later of held) this.deliver(jobId, sub, later);
+  }
+
+  private deliverDelta(sub: Subscription, delta: Delta) {
+    if (sub.pendingDeltas) return; // the text so far follows the snapshot
+    // While access is re-checked, deltas are dropped (the job's next state carries the text).
+    if (sub.tenantId && this.heldTenants.has(sub.tenantId)) return;
+    if (this.outbox.length === 0) queueMicrotask(() => this.flushDeltas());
+    this.outbox.push(delta);
+  }
+
+  private flushDeltas() {
+    if (this.outbox.length === 0) return;
+    const deltas = this.outbox;
+    this.outbox = [];
+    this.send({ type: 'deltas', deltas });
   }
 
   /** The job if the user may see it; read again when a membership change overlapped the read. */
