@@ -2,8 +2,8 @@
 // the plan must allow the model; credentials are the tenant's own key or the
 // platform's key on credits; the answer streams to websocket subscribers as
 // deltas (core/jobs/deltas.ts, no row write each) and is written as the
-// job's progress now and then (1 s in, then at doubling intervals: a bounded
-// number of writes however long the stream); a call that would spend more
+// job's progress now and then (1-2 s in, then at doubling intervals: a
+// logarithmic number of writes however long the stream); a call that would spend more
 // credits than are left stops mid-stream; provider failures become job
 // errors (retry or permanent) with stable codes.
 import { z } from 'zod';
@@ -74,7 +74,8 @@ export async function callModel(
   const inputEstimate = Math.ceil(input.messages.reduce((n, m) => n + m.content.length, 0) / 4);
   let text = '';
   const started = Date.now();
-  let nextProgressIn = FIRST_PROGRESS_MS;
+  // Spread over a second, so turns that started together do not all write at once.
+  let nextProgressIn = FIRST_PROGRESS_MS * (1 + Math.random());
   let overBudget = false;
   let result: CompletionResult;
   try {

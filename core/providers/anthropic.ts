@@ -1,12 +1,13 @@
-// Adapter for Anthropic's Messages API with the official SDK. System
-// messages travel in `system`; usage comes from message_start and
-// message_delta. The SDK's retries are off: our job queue retries.
+// Adapter for Anthropic's Messages API: streams through stream-request.ts,
+// checks keys with the official SDK. System messages travel in `system`;
+// usage comes from message_start and message_delta. Nothing here retries:
+// our job queue does.
 import Anthropic, { APIConnectionError, APIConnectionTimeoutError, APIError } from '@anthropic-ai/sdk';
 import {
   DEFAULT_TIMEOUT_MS,
   Deadline,
   DeltaHandlerError,
-  emitDelta,
+  deliverDelta,
   estimateInputTokens,
   estimateTokens,
   fallbackError,
@@ -14,7 +15,8 @@ import {
   kindForStreamError,
   normalizeFinishReason,
 } from './errors.ts';
-import { sdkEndpoint } from './outbound.ts';
+import { dispatcherFor, sdkEndpoint } from './outbound.ts';
+import { postEventStream, StreamHttpError, type StreamFailure } from './stream-request.ts';
 import {
   ProviderError,
   type ChatMessage,
@@ -37,6 +39,18 @@ export type AnthropicOptions = {
 
 // The API requires max_tokens; this is the ceiling when the caller sets none.
 const DEFAULT_MAX_TOKENS = 4096;
+/** The API version the Messages protocol here is written against (the SDK sends the same). */
+const ANTHROPIC_VERSION = '2023-06-01';
+
+type Usage = { input_tokens?: number | null; output_tokens?: number | null; cache_creation_input_tokens?: number | null; cache_read_input_tokens?: number | null };
+/** The parts of a Messages stream event we read. */
+type StreamEvent = {
+  type: string;
+  message?: { usage?: Usage };
+  delta?: { type?: string; text?: string; stop_reason?: string | null };
+  usage?: Usage;
+  error?: { type?: string; message?: string };
+};
 
 type Turn = { role: 'user' | 'assistant'; content: string };
 
@@ -54,7 +68,7 @@ export function toAnthropicMessages(messages: readonly ChatMessage[]): { system:
 }
 
 // Cached prompt tokens are input too; the price table has one input rate.
-const promptTokens = (u: { input_tokens: number | null; cache_creation_input_tokens?: number | null; cache_read_input_tokens?: number | null }) =>
+const promptTokens = (u: Usage) =>
   (u.input_tokens ?? 0) + (u.cache_creation_input_tokens ?? 0) + (u.cache_read_input_tokens ?? 0);
 
 export function createAnthropicAdapter(options: AnthropicOptions): ProviderAdapter {
@@ -87,66 +101,89 @@ export function createAnthropicAdapter(options: AnthropicOptions): ProviderAdapt
     return fallbackError(error, deadline, started);
   }
 
+  /** An error answer's body: {type: "error", error: {type, message}}, or whatever text came. */
+  function httpFailure(failure: StreamFailure): ProviderError {
+    let message = failure.body.slice(0, 500) || `HTTP ${failure.status}`;
+    let hint: string | null = null;
+    try {
+      const parsed = JSON.parse(failure.body) as { error?: { type?: string; message?: string } };
+      message = parsed.error?.message ?? message;
+      hint = parsed.error?.type ?? null;
+    } catch {
+      // not JSON: the text is the message
+    }
+    return httpProviderError(failure.status, `${failure.status} ${message}`, failure.headers, hint);
+  }
+
+  // Streams go through stream-request.ts (undici, a plain SSE parser) rather
+  // than the SDK, for the CPU a thousand streams at once would cost; the SDK
+  // still checks keys (validateKey).
   async function complete(request: CompletionRequest, credentials: Credentials): Promise<CompletionResult> {
-    const anthropic = client(credentials);
+    if (!credentials.apiKey) throw new ProviderError('invalid_key', `no API key for ${displayName}`);
+    const { baseURL } = sdkEndpoint(credentials.baseUrl, options);
+    const dispatcher = dispatcherFor(baseURL, { trustedBaseUrl: options.defaultBaseUrl, allowPrivateUrls: options.allowPrivateUrls ?? false });
     const deadline = new Deadline(timeoutMs, request.signal);
     const { system, turns } = toAnthropicMessages(request.messages);
     let text = '';
-    let inputTokens: number | null = null;
-    let outputTokens: number | null = null;
-    let stopReason: string | null = null;
+    // Set inside the event handler (a closure): typed wide so the checks below see them.
+    let inputTokens = null as number | null;
+    let outputTokens = null as number | null;
+    let stopReason = null as string | null;
     let stopped = false;
     let started = false;
+    const body = JSON.stringify({
+      model: request.model,
+      max_tokens: request.maxOutputTokens ?? DEFAULT_MAX_TOKENS,
+      messages: turns,
+      ...(system === undefined ? {} : { system }),
+      stream: true,
+    });
     try {
-      const stream = await anthropic.messages.create(
-        {
-          model: request.model,
-          max_tokens: request.maxOutputTokens ?? DEFAULT_MAX_TOKENS,
-          messages: turns,
-          ...(system === undefined ? {} : { system }),
-          stream: true,
-        },
-        { signal: deadline.signal },
-      );
-      started = true;
-      deadline.touch();
-      for await (const event of stream) {
-        deadline.touch();
-        switch (event.type) {
-          case 'message_start': {
-            // Optional-chained: Anthropic-compatible servers do not all send usage.
-            const u = event.message.usage as Anthropic.Usage | undefined;
-            if (u) {
-              inputTokens = promptTokens(u);
-              outputTokens = u.output_tokens;
+      await postEventStream(
+        `${baseURL.replace(/\/+$/, '')}/v1/messages`,
+        { headers: { 'x-api-key': credentials.apiKey, 'anthropic-version': ANTHROPIC_VERSION }, body, signal: deadline.signal, dispatcher },
+        (message) => {
+          started = true;
+          deadline.touch();
+          const event = JSON.parse(message.data) as StreamEvent;
+          switch (event.type) {
+            case 'message_start': {
+              // Anthropic-compatible servers do not all send usage.
+              const u = event.message?.usage;
+              if (u) {
+                inputTokens = promptTokens(u);
+                outputTokens = u.output_tokens ?? null;
+              }
+              return;
             }
-            break;
-          }
-          case 'content_block_delta':
-            if (event.delta.type === 'text_delta') {
+            case 'content_block_delta':
+              if (event.delta?.type !== 'text_delta' || !event.delta.text) return;
               text += event.delta.text;
-              await emitDelta(request.onDelta, event.delta.text);
-            }
-            break;
-          case 'message_delta':
-            // Counts here are cumulative, so they replace what message_start said.
-            if (event.usage) {
-              outputTokens = event.usage.output_tokens;
-              if (event.usage.input_tokens != null) inputTokens = promptTokens(event.usage);
-            }
-            if (event.delta.stop_reason) stopReason = event.delta.stop_reason;
-            break;
-          case 'message_stop':
-            stopped = true;
-            break;
-        }
-      }
+              // Awaited only when the caller's handler returns a promise.
+              return deliverDelta(request.onDelta, event.delta.text);
+            case 'message_delta':
+              // Counts here are cumulative, so they replace what message_start said.
+              if (event.usage) {
+                outputTokens = event.usage.output_tokens ?? outputTokens;
+                if (event.usage.input_tokens != null) inputTokens = promptTokens(event.usage);
+              }
+              if (event.delta?.stop_reason) stopReason = event.delta.stop_reason;
+              return;
+            case 'message_stop':
+              stopped = true;
+              return;
+            case 'error':
+              // An `event: error` inside the stream, e.g. overloaded_error.
+              throw new ProviderError(kindForStreamError(event.error?.type), `${displayName}: ${event.error?.message ?? 'error in the stream'}`);
+          }
+        },
+      );
       const aborted = deadline.abortError();
       if (aborted) throw aborted;
     } catch (error) {
       // Once message_delta brought the stop reason the answer is whole.
       if (error instanceof DeltaHandlerError || stopReason === null || deadline.callerAborted) {
-        throw mapError(error, deadline, started);
+        throw error instanceof StreamHttpError ? httpFailure(error.failure) : fallbackError(error, deadline, started);
       }
     } finally {
       deadline.dispose();

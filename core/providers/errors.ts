@@ -91,6 +91,22 @@ export async function emitDelta(onDelta: ((d: string) => void | Promise<void>) |
   }
 }
 
+/** emitDelta without a promise when the handler returns none (a stream's hot path). */
+export function deliverDelta(onDelta: ((d: string) => void | Promise<void>) | undefined, delta: string): void | Promise<void> {
+  if (!onDelta || delta === '') return;
+  let outcome: void | Promise<void>;
+  try {
+    outcome = onDelta(delta);
+  } catch (error) {
+    throw new DeltaHandlerError(error);
+  }
+  if (outcome && typeof (outcome as Promise<void>).then === 'function') {
+    return (outcome as Promise<void>).catch((error: unknown) => {
+      throw new DeltaHandlerError(error);
+    });
+  }
+}
+
 /**
  * One AbortSignal for an SDK call: fires when the caller aborts or when
  * nothing arrived for `idleMs`. The SDKs' own timeout stops at the response
@@ -115,13 +131,22 @@ export class Deadline {
     this.touch();
   }
 
+  /** Something arrived: the idle clock starts again (one timer per call, checked when it fires). */
   touch(): void {
-    if (this.timer) clearTimeout(this.timer);
-    if (this.controller.signal.aborted) return;
+    this.lastTouch = performance.now();
+    if (!this.timer && !this.controller.signal.aborted) this.arm(this.idleMs);
+  }
+
+  private lastTouch = 0;
+
+  private arm(ms: number): void {
     this.timer = setTimeout(() => {
+      this.timer = undefined;
+      const idle = performance.now() - this.lastTouch;
+      if (idle < this.idleMs) return this.arm(this.idleMs - idle);
       this.timedOut = true;
       this.controller.abort(new Error('provider timeout'));
-    }, this.idleMs);
+    }, ms);
   }
 
   get callerAborted(): boolean {

@@ -1,19 +1,21 @@
 // Adapter for the OpenAI chat-completions protocol, which OpenRouter and
-// Ollama (/v1) speak too. Streams with the official SDK; the SDK's retries
-// are off because our job queue retries a failed turn as a whole.
+// Ollama (/v1) speak too. Streams through stream-request.ts; checks keys with
+// the official SDK. Nothing here retries: our job queue retries a failed
+// turn as a whole.
 import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError } from 'openai';
 import {
   DEFAULT_TIMEOUT_MS,
   Deadline,
   DeltaHandlerError,
-  emitDelta,
+  deliverDelta,
   estimateInputTokens,
   estimateTokens,
   fallbackError,
   httpProviderError,
   kindForStreamError,
 } from './errors.ts';
-import { sdkEndpoint } from './outbound.ts';
+import { dispatcherFor, sdkEndpoint } from './outbound.ts';
+import { postEventStream, StreamHttpError, type StreamFailure } from './stream-request.ts';
 import {
   ProviderError,
   type CompletionRequest,
@@ -38,6 +40,13 @@ export type OpenAICompatibleOptions = {
 
 // The SDK insists on a key; servers that need none (Ollama) ignore this one.
 const NO_KEY = 'not-needed';
+
+/** The parts of a chat.completion.chunk event we read. */
+type StreamChunk = {
+  choices?: Array<{ delta?: { content?: string | null }; finish_reason?: string | null }>;
+  usage?: { prompt_tokens: number; completion_tokens: number } | null;
+  error?: { message?: string; type?: string; code?: string | null } | string;
+};
 
 export function createOpenAICompatibleAdapter(options: OpenAICompatibleOptions): ProviderAdapter {
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
@@ -74,48 +83,74 @@ export function createOpenAICompatibleAdapter(options: OpenAICompatibleOptions):
     return fallbackError(error, deadline, started);
   }
 
+  /** An error answer's body: OpenAI's {error: {message, type, code}}, or whatever text came. */
+  function httpFailure(failure: StreamFailure): ProviderError {
+    let message = failure.body.slice(0, 500) || `HTTP ${failure.status}`;
+    let hint: string | null = null;
+    try {
+      const parsed = JSON.parse(failure.body) as { error?: { message?: string; type?: string; code?: string | null } | string; message?: string };
+      const e = typeof parsed.error === 'object' ? parsed.error : undefined;
+      message = e?.message ?? (typeof parsed.error === 'string' ? parsed.error : undefined) ?? parsed.message ?? message;
+      hint = e?.code ?? e?.type ?? null;
+    } catch {
+      // not JSON: the text is the message
+    }
+    return httpProviderError(failure.status, `${failure.status} ${message}`, failure.headers, hint);
+  }
+
+  // Streams go through stream-request.ts (undici, a plain SSE parser), not the
+  // SDK: a worker holds a thousand at once, and the SDK's path cost 2.5 times
+  // the CPU per event. The SDK still checks keys (validateKey).
   async function complete(request: CompletionRequest, credentials: Credentials): Promise<CompletionResult> {
-    const openai = client(credentials);
+    if (options.needsKey && !credentials.apiKey) throw new ProviderError('invalid_key', `no API key for ${options.displayName}`);
+    const { baseURL } = sdkEndpoint(credentials.baseUrl, options);
+    const dispatcher = dispatcherFor(baseURL, { trustedBaseUrl: options.defaultBaseUrl, allowPrivateUrls: options.allowPrivateUrls ?? false });
     const deadline = new Deadline(timeoutMs, request.signal);
     let text = '';
-    let finishReason: string | null = null;
-    let usage: { prompt_tokens: number; completion_tokens: number } | null = null;
+    // Set inside the event handler (a closure): typed wide so the checks below see it.
+    let finishReason = null as string | null;
+    let usage = null as { prompt_tokens: number; completion_tokens: number } | null;
     let started = false;
+    const limit = request.maxOutputTokens;
+    const body = JSON.stringify({
+      model: request.model,
+      messages: request.messages.map((m) => ({ role: m.role, content: m.content })),
+      stream: true,
+      stream_options: { include_usage: true },
+      // OpenAI deprecated max_tokens; the compatible servers still expect it.
+      ...(limit === undefined ? {} : options.id === 'openai' ? { max_completion_tokens: limit } : { max_tokens: limit }),
+    });
     try {
-      const limit = request.maxOutputTokens;
-      const stream = await openai.chat.completions.create(
-        {
-          model: request.model,
-          messages: request.messages.map((m) => ({ role: m.role, content: m.content })),
-          stream: true,
-          stream_options: { include_usage: true },
-          // OpenAI deprecated max_tokens; the compatible servers still expect it.
-          ...(limit === undefined ? {} : options.id === 'openai' ? { max_completion_tokens: limit } : { max_tokens: limit }),
-        },
-        { signal: deadline.signal },
-      );
-      started = true;
-      deadline.touch();
-      for await (const chunk of stream) {
-        deadline.touch();
-        if (chunk.usage) usage = chunk.usage;
-        const choice = chunk.choices?.[0];
-        if (!choice) continue;
-        const delta = choice.delta?.content ?? '';
-        if (delta) {
+      await postEventStream(
+        `${baseURL.replace(/\/+$/, '')}/chat/completions`,
+        { headers: { authorization: `Bearer ${credentials.apiKey ?? NO_KEY}` }, body, signal: deadline.signal, dispatcher },
+        (event) => {
+          started = true;
+          deadline.touch();
+          if (event.data === '[DONE]') return;
+          const chunk = JSON.parse(event.data) as StreamChunk;
+          if (chunk.error) {
+            const e = typeof chunk.error === 'object' ? chunk.error : { message: String(chunk.error) };
+            throw new ProviderError(kindForStreamError(e.code ?? e.type), `${options.displayName}: ${e.message ?? 'error in the stream'}`);
+          }
+          if (chunk.usage) usage = chunk.usage;
+          const choice = chunk.choices?.[0];
+          if (!choice) return;
+          if (choice.finish_reason) finishReason = choice.finish_reason;
+          const delta = choice.delta?.content;
+          if (!delta) return;
           text += delta;
-          await emitDelta(request.onDelta, delta);
-        }
-        if (choice.finish_reason) finishReason = choice.finish_reason;
-      }
-      // The SDK ends the loop quietly when our signal aborts it.
+          // Awaited only when the caller's handler returns a promise.
+          return deliverDelta(request.onDelta, delta);
+        },
+      );
       const aborted = deadline.abortError();
       if (aborted) throw aborted;
     } catch (error) {
       // After the finish reason the answer is whole; a cut before the usage
       // chunk only costs us exact token counts.
       if (error instanceof DeltaHandlerError || finishReason === null || deadline.callerAborted) {
-        throw mapError(error, deadline, started);
+        throw error instanceof StreamHttpError ? httpFailure(error.failure) : fallbackError(error, deadline, started);
       }
     } finally {
       deadline.dispose();

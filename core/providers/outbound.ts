@@ -115,34 +115,50 @@ function guardedLookup({ lookup = dnsLookup, classify = classifyAddress }: Guard
   };
 }
 
-/** A pooled Agent whose connector refuses what the policy refuses, and undici's fetch over it. */
+/** A pooled Agent whose connector refuses what the policy refuses. */
+export function createGuardedDispatcher(guard: Guard = {}): Agent {
+  const connect = buildConnector({ lookup: guardedLookup(guard) });
+  return new Agent({
+    connect: (options, callback) => {
+      // Node skips `lookup` for literal IPs (and a redirect may name one), so check them here.
+      const problem = hostProblemWithoutDns(bare(options.hostname), guard.classify);
+      if (problem) return callback(new OutboundBlockedError(problem), null);
+      connect(options, callback);
+    },
+  });
+}
+
+/** undici's fetch over a guarded Agent (made at first use), for the SDKs and the webhook channel. */
 export function createGuardedFetch(guard: Guard = {}): typeof fetch {
   let agent: Agent | undefined;
-  const dispatcher = () => {
-    if (agent) return agent;
-    const connect = buildConnector({ lookup: guardedLookup(guard) });
-    agent = new Agent({
-      connect: (options, callback) => {
-        // Node skips `lookup` for literal IPs (and a redirect may name one), so check them here.
-        const problem = hostProblemWithoutDns(bare(options.hostname), guard.classify);
-        if (problem) return callback(new OutboundBlockedError(problem), null);
-        connect(options, callback);
-      },
-    });
-    return agent;
-  };
   return async (input, init) => {
     if (typeof input !== 'string' && !(input instanceof URL)) throw new TypeError('the guarded fetch takes a URL, not a Request');
     const form = urlFormProblem(new URL(input));
     if (form) throw new OutboundBlockedError(`the provider URL is refused: ${form}`);
+    agent ??= createGuardedDispatcher(guard);
     // undici's RequestInit and Response are the global ones under other type names.
-    const response = await undiciFetch(input, { ...(init as object), dispatcher: dispatcher() });
+    const response = await undiciFetch(input, { ...(init as object), dispatcher: agent });
     return response as unknown as Response;
   };
 }
 
 /** The one guarded fetch the adapters share (one connection pool). */
 export const guardedFetch = createGuardedFetch();
+
+let guardedAgent: Agent | undefined;
+let plainAgent: Agent | undefined;
+
+/**
+ * The connection pool a streaming call to `baseUrl` goes through
+ * (stream-request.ts): a guarded one when the policy applies to it, else a
+ * plain one (each made at first use, shared by every call).
+ */
+export function dispatcherFor(baseUrl: string, policy: OutboundPolicy): Agent {
+  if (policy.allowPrivateUrls || baseUrl === policy.trustedBaseUrl) return (plainAgent ??= new Agent({ keepAliveTimeout: 30_000 }));
+  const form = urlFormProblem(new URL(baseUrl));
+  if (form) throw new OutboundBlockedError(`the provider URL is refused: ${form}`);
+  return (guardedAgent ??= createGuardedDispatcher());
+}
 
 /** The fetch an SDK client should use for `baseUrl`: undefined (its default) when the policy does not apply. */
 export function fetchFor(baseUrl: string, policy: OutboundPolicy): typeof fetch | undefined {

@@ -1,50 +1,61 @@
-// Fairness with one noisy tenant: a backlog of its jobs fills the queue, then
-// a quiet tenant enqueues a few jobs at once; how long until each starts?
-// Measured with the per-tenant cap (WORKER_TENANT_CONCURRENCY) and, as the
-// baseline in the same run, with the cap off (every slot open to one tenant).
+// Fairness by account: a noisy account floods the I/O pool from 4 workspaces
+// with jobs that wait on the outside world (diag.wait), more than the slots
+// can hold; meanwhile a quiet account enqueues one job at a time. How long
+// until each quiet job starts? With the fair order (default) and, as the
+// baseline in the same run, without it (every job enqueued at run_at now():
+// first come, first served).
+import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import { loadConfig, type Config } from '../../core/config.ts';
+import { loadConfig } from '../../core/config.ts';
 import { sql } from '../../core/db/pool.ts';
-import { enqueueJobs } from '../../core/jobs/enqueue.ts';
+import { enqueueJobs, type JobSpec } from '../../core/jobs/enqueue.ts';
 import { startWorker } from '../../workers/worker.ts';
 import { sleep } from './measure.ts';
 import { resetQueues, summarize, type BenchContext, type Latencies } from './scenarios.ts';
 
-const BACKLOG = 160;
-const STEP_MS = 200;
-const QUIET_JOBS = 8;
+const SLOTS = 64;
+const FLOOD_PER_WORKSPACE = 100;
+const FLOOD_MS = 400;
+const QUIET_SAMPLES = 40;
 
-async function quietStartLatency(ctx: BenchContext, config: Config, noisyTenant: string, quietTenant: string): Promise<Latencies> {
-  await resetQueues(ctx);
-  await ctx.db.transaction((tx) =>
-    enqueueJobs(tx, Array.from({ length: BACKLOG }, () => ({ kind: 'diag.steps', tenantId: noisyTenant, input: { steps: 1, delayMs: STEP_MS } }))));
-  const worker = await startWorker({ config, databaseUrl: ctx.url, logger: ctx.logger });
-  const events = worker.events as unknown as EventEmitter;
-  // The backlog is running in every slot it may take before the quiet tenant arrives.
-  await sleep(STEP_MS * 2);
-  const started = new Map<string, number>();
-  const onStart = ({ job }: { job: { payload: unknown } }) => {
-    const jobId = (job.payload as { jobId?: string }).jobId;
-    if (jobId) started.set(jobId, performance.now());
-  };
-  events.on('job:start', onStart);
-  const enqueuedAt = performance.now();
-  const quiet = await ctx.db.transaction((tx) => enqueueJobs(tx, Array.from({ length: QUIET_JOBS }, () => ({ kind: 'diag.noop', tenantId: quietTenant }))));
-  while (quiet.some((j) => !started.has(j.id))) await sleep(5);
-  events.off('job:start', onStart);
-  await worker.stop();
-  return summarize(quiet.map((j) => started.get(j.id)! - enqueuedAt));
+async function account(ctx: BenchContext, workspaces: number): Promise<string[]> {
+  const userId = randomUUID();
+  await ctx.db.query(sql.unsafe`insert into users (id, email) values (${userId}, ${`${userId}@bench.test`})`);
+  return Array.from(await ctx.db.anyFirst(sql.unsafe`
+    insert into tenants (name, created_by, owner_id) select 'bench fairness ' || n, ${userId}, ${userId} from generate_series(1, ${workspaces}) n returning id`)) as string[];
 }
 
-export async function fairnessFigures(ctx: BenchContext, env: Record<string, string>): Promise<{ capped: Latencies; uncapped: Latencies; cap: number }> {
-  const tenant = (name: string) => ctx.db.oneFirst(sql.unsafe`insert into tenants (name) values (${name}) returning id`) as Promise<string>;
-  const noisy = await tenant('bench noisy');
-  const quiet = await tenant('bench quiet');
-  const capped = loadConfig(env);
-  const uncapped = loadConfig({ ...env, WORKER_TENANT_CONCURRENCY: env.WORKER_CONCURRENCY ?? '8' });
-  return {
-    cap: 0,
-    capped: await quietStartLatency(ctx, capped, noisy, quiet),
-    uncapped: await quietStartLatency(ctx, uncapped, noisy, quiet),
-  };
+async function quietStarts(ctx: BenchContext, env: Record<string, string>, fair: boolean): Promise<Latencies> {
+  await resetQueues(ctx);
+  const noisy = await account(ctx, 4);
+  const [quiet] = await account(ctx, 1);
+  // Without fairness every job is enqueued at now(): Graphile's plain first come, first served.
+  const at = (spec: JobSpec): JobSpec => (fair ? spec : { ...spec, runAt: new Date() });
+  const worker = await startWorker({ config: loadConfig({ ...env, WORKER_IO_CONCURRENCY: String(SLOTS) }), databaseUrl: ctx.url, logger: ctx.logger });
+  const started = new Map<string, number>();
+  (worker.events as unknown as EventEmitter).on('job:start', ({ job }: { job: { payload: unknown } }) => {
+    const jobId = (job.payload as { jobId?: string }).jobId;
+    if (jobId) started.set(jobId, performance.now());
+  });
+  try {
+    for (const tenantId of noisy) {
+      await ctx.db.transaction((tx) => enqueueJobs(tx, Array.from({ length: FLOOD_PER_WORKSPACE }, () => at({ kind: 'diag.wait', tenantId, input: { ms: FLOOD_MS } }))));
+    }
+    await sleep(FLOOD_MS); // the flood holds every slot
+    const samples: number[] = [];
+    for (let i = 0; i < QUIET_SAMPLES; i++) {
+      const enqueuedAt = performance.now();
+      const [job] = await ctx.db.transaction((tx) => enqueueJobs(tx, [at({ kind: 'diag.wait', tenantId: quiet!, input: { ms: 0 } })]));
+      while (!started.has(job!.id)) await sleep(1);
+      samples.push(started.get(job!.id)! - enqueuedAt);
+      await sleep(20);
+    }
+    return summarize(samples);
+  } finally {
+    await worker.stop();
+  }
+}
+
+export async function fairnessFigures(ctx: BenchContext, env: Record<string, string>): Promise<{ fair: Latencies; fifo: Latencies; slots: number }> {
+  return { slots: SLOTS, fair: await quietStarts(ctx, env, true), fifo: await quietStarts(ctx, env, false) };
 }

@@ -36,12 +36,14 @@ export type Row = { figure: string; value: string; baseline: string; ratio: stri
 export class Report {
   readonly rows: Row[] = [];
 
-  add(figure: string, value: number, unit: string, baseline?: { name: string; value: number }, target?: string) {
+  /** `baseline` 'none': a figure on its own (a count, a bound), not compared with anything. */
+  add(figure: string, value: number, unit: string, baseline?: { name: string; value: number } | 'none', target?: string) {
+    const base = baseline === 'none' ? null : baseline;
     this.rows.push({
       figure,
       value: `${format(value)} ${unit}`,
-      baseline: baseline ? `${baseline.name} ${format(baseline.value)} ${unit}` : '(baseline)',
-      ratio: baseline ? `${(value / baseline.value).toFixed(2)}x` : '1.00x',
+      baseline: base ? `${base.name} ${format(base.value)} ${unit}` : baseline === 'none' ? '' : '(baseline)',
+      ratio: base ? `${(value / base.value).toFixed(2)}x` : baseline === 'none' ? '' : '1.00x',
       ...(target ? { target } : {}),
     });
     process.stderr.write(`  measured ${figure}: ${format(value)} ${unit}\n`);

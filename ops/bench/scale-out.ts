@@ -23,7 +23,7 @@ const CLIENTS = 32;
 /** Drains a backlog of no-op jobs with `count` worker processes; jobs succeeded per second. */
 async function drainWith(ctx: BenchContext, env: Record<string, string>, workers: number, tenants: string[], backlog: number): Promise<number> {
   await resetQueues(ctx);
-  const workerEnv = { ...env, LOG_LEVEL: 'info', LOG_FORMAT: 'json', WORKER_TENANT_CONCURRENCY: env.WORKER_CONCURRENCY ?? '8' };
+  const workerEnv = { ...env, LOG_LEVEL: 'info', LOG_FORMAT: 'json' };
   const procs: PlatformProcess[] = [];
   try {
     for (let i = 0; i < workers; i++) procs.push(spawnEntry(`worker ${i + 1}`, 'workers/runner.ts', workerEnv));

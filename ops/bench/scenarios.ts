@@ -92,9 +92,10 @@ export async function rawExecuted(ctx: BenchContext, count: number, concurrency:
   return count / seconds;
 }
 
-/** Enqueues `count` jobs at once for our worker to drain (see index.ts). */
-export async function enqueueBacklog(ctx: BenchContext, count: number): Promise<void> {
-  await ctx.db.transaction((tx) => enqueueJobs(tx, Array.from({ length: count }, () => spec(ctx))));
+/** Enqueues `count` jobs at once for our worker to drain (see index.ts); unfair: at now(), outside the fair order. */
+export async function enqueueBacklog(ctx: BenchContext, count: number, fair = true): Promise<void> {
+  const runAt = fair ? undefined : new Date();
+  await ctx.db.transaction((tx) => enqueueJobs(tx, Array.from({ length: count }, () => ({ ...spec(ctx), ...(runAt ? { runAt } : {}) }))));
 }
 
 export type Latencies = { p50: number; p95: number; p99: number };
