@@ -1,9 +1,12 @@
 // Wakes parked jobs (core/jobs/park.ts) when their time comes. A process sets
 // a timer for the jobs it parked itself, and every sweep interval it wakes
 // whatever is due, which covers jobs parked by a process that has stopped.
-// wake_parked_jobs() tells every worker there is work (jobs:insert).
+// wake_parked_jobs() tells every worker there is work (jobs:insert). The same
+// sweep folds the counts of jobs that ended into the accounts' unfinished-job
+// counters (fold_open_job_drops, migration 0037).
 import type { Logger } from 'pino';
 import type { DatabasePool } from '../core/db/pool.ts';
+import { sql } from '../core/db/pool.ts';
 import { wakeParkedJobs } from '../core/jobs/park.ts';
 
 export class ParkedJobWaker {
@@ -18,7 +21,10 @@ export class ParkedJobWaker {
     private readonly logger: Logger,
     sweepMs: number,
   ) {
-    this.sweep = setInterval(() => void this.wake(), sweepMs);
+    this.sweep = setInterval(() => {
+      void this.wake();
+      void this.fold();
+    }, sweepMs);
     this.sweep.unref();
   }
 
@@ -55,6 +61,15 @@ export class ParkedJobWaker {
       if (woken > 0) this.logger.debug({ woken }, 'woke parked jobs');
     } catch (error) {
       this.logger.debug({ err: error }, 'could not wake parked jobs; the next sweep will');
+    }
+  }
+
+  private async fold(): Promise<void> {
+    if (this.stopped) return;
+    try {
+      await this.db.query(sql.unsafe`select fold_open_job_drops()`);
+    } catch (error) {
+      this.logger.debug({ err: error }, 'could not fold the counts of finished jobs; the next sweep will');
     }
   }
 

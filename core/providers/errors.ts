@@ -82,16 +82,11 @@ export class DeltaHandlerError extends Error {
   }
 }
 
-export async function emitDelta(onDelta: ((d: string) => void | Promise<void>) | undefined, delta: string): Promise<void> {
-  if (!onDelta || delta === '') return;
-  try {
-    await onDelta(delta);
-  } catch (error) {
-    throw new DeltaHandlerError(error);
-  }
-}
-
-/** emitDelta without a promise when the handler returns none (a stream's hot path). */
+/**
+ * Hands a delta to the caller's handler: a promise it returns is awaited (in
+ * order), none is made when it returns none (a stream's hot path); what it
+ * throws passes through as DeltaHandlerError.
+ */
 export function deliverDelta(onDelta: ((d: string) => void | Promise<void>) | undefined, delta: string): void | Promise<void> {
   if (!onDelta || delta === '') return;
   let outcome: void | Promise<void>;

@@ -19,8 +19,7 @@ export async function pgBossFigures(ctx: BenchContext, samples: number, concurre
     const enqueue = await throughput(32, ctx.seconds, async () => {
       await boss.send(QUEUE, { a: 1, b: 'two' });
     });
-    await boss.deleteQueue(QUEUE);
-    await boss.createQueue(QUEUE);
+    await boss.purgeQueue(QUEUE);
 
     // A backlog of 5,000, then `concurrency` workers drain it.
     const count = 5_000;

@@ -18,7 +18,7 @@
 --    workers/fair-clock.ts). A tag is never later than now(), so no job
 --    waits for its tag: the order decides, never a delay.
 -- 4. account_open_jobs: jobs not yet final per account, kept by triggers on
---    jobs, for the queued-jobs quota.
+--    jobs, for the quota of unfinished jobs.
 -- 5. Parked jobs (core/jobs/park.ts): a job that waits (a retry's backoff, a
 --    Retry-After) gives its worker slot back but keeps its place: it stays
 --    in Graphile's table, locked by 'platform:parked' until its time, and so
@@ -106,13 +106,30 @@ end;
 $$;
 
 -- 4. Unfinished jobs per account -------------------------------------------------
+-- New jobs are added to account_open_jobs as they are enqueued (the enqueue
+-- holds the account's row anyway, for the fair order); jobs that end are
+-- appended to account_open_job_drops without taking any lock, so a worker
+-- finishing many jobs of one account never waits on its row, and folded in
+-- every second or so by a worker (fold_open_job_drops). The count is
+-- account_open_jobs.open minus the account's drops not yet folded.
 create table account_open_jobs (
   account_id uuid primary key,
   open integer not null default 0
 );
+create table account_open_job_drops (
+  account_id uuid not null,
+  n integer not null
+);
+create index account_open_job_drops_account_idx on account_open_job_drops (account_id);
 
 create function job_is_open(status text) returns boolean language sql immutable parallel safe as $$
   select status in ('queued', 'running', 'cancelling')
+$$;
+
+/* The account's unfinished jobs (its row need not be locked). */
+create function account_open_count(p_account uuid) returns integer language sql stable as $$
+  select greatest(0, coalesce((select o.open from account_open_jobs o where o.account_id = p_account), 0)
+    - coalesce((select sum(d.n) from account_open_job_drops d where d.account_id = p_account), 0))::int
 $$;
 
 -- Adds `delta` per account, rows locked in key order.
@@ -121,7 +138,7 @@ language sql volatile as $$
   insert into account_open_jobs as a (account_id, open)
   select d.account_id, sum(d.delta) from unnest(p_accounts, p_deltas) as d(account_id, delta)
   where d.account_id is not null group by d.account_id having sum(d.delta) <> 0 order by d.account_id
-  on conflict (account_id) do update set open = greatest(0, a.open + excluded.open)
+  on conflict (account_id) do update set open = a.open + excluded.open
 $$;
 
 create function jobs_count_open_inserted() returns trigger language plpgsql as $$
@@ -137,10 +154,10 @@ create trigger jobs_count_open_inserted after insert on jobs
 
 create function jobs_count_open_finished() returns trigger language plpgsql as $$
 begin
-  perform account_open_jobs_add(array_agg(c.account_id), array_agg(c.n))
-  from (select t.account_id, -count(*)::int as n
-        from new_jobs n join old_jobs o on o.id = n.id join tenants t on t.id = n.tenant_id
-        where job_is_open(o.status) and not job_is_open(n.status) group by t.account_id) c;
+  insert into account_open_job_drops (account_id, n)
+  select t.account_id, count(*)::int
+  from new_jobs n join old_jobs o on o.id = n.id join tenants t on t.id = n.tenant_id
+  where job_is_open(o.status) and not job_is_open(n.status) group by t.account_id;
   return null;
 end;
 $$;
@@ -152,9 +169,9 @@ create trigger jobs_count_open_finished after update on jobs
 -- longer known). Jobs deleted otherwise are counted out by the statement.
 create function jobs_count_open_deleted() returns trigger language plpgsql as $$
 begin
-  perform account_open_jobs_add(array_agg(c.account_id), array_agg(c.n))
-  from (select t.account_id, -count(*)::int as n from old_jobs o join tenants t on t.id = o.tenant_id
-        where job_is_open(o.status) group by t.account_id) c;
+  insert into account_open_job_drops (account_id, n)
+  select t.account_id, count(*)::int from old_jobs o join tenants t on t.id = o.tenant_id
+  where job_is_open(o.status) group by t.account_id;
   return null;
 end;
 $$;
@@ -167,9 +184,10 @@ declare
 begin
   select count(*)::int into n from jobs where tenant_id = old.id and job_is_open(status);
   if n > 0 and tg_op = 'DELETE' then
-    perform account_open_jobs_add(array[old.account_id], array[-n]);
+    insert into account_open_job_drops (account_id, n) values (old.account_id, n);
   elsif n > 0 and old.account_id is distinct from new.account_id then
-    perform account_open_jobs_add(array[old.account_id, new.account_id], array[-n, n]);
+    insert into account_open_job_drops (account_id, n) values (old.account_id, n);
+    perform account_open_jobs_add(array[new.account_id], array[n]);
   end if;
   -- A BEFORE DELETE trigger lets the delete go on by returning the row.
   return case when tg_op = 'DELETE' then old end;
@@ -183,6 +201,24 @@ create trigger tenants_open_jobs_on_owner after update of owner_id on tenants
 insert into account_open_jobs (account_id, open)
 select t.account_id, count(*) from jobs j join tenants t on t.id = j.tenant_id
 where job_is_open(j.status) group by t.account_id;
+
+-- Subtracts the drops appended so far (workers call it every second or so);
+-- how many accounts changed. Rows locked in key order.
+create function fold_open_job_drops() returns integer language plpgsql as $$
+declare
+  r record;
+  changed integer := 0;
+begin
+  for r in
+    with gone as (delete from account_open_job_drops returning account_id, n)
+    select account_id, sum(n)::int as n from gone group by account_id order by account_id
+  loop
+    update account_open_jobs set open = greatest(0, open - r.n) where account_id = r.account_id;
+    changed := changed + 1;
+  end loop;
+  return changed;
+end;
+$$;
 
 -- Room for new jobs that count against the accounts' limits (one tenant id
 -- per new job): the counters are locked in key order and read, and an
@@ -203,9 +239,10 @@ begin
       insert into account_open_jobs as a (account_id, open)
       select w.account_id, 0 from wanted w order by w.account_id
       on conflict (account_id) do update set open = a.open
-      returning a.account_id, greatest(a.open, 0) as open
+      returning a.account_id, a.open
     )
-    select w.account_id, l.open, w.n, (account_limits(w.account_id)).*
+    select w.account_id, greatest(0, l.open - coalesce((select sum(d.n) from account_open_job_drops d where d.account_id = w.account_id), 0))::int as open,
+      w.n, (account_limits(w.account_id)).*
     from wanted w join locked l on l.account_id = w.account_id
   loop
     if r.max_open_jobs is not null and r.open + r.n > r.max_open_jobs then

@@ -22,7 +22,8 @@ begin
   perform account_open_jobs_add(changed, deltas);
   if limits is not null and changed is not null then
     select a.account_id into over_account from account_open_jobs a
-    where a.account_id = any(changed) and limits ? a.account_id::text and a.open > (limits ->> a.account_id::text)::int
+    where a.account_id = any(changed) and limits ? a.account_id::text
+      and a.open - coalesce((select sum(d.n) from account_open_job_drops d where d.account_id = a.account_id), 0) > (limits ->> a.account_id::text)::int
     limit 1;
     if over_account is not null then
       raise exception 'a concurrent send reached the unfinished-jobs limit of account %', over_account
@@ -91,11 +92,12 @@ begin
     insert into account_open_jobs as o (account_id, open)
     select a.account_id, 0 from account_ids a where p_lock_first order by 1
     on conflict (account_id) do update set open = o.open
-    returning o.account_id, greatest(o.open, 0) as open
+    returning o.account_id, o.open
   ), opens as (
-    select l.account_id, l.open from locked_open l
+    select l.account_id, greatest(0, l.open - coalesce((select sum(d.n) from account_open_job_drops d where d.account_id = l.account_id), 0))::int as open
+    from locked_open l
     union all
-    select a.account_id, coalesce((select greatest(o.open, 0) from account_open_jobs o where o.account_id = a.account_id limit 1), 0)
+    select a.account_id, account_open_count(a.account_id)
     from account_ids a where not p_lock_first
   ), accounts as (
     select o.account_id, o.open, lim.max_open_jobs as max_open, lim.plan as limit_plan

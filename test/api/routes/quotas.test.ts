@@ -50,8 +50,10 @@ t.test("an account's unfinished jobs count across its workspaces; over the limit
   const [jobId] = await db.anyFirst(sql.type(z.object({ id: z.string() }))`select id from jobs where tenant_id = ${a} order by created_at limit 1`);
   t.equal((await app.inject({ method: 'POST', url: `/api/jobs/${jobId}/cancel`, headers: headers(a) })).statusCode, 200);
   t.equal((await send(b, sb)).statusCode, 202, 'room again once one finished');
-  const open = await db.oneFirst(sql.type(z.object({ open: z.number() }))`select open from account_open_jobs where account_id = ${account.userId}`);
+  const open = await db.oneFirst(sql.type(z.object({ open: z.number() }))`select account_open_count(${account.userId}) as open`);
   t.equal(open, 3, 'the counter follows: three unfinished');
+  await db.query(sql.unsafe`select fold_open_job_drops()`);
+  t.equal(await db.oneFirst(sql.type(z.object({ open: z.number() }))`select open from account_open_jobs where account_id = ${account.userId}`), 3, 'also once the finished ones are folded in');
 });
 
 t.test('the counter stays exact: concurrent sends never pass the limit together', async (t) => {
