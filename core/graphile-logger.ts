@@ -20,6 +20,12 @@ export function graphileLogger(logger: Logger): WorkerLogger {
       logger.debug({ job: fields.job, until: (fields.error as { until?: Date }).until }, 'job parked; its slot is free');
       return;
     }
+    // The I/O pool runs a thousand slots on a few connections on purpose: its
+    // jobs wait on the outside world, and it fetches for all its slots at once.
+    if (message.startsWith('WARNING: having maxPoolSize')) {
+      logger.debug(fields, message);
+      return;
+    }
     const method = level === 'warning' ? 'warn' : level === 'error' ? 'error' : level === 'debug' ? 'debug' : 'info';
     logger[method](fields, message);
   });

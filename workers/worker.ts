@@ -35,6 +35,7 @@ import { onLostDatabaseWork, reportLostDatabaseWork } from '../core/process/life
 import { CRON_ITEMS } from '../schedules/index.ts';
 import { CancelListener } from './cancellation.ts';
 import { FairClock } from './fair-clock.ts';
+import { retryEmptyFetches } from './fetch-retry.ts';
 import { PatientPool } from './graphile-pool.ts';
 import { ParkedJobWaker } from './parked-jobs.ts';
 import { keepQueuesSerial } from './serial-batches.ts';
@@ -60,6 +61,8 @@ export type RunningWorker = {
 
 export type WorkerOptions = { config: Config; databaseUrl: string; logger: Logger; concurrency?: number; ioConcurrency?: number };
 
+/** The most jobs the I/O pool fetches at once (a burst of a thousand takes a few fetches). */
+const IO_MAX_BATCH = 64;
 /** Connections the I/O pool's tasks share: its jobs wait on the outside world, not the database. */
 const IO_DB_CONNECTIONS = 8;
 
@@ -130,10 +133,11 @@ export async function startWorker({ config, databaseUrl, logger, concurrency, io
       // The I/O pool fetches as many jobs as it has idle slots (at least one):
       // nothing waits in a batch while long turns hold the slots.
       own.on('localQueue:init', ({ localQueue }: { localQueue: { workerQueue: unknown[] } }) => {
-        Object.defineProperty(localQueue, 'getJobBatchSize', { get: () => Math.max(1, localQueue.workerQueue.length), configurable: true });
+        Object.defineProperty(localQueue, 'getJobBatchSize', { get: () => Math.min(IO_MAX_BATCH, Math.max(1, localQueue.workerQueue.length)), configurable: true });
       });
     }
     keepQueuesSerial(own as WorkerEvents, lane.pgPool, logger.child({ component: 'graphile-batches' }), reportLostDatabaseWork);
+    retryEmptyFetches(own as WorkerEvents);
     const runner = await run({
       pgPool: lane.pgPool,
       concurrency: lane.size,

@@ -7,7 +7,9 @@
 export const POOLS = ['short', 'io'] as const;
 export type PoolName = (typeof POOLS)[number];
 
-/** Kinds whose time is spent waiting on a model or a channel. */
-export const IO_BOUND_KINDS: ReadonlySet<string> = new Set(['chat.turn', 'company.run', 'channel.deliver', 'diag.wait']);
+/** Kinds whose time is spent waiting on a model, a channel's API or a partner's. */
+export const IO_BOUND_KINDS: ReadonlySet<string> = new Set([
+  'chat.turn', 'company.run', 'channel.deliver', 'channel.link', 'channel.disconnect', 'partner.token-revocation', 'diag.wait',
+]);
 
 export const poolOf = (kind: string): PoolName => (IO_BOUND_KINDS.has(kind) ? 'io' : 'short');

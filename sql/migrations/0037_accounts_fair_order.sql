@@ -59,50 +59,45 @@ create table fair_accounts (
   account_id uuid not null,
   pool text not null check (length(pool) between 1 and 40),
   vtime timestamptz not null,
+  -- What its last enqueue charged (µs of virtual time): the jobs it added over their weight.
+  last_charge_us double precision not null default 0,
   primary key (account_id, pool)
 );
 
 -- Start tags for new jobs: one per (tenant, pool) pair given, in order. Each
--- account's virtual time moves on once per call; the rows are locked in key
--- order first, so concurrent enqueues cannot deadlock on them.
+-- account's virtual time moves on once per call, in one statement that
+-- locks the rows in key order (concurrent enqueues cannot deadlock on them).
+-- A new account starts at the pool's position; a known one at the later of
+-- its own time and the position (no credit is saved while idle). The
+-- position is never later than now(), and an account's time never more than
+-- a second ahead of now().
 create function fair_run_at(p_tenants uuid[], p_pools text[])
 returns table (i bigint, run_at timestamptz)
-language plpgsql volatile as $$
-begin
-  insert into fair_accounts as f (account_id, pool, vtime)
-  select distinct t.account_id, x.pool, '-infinity'::timestamptz
-  from unnest(p_tenants, p_pools) as x(tenant_id, pool) join tenants t on t.id = x.tenant_id
-  order by 1, 2
-  on conflict (account_id, pool) do update set vtime = f.vtime;
-
-  return query
+language sql volatile as $$
   with input as (
     select x.i, x.pool, t.account_id, 16.0 / coalesce(l.fair_weight, 1) as step_us
     from unnest(p_tenants, p_pools) with ordinality as x(tenant_id, pool, i)
     join tenants t on t.id = x.tenant_id
     left join plan_limits l on l.plan = t.plan
-  ), starts as (
-    -- A new account starts at the pool's position; a known one at the later
-    -- of its own time and the position (no credit is saved while idle). The
-    -- position is never later than now().
+  ), per_key as (
     select k.account_id, k.pool, sum(k.step_us) as total_us,
-      greatest(f.vtime, least(now(), coalesce((select c.vtime from fair_clock c where c.pool = k.pool),
+      least(now(), coalesce((select c.vtime from fair_clock c where c.pool = k.pool),
         -- Before a worker of the pool started anything: the head of the queue.
         (select j.run_at from graphile_worker._private_jobs j where j.is_available order by j.priority, j.run_at limit 1),
-        now()))) as start
-    from input k join fair_accounts f on f.account_id = k.account_id and f.pool = k.pool
-    group by k.account_id, k.pool, f.vtime
+        now())) as position
+    from input k group by k.account_id, k.pool
   ), moved as (
-    -- Never more than a second ahead of now().
-    update fair_accounts f set vtime = least(s.start + s.total_us * interval '1 microsecond', now() + interval '1 second')
-    from starts s where f.account_id = s.account_id and f.pool = s.pool
-    returning 1
+    insert into fair_accounts as f (account_id, pool, vtime, last_charge_us)
+    select p.account_id, p.pool, p.position + p.total_us * interval '1 microsecond', p.total_us
+    from per_key p order by p.account_id, p.pool
+    on conflict (account_id, pool) do update
+      set vtime = least(greatest(f.vtime + excluded.last_charge_us * interval '1 microsecond', excluded.vtime), now() + interval '1 second'),
+        last_charge_us = excluded.last_charge_us
+    returning f.account_id, f.pool, f.vtime - f.last_charge_us * interval '1 microsecond' as start
   )
-  select k.i, least(s.start + (sum(k.step_us) over (partition by k.account_id, k.pool order by k.i) - k.step_us) * interval '1 microsecond', now())
-  from input k join starts s on s.account_id = k.account_id and s.pool = k.pool
-  where (select count(*) from moved) >= 0
-  order by k.i;
-end;
+  select k.i, least(m.start + (sum(k.step_us) over (partition by k.account_id, k.pool order by k.i) - k.step_us) * interval '1 microsecond', now())
+  from input k join moved m on m.account_id = k.account_id and m.pool = k.pool
+  order by k.i
 $$;
 
 -- 4. Unfinished jobs per account -------------------------------------------------
@@ -154,29 +149,25 @@ create trigger jobs_count_open_inserted after insert on jobs
 
 create function jobs_count_open_finished() returns trigger language plpgsql as $$
 begin
-  insert into account_open_job_drops (account_id, n)
-  select t.account_id, count(*)::int
-  from new_jobs n join old_jobs o on o.id = n.id join tenants t on t.id = n.tenant_id
-  where job_is_open(o.status) and not job_is_open(n.status) group by t.account_id;
+  insert into account_open_job_drops (account_id, n) select t.account_id, 1 from tenants t where t.id = new.tenant_id;
   return null;
 end;
 $$;
-create trigger jobs_count_open_finished after update on jobs
-  referencing old table as old_jobs new table as new_jobs for each statement execute function jobs_count_open_finished();
+create trigger jobs_count_open_finished after update of status on jobs
+  for each row when (job_is_open(old.status) and not job_is_open(new.status))
+  execute function jobs_count_open_finished();
 
 -- A tenant deleted with its jobs: its open ones leave its account first (the
 -- cascade deletes the jobs after the tenant row, when its account is no
--- longer known). Jobs deleted otherwise are counted out by the statement.
+-- longer known). Jobs deleted otherwise are counted out here.
 create function jobs_count_open_deleted() returns trigger language plpgsql as $$
 begin
-  insert into account_open_job_drops (account_id, n)
-  select t.account_id, count(*)::int from old_jobs o join tenants t on t.id = o.tenant_id
-  where job_is_open(o.status) group by t.account_id;
+  insert into account_open_job_drops (account_id, n) select t.account_id, 1 from tenants t where t.id = old.tenant_id;
   return null;
 end;
 $$;
 create trigger jobs_count_open_deleted after delete on jobs
-  referencing old table as old_jobs for each statement execute function jobs_count_open_deleted();
+  for each row when (job_is_open(old.status)) execute function jobs_count_open_deleted();
 
 create function tenants_move_open_jobs() returns trigger language plpgsql as $$
 declare

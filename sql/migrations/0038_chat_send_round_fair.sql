@@ -4,33 +4,30 @@
 --   run_at (fair_run_at), with the Graphile flag that says so;
 -- - a new send whose account would go over its plan's limit of unfinished
 --   jobs is refused with QUEUE_LIMIT_REACHED (nothing written; plan and
---   message_limit then name the account's plan and that limit). The count is
---   read without a lock, as the message counter is: if a concurrent round
---   took the room meanwhile, the counting trigger below fails the statement
---   with QT001, and the round runs again with the counters locked first.
+--   message_limit then name the account's plan and that limit);
+-- - the round adds its turns to the accounts' counts itself, in its one
+--   statement (the jobs insert trigger leaves them alone: platform.jobs_counted).
+--   The counts are read without a lock, as the message counter is: if a
+--   concurrent round took the room meanwhile, the round's own count finds
+--   the account over its limit and fails the statement with QT001, and the
+--   round runs again with the counters locked first.
 
 create or replace function jobs_count_open_inserted() returns trigger language plpgsql as $$
-declare
-  limits jsonb := nullif(current_setting('platform.open_job_limits', true), '')::jsonb;
-  changed uuid[];
-  deltas integer[];
-  over_account uuid;
 begin
-  select array_agg(c.account_id), array_agg(c.n) into changed, deltas
+  -- A chat send round counts its own turns (chat_send_round, below).
+  if current_setting('platform.jobs_counted', true) = 'on' then return null; end if;
+  perform account_open_jobs_add(array_agg(c.account_id), array_agg(c.n))
   from (select t.account_id, count(*)::int as n from new_jobs n join tenants t on t.id = n.tenant_id
         where job_is_open(n.status) group by t.account_id) c;
-  perform account_open_jobs_add(changed, deltas);
-  if limits is not null and changed is not null then
-    select a.account_id into over_account from account_open_jobs a
-    where a.account_id = any(changed) and limits ? a.account_id::text
-      and a.open - coalesce((select sum(d.n) from account_open_job_drops d where d.account_id = a.account_id), 0) > (limits ->> a.account_id::text)::int
-    limit 1;
-    if over_account is not null then
-      raise exception 'a concurrent send reached the unfinished-jobs limit of account %', over_account
-        using errcode = 'QT001', hint = 'decide the quota again with the counters locked';
-    end if;
-  end if;
   return null;
+end;
+$$;
+
+-- Fails the statement: a concurrent send round took the room this one counted on.
+create function chat_send_quota_race(p_account uuid) returns boolean language plpgsql as $$
+begin
+  raise exception 'a concurrent send reached the unfinished-jobs limit of account %', p_account
+    using errcode = 'QT001', hint = 'decide the quota again with the counters locked';
 end;
 $$;
 
@@ -89,16 +86,11 @@ begin
   ), locked_open as (
     -- Each account's unfinished jobs (0037): locked in key order first when
     -- the round runs again after a race, read without a lock otherwise.
-    insert into account_open_jobs as o (account_id, open)
-    select a.account_id, 0 from account_ids a where p_lock_first order by 1
-    on conflict (account_id) do update set open = o.open
-    returning o.account_id, o.open
+    select o.account_id from account_open_jobs o
+    where p_lock_first and o.account_id in (select a.account_id from account_ids a) order by 1 for update
   ), opens as (
-    select l.account_id, greatest(0, l.open - coalesce((select sum(d.n) from account_open_job_drops d where d.account_id = l.account_id), 0))::int as open
-    from locked_open l
-    union all
-    select a.account_id, account_open_count(a.account_id)
-    from account_ids a where not p_lock_first
+    select a.account_id, account_open_count(a.account_id) as open
+    from account_ids a where (select count(*) from locked_open) >= 0
   ), accounts as (
     select o.account_id, o.open, lim.max_open_jobs as max_open, lim.plan as limit_plan
     from opens o cross join lateral account_limits(o.account_id) lim
@@ -143,9 +135,7 @@ begin
   ), guard as (
     select case when p_lock_first then '' else set_config('platform.message_limits',
       coalesce((select jsonb_object_agg(y.tenant_id, y.monthly_limit) from (select distinct d.tenant_id, d.monthly_limit from decided d) y), '{}')::text,
-      true) || set_config('platform.open_job_limits',
-      coalesce((select jsonb_object_agg(a.account_id, a.max_open) from accounts a where a.max_open is not null), '{}')::text,
-      true) end as limits
+      true) end || set_config('platform.jobs_counted', 'on', true) as limits
   ), message as (
     -- A key another api process wrote since this statement began conflicts
     -- here: that send gets no message, and the caller reads the winner's.
@@ -181,6 +171,17 @@ begin
     select d.job_id, d.tenant_id, d.kind, d.queue_name, d.max_attempts, d.session_id, a.id
     from decided d join added a on a.job_id = d.job_id
     returning 1
+  ), counted as (
+    -- The accepted turns join their accounts' counts (rows locked in key order).
+    insert into account_open_jobs as o (account_id, open)
+    select d.account_id, count(*)::int from decided d join added a on a.job_id = d.job_id group by d.account_id order by d.account_id
+    on conflict (account_id) do update set open = o.open + excluded.open
+    returning o.account_id, o.open
+  ), raced as (
+    -- Read without a lock, the count may have missed a concurrent round's turns.
+    select chat_send_quota_race(c.account_id) from counted c join accounts a on a.account_id = c.account_id
+    where not p_lock_first and a.max_open is not null
+      and c.open - coalesce((select sum(x.n) from account_open_job_drops x where x.account_id = c.account_id), 0) > a.max_open
   ), announced as (
     -- Graphile Worker's "new jobs" notification, once per round that added
     -- any (the payload names the round's first job: PostgreSQL merges equal
@@ -195,7 +196,9 @@ begin
     d.refused, case when d.refused = 'QUEUE_LIMIT_REACHED' then d.limit_plan else d.tenant_plan end,
     case when d.refused = 'QUEUE_LIMIT_REACHED' then d.max_open else d.monthly_limit end,
     d.record_message_id, d.record_job_id, d.record_fingerprint
-  from input x left join decided d on d.i = x.i cross join guard left join announced on true;
+  from input x left join decided d on d.i = x.i cross join guard left join announced on true
+  where (select count(*) from raced) >= 0;
+  perform set_config('platform.jobs_counted', '', true);
 
   -- A session's first turn: its queue row, then the job in it (a statement
   -- each, so the second sees the row even if another send made it first).
