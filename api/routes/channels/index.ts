@@ -73,7 +73,7 @@ const channelRoutes: FastifyPluginAsyncZod = async (app) => {
   app.post('/api/channels/:channel/link', {
     ...admin,
     schema: { ...base, operationId: 'startChannelLink', summary: 'Start linking; a link URL (telegram, slack) or a session token (webhook)', params: ChannelParams,
-      response: { 202: LinkStarted, ...errors, 409: PlatformError } },
+      response: { 202: LinkStarted, ...errors, 409: PlatformError, 429: PlatformError } },
   }, async (request, reply) => {
     const adapter = channelOr404(request.params.channel);
     try {

@@ -127,10 +127,10 @@ const companyRoutes: FastifyPluginAsyncZod = async (app) => {
       ...admin,
       schema: {
         ...doc('startCompanyRun', 'Run a task by one of the company\'s agents',
-          'Tenant Admin. Answers 202 at once with the run and its job; the agent\'s model works on a worker. Follow the job at GET /api/jobs/:jobId (or /api/ws); the run\'s status mirrors it and its output is set once it succeeds. 409 when the agent is paused or the task is done or cancelled.'),
+          'Tenant Admin. Answers 202 at once with the run and its job; the agent\'s model works on a worker. Follow the job at GET /api/jobs/:jobId (or /api/ws); the run\'s status mirrors it and its output is set once it succeeds. 409 when the agent is paused or the task is done or cancelled; 429 QUEUE_LIMIT_REACHED when the account has as many unfinished jobs as its plan allows.'),
         params: CompanyParams.extend({ taskId: z.uuid() }),
         body: z.object({ agentId: z.uuid().describe('An active agent of this company') }),
-        response: { 202: RunAccepted, ...errors, 409: PlatformError },
+        response: { 202: RunAccepted, ...errors, 409: PlatformError, 429: PlatformError },
       },
     },
     async (request, reply) => mapped(async () => {
