@@ -146,3 +146,61 @@ export class DeltaPublisher {
     await this.flush();
   }
 }
+
+/** How long a stream's text is kept after its last delta, and how much text in all. */
+const STREAM_IDLE_MS = 120_000;
+const STREAM_MAX_CHARS = 16_000_000;
+
+/**
+ * What an api process heard each job's current attempt stream so far, so a
+ * subscriber that comes mid-stream starts from the beginning (bounded: the
+ * oldest streams go first, one idle for two minutes is forgotten, and a final
+ * state forgets it at once).
+ */
+export class StreamMemory {
+  private readonly texts = new Map<string, { attempt: number; text: string; at: number }>();
+  private chars = 0;
+  private lastSweep = Date.now();
+
+  add(d: Delta): void {
+    const now = Date.now();
+    let entry = this.texts.get(d.jobId);
+    if (!entry || d.attempt > entry.attempt) {
+      if (entry) this.chars -= entry.text.length;
+      if (d.offset !== 0) return this.forget(d.jobId); // missed its beginning: nothing whole to offer
+      entry = { attempt: d.attempt, text: '', at: now };
+      this.texts.set(d.jobId, entry);
+    }
+    if (d.attempt < entry.attempt) return;
+    if (d.offset + d.text.length > entry.text.length && d.offset <= entry.text.length) {
+      const added = d.text.slice(entry.text.length - d.offset);
+      entry.text += added;
+      this.chars += added.length;
+    }
+    entry.at = now;
+    // Map order is insertion order: re-insert so the oldest-touched come first.
+    this.texts.delete(d.jobId);
+    this.texts.set(d.jobId, entry);
+    if (this.chars > STREAM_MAX_CHARS || now - this.lastSweep > STREAM_IDLE_MS / 4) this.sweep(now);
+  }
+
+  get(jobId: string): Delta | null {
+    const entry = this.texts.get(jobId);
+    return entry && entry.text ? { jobId, attempt: entry.attempt, offset: 0, text: entry.text } : null;
+  }
+
+  forget(jobId: string): void {
+    const entry = this.texts.get(jobId);
+    if (!entry) return;
+    this.chars -= entry.text.length;
+    this.texts.delete(jobId);
+  }
+
+  private sweep(now: number): void {
+    this.lastSweep = now;
+    for (const [jobId, entry] of this.texts) {
+      if (this.chars <= STREAM_MAX_CHARS && now - entry.at < STREAM_IDLE_MS) break;
+      this.forget(jobId);
+    }
+  }
+}

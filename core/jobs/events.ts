@@ -6,7 +6,7 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
 import type { DatabasePool } from '../db/pool.ts';
-import { decodeDeltas, DELTA_CHANNEL, type Delta } from './deltas.ts';
+import { decodeDeltas, DELTA_CHANNEL, StreamMemory, type Delta } from './deltas.ts';
 import { findJobsByIds } from './read.ts';
 import { JobRow } from './schema.ts';
 
@@ -16,63 +16,6 @@ export type ChannelHandler = (payload: string) => void;
 
 const CHANNEL = 'job_events';
 const FINAL = new Set(['succeeded', 'failed', 'cancelled']);
-
-/** How long a stream's text is kept after its last delta, and how much text in all. */
-const STREAM_IDLE_MS = 120_000;
-const STREAM_MAX_CHARS = 16_000_000;
-
-/**
- * The text each job's current attempt streamed so far (bounded: the oldest
- * streams go first, and one idle for two minutes is forgotten; a final state
- * forgets it at once).
- */
-class StreamMemory {
-  private readonly texts = new Map<string, { attempt: number; text: string; at: number }>();
-  private chars = 0;
-  private lastSweep = Date.now();
-
-  add(d: Delta): void {
-    const now = Date.now();
-    let entry = this.texts.get(d.jobId);
-    if (!entry || d.attempt > entry.attempt) {
-      if (entry) this.chars -= entry.text.length;
-      if (d.offset !== 0) return this.forget(d.jobId); // missed its beginning: nothing whole to offer
-      entry = { attempt: d.attempt, text: '', at: now };
-      this.texts.set(d.jobId, entry);
-    }
-    if (d.attempt < entry.attempt) return;
-    if (d.offset + d.text.length > entry.text.length && d.offset <= entry.text.length) {
-      const added = d.text.slice(entry.text.length - d.offset);
-      entry.text += added;
-      this.chars += added.length;
-    }
-    entry.at = now;
-    // Map order is insertion order: re-insert so the oldest-touched come first.
-    this.texts.delete(d.jobId);
-    this.texts.set(d.jobId, entry);
-    if (this.chars > STREAM_MAX_CHARS || now - this.lastSweep > STREAM_IDLE_MS / 4) this.sweep(now);
-  }
-
-  get(jobId: string): Delta | null {
-    const entry = this.texts.get(jobId);
-    return entry && entry.text ? { jobId, attempt: entry.attempt, offset: 0, text: entry.text } : null;
-  }
-
-  forget(jobId: string): void {
-    const entry = this.texts.get(jobId);
-    if (!entry) return;
-    this.chars -= entry.text.length;
-    this.texts.delete(jobId);
-  }
-
-  private sweep(now: number): void {
-    this.lastSweep = now;
-    for (const [jobId, entry] of this.texts) {
-      if (this.chars <= STREAM_MAX_CHARS && now - entry.at < STREAM_IDLE_MS) break;
-      this.forget(jobId);
-    }
-  }
-}
 
 export class JobEventHub {
   private client: pg.Client | null = null;
@@ -113,13 +56,7 @@ export class JobEventHub {
   }
 
   subscribe(jobId: string, listener: JobListener): () => void {
-    let set = this.listeners.get(jobId);
-    if (!set) this.listeners.set(jobId, (set = new Set()));
-    set.add(listener);
-    return () => {
-      set.delete(listener);
-      if (set.size === 0 && this.listeners.get(jobId) === set) this.listeners.delete(jobId);
-    };
+    return addListener(this.listeners, jobId, listener);
   }
 
   /** The text a job's current attempt has streamed so far, as far as this process heard it in one piece. */
@@ -129,13 +66,7 @@ export class JobEventHub {
 
   /** Stream deltas of a job (best effort: none are sent again after a reconnect). */
   subscribeDeltas(jobId: string, listener: DeltaListener): () => void {
-    let set = this.deltaListeners.get(jobId);
-    if (!set) this.deltaListeners.set(jobId, (set = new Set()));
-    set.add(listener);
-    return () => {
-      set.delete(listener);
-      if (set.size === 0 && this.deltaListeners.get(jobId) === set) this.deltaListeners.delete(jobId);
-    };
+    return addListener(this.deltaListeners, jobId, listener);
   }
 
   /** Listens on another channel over the same connection (also after reconnects). */
@@ -242,15 +173,7 @@ export class JobEventHub {
   private onDeltas(payload: string): void {
     for (const delta of decodeDeltas(payload)) {
       this.streamed.add(delta);
-      const set = this.deltaListeners.get(delta.jobId);
-      if (!set) continue;
-      for (const listener of [...set]) {
-        try {
-          listener(delta);
-        } catch (error) {
-          this.logger.error({ err: error, jobId: delta.jobId }, 'job events: delta listener failed');
-        }
-      }
+      this.callEach(this.deltaListeners.get(delta.jobId), delta, delta.jobId);
     }
   }
 
@@ -278,14 +201,29 @@ export class JobEventHub {
   }
 
   private dispatch(row: JobRow): void {
-    const set = this.listeners.get(row.id);
+    this.callEach(this.listeners.get(row.id), row, row.id);
+  }
+
+  /** Calls each listener; one that throws is logged and does not stop the others. */
+  private callEach<T>(set: Set<(value: T) => void> | undefined, value: T, jobId: string): void {
     if (!set) return;
     for (const listener of [...set]) {
       try {
-        listener(row);
+        listener(value);
       } catch (error) {
-        this.logger.error({ err: error, jobId: row.id }, 'job events: listener failed');
+        this.logger.error({ err: error, jobId }, 'job events: listener failed');
       }
     }
   }
+}
+
+/** Adds a listener of one job; returns what removes it (and the job's set once empty). */
+function addListener<L>(map: Map<string, Set<L>>, jobId: string, listener: L): () => void {
+  let set = map.get(jobId);
+  if (!set) map.set(jobId, (set = new Set()));
+  set.add(listener);
+  return () => {
+    set.delete(listener);
+    if (set.size === 0 && map.get(jobId) === set) map.delete(jobId);
+  };
 }
