@@ -176,6 +176,31 @@ export function registerWorkerMetrics(registry: Registry, events: JobEventSource
   return { forget: () => started.clear(), refused: (kind, reason) => refusedJobs.inc({ kind, reason }) };
 }
 
+/**
+ * platform_worker_slots{pool} and platform_worker_jobs_running{pool}: a
+ * worker process's slots per pool (short, io) and the jobs running in them now.
+ */
+export function registerPoolGauges(registry: Registry, slots: Record<string, number>, running: () => Record<string, number>): void {
+  new Gauge({
+    name: 'platform_worker_slots',
+    help: 'Slots of this worker process, by pool (short: WORKER_CONCURRENCY, io: WORKER_IO_CONCURRENCY)',
+    labelNames: ['pool'] as const,
+    registers: [registry],
+    collect() {
+      for (const [pool, n] of Object.entries(slots)) this.set({ pool }, n);
+    },
+  });
+  new Gauge({
+    name: 'platform_worker_jobs_running',
+    help: 'Jobs running in this worker process now, by pool',
+    labelNames: ['pool'] as const,
+    registers: [registry],
+    collect() {
+      for (const [pool, n] of Object.entries(running())) this.set({ pool }, n);
+    },
+  });
+}
+
 /** The exposition of several registries (their metric names must not overlap). */
 export async function renderMetrics(registries: readonly Registry[]): Promise<string> {
   const parts = await Promise.all(registries.map((r) => r.metrics()));

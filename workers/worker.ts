@@ -25,7 +25,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../core/config.ts';
 import { createDatabasePool, type DatabasePool } from '../core/db/pool.ts';
 import { graphileLogger } from '../core/graphile-logger.ts';
-import { createMetricsRegistry, registerWorkerMetrics, type Registry } from '../core/metrics.ts';
+import { createMetricsRegistry, registerPoolGauges, registerWorkerMetrics, type Registry } from '../core/metrics.ts';
 import { JobCompletions } from '../core/jobs/completions.ts';
 import { DeltaPublisher } from '../core/jobs/deltas.ts';
 import { beatHeart, forgetWorkers, releaseWorkerJobs } from '../core/jobs/liveness.ts';
@@ -109,6 +109,7 @@ export async function startWorker({ config, databaseUrl, logger, concurrency, io
   events.on('job:complete', ({ job }) => {
     running[poolOf(job.task_identifier)]--;
   });
+  registerPoolGauges(metrics, { short: size, io: ioSize }, () => ({ ...running }));
   let stopping = false;
 
   const startLane = async (generation: Generation, lane: Lane): Promise<Runner> => {

@@ -1,9 +1,12 @@
 // Fairness by account: a noisy account floods the I/O pool from 4 workspaces
-// with jobs that wait on the outside world (diag.wait), more than the slots
-// can hold; meanwhile a quiet account enqueues one job at a time. How long
-// until each quiet job starts? With the fair order (default) and, as the
-// baseline in the same run, without it (every job enqueued at run_at now():
-// first come, first served).
+// with jobs that wait on the outside world (diag.wait, 200-600 ms each, as
+// model turns vary), more than the slots can hold; meanwhile a quiet account
+// enqueues one job at a time. How long until each quiet job starts? With the
+// fair order (default) and, as the baseline in the same run, without it
+// (every job enqueued at run_at now(): first come, first served). Every slot
+// is lent to the flood, so a quiet job waits for the next slot to free: were
+// the flood's jobs all of one length and started together, slots would free
+// only in waves, one job's length apart.
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { loadConfig } from '../../core/config.ts';
@@ -16,6 +19,8 @@ import { resetQueues, summarize, type BenchContext, type Latencies } from './sce
 const SLOTS = 64;
 const FLOOD_PER_WORKSPACE = 100;
 const FLOOD_MS = 400;
+/** Each flood job lasts FLOOD_MS ± this. */
+const FLOOD_SPREAD_MS = 200;
 const QUIET_SAMPLES = 40;
 
 async function account(ctx: BenchContext, workspaces: number): Promise<string[]> {
@@ -39,7 +44,8 @@ async function quietStarts(ctx: BenchContext, env: Record<string, string>, fair:
   });
   try {
     for (const tenantId of noisy) {
-      await ctx.db.transaction((tx) => enqueueJobs(tx, Array.from({ length: FLOOD_PER_WORKSPACE }, () => at({ kind: 'diag.wait', tenantId, input: { ms: FLOOD_MS } }))));
+      await ctx.db.transaction((tx) => enqueueJobs(tx, Array.from({ length: FLOOD_PER_WORKSPACE }, () =>
+        at({ kind: 'diag.wait', tenantId, input: { ms: Math.round(FLOOD_MS - FLOOD_SPREAD_MS + Math.random() * 2 * FLOOD_SPREAD_MS) } }))));
     }
     await sleep(FLOOD_MS); // the flood holds every slot
     const samples: number[] = [];

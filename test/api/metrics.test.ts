@@ -84,6 +84,8 @@ t.test('request durations by route pattern, jobs by kind and status, queue depth
   const workerText = await worker.metrics.metrics();
   t.match(workerText, /^platform_job_duration_seconds_bucket\{le="\+Inf",kind="diag\.noop",outcome="succeeded"\} 1$/m);
   t.notMatch(workerText, /http_request_duration_seconds/, 'the worker registry is its own');
+  t.match(workerText, /^platform_worker_slots\{pool="io"\} 1000$/m, 'the pools and their slots');
+  t.match(workerText, /^platform_worker_jobs_running\{pool="short"\} \d+$/m);
 });
 
 t.test('database gauges stay unset and count an error when the database does not answer', async (t) => {
