@@ -13,7 +13,7 @@ const RETRY_MS = [5, 15, 40];
 /** An empty fetch this soon after an announcement is suspect. */
 const AFTER_PULSE_MS = 250;
 
-type Pulsable = { pulse: (count: number) => void };
+type Pulsable = { pulse: (count: number) => void; mode: string };
 
 export function retryEmptyFetches(events: WorkerEvents): void {
   const state = new WeakMap<Pulsable, { lastPulse: number; retries: number; own: boolean }>();
@@ -42,6 +42,7 @@ export function retryEmptyFetches(events: WorkerEvents): void {
     const delay = RETRY_MS[s.retries]! * (0.5 + Math.random());
     s.retries++;
     setTimeout(() => {
+      if (queue.mode === 'RELEASED') return; // the pool is stopping
       s.own = true;
       try {
         queue.pulse(1);

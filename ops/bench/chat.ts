@@ -14,7 +14,7 @@ import { startWorker } from '../../workers/worker.ts';
 import { chatSendLoad } from './chat-load.ts';
 import { cpuDuring, type CpuUse } from './cpu.ts';
 import { postJson, profiled, sleep, throughput } from './measure.ts';
-import { rawInserts, summarize, type BenchContext, type Latencies } from './scenarios.ts';
+import { rawInserts, summarize, truncateQueues, type BenchContext, type Latencies } from './scenarios.ts';
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
 
@@ -89,7 +89,7 @@ export async function chatFigures(ctx: BenchContext, config: Config, samples: nu
     const { result: perSession, cpu: sendCpu } = await cpuDuring(ctx.db, () =>
       profiled('chat-send', () => chatSendLoad({ ...load, sessions, keyPrefix: `bench-${process.pid}-many` })));
     const rawManyAfter = await rawInserts(ctx, 32);
-    await ctx.db.query(sql.unsafe`truncate jobs, graphile_worker._private_jobs cascade`);
+    await truncateQueues(ctx.db);
 
     const worker = await startWorker({ config: quiet, databaseUrl: ctx.url, logger: ctx.logger, concurrency: 4 });
     const socket = new WebSocket(`ws://127.0.0.1:${port}/api/ws`, { headers: { authorization: headers.authorization } });

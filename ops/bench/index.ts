@@ -79,7 +79,8 @@ try {
   const benchEnv = { DATABASE_URL: url, NODE_ENV: 'production', LOG_LEVEL: 'warn', DATA_DIR: scratch,
     PLATFORM_JWT_SECRET: Buffer.alloc(32, 3).toString('base64'), DATA_ENCRYPTION_KEY: Buffer.alloc(32, 4).toString('base64'),
     WORKER_CONCURRENCY: '8', WS_MAX_SUBSCRIPTIONS: String(samples + 10), PORT: '0',
-    AGENT_API_RATE_LIMIT: '1000000' }; // the bench measures throughput, not the admission limit
+    AGENT_API_RATE_LIMIT: '1000000', // the bench measures throughput, not the admission limit
+    PLAN_MAX_OPEN_JOBS: 'free=100000000,pro=100000000,enterprise=100000000' }; // nor the accounts' quotas
   const config = loadConfig(benchEnv);
 
   await printStatements(db, 'baseline');

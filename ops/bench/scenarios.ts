@@ -18,7 +18,13 @@ export type BenchContext = { url: string; db: DatabasePool; logger: Logger; seco
 export async function resetQueues(ctx: BenchContext): Promise<void> {
   // Bench-only: empty both queues between phases so one phase's backlog does
   // not slow the next.
-  await ctx.db.query(sql.unsafe`truncate jobs, graphile_worker._private_jobs, bench_raw cascade`);
+  await truncateQueues(ctx.db, true);
+}
+
+/** Empties the queues (the accounts' counts of unfinished jobs with them: truncate fires no triggers). */
+export async function truncateQueues(db: DatabasePool, raw = false): Promise<void> {
+  await db.query(sql.unsafe`truncate jobs, graphile_worker._private_jobs, account_open_jobs, account_open_job_drops cascade`);
+  if (raw) await db.query(sql.unsafe`truncate bench_raw`);
 }
 
 export async function rawInserts(ctx: BenchContext, connections: number): Promise<Throughput> {

@@ -1,8 +1,9 @@
 // Long streaming turns at scale: TURNS chat turns at once, each a model
 // stream of 20 tokens a second for 10 s from a local provider in its own
 // process (stream-provider.ts), run by ONE worker process (a child, started
-// as `npm run start:worker` does, so its CPU and memory are its own). The api
-// runs in the bench process, and one websocket follows every turn.
+// as `npm run start:worker` does, so its CPU and memory are its own). The
+// api is a child process too; the bench process is the client: it sends the
+// turns over HTTP and one websocket follows every turn.
 //   - concurrent turns: the most streams the provider had open at once;
 //   - delta -> websocket: each token carries the time the provider wrote it;
 //     the client reads the time it arrived;
@@ -13,16 +14,14 @@ import http from 'node:http';
 import { readFileSync } from 'node:fs';
 import WebSocket from 'ws';
 import { z } from 'zod';
-import { buildApp } from '../../api/app.ts';
 import { signPlatformToken } from '../../core/auth/platform-token.ts';
 import type { Config } from '../../core/config.ts';
 import { Keyring } from '../../core/crypto/keyring.ts';
 import { sql } from '../../core/db/pool.ts';
-import { JobEventHub } from '../../core/jobs/events.ts';
-import { GroupCommitter } from '../../core/jobs/group-commit.ts';
 import { putKey } from '../../core/provider-keys/keys.ts';
+import { freePort } from '../embedded-postgres.ts';
 import { postJson, sleep } from './measure.ts';
-import { spawnEntry, stopAll } from './processes.ts';
+import { spawnEntry, stopAll, waitForHealth } from './processes.ts';
 import { summarize, type BenchContext, type Latencies } from './scenarios.ts';
 
 export type StreamingFigures = {
@@ -62,15 +61,14 @@ export async function streamingFigures(ctx: BenchContext, config: Config, env: R
   const worker = spawnEntry('worker', 'workers/runner.ts', {
     ...env, LOG_LEVEL: 'info', LOG_FORMAT: 'json', OPENAI_BASE_URL: `http://127.0.0.1:${providerPort}/v1`, WORKER_IO_CONCURRENCY: String(turns + 100),
   });
-  const hub = new JobEventHub(ctx.url, ctx.db, ctx.logger);
-  await hub.start();
-  const quiet = { ...config, logLevel: 'warn', ws: { ...config.ws, maxSubscriptions: turns + 10 } };
-  const app = await buildApp({ config: quiet, db: ctx.db, jobEvents: hub, jobs: new GroupCommitter(ctx.db) });
-  await app.listen({ host: '127.0.0.1', port: 0 });
-  const port = (app.server.address() as { port: number }).port;
+  const port = await freePort();
+  const api = spawnEntry('api', 'api/server.ts', {
+    ...env, LOG_LEVEL: 'warn', LOG_FORMAT: 'json', PORT: String(port), HOST: '127.0.0.1', BASE_URL: config.baseUrl, WS_MAX_SUBSCRIPTIONS: String(turns + 10),
+  });
   const agent = new http.Agent({ keepAlive: true, maxSockets: 32 });
   try {
     await worker.logged('worker started');
+    await waitForHealth(api, port);
     const tenantId = await ctx.db.oneFirst(sql.unsafe`insert into tenants (name, plan) values ('bench streaming', 'enterprise') returning id`) as string;
     const userId = randomUUID();
     await ctx.db.query(sql.unsafe`insert into users (id, email) values (${userId}, ${`${userId}@bench.test`})`);
@@ -148,9 +146,7 @@ export async function streamingFigures(ctx: BenchContext, config: Config, env: R
       deltasPerSecond,
     };
   } finally {
-    await stopAll([worker, provider]);
+    await stopAll([worker, api, provider]);
     agent.destroy();
-    await app.close();
-    await hub.stop();
   }
 }
