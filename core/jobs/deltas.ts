@@ -16,7 +16,7 @@ import type { Logger } from 'pino';
 
 export const DELTA_CHANNEL = 'job_deltas';
 /** How long a worker gathers deltas before it sends them. */
-export const DELTA_FLUSH_MS = 25;
+export const DELTA_FLUSH_MS = 15;
 /** NOTIFY payloads must stay under 8000 bytes. */
 const MAX_PAYLOAD_BYTES = 7_800;
 /** Deltas kept while the database is slow; past this, the oldest are dropped (the final state has the text). */

@@ -96,7 +96,12 @@ export async function chatFigures(ctx: BenchContext, config: Config, samples: nu
     const waiting = new Map<string, { progress?: number; resolve: (final: number) => void }>();
     socket.on('message', (data) => {
       const at = performance.now();
-      const m = JSON.parse(String(data)) as { type: string; job?: { id: string; status: string; progress: unknown } };
+      const m = JSON.parse(String(data)) as { type: string; job?: { id: string; status: string; progress: unknown }; deltas?: Array<{ jobId: string }> };
+      // The first piece of the answer: a stream delta (or a progress write).
+      for (const d of m.deltas ?? []) {
+        const w = waiting.get(d.jobId);
+        if (w && w.progress === undefined) w.progress = at;
+      }
       const w = m.job && waiting.get(m.job.id);
       if (!w || !m.job) return;
       if (m.job.progress && w.progress === undefined) w.progress = at;

@@ -186,6 +186,7 @@ try {
     report.add(`worker CPU cores at ${s.turns.toLocaleString('en')} streaming turns`, s.workerCores, 'cores', 'none', '<= 1.0');
     report.add(`worker resident memory at ${s.turns.toLocaleString('en')} streaming turns`, s.workerRssMb, 'MB', 'none', '<= 1,536 MB');
     report.add('stream deltas received/s over the websocket', s.deltasPerSecond, 'deltas/s', 'none');
+    report.add(`api CPU cores at ${s.turns.toLocaleString('en')} streaming turns (one websocket follows all)`, s.apiCores, 'cores', 'none');
     report.add('job row writes per 10-s streaming turn', s.rowWritesPerTurn, 'writes', 'none');
   }
 

@@ -30,6 +30,7 @@ export type StreamingFigures = {
   deltaLatency: Latencies;
   workerCores: number;
   workerRssMb: number;
+  apiCores: number;
   rowWritesPerTurn: number;
   deltasPerSecond: number;
 };
@@ -123,10 +124,12 @@ export async function streamingFigures(ctx: BenchContext, config: Config, env: R
     await sleep(1_000);
     measuring = true;
     const cpu0 = cpuSeconds(pid);
+    const apiCpu0 = cpuSeconds(api.child.pid!);
     const t0 = performance.now();
     const deltas0 = deltas;
     await sleep(4_000);
     const cores = (cpuSeconds(pid) - cpu0) / ((performance.now() - t0) / 1000);
+    const apiCores = (cpuSeconds(api.child.pid!) - apiCpu0) / ((performance.now() - t0) / 1000);
     const deltasPerSecond = (deltas - deltas0) / ((performance.now() - t0) / 1000);
     const rss = rssMb(pid);
     measuring = false;
@@ -142,6 +145,7 @@ export async function streamingFigures(ctx: BenchContext, config: Config, env: R
       deltaLatency: summarize(latencies),
       workerCores: cores,
       workerRssMb: rss,
+      apiCores,
       rowWritesPerTurn: writes,
       deltasPerSecond,
     };
