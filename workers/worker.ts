@@ -30,6 +30,7 @@ import { JobCompletions } from '../core/jobs/completions.ts';
 import { DeltaPublisher } from '../core/jobs/deltas.ts';
 import { beatHeart, forgetWorkers, releaseWorkerJobs } from '../core/jobs/liveness.ts';
 import { applyPlanLimits } from '../core/jobs/plan-limits.ts';
+import { recordPlatformProviderKeys } from '../core/provider-keys/platform.ts';
 import { poolOf, type PoolName } from '../core/jobs/pools.ts';
 import { onLostDatabaseWork, reportLostDatabaseWork } from '../core/process/lifecycle.ts';
 import { CRON_ITEMS } from '../schedules/index.ts';
@@ -75,6 +76,7 @@ export async function startWorker({ config, databaseUrl, logger, concurrency, io
   const ioSize = ioConcurrency ?? config.worker.ioConcurrency;
   const db = await createDatabasePool(databaseUrl, { maximumPoolSize: Math.max(2, size + 1) + Math.min(ioSize, IO_DB_CONNECTIONS) });
   await applyPlanLimits(db, config.planLimits);
+  await recordPlatformProviderKeys(db, config);
   const cancels = new CancelListener(databaseUrl, db, logger.child({ component: 'job-cancel' }));
   await cancels.start();
   const events: WorkerEvents = new EventEmitter() as WorkerEvents;

@@ -37,7 +37,7 @@ export type SendInput = {
 
 export type SendAccepted = { jobId: string; messageId: string; sessionId: string; status: 'queued' };
 
-export type QuotaRefusal = { code: 'MESSAGE_LIMIT_REACHED' | 'CREDITS_DEPLETED' | 'QUEUE_LIMIT_REACHED'; message: string };
+export type QuotaRefusal = { code: 'MESSAGE_LIMIT_REACHED' | 'CREDITS_DEPLETED' | 'QUEUE_LIMIT_REACHED' | 'PROVIDER_KEY_MISSING'; message: string };
 
 /** The HTTP status of a refusal: payment for the plan's limits, 429 for the account's work in flight. */
 export const refusalStatus = (refusal: QuotaRefusal): 402 | 429 => (refusal.code === 'QUEUE_LIMIT_REACHED' ? 429 : 402);
@@ -56,7 +56,7 @@ export class SessionNotFoundError extends Error {
 export const turnQueue = (sessionId: string) => `chat:${sessionId}`;
 
 const BatchRow = z.object({
-  i: z.number(), session_found: z.boolean(), created: z.boolean(), refusal: z.enum(['MESSAGE_LIMIT_REACHED', 'CREDITS_DEPLETED', 'QUEUE_LIMIT_REACHED']).nullable(),
+  i: z.number(), session_found: z.boolean(), created: z.boolean(), refusal: z.enum(['MESSAGE_LIMIT_REACHED', 'CREDITS_DEPLETED', 'QUEUE_LIMIT_REACHED', 'PROVIDER_KEY_MISSING']).nullable(),
   plan: z.string().nullable(), message_limit: z.number().nullable(),
   record_message_id: z.string().nullable(), record_job_id: z.string().nullable(), record_fingerprint: z.string().nullable(),
 });
@@ -208,5 +208,6 @@ const QUOTA_RACE = 'QT001';
 function refusalOf(code: QuotaRefusal['code'], plan: string, limit: number): QuotaRefusal {
   if (code === 'MESSAGE_LIMIT_REACHED') return { code, message: `The ${plan} plan includes ${limit} messages a month; upgrade or wait for the next month.` };
   if (code === 'QUEUE_LIMIT_REACHED') return { code, message: `The account has ${limit} unfinished jobs, the most its ${plan} plan allows at a time; send again once some are answered, or upgrade.` };
+  if (code === 'PROVIDER_KEY_MISSING') return { code, message: "No key can serve this session's model: add your own key for its provider (PUT /api/provider-keys/:provider), or choose another model for the session." };
   return { code, message: 'The tenant has no platform credits left for this model; add credits or your own provider key.' };
 }

@@ -5,12 +5,25 @@
 -- - a new send whose account would go over its plan's limit of unfinished
 --   jobs is refused with QUEUE_LIMIT_REACHED (nothing written; plan and
 --   message_limit then name the account's plan and that limit);
+-- - a new send whose model no key can serve (the tenant has none of its own
+--   and the platform's workers have none) is refused with PROVIDER_KEY_MISSING
+--   at once, instead of a turn that fails (platform_provider_keys, below);
 -- - the round adds its turns to the accounts' counts itself, in its one
 --   statement (the jobs insert trigger leaves them alone: platform.jobs_counted).
 --   The counts are read without a lock, as the message counter is: if a
 --   concurrent round took the room meanwhile, the round's own count finds
 --   the account over its limit and fails the statement with QT001, and the
 --   round runs again with the counters locked first.
+
+-- Which keyed providers the platform itself has a key for, as the worker
+-- processes (which call the providers) see their configuration: each writes
+-- it at start (core/provider-keys/platform.ts). No row: not known yet, and
+-- nothing is refused for it.
+create table platform_provider_keys (
+  provider text primary key,
+  configured boolean not null,
+  updated_at timestamptz not null default now()
+);
 
 create or replace function jobs_count_open_inserted() returns trigger language plpgsql as $$
 begin
@@ -109,18 +122,25 @@ begin
       from chat_sessions s where s.id = x.session_id and s.tenant_id = x.tenant_id limit 1) s on true
     left join lateral (select m.id, m.turn_job_id, m.request_fingerprint from chat_messages m
       where m.tenant_id = x.tenant_id and m.idempotency_key = x.key limit 1) h on true
+  ), keyed as (
+    -- Whether the tenant brings its own key for the model's provider, and whether nobody has one.
+    select f.*, own.found as own_key,
+      f.provider = any(p_credit_providers) and not own.found
+        and exists (select 1 from platform_provider_keys pk where pk.provider = f.provider and not pk.configured) as no_key
+    from facts f
+    cross join lateral (select exists (select 1 from provider_keys k where k.tenant_id = f.tenant_id and k.provider = f.provider) as found) own
   ), priced as (
     select f.*, f.found and f.record_message_id is null as is_new,
-      f.provider = any(p_credit_providers)
-        and not exists (select 1 from provider_keys k where k.tenant_id = f.tenant_id and k.provider = f.provider)
+      f.provider = any(p_credit_providers) and not f.own_key and not f.no_key
         and coalesce((select c.balance_micros from tenant_credits c where c.tenant_id = f.tenant_id), 0) <= 0 as no_credit
-    from facts f
+    from keyed f
   ), limited as (
     -- New sends count in order; once the limit is reached every later one is refused.
     select p.*, case
       when not p.is_new then null
-      when p.used + count(*) filter (where p.is_new and not p.no_credit)
+      when p.used + count(*) filter (where p.is_new and not p.no_credit and not p.no_key)
         over (partition by p.tenant_id order by p.i rows between unbounded preceding and 1 preceding) >= p.monthly_limit then 'MESSAGE_LIMIT_REACHED'
+      when p.no_key then 'PROVIDER_KEY_MISSING'
       when p.no_credit then 'CREDITS_DEPLETED'
     end as first_refusal
     from priced p

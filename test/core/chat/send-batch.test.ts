@@ -107,6 +107,27 @@ t.test('credits: a paid model needs credits or the tenant’s own key; built-in 
   t.equal(await kindOf(paid), 'accepted', "with the tenant's own key");
   await db.query(sql.unsafe`delete from provider_keys where tenant_id = ${tenant.tenantId}`);
   t.equal(await kindOf(paid), 'CREDITS_DEPLETED', 'the key removed');
+
+  // The workers said the platform holds no OpenAI key: credits could not pay for it either.
+  await db.query(sql.unsafe`insert into platform_provider_keys (provider, configured) values ('openai', false)
+    on conflict (provider) do update set configured = false`);
+  t.teardown(() => db.query(sql.unsafe`delete from platform_provider_keys`));
+  await db.query(sql.unsafe`update tenant_credits set balance_micros = 1000000 where tenant_id = ${tenant.tenantId}`);
+  const before = await db.oneFirst(sql.type(z.object({ n: z.number() }))`select count(*)::int as n from jobs where tenant_id = ${tenant.tenantId}`);
+  t.equal(await kindOf(paid), 'PROVIDER_KEY_MISSING', 'no key anywhere: refused at once, credits or not');
+  t.equal(await db.oneFirst(sql.type(z.object({ n: z.number() }))`select count(*)::int as n from jobs where tenant_id = ${tenant.tenantId}`), before, 'nothing queued');
+  t.equal(await kindOf(offline), 'accepted', 'the built-in model still');
+  await db.query(sql.unsafe`insert into provider_keys (tenant_id, provider, key_id, ciphertext, last4) values (${tenant.tenantId}, 'openai', 'k', 'x', '1234')`);
+  t.equal(await kindOf(paid), 'accepted', "the tenant's own key serves it");
+});
+
+t.test('a worker writes which providers the platform holds a key for', async (t) => {
+  const { recordPlatformProviderKeys } = await import('../../../core/provider-keys/platform.ts');
+  const { testConfig } = await import('../../helpers/config.ts');
+  await recordPlatformProviderKeys(db, testConfig(databaseUrl, { PLATFORM_ANTHROPIC_API_KEY: 'sk-ant-platform' }));
+  t.teardown(() => db.query(sql.unsafe`delete from platform_provider_keys`));
+  const rows = await db.any(sql.type(z.object({ provider: z.string(), configured: z.boolean() }))`select provider, configured from platform_provider_keys order by provider`);
+  t.same(rows, [{ provider: 'anthropic', configured: true }, { provider: 'openai', configured: false }, { provider: 'openrouter', configured: false }], 'Ollama needs no key and is not listed');
 });
 
 t.test('a send that read the count before a concurrent commit took the last room is refused, and writes nothing', async (t) => {
