@@ -92,11 +92,19 @@ export async function reportProgress(db: PreparedQueryable, jobId: string, attem
   return rows.length === 1;
 }
 
+/**
+ * A streamed answer's progress (its text so far) is left out of the final
+ * state: the result carries the whole answer, and a stale prefix beside it
+ * would only mislead. Other progress (steps done) stays.
+ */
+const withoutPartialText = sql.fragment`progress = case when jsonb_typeof(progress) = 'object' and progress ? 'text' then null else progress end`;
+
 /** Records the result exactly once; false when the job is no longer this attempt's to finish. */
 export async function completeJob(db: CommonQueryMethods, jobId: string, attempt: number, result: unknown, holder: Holder = NO_HOLDER): Promise<boolean> {
   const updated = await db.query(sql.unsafe`
     update jobs
-    set status = 'succeeded', result = ${sql.jsonb((result ?? null) as never)}, error = null, finished_at = now(), ${attemptColumns(attempt, holder)}
+    set status = 'succeeded', result = ${sql.jsonb((result ?? null) as never)}, error = null, finished_at = now(), ${attemptColumns(attempt, holder)},
+      ${withoutPartialText}
     where id = ${jobId} and ${mayWrite(attempt)}`);
   return updated.rowCount === 1;
 }
@@ -108,6 +116,7 @@ export type Completion = { jobId: string; attempt: number; result: unknown; hold
 const COMPLETE_JOBS = `
   update jobs j
   set status = 'succeeded', result = $2::jsonb -> (c.n::int - 1), error = null, finished_at = now(), attempts = c.attempt,
+    progress = case when jsonb_typeof(j.progress) = 'object' and j.progress ? 'text' then null else j.progress end,
     locked_by = coalesce(c.locked_by, j.locked_by), started_at = coalesce(j.started_at, c.locked_at, now())
   from unnest($1::uuid[], $3::int4[], $4::text[], $5::timestamptz[]) with ordinality as c(id, attempt, locked_by, locked_at, n)
   where j.id = c.id and job_attempt_may_write(j.status, j.attempts, c.attempt)

@@ -2,7 +2,9 @@
 // the OpenAI protocol: streaming progress, retries, failures, crash recovery.
 import t from 'tap';
 import { z } from 'zod';
+import { Keyring } from '../../core/crypto/keyring.ts';
 import { sql } from '../../core/db/pool.ts';
+import { putKey } from '../../core/provider-keys/keys.ts';
 import { startTestServerWithFakeOpenAI } from '../helpers/app.ts';
 import { createMember, withOwnOpenAIKey } from '../helpers/fixtures.ts';
 import { waitFor } from '../helpers/wait.ts';
@@ -61,6 +63,7 @@ t.test('send -> worker -> streamed deltas over the websocket -> final state with
   }
   t.equal(text, 'one two three four five six', 'the deltas put together are the answer');
   t.equal(final.result!.text, 'one two three four five six', 'and the final state carries it whole');
+  t.equal((final as { progress?: unknown }).progress ?? null, null, 'with no partial text beside it');
   const writes = await db.oneFirst(sql.type(z.object({ v: z.number() }))`select version as v from jobs where id = ${jobId}`);
   t.ok(writes <= 3, `a short stream writes its job row at most three times (version ${writes}: queued, running, result)`);
 
@@ -107,7 +110,8 @@ t.test('a model the plan does not allow fails with model_not_allowed', async (t)
   const other = await createMember(db, 'admin'); // free plan: builtin only
   const h = { authorization: `Bearer ${other.token}`, 'x-tenant-id': other.tenantId };
   const sessionId = (await app.inject({ method: 'POST', url: '/api/chat/sessions', headers: h, payload: { model: 'openai/gpt-4o' } })).json().id;
-  await db.query(sql.unsafe`insert into tenant_credits (tenant_id, balance_micros) values (${other.tenantId}, 1000000)`);
+  // Its own key, so nothing refuses the send and the plan decides in the worker.
+  await putKey(db, Keyring.fromConfig(config), { tenantId: other.tenantId, provider: 'openai', apiKey: 'sk-tenant-key-1234', userId: other.userId });
   const res = await app.inject({ method: 'POST', url: '/api/chat/send', headers: { ...h, 'idempotency-key': 'plan-key-0001' }, payload: { sessionId, message: 'hi' } });
   t.equal(res.statusCode, 202);
   t.match(await finalJob(res.json().jobId), { status: 'failed', error: { code: 'model_not_allowed' } });
