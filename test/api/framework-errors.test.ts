@@ -60,3 +60,19 @@ t.test('HTTP that does not parse: our shape, chosen by the request line when the
   t.equal(huge.status, 431);
   t.match(JSON.parse(huge.body), { error: 'invalid_request', status: 431, message: 'The request headers are too large.' });
 });
+
+t.test('an empty body is no body, also under content-type: application/json', async (t) => {
+  const { createMember } = await import('../helpers/fixtures.ts');
+  const { testPool } = await import('../helpers/db.ts');
+  const member = await createMember(await testPool(t, databaseUrl), 'admin');
+  const headers = { authorization: `Bearer ${member.token}`, 'x-tenant-id': member.tenantId, 'content-type': 'application/json' };
+  const retired = await fetch(`${url}/api/skills/register/some-skill`, { method: 'DELETE', headers });
+  t.equal(retired.status, 410, 'the route answers, not the body parser');
+  t.match(await retired.json(), { error: 'legacy_skill_registration_retired' });
+  const noName = await fetch(`${url}/api/tenants/`, { method: 'POST', headers });
+  t.equal(noName.status, 400, 'a route that needs a body says so');
+  t.match(await noName.json(), { status: 400, message: /body/ });
+  const broken = await fetch(`${url}/api/tenants/`, { method: 'POST', headers, body: '{"name":' });
+  t.equal(broken.status, 400, 'broken JSON is still 400');
+  t.match(await broken.json(), { status: 400 });
+});
