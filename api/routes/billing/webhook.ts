@@ -1,6 +1,7 @@
 // POST /api/billing/webhook: Stripe's events. The signature is checked over
-// the exact bytes received (the SDK's constructEvent, 5-minute tolerance);
-// a bad or missing one is 400 and nothing is stored. A good event is stored
+// the exact bytes received (the SDK's constructEvent, 5-minute tolerance,
+// and as far into the future); a bad or missing one is 400 invalid_signature
+// and nothing is stored. A good event is stored
 // once by its id and answered 200 at once; the billing.webhook job applies it,
 // so a slow or failing handler never makes Stripe retry, and a retried
 // delivery never applies twice.
@@ -29,7 +30,8 @@ const stripeWebhookRoutes: FastifyPluginAsyncZod = async (app) => {
         summary: 'Stripe webhook: subscription lifecycle events (signature-checked, applied by a job)',
         description: `Signed by Stripe (Stripe-Signature over the raw JSON body, ${SIGNATURE_TOLERANCE_S} s tolerance). Handled: ${[...HANDLED_STRIPE_EVENTS].join(', ')}; other types are stored and ignored.`,
         security: [{ StripeSignature: [] }],
-        headers: z.object({ 'stripe-signature': z.string().min(1).max(4096).describe('t=<unix time>,v1=<HMAC-SHA256>') }),
+        // Checked by the handler, so a missing one answers invalid_signature like a wrong one.
+        headers: z.object({ 'stripe-signature': z.string().max(4096).optional().describe('Required: t=<unix time>,v1=<HMAC-SHA256>') }),
         body: z.unknown().describe('The Stripe Event as JSON, exactly as sent'),
         response: { 200: WebhookReceived, 400: PlatformError, 413: PlatformError, 415: PlatformError, 503: PlatformError },
       },
@@ -40,9 +42,17 @@ const stripeWebhookRoutes: FastifyPluginAsyncZod = async (app) => {
       if (app.config.billing.mode === 'disabled') {
         throw new PlatformHttpError(503, 'billing_not_configured', 'Billing is not configured on this deployment (STRIPE_SECRET_KEY, STRIPE_WEBHOOK_SECRET).');
       }
+      const header = request.headers['stripe-signature'];
+      if (!header) throw new PlatformHttpError(400, 'invalid_signature', 'Send the Stripe-Signature header Stripe signs each event with.');
+      // The SDK checks a timestamp's age only; one from the future is refused as well.
+      const signedAt = Number(/(?:^|,)t=(\d{1,12})(?:,|$)/.exec(header)?.[1]);
+      if (Number.isFinite(signedAt) && signedAt > Date.now() / 1000 + SIGNATURE_TOLERANCE_S) {
+        request.log.warn('stripe webhook refused: signed in the future');
+        throw new PlatformHttpError(400, 'invalid_signature', `The Stripe-Signature timestamp is more than ${SIGNATURE_TOLERANCE_S} s in the future.`);
+      }
       let event: Stripe.Event;
       try {
-        event = app.billing.stripe.webhooks.constructEvent(raw, request.headers['stripe-signature'], app.config.billing.stripe.webhookSecret, SIGNATURE_TOLERANCE_S);
+        event = app.billing.stripe.webhooks.constructEvent(raw, header, app.config.billing.stripe.webhookSecret, SIGNATURE_TOLERANCE_S);
       } catch (error) {
         request.log.warn({ reason: (error as Error).message }, 'stripe webhook refused: bad signature');
         throw new PlatformHttpError(400, 'invalid_signature', 'The Stripe-Signature header does not match this body, secret and time.');
