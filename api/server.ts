@@ -2,6 +2,7 @@
 // running more of them behind a load balancer; they share nothing but PostgreSQL.
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
+import { commandLine } from '../core/process/command-line.ts';
 import { loadConfigOrExit, requireDatabaseUrl, type Config } from '../core/config.ts';
 import { createDatabasePool } from '../core/db/pool.ts';
 import { JobEventHub } from '../core/jobs/events.ts';
@@ -44,6 +45,11 @@ export async function startApi(config: Config, databaseUrl: string, logger: Logg
 }
 
 async function main() {
+  commandLine(`
+usage: npm run start:api
+The api process alone (needs DATABASE_URL and a migrated database; run
+workers beside it with npm run start:worker). Configured by environment
+variables: PORT, HOST, BASE_URL, DATABASE_URL, ... (README: Configuration).`, {});
   const loaded = loadConfigOrExit();
   const logger = createLogger(loaded.logLevel, 'api', { format: loaded.logFormat, nodeEnv: loaded.nodeEnv });
   guardUnhandledRejections(logger);

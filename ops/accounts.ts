@@ -6,8 +6,8 @@
 // terminal, or an empty stdin) a strong one is generated and printed once.
 // An existing e-mail with --operator is promoted to operator instead.
 import { randomBytes } from 'node:crypto';
-import { parseArgs } from 'node:util';
 import { z } from 'zod';
+import { commandLine, usageError } from '../core/process/command-line.ts';
 import { loadConfigOrExit } from '../core/config.ts';
 import { createUser, EmailTakenError } from '../core/accounts/users.ts';
 import { PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from '../core/crypto/passwords.ts';
@@ -22,15 +22,19 @@ async function readStdin(): Promise<string> {
   return Buffer.concat(chunks).toString('utf8').replace(/\r?\n$/, '');
 }
 
+const USAGE = `
+usage: npm run user:create -- --email <e-mail> [--name "<name>"] [--operator]
+       npm run operator:create -- --email <e-mail>
+Creates a person's account (there is no open sign-up). Pipe the password in
+(printf '%s' "$PW" | npm run user:create -- ...); with nothing piped a strong
+one is generated and printed once. --operator makes (or promotes) a platform
+operator.`;
+const values = commandLine(USAGE, { email: { type: 'string' }, name: { type: 'string' }, operator: { type: 'boolean', default: false } });
 const config = loadConfigOrExit();
 const logger = createLogger(process.env.LOG_LEVEL ?? 'warn', 'accounts');
 try {
-  const { values } = parseArgs({
-    options: { email: { type: 'string' }, name: { type: 'string' }, operator: { type: 'boolean', default: false } },
-    strict: true,
-  });
   const email = z.email().max(320).safeParse(values.email);
-  if (!email.success) throw new Error('--email must be an e-mail address');
+  if (!email.success) usageError(USAGE, '--email must be an e-mail address');
   // Nothing piped in (a terminal, or an empty stdin such as /dev/null in a
   // script): a strong password is generated and printed once.
   const given = process.stdin.isTTY ? '' : await readStdin();

@@ -5,8 +5,13 @@ import { loadConfigOrExit } from '../core/config.ts';
 import { migrate } from '../core/db/migrate.ts';
 import { createLogger } from '../core/logger.ts';
 import { exitWithError } from '../core/process/lifecycle.ts';
+import { commandLine } from '../core/process/command-line.ts';
 import { startEmbeddedPostgres } from './embedded-postgres.ts';
 
+commandLine(`
+usage: npm run migrate
+Applies pending migrations (Graphile Worker's, then the platform's) to
+DATABASE_URL, or to the embedded PostgreSQL of DATA_DIR when it is unset.`, {});
 const config = loadConfigOrExit();
 const logger = createLogger(config.logLevel, 'migrate');
 try {

@@ -6,8 +6,13 @@ import { loadConfigOrExit } from '../core/config.ts';
 import { KeyStore } from '../core/identity/keys.ts';
 import { createLogger } from '../core/logger.ts';
 import { exitWithError } from '../core/process/lifecycle.ts';
+import { commandLine } from '../core/process/command-line.ts';
 import { openDatabase } from './database.ts';
 
+commandLine(`
+usage: npm run keys:rotate
+The identity provider signs with a new ES256 key from now on; the old one
+keeps verifying what it signed until that has expired.`, {});
 const config = loadConfigOrExit();
 const logger = createLogger(process.env.LOG_LEVEL ?? 'warn', 'keys');
 try {

@@ -8,30 +8,33 @@
 // refuses (401: revoked or wrong) stops the runner after --max-refusals
 // refusals in a row (default 10), exit code 1: enroll again for a new token.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { createLogger } from '../core/logger.ts';
+import { commandLine, usageError } from '../core/process/command-line.ts';
 
 const logger = createLogger(process.env.LOG_LEVEL ?? 'info', 'runner');
 
-const { values } = parseArgs({
-  options: {
-    url: { type: 'string', default: process.env.RUNNER_URL ?? 'http://localhost:3000' },
-    token: { type: 'string' },
-    interval: { type: 'string', default: process.env.RUNNER_INTERVAL_MS ?? '3000' },
-    'max-refusals': { type: 'string', default: process.env.RUNNER_MAX_REFUSALS ?? '10' },
-  },
-  strict: true,
+const USAGE = `
+usage: npm run runner -- --url <base url> --token <runner token> [--interval <ms, at least 100>] [--max-refusals <n, at least 1>]
+A reference runner: heartbeats with the service and acknowledges the restore
+work it is given. The token may come from RUNNER_TOKEN instead (out of
+process listings); RUNNER_URL, RUNNER_INTERVAL_MS and RUNNER_MAX_REFUSALS
+set the others.`;
+const values = commandLine(USAGE, {
+  url: { type: 'string', default: process.env.RUNNER_URL ?? 'http://localhost:3000' },
+  token: { type: 'string' },
+  interval: { type: 'string', default: process.env.RUNNER_INTERVAL_MS ?? '3000' },
+  'max-refusals': { type: 'string', default: process.env.RUNNER_MAX_REFUSALS ?? '10' },
 });
-const token = values.token ?? process.env.RUNNER_TOKEN;
+const token = (values.token as string | undefined) ?? process.env.RUNNER_TOKEN;
 const intervalMs = Number(values.interval);
 const maxRefusals = Number(values['max-refusals']);
 const MAX_BACKOFF_MS = 60_000;
-if (!token || !z.url().safeParse(values.url).success || !Number.isInteger(intervalMs) || intervalMs < 100 || !Number.isInteger(maxRefusals) || maxRefusals < 1) {
-  logger.error('usage: node --import tsx ops/runner.ts --url <base url> --token <runner token> [--interval <ms, at least 100>] [--max-refusals <n, at least 1>] (or RUNNER_TOKEN)');
-  process.exit(2);
-}
-const base = values.url!.replace(/\/+$/, '');
+if (!token) usageError(USAGE, 'a runner token is needed: --token, or RUNNER_TOKEN');
+if (!z.url().safeParse(values.url).success) usageError(USAGE, '--url must be the service\'s base URL');
+if (!Number.isInteger(intervalMs) || intervalMs < 100) usageError(USAGE, '--interval must be a whole number of milliseconds, at least 100');
+if (!Number.isInteger(maxRefusals) || maxRefusals < 1) usageError(USAGE, '--max-refusals must be a whole number, at least 1');
+const base = (values.url as string).replace(/\/+$/, '');
 
 const Heartbeat = z.object({
   pendingWork: z.array(z.object({ id: z.string(), kind: z.string(), managedAgentId: z.string(), agentName: z.string(), jobId: z.string() })),

@@ -9,9 +9,16 @@ import { migrate } from '../core/db/migrate.ts';
 import { createLogger, safeDatabaseUrl } from '../core/logger.ts';
 import { collectProcessMetrics, maybeStartMetricsServer } from '../core/metrics.ts';
 import { settleListenPort } from '../core/process/listen-port.ts';
+import { commandLine } from '../core/process/command-line.ts';
 import { exitWithError, guardUnhandledRejections, onShutdownSignal } from '../core/process/lifecycle.ts';
 import { startEmbeddedPostgres, type EmbeddedDatabase } from './embedded-postgres.ts';
 
+commandLine(`
+usage: npm start
+The whole platform in one process: api, a worker and (with DATABASE_URL unset)
+an embedded PostgreSQL kept in DATA_DIR (default ./.data). Configured by
+environment variables: PORT (3000), HOST, DATA_DIR, DATABASE_URL, ...
+(README: Configuration). Ctrl-C stops it.`, {});
 const loaded = loadConfigOrExit();
 const logger = createLogger(loaded.logLevel, 'platform', { format: loaded.logFormat, nodeEnv: loaded.nodeEnv });
 guardUnhandledRejections(logger);

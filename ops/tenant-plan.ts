@@ -4,8 +4,8 @@
 // other change (recorded in billing_changes with the reason). --plan free
 // removes the operator's grant; a paid Stripe or in-app plan stays in force.
 import { userInfo } from 'node:os';
-import { parseArgs } from 'node:util';
 import { z } from 'zod';
+import { commandLine, usageError } from '../core/process/command-line.ts';
 import { removeEntitlement, setEntitlement } from '../core/billing/entitlements.ts';
 import { loadConfigOrExit } from '../core/config.ts';
 import { sql } from '../core/db/pool.ts';
@@ -14,19 +14,21 @@ import { PLAN_NAMES, type PlanName } from '../core/plans.ts';
 import { exitWithError } from '../core/process/lifecycle.ts';
 import { openDatabase } from './database.ts';
 
+const USAGE = `
+usage: npm run tenant:plan -- --tenant <tenant id> --plan free|pro|enterprise [--until 2027-12-31] [--reason "..."]
+Sets a tenant's plan by hand (the operator's grant); --plan free removes the
+grant (a paid Stripe or in-app plan stays). A person's tenants and their ids:
+GET /api/tenants/ with their token.`;
+const values = commandLine(USAGE, { tenant: { type: 'string' }, plan: { type: 'string' }, until: { type: 'string' }, reason: { type: 'string' } });
 const config = loadConfigOrExit();
 const logger = createLogger(process.env.LOG_LEVEL ?? 'warn', 'tenant-plan');
 try {
-  const { values } = parseArgs({
-    options: { tenant: { type: 'string' }, plan: { type: 'string' }, until: { type: 'string' }, reason: { type: 'string' } },
-    strict: true,
-  });
   const tenantId = z.uuid().safeParse(values.tenant);
-  if (!tenantId.success) throw new Error('--tenant must be the tenant id (a UUID; GET /api/tenants/ lists yours)');
-  if (!PLAN_NAMES.includes(values.plan as PlanName)) throw new Error(`--plan must be one of ${PLAN_NAMES.join(', ')}`);
+  if (!tenantId.success) usageError(USAGE, '--tenant must be the tenant id (a UUID)');
+  if (!PLAN_NAMES.includes(values.plan as PlanName)) usageError(USAGE, `--plan must be one of ${PLAN_NAMES.join(', ')}`);
   const plan = values.plan as PlanName;
   const until = values.until ? new Date(values.until) : null;
-  if (until && (Number.isNaN(until.getTime()) || until <= new Date())) throw new Error('--until must be a future date, e.g. 2027-12-31');
+  if (until && (Number.isNaN(until.getTime()) || until <= new Date())) usageError(USAGE, '--until must be a future date, e.g. 2027-12-31');
   const reason = `operator ${userInfo().username}: ${values.reason ?? `set plan to ${plan}`}`.slice(0, 500);
 
   const { db, close } = await openDatabase(config, logger);

@@ -1,27 +1,29 @@
 // Suspend or resume a tenant by hand (abuse, an unpaid contract, a legal hold):
-//   node --import tsx ops/tenant-suspend.ts --tenant <tenant id> --reason "..."
-//   node --import tsx ops/tenant-suspend.ts --tenant <tenant id> --resume
+//   npm run tenant:suspend -- --tenant <tenant id> --reason "..."
+//   npm run tenant:suspend -- --tenant <tenant id> --resume
 // While suspended, the tenant's agents get 403 tenant_inactive on the Agent
 // API and MCP and its people a platform 403 tenant_inactive; nothing is deleted.
 import { userInfo } from 'node:os';
-import { parseArgs } from 'node:util';
 import { z } from 'zod';
+import { commandLine, usageError } from '../core/process/command-line.ts';
 import { loadConfigOrExit } from '../core/config.ts';
 import { createLogger } from '../core/logger.ts';
 import { exitWithError } from '../core/process/lifecycle.ts';
 import { resumeTenant, suspendTenant } from '../core/tenants/suspension.ts';
 import { openDatabase } from './database.ts';
 
+const USAGE = `
+usage: npm run tenant:suspend -- --tenant <tenant id> --reason "..."
+       npm run tenant:suspend -- --tenant <tenant id> --resume
+Suspends a tenant (its agents and people get 403 tenant_inactive; nothing is
+deleted), or resumes it.`;
+const values = commandLine(USAGE, { tenant: { type: 'string' }, reason: { type: 'string' }, resume: { type: 'boolean', default: false } });
 const config = loadConfigOrExit();
 const logger = createLogger(process.env.LOG_LEVEL ?? 'warn', 'tenant-suspend');
 try {
-  const { values } = parseArgs({
-    options: { tenant: { type: 'string' }, reason: { type: 'string' }, resume: { type: 'boolean', default: false } },
-    strict: true,
-  });
   const tenantId = z.uuid().safeParse(values.tenant);
-  if (!tenantId.success) throw new Error('--tenant must be the tenant id (a UUID)');
-  if (!values.resume && !values.reason?.trim()) throw new Error('--reason is required to suspend (or pass --resume)');
+  if (!tenantId.success) usageError(USAGE, '--tenant must be the tenant id (a UUID)');
+  if (!values.resume && !(values.reason as string | undefined)?.trim()) usageError(USAGE, '--reason is required to suspend (or pass --resume)');
   const { db, close } = await openDatabase(config, logger);
   try {
     const result = values.resume

@@ -1,12 +1,18 @@
 // The worker process: `npm run start:worker` (needs DATABASE_URL). Run as
 // many as the work needs; Graphile Worker hands each job to one of them and
 // its cron fires each schedule once across all of them.
+import { commandLine } from '../core/process/command-line.ts';
 import { loadConfigOrExit, requireDatabaseUrl } from '../core/config.ts';
 import { createLogger } from '../core/logger.ts';
 import { collectProcessMetrics, maybeStartMetricsServer, registerDatabaseMetrics } from '../core/metrics.ts';
 import { ensureSchema, exitWithError, guardUnhandledRejections, isMain, onShutdownSignal } from '../core/process/lifecycle.ts';
 
 async function main() {
+  commandLine(`
+usage: npm run start:worker
+A worker process (needs DATABASE_URL and a migrated database); run as many
+as the work needs. Configured by environment variables: WORKER_CONCURRENCY,
+WORKER_IO_CONCURRENCY, DATABASE_URL, ... (README: Configuration).`, {});
   const config = loadConfigOrExit();
   const logger = createLogger(config.logLevel, 'worker', { format: config.logFormat, nodeEnv: config.nodeEnv });
   guardUnhandledRejections(logger);

@@ -3,6 +3,7 @@
 import { z } from 'zod';
 import { seal } from '../crypto/secretbox.ts';
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
+import type { Position } from '../paging.ts';
 
 export const DEFAULT_TENANT_SETTINGS = { timezone: 'UTC', locale: 'en', defaultModel: null as string | null };
 
@@ -52,6 +53,19 @@ export async function findTenantForMember(db: CommonQueryMethods, tenantId: stri
       (select count(*)::int from tenant_memberships c where c.tenant_id = t.id) as member_count
     from tenants t join tenant_memberships m on m.tenant_id = t.id and m.user_id = ${userId}
     where t.id = ${tenantId}`);
+}
+
+export const TenantListRow = TenantRow.extend({ role: z.enum(['admin', 'viewer']), owned: z.boolean(), cursor_t: z.string() });
+
+/** The tenants the user is a member of, newest first, a keyset page (limit + 1 rows). */
+export async function listTenantsOfMember(db: CommonQueryMethods, userId: string, page: { limit: number; after: Position | null }) {
+  return db.any(sql.type(TenantListRow)`
+    select t.id, t.name, t.plan, t.settings, t.created_at, m.role, t.owner_id is not distinct from ${userId}::uuid as owned, t.created_at::text as cursor_t
+    from tenant_memberships m join tenants t on t.id = m.tenant_id
+    where m.user_id = ${userId}
+      ${page.after ? sql.fragment`and (t.created_at, t.id) < (${page.after.t}::timestamptz, ${page.after.id}::uuid)` : sql.fragment``}
+    order by t.created_at desc, t.id desc
+    limit ${page.limit + 1}`);
 }
 
 export const SecretMeta = z.object({ name: z.string(), created_at: z.string(), updated_at: z.string(), inserted: z.boolean() });

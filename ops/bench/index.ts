@@ -20,6 +20,7 @@ import { createDatabasePool, sql } from '../../core/db/pool.ts';
 import { GroupCommitter } from '../../core/jobs/group-commit.ts';
 import { graphileLogger } from '../../core/graphile-logger.ts';
 import { createLogger } from '../../core/logger.ts';
+import { commandLine } from '../../core/process/command-line.ts';
 import { startWorker } from '../../workers/worker.ts';
 import { startEmbeddedPostgres } from '../embedded-postgres.ts';
 import { Report, sleep } from './measure.ts';
@@ -46,6 +47,13 @@ import { websocketLatency } from './websocket.ts';
 import { scaleOutFigures } from './scale-out.ts';
 import { printStatements, startStatements, statementSettings } from './statements.ts';
 
+commandLine(`
+usage: npm run bench
+Prints speed figures as ratios against baselines measured in the same run, on
+a scratch embedded PostgreSQL. BENCH_ONLY=jobs,peers,fairness,streaming,
+websocket,chat,http,billing,channels,scale-out picks sections; BENCH_SECONDS,
+BENCH_SAMPLES, BENCH_STREAM_TURNS, BENCH_STATEMENTS=1 and BENCH_PROFILE=<dir>
+tune it (README: Bench).`, {});
 const seconds = Number(process.env.BENCH_SECONDS ?? 4);
 const samples = Number(process.env.BENCH_SAMPLES ?? 300);
 const selected = process.env.BENCH_ONLY ? new Set(process.env.BENCH_ONLY.split(',').map((x) => x.trim())) : null;

@@ -31,8 +31,8 @@ t.test('the operator command creates the global Admin, or promotes an existing u
 
 t.test('bad arguments are refused clearly', async (t) => {
   const noEmail = spawnEntry(t, 'ops/accounts.ts', env, { stdin: 'a long enough password' });
-  t.equal(await noEmail.exited, 1);
-  t.match(noEmail.output(), /--email must be an e-mail address/);
+  t.equal(await noEmail.exited, 2, 'a usage error');
+  t.match(noEmail.output(), /--email must be an e-mail address\n\nusage: npm run user:create/);
   const short = spawnEntry(t, 'ops/accounts.ts', env, { args: ['--email', 'x@example.test'], stdin: 'short' });
   t.equal(await short.exited, 1);
   t.match(short.output(), /piped password has 5 characters; it must have 10 to 200/);
@@ -58,7 +58,7 @@ t.test('license:create prints a key once that logs in to the dashboard', async (
   const me = await app.inject({ url: '/api/dashboard/auth/me', headers: { authorization: `Bearer ${login.json().token}` } });
   t.match(me.json(), { plan: 'enterprise', purchaserEmail: 'buyer@example.test' });
   const bad = spawnEntry(t, 'ops/licenses.ts', env, { args: ['--email', 'buyer@example.test', '--plan', 'gold'] });
-  t.equal(await bad.exited, 1);
+  t.equal(await bad.exited, 2, 'a usage error');
   t.match(bad.output(), /--plan must be one of pro, enterprise/);
 });
 

@@ -41,14 +41,15 @@ t.test('sets, records and removes an operator plan', async (t) => {
 
 t.test('refuses bad input with a message', async (t) => {
   const m = await createMember(db);
-  for (const [args, message] of [
-    [['--tenant', 'nope', '--plan', 'pro'], /--tenant must be the tenant id/],
-    [['--tenant', m.tenantId, '--plan', 'gold'], /--plan must be one of free, pro, enterprise/],
-    [['--tenant', '00000000-0000-4000-8000-000000000000', '--plan', 'pro'], /no tenant/],
-    [['--tenant', m.tenantId, '--plan', 'pro', '--until', '2001-01-01'], /--until must be a future date/],
+  for (const [args, message, code] of [
+    [['--tenant', 'nope', '--plan', 'pro'], /--tenant must be the tenant id/, 2],
+    [['--tenant', m.tenantId, '--plan', 'gold'], /--plan must be one of free, pro, enterprise/, 2],
+    [['--tenant', '00000000-0000-4000-8000-000000000000', '--plan', 'pro'], /no tenant/, 1],
+    [['--tenant', m.tenantId, '--plan', 'pro', '--until', '2001-01-01'], /--until must be a future date/, 2],
   ] as const) {
     const r = await run([...args]);
-    t.equal(r.code, 1, args.join(' '));
+    t.equal(r.code, code, `${args.join(' ')}: exit ${code} (2 is a usage error, shown with the usage)`);
+    if (code === 2) t.match(r.output, /usage: npm run tenant:plan/);
     t.match(r.output, message);
   }
   t.match(await tenant(m.tenantId), { plan: 'free', plan_source: null }, 'nothing changed');

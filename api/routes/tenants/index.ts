@@ -4,10 +4,12 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { findJobInTenant } from '../../../core/jobs/read.ts';
 import { JobStatus, toJobStatus } from '../../../core/jobs/schema.ts';
+import { decodeCursor, InvalidCursorError, pageOf, PageQuery } from '../../../core/paging.ts';
 import {
   createSession,
   createTenant,
   findTenantForMember,
+  listTenantsOfMember,
   putTenantSecret,
   TenantLimitError,
 } from '../../../core/tenants/tenants.ts';
@@ -18,6 +20,10 @@ const Settings = z.record(z.string(), z.unknown()).describe('Tenant settings (de
 const Tenant = z
   .object({ id: z.uuid(), name: z.string(), plan: z.string(), settings: Settings, memberCount: z.int(), role: z.enum(['admin', 'viewer']), createdAt: z.iso.datetime() })
   .meta({ id: 'Tenant' });
+const TenantListItem = z
+  .object({ id: z.uuid(), name: z.string(), plan: z.string(), role: z.enum(['admin', 'viewer']), owned: z.boolean().describe('Whether the caller owns it (it counts for their account)'), createdAt: z.iso.datetime() })
+  .meta({ id: 'TenantListItem' });
+const TenantPage = z.object({ items: z.array(TenantListItem), nextCursor: z.string().nullable() }).meta({ id: 'TenantPage' });
 const CreatedTenant = z.object({ id: z.uuid(), name: z.string(), settings: Settings }).meta({ id: 'CreatedTenant' });
 const TenantName = z.string().trim().min(1).max(200);
 
@@ -54,6 +60,37 @@ const tenantRoutes: FastifyPluginAsyncZod = async (app) => {
         if (error instanceof TenantLimitError) throw new PlatformHttpError(409, 'tenant_limit_reached', error.message);
         throw error;
       }
+    },
+  );
+
+  app.get(
+    '/api/tenants/',
+    {
+      onRequest: app.requireUser,
+      schema: {
+        operationId: 'listTenants',
+        tags: ['tenants'],
+        summary: "The caller's tenants (workspaces), newest first, with their role",
+        description: 'Keyset pages: pass nextCursor as cursor.',
+        security,
+        querystring: PageQuery,
+        response: { 200: TenantPage, 400: PlatformError, 401: PlatformError },
+      },
+    },
+    async (request) => {
+      let after = null;
+      try {
+        after = request.query.cursor ? decodeCursor(request.query.cursor) : null;
+      } catch (error) {
+        if (error instanceof InvalidCursorError) throw new PlatformHttpError(400, 'invalid_request', 'Invalid request: query.cursor: not a cursor from this list.');
+        throw error;
+      }
+      const rows = await listTenantsOfMember(app.db, request.user!.userId, { limit: request.query.limit, after });
+      const { items, nextCursor } = pageOf(rows, request.query.limit);
+      return {
+        items: items.map((t) => ({ id: t.id, name: t.name, plan: t.plan, role: t.role, owned: t.owned, createdAt: new Date(t.created_at).toISOString() })),
+        nextCursor,
+      };
     },
   );
 

@@ -126,3 +126,37 @@ t.test('a tenant job runs through the engine and is observable by poll and webso
   const unknownKind = await app.inject({ method: 'POST', url: '/api/tenants/jobs', headers: as(owner, owner.tenantId), payload: { kind: 'maintenance.sweep_expired' } });
   t.equal(unknownKind.statusCode, 400, 'only tenant job kinds');
 });
+
+t.test('GET /api/tenants/ lists the caller\'s tenants with their role, newest first, in keyset pages', async (t) => {
+  const person = await createMember(db, 'admin');
+  const created: string[] = [];
+  for (const name of ['One', 'Two', 'Three']) {
+    created.push((await app.inject({ method: 'POST', url: '/api/tenants/', headers: as(person), payload: { name } })).json().id);
+  }
+  // A viewer seat in someone else's workspace is listed too, not owned.
+  await db.query(sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${outsider.tenantId}, ${person.userId}, 'viewer')`);
+  const all = await app.inject({ url: '/api/tenants/', headers: as(person) });
+  t.equal(all.statusCode, 200);
+  const items = all.json().items as Array<{ id: string; name: string; role: string; owned: boolean; plan: string }>;
+  t.equal(items.length, 5, 'the own workspace, three created, one joined');
+  t.same(items.filter((i) => created.includes(i.id)).map((i) => i.name), ['Three', 'Two', 'One'], 'newest first');
+  t.match(items.find((i) => i.id === outsider.tenantId), { role: 'viewer', owned: false, plan: 'free' });
+  t.match(items.find((i) => i.id === person.tenantId), { role: 'admin' });
+  t.notOk(items.some((i) => i.id === owner.tenantId), "another person's workspace is not listed");
+
+  const seen: string[] = [];
+  let cursor: string | null = null;
+  do {
+    const page: { items: Array<{ id: string }>; nextCursor: string | null } = (await app.inject({ url: `/api/tenants/?limit=2${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`, headers: as(person) })).json();
+    t.ok(page.items.length <= 2);
+    seen.push(...page.items.map((i) => i.id));
+    cursor = page.nextCursor;
+  } while (cursor);
+  t.same(seen, items.map((i) => i.id), 'pages walk the same list once');
+
+  const bad = await app.inject({ url: '/api/tenants/?cursor=nonsense', headers: as(person) });
+  t.equal(bad.statusCode, 400);
+  t.match(bad.json(), { error: 'invalid_request', message: /cursor/ });
+  t.equal((await app.inject({ url: '/api/tenants/?limit=0', headers: as(person) })).statusCode, 400);
+  t.equal((await app.inject({ url: '/api/tenants/' })).statusCode, 401);
+});
