@@ -1,18 +1,45 @@
 // README's copy-and-paste blocks (```sh runnable) run in order, in one bash,
 // against a started service with a real worker: what a newcomer pastes works.
-import { execFile } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { startTestServerAtOwnUrl } from '../helpers/app.ts';
-import { testEnv } from '../helpers/config.ts';
+import { signPlatformToken } from '../../core/auth/platform-token.ts';
+import { TEST_SECRET, testEnv } from '../helpers/config.ts';
 import { createTestDatabase } from '../helpers/db.ts';
+import { createMember } from '../helpers/fixtures.ts';
 import { sourceRoot } from '../helpers/paths.ts';
 import { startTestWorker } from '../helpers/worker.ts';
 
 const root = sourceRoot;
 const readme = readFileSync(path.join(root, 'README.md'), 'utf8');
 const blocks = [...readme.matchAll(/^```sh runnable\n([\s\S]*?)^```/gm)].map((m) => m[1]!);
+
+/** Runs a script in bash -euo pipefail, in its own process group: whatever it
+ *  left running (a block's reply receiver after a failed step) is stopped. */
+async function runBash(script: string, env: Record<string, string>, timeout: number) {
+  // env -u NODE_OPTIONS: without tap's process-info hook in every node the blocks start (as a reader's shell would).
+  const child = spawn('/usr/bin/env', ['-u', 'NODE_OPTIONS', 'bash', '-euo', 'pipefail', '-c', script], { cwd: root, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d) => (stdout += d));
+  child.stderr.on('data', (d) => (stderr += d));
+  const timer = setTimeout(() => child.kill('SIGKILL'), timeout);
+  // On bash's exit the group is stopped (a receiver left running would hold
+  // the pipes open), then the output is read to its end.
+  const closed = new Promise((resolve) => child.on('close', resolve));
+  const code = await new Promise<number | null>((resolve) => child.on('exit', (c) => resolve(c)));
+  clearTimeout(timer);
+  try {
+    process.kill(-child.pid!, 'SIGKILL');
+  } catch {
+    // the group has ended already
+  }
+  await closed;
+  const result = { code, stdout, stderr };
+  return result;
+}
 
 t.test('README runnable shell blocks work against a started service', async (t) => {
   t.ok(blocks.length >= 3, `found ${blocks.length} runnable blocks`);
@@ -23,11 +50,7 @@ t.test('README runnable shell blocks work against a started service', async (t) 
   const api = await startTestServerAtOwnUrl(t, databaseUrl, dev);
   await startTestWorker(t, databaseUrl, dev);
   const env = { ...testEnv(databaseUrl, { NODE_ENV: 'development', LOG_LEVEL: 'warn' }), BASE: api.url, PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/root' };
-  const { code, stdout, stderr } = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-    // env -u NODE_OPTIONS: without tap's process-info hook in every node the blocks start (as a reader's shell would).
-    execFile('/usr/bin/env', ['-u', 'NODE_OPTIONS', 'bash', '-euo', 'pipefail', '-c', blocks.join('\n')], { cwd: root, env, timeout: 120_000 }, (error, stdout, stderr) =>
-      resolve({ code: error ? ((error as { code?: number }).code ?? null) : 0, stdout, stderr }));
-  });
+  const { code, stdout, stderr } = await runBash(blocks.join('\n'), env, 120_000);
   t.equal(code, 0, `the blocks ran to the end${code === 0 ? '' : `\n${stdout}\n${stderr}`}`);
   t.match(stdout, /created user ada@example\.com/);
   t.match(stdout, /Hello!/, 'the chat transcript has the message');
@@ -36,4 +59,17 @@ t.test('README runnable shell blocks work against a started service', async (t) 
   t.notMatch(stdout, /sk-test-0000000000000000"/, 'never listed in full');
   t.match(stdout, /reply: \{"id":"[^"]+","to":"me","text":"[^"]+"/, 'the webhook channel delivered the chat turn\'s answer to the receiver');
   t.match(stdout, /"outboundCount": 1/, 'one reply sent');
+});
+
+t.test("the webhook walkthrough shows the refusal when private addresses are not allowed (nothing piped away)", async (t) => {
+  const block = blocks.find((b) => b.includes('/api/channels/webhook/config'));
+  t.ok(block, 'the webhook block is runnable');
+  const databaseUrl = await createTestDatabase(t);
+  // Started without PROVIDER_ALLOW_PRIVATE_URLS: the callback on 127.0.0.1 is refused.
+  const api = await startTestServerAtOwnUrl(t, databaseUrl, { NODE_ENV: 'development' });
+  const member = await createMember(api.db);
+  const token = await signPlatformToken({ userId: member.userId }, Buffer.from(TEST_SECRET, 'base64'), api.url);
+  const env = { BASE: api.url, TOKEN: token, TENANT: member.tenantId, PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/root' };
+  const { stdout, stderr } = await runBash(block!, env, 60_000);
+  t.match(stdout + stderr, /127\.0\.0\.1 is a loopback address/, 'the reader sees why');
 });
