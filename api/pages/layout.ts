@@ -1,8 +1,7 @@
 // The one shell of every page for people (landing page, HTML 404, claim
 // page, billing sandbox, hosted board): doctype, viewport, one small style
 // sheet sent inline under a per-response CSP nonce, a header linking home
-// and a footer linking the API reference (left out where the page is served
-// at the identity provider's origin). No script runs on these pages;
+// and a footer linking the API reference. No script runs on these pages;
 // the CSP says so, and forbids framing and foreign form targets.
 import { randomBytes } from 'node:crypto';
 import type { FastifyReply } from 'fastify';
@@ -24,9 +23,9 @@ button{font:inherit;padding:.4rem 1rem;margin:.6rem .4rem 0 0}
 .notice{background:#fff4ce;border:1px solid #d9b600;padding:.5rem .8rem;font-weight:600}.muted{color:#555}
 .ok{color:#0a6b2d;font-weight:600}.bad{color:#a40000;font-weight:600}
 main{overflow-wrap:anywhere}h3{font-size:1.05rem}h4{font-size:1rem}section{margin:1rem 0}
-.cards{list-style:none;padding:0;display:grid;grid-template-columns:repeat(auto-fill,minmax(9rem,1fr));gap:.6rem}
+.cards{list-style:none;padding:0;display:grid;grid-template-columns:repeat(auto-fill,minmax(13rem,1fr));gap:.6rem}
 .card{border:1px solid #ddd;border-radius:.4rem;padding:.6rem}.card-label{display:block;color:#555;font-size:.85rem}
-.card-value{display:block;font-size:1.4rem;font-weight:700}.card-value small{font-size:.8rem;font-weight:400}
+.card-value{display:block;font-size:1.4rem;font-weight:700}.num{overflow-wrap:normal;word-break:normal}.card-value small{font-size:.8rem;font-weight:400}
 .preview{border:1px solid #ddd;padding:0 .8rem;margin:1rem 0}`;
 
 export type PageOptions = {
@@ -40,11 +39,6 @@ export type PageOptions = {
   notice?: Html;
   /** Origins a form on the page may post to besides our own (form-action). */
   formTargets?: string[];
-  /**
-   * Header and footer links to / and /docs (default true). Off for pages
-   * served at the identity provider's origin, where those need not exist.
-   */
-  nav?: boolean;
   /** Extra response headers (e.g. x-robots-tag). */
   headers?: Record<string, string>;
 };
@@ -67,13 +61,12 @@ export function pageCsp(nonce: string, formTargets: string[] = []): string {
 /** The full document for a page; the nonce must be the one the CSP names. */
 export function renderPage(options: PageOptions, nonce: string): Html {
   const heading = options.heading === undefined ? options.title : options.heading;
-  const nav = options.nav ?? true;
   return html`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 <meta name="referrer" content="no-referrer"><title>${options.title}</title><style nonce="${nonce}">${new Html(STYLE)}</style></head>
-<body>${nav ? html`<header><a href="/">Agent platform</a></header>` : ''}
+<body><header><a href="/">Agent platform</a></header>
 <main>${options.notice ?? ''}${heading === null ? '' : html`<h1>${heading}</h1>`}${options.body}</main>
-${nav ? html`<footer><a href="/">Home</a> · <a href="/docs">API reference</a></footer>` : ''}</body></html>`;
+<footer><a href="/">Home</a> · <a href="/docs">API reference</a></footer></body></html>`;
 }
 
 /** Sends a page in the shared layout with the headers every page for people carries. */

@@ -32,6 +32,15 @@ function scalarText(v: unknown): string {
   return String(v);
 }
 
+/**
+ * A number that never breaks inside a digit group: "1,250,000" stays whole
+ * where it fits and, on a narrow card, breaks only after a group separator.
+ */
+function numberHtml(v: number): Html {
+  const groups = scalarText(v).split(',');
+  return html`<span class="num">${groups.map((g, i) => (i === 0 ? html`${g}` : html`,<wbr>${g}`))}</span>`;
+}
+
 /** Paragraphs split on blank lines; single line breaks kept as <br>. */
 export function paragraphs(text: string): Html {
   const parts = text.split(/\r?\n\s*\r?\n/).map((p) => p.trim()).filter(Boolean);
@@ -54,7 +63,7 @@ function metricsOf(value: unknown): Metric[] | null {
 
 function metricCards(metrics: Metric[]): Html {
   return html`<ul class="cards">${metrics.map((m) => html`
-<li class="card"><span class="card-label">${m.label}</span><span class="card-value">${scalarText(m.value)}${isScalar(m.unit) && m.unit !== null ? html` <small>${scalarText(m.unit)}</small>` : ''}</span></li>`)}</ul>`;
+<li class="card"><span class="card-label">${m.label}</span><span class="card-value">${typeof m.value === 'number' ? numberHtml(m.value) : scalarText(m.value)}${isScalar(m.unit) && m.unit !== null ? html` <small>${scalarText(m.unit)}</small>` : ''}</span></li>`)}</ul>`;
 }
 
 /** Any JSON value, generically. */

@@ -76,7 +76,15 @@ async function operations(app: FastifyInstance) {
   });
 
   const token = app.config.metrics.token;
-  if (token === undefined) return;
+  if (token === undefined) {
+    // Off on this port: a 404 that says how to turn it on (no figure is served).
+    const where = app.config.metrics.port
+      ? `This deployment serves them on their own listener (METRICS_PORT=${app.config.metrics.port}, METRICS_HOST).`
+      : 'Set METRICS_TOKEN (16+ characters) to serve GET /metrics here for `Authorization: Bearer <METRICS_TOKEN>`, or METRICS_PORT for a listener of their own.';
+    app.get('/metrics', { schema: { hide: true } }, async (_request, reply) =>
+      reply.code(404).send({ error: 'not_found', status: 404, message: `Metrics are not served on this port. ${where}` }));
+    return;
+  }
   const expected = sha256(token);
   app.get('/metrics', { schema: { hide: true } }, async (request, reply) => {
     const given = bearerToken(request.headers.authorization);

@@ -18,11 +18,15 @@ import { spawnWorkerProcess, startTestWorker } from '../helpers/worker.ts';
 const TOKEN = 'metrics-token-0123456789abcdef';
 const databaseUrl = await createTestDatabase(t);
 
-t.test('without METRICS_TOKEN there is no /metrics route on the api port', async (t) => {
+t.test('without METRICS_TOKEN the api port serves no figures: a 404 that says how to turn them on', async (t) => {
   const { app } = await buildTestApp(t, databaseUrl);
   const res = await app.inject('/metrics');
   t.equal(res.statusCode, 404);
-  t.notOk(app.routeCatalog.some((r) => r.url === '/metrics'), 'not in the route catalog either');
+  t.match(res.json(), { error: 'not_found', status: 404, message: /Set METRICS_TOKEN .* or METRICS_PORT/ });
+  t.notMatch(res.body, /platform_/, 'no figure');
+  t.ok(app.routeCatalog.some((r) => r.url === '/metrics' && r.hidden), 'hidden from the published contract');
+  const ownListener = await buildTestApp(t, databaseUrl, { METRICS_PORT: '9464' });
+  t.match((await ownListener.app.inject('/metrics')).json(), { status: 404, message: /own listener \(METRICS_PORT=9464/ });
 });
 
 t.test('with METRICS_TOKEN: a Bearer token equal to it, else 401', async (t) => {

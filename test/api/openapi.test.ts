@@ -18,6 +18,7 @@ import { sourceRoot } from '../helpers/paths.ts';
  * every GET are left out without being listed.
  */
 const HIDDEN_ROUTES: Record<string, string> = {
+  'GET /metrics': 'without METRICS_TOKEN: a 404 saying how to turn metrics on (with it, Prometheus text behind a Bearer token)',
   'GET /openapi.json': 'the document itself',
   'GET /openapi.yaml': 'the document itself',
   'GET /auth.md': 'the registration guide, a Markdown document',

@@ -65,7 +65,7 @@ if (unavailable) {
     const long = `https://example.test/${'a-very-long-path-segment'.repeat(8)}`;
     const content = {
       summary: `A long link: ${long}\n\n${'Unbreakable'.repeat(12)} words.`,
-      metrics: [{ label: 'Annual recurring revenue', value: 123456789.25, unit: 'EUR' }, { label: 'Users', value: 4321 }, { label: 'Churn', value: 1.2, unit: '%' }],
+      metrics: [{ label: 'Annual recurring revenue', value: 123456789.25, unit: 'EUR' }, { label: 'Signups', value: 1250000, unit: 'people' }, { label: 'Users', value: 4321 }, { label: 'Churn', value: 1.2, unit: '%' }],
       sections: [{ title: 'Details', owner: { name: 'Ops', contact: long, tags: ['x', 'y'] } }],
       items: [long, { deal: 'A', amount: 10 }],
     };
@@ -96,6 +96,17 @@ if (unavailable) {
       if (name === 'API reference') await page.waitForSelector('.opblock-summary');
       await check(name, res?.status());
     }
+    // On a desktop window a board's figures stay whole: no number wraps inside itself.
+    await page.setViewportSize({ width: 1100, height: 800 });
+    await page.goto(`${url}/boards/public/${published.link.secret}`);
+    const lines = await page.$$eval('.card-value', (cards) => cards.map((card) => {
+      // The figure is the card value's first node; count the lines its text sits on.
+      const range = document.createRange();
+      range.selectNodeContents(card.firstChild!);
+      return [card.firstChild!.textContent, new Set([...range.getClientRects()].map((r) => Math.round(r.top))).size] as const;
+    }));
+    t.same(lines, [['123,456,789.25', 1], ['1,250,000', 1], ['4,321', 1], ['1.2', 1]], 'at 1,100 px every figure is on one line');
+    await page.setViewportSize({ width: 375, height: 740 });
     // Signed in, the approval page shows details and the preview.
     await page.goto(`${url}/boards/approvals/${pending.approvalId}`);
     await page.getByLabel('E-mail').fill('phone-admin@example.test');

@@ -69,6 +69,11 @@ if (unavailable) {
     t.equal(await page.locator('h1').innerText(), 'Give this code to the agent');
     const code = (await page.locator('.code').innerText()).trim();
     t.match(code, /^[A-Z]{4}-[A-Z]{4}$/);
+    // The claim pages wear the shared header and footer, and name the agent once.
+    t.equal(await page.locator('header a').innerText(), 'Agent platform');
+    t.same(await textsOf(page, 'footer a'), ['Home', 'API reference']);
+    t.notMatch(await page.locator('main').innerText(), /Agent Agent/);
+    t.match(await page.locator('main').innerText(), `The agent (registration ${registered.json.registration.id}) will then be bound`);
 
     const done = await call('POST', '/agent/identity/claim/complete', { claim_token: claimToken, user_code: code });
     t.equal(done.status, 200);

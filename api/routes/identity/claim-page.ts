@@ -46,7 +46,7 @@ const CLOSED: Record<string, { status: number; text: string }> = {
 
 // Served at the identity provider's origin ({auth_url}), which need not
 // serve the landing page or /docs: no header or footer links.
-const sendPage = (reply: FastifyReply, status: number, title: string, body: Html) => sendLayoutPage(reply, { status, title, body, nav: false });
+const sendPage = (reply: FastifyReply, status: number, title: string, body: Html) => sendLayoutPage(reply, { status, title, body });
 
 const CHOOSE_FIRST =
   'Choose an organization first. The agent will act inside the organization you choose; without a choice it could not complete the claim (organization_selection_required).';
@@ -91,7 +91,7 @@ ${error ? html`<p class="error">${error}</p>` : ''}
     const mustChoose = !confirmed && orgs.length > 1;
     const radios = html`<fieldset><legend>Organization</legend>${orgs.map((o) => html`
 <label><input type="radio" name="organization_id" value="${o.id}"${o.id === a.organization_id ? html` checked` : ''}${mustChoose ? html` required` : ''}> ${o.name}</label>`)}</fieldset>`;
-    const details = html`<dl><dt>Agent</dt><dd>${a.principal_name} (registration ${a.registration_id})</dd>
+    const details = html`<dl><dt>Agent</dt><dd>registration ${a.registration_id}</dd>
 <dt>Workspace</dt><dd>${a.tenant_name} (kept as it is, added to your account)</dd>
 <dt>Claim for</dt><dd>${a.login_hint}</dd>
 ${orgs.length === 1 ? html`<dt>Organization</dt><dd>${orgs[0]!.name} (the agent will act inside it)</dd>` : ''}</dl>`;
@@ -124,7 +124,7 @@ ${error ? html`<p class="error">${error}</p>` : ''}${body}
     return sendPage(reply, 200, 'Give this code to the agent', html`
 <p>Tell the agent this code. It is valid for ${Math.round(expiresIn / 60)} minutes and is shown only this once.</p>
 <p class="code">${userCode}</p>
-<p>Agent ${a.principal_name} (registration ${a.registration_id}) will then be bound to your account with workspace ${a.tenant_name}.</p>`);
+<p>The agent (registration ${a.registration_id}) will then be bound to your account with workspace ${a.tenant_name}.</p>`);
   }
 
   /** 404/410/403 for an attempt the page cannot act on; null when it can. */
