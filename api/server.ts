@@ -3,7 +3,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { commandLine } from '../core/process/command-line.ts';
-import { loadConfigOrExit, requireDatabaseUrl, type Config } from '../core/config.ts';
+import { loadConfigOrExit, type Config } from '../core/config.ts';
 import { createDatabasePool } from '../core/db/pool.ts';
 import { JobEventHub } from '../core/jobs/events.ts';
 import { GroupCommitter } from '../core/jobs/group-commit.ts';
@@ -55,7 +55,9 @@ variables: PORT, HOST, BASE_URL, DATABASE_URL, ... (README: Configuration).`, {}
   guardUnhandledRejections(logger);
   try {
     const config = await settleListenPort(loaded);
-    const databaseUrl = requireDatabaseUrl(config, 'npm run start:api');
+    // DATABASE_URL, or the embedded PostgreSQL `npm run db` runs for DATA_DIR.
+    const { databaseUrlFor } = await import('../ops/shared-database.ts');
+    const databaseUrl = databaseUrlFor(config, 'npm run start:api', logger);
     await ensureSchema(config, databaseUrl, logger);
     const api = await startApi(config, databaseUrl, logger);
     logger.info({ url: api.url, baseUrl: config.baseUrl }, 'api listening');

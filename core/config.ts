@@ -441,12 +441,3 @@ export function loadConfigOrExit(env: NodeJS.ProcessEnv = process.env): Config {
   }
 }
 
-/** The database URL, which the all-in-one start may fill in after booting embedded PostgreSQL. */
-export function requireDatabaseUrl(config: Config, processName: string): string {
-  if (!config.databaseUrl) {
-    throw new ConfigError(
-      `Invalid configuration:\n  DATABASE_URL: required for ${processName} (use \`npm start\` to run everything on the embedded PostgreSQL)`,
-    );
-  }
-  return config.databaseUrl;
-}

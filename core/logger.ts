@@ -67,7 +67,7 @@ export function wantsPrettyLogs({ format = 'json', nodeEnv = process.env.NODE_EN
  * lines are redacted exactly like JSON ones.
  */
 export function logStream(output: LogOutput = {}): DestinationStream | undefined {
-  if (!wantsPrettyLogs(output)) return output.destination as DestinationStream | undefined;
+  if (!wantsPrettyLogs(output)) return (output.destination as DestinationStream | undefined) ?? stdoutDestination();
   return pinoPretty({
     destination: output.destination ?? 1,
     sync: output.destination === undefined, // nothing lost when a process exits right after logging
@@ -75,6 +75,22 @@ export function logStream(output: LogOutput = {}): DestinationStream | undefined
     translateTime: 'SYS:HH:MM:ss.l',
     ignore: 'pid,hostname',
   });
+}
+
+/**
+ * JSON lines on stdout, written synchronously: a line logged right before
+ * exit is out, and no buffer is left for an exit-time flush. When stdout is
+ * gone (a closed terminal answers EIO, a reader that left EPIPE) further
+ * lines are dropped: the process still shuts down cleanly (pino's own
+ * asynchronous stdout retried such a flush for ever at exit).
+ */
+function stdoutDestination(): DestinationStream {
+  const stream = pino.destination({ fd: 1, sync: true });
+  stream.on('error', () => {
+    stream.write = () => true;
+    stream.flushSync = () => undefined;
+  });
+  return stream;
 }
 
 /** createLogger(level, name) logs JSON to stdout; process entries pass { format: config.logFormat, nodeEnv }. */

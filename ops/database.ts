@@ -11,7 +11,7 @@ import { startEmbeddedPostgres } from './embedded-postgres.ts';
 export async function openDatabase(config: Config, logger: Logger): Promise<{ db: DatabasePool; url: string; close: () => Promise<void> }> {
   const embedded = config.databaseUrl
     ? null
-    : await startEmbeddedPostgres({ directory: path.join(config.dataDir, 'pg'), port: config.embeddedPgPort, logger });
+    : await startEmbeddedPostgres({ directory: path.join(config.dataDir, 'pg'), port: config.embeddedPgPort, logger, command: 'an ops command' });
   const url = config.databaseUrl ?? embedded!.url;
   try {
     await migrate(url, logger);

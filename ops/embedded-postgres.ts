@@ -6,14 +6,17 @@
 // previous process, and an orderly stop that our own shutdown controls.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import type { Logger } from 'pino';
 import { ClusterDirectoryError, dataDirArgs, initialiseCluster, postgresUserIds, prepareClusterDirectory, processDataDirectory, runsAsRoot } from './embedded-postgres-cluster.ts';
+import { EmbeddedPostgresError, liveServer, recoverFromPreviousRun, removeOwner, writeOwner, type LiveServer } from './embedded-postgres-process.ts';
 import { reachableByPostgresUser, stagedBinaryPackage } from './embedded-postgres-staging.ts';
+
+export { EmbeddedPostgresError } from './embedded-postgres-process.ts';
 
 /**
  * The PostgreSQL binaries of the embedded-postgres package (we run initdb and
@@ -88,11 +91,6 @@ process.on('exit', () => {
   }
 });
 
-/** A start that failed for a reason the operator can fix (port taken, server refused). */
-export class EmbeddedPostgresError extends Error {
-  override name = 'EmbeddedPostgresError';
-}
-
 export type EmbeddedDatabase = {
   /** Where the cluster lives: exactly the directory asked for (DATA_DIR/pg). */
   directory: string;
@@ -115,6 +113,14 @@ export type EmbeddedOptions = {
   unsafeFast?: boolean;
   /** Extra server settings, e.g. { shared_preload_libraries: 'pg_stat_statements' } (the bench). */
   settings?: Record<string, string>;
+  /**
+   * The command starting it, named to whoever finds the cluster in use. An
+   * exclusive start (`npm start`, `npm run db`: they own the server's life)
+   * refuses a directory another live process runs; otherwise (ops commands)
+   * that process's server is used.
+   */
+  command?: string;
+  exclusive?: boolean;
 };
 
 export async function freePort(): Promise<number> {
@@ -137,69 +143,6 @@ async function portIsFree(port: number): Promise<boolean> {
   });
 }
 
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
-function isPostmasterOf(pid: number, directory: string): boolean {
-  try {
-    const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
-    return cmdline.some((arg) => arg.endsWith('postgres')) && processDataDirectory(pid, cmdline) === path.resolve(directory);
-  } catch {
-    return false;
-  }
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-const ownerFile = (directory: string) => `${directory}.owner`;
-
-/** The running postmaster of a directory and the live process that started it, if both exist. */
-function liveServer(directory: string): { pid: number; port: number; owner: number | null } | null {
-  const pidFile = path.join(directory, 'postmaster.pid');
-  if (!existsSync(pidFile)) return null;
-  const lines = readFileSync(pidFile, 'utf8').split('\n');
-  const pid = Number.parseInt(lines[0] ?? '', 10);
-  if (!(Number.isInteger(pid) && pid > 0 && processAlive(pid) && isPostmasterOf(pid, directory))) return null;
-  let owner: number | null = null;
-  try {
-    owner = (JSON.parse(readFileSync(ownerFile(directory), 'utf8')) as { pid: number }).pid;
-  } catch {
-    owner = null;
-  }
-  return { pid, port: Number.parseInt(lines[3] ?? '', 10), owner: owner !== null && owner !== process.pid && processAlive(owner) ? owner : null };
-}
-
-/**
- * A previous process that was killed can leave its postmaster running (it is a
- * separate process) or leave a postmaster.pid behind. Stop the orphan; remove a
- * pid file whose process is gone or is not a postgres of this directory.
- */
-async function recoverFromPreviousRun(directory: string, logger?: Logger): Promise<void> {
-  const pidFile = path.join(directory, 'postmaster.pid');
-  if (!existsSync(pidFile)) return;
-  const pid = liveServer(directory)?.pid;
-  if (pid !== undefined) {
-    logger?.warn({ pid }, 'embedded postgres: stopping a postmaster left running by a previous process');
-    process.kill(pid, 'SIGINT'); // fast shutdown: roll back open transactions, then exit
-    for (let i = 0; i < 100 && processAlive(pid); i++) await sleep(100);
-    if (processAlive(pid)) {
-      process.kill(pid, 'SIGQUIT');
-      for (let i = 0; i < 50 && processAlive(pid); i++) await sleep(100);
-    }
-    if (processAlive(pid)) throw new EmbeddedPostgresError(`embedded postgres: postmaster ${pid} of ${directory} does not stop; stop it by hand`);
-  }
-  if (existsSync(pidFile)) {
-    logger?.warn('embedded postgres: removing a stale postmaster.pid');
-    rmSync(pidFile, { force: true });
-  }
-}
-
 async function ensureDatabase(adminUrl: string, database: string): Promise<void> {
   const client = new pg.Client({ connectionString: adminUrl });
   await client.connect();
@@ -211,16 +154,56 @@ async function ensureDatabase(adminUrl: string, database: string): Promise<void>
   }
 }
 
-type Credentials = { password: string };
+/** DATA_DIR/pg.credentials.json: the password, and the port the server last ran on (kept when free). */
+type Credentials = { password: string; port?: number };
+
+const credentialsFile = (directory: string) => `${directory.replace(/\/+$/, '')}.credentials.json`;
 
 function credentials(directory: string): Credentials {
-  const file = `${directory.replace(/\/+$/, '')}.credentials.json`;
+  const file = credentialsFile(directory);
   if (existsSync(file)) return JSON.parse(readFileSync(file, 'utf8')) as Credentials;
   const created = { password: randomBytes(18).toString('base64url') };
-  mkdirSync(path.dirname(file), { recursive: true });
-  writeFileSync(file, JSON.stringify(created) + '\n', { mode: 0o600 });
-  chmodSync(file, 0o600);
+  saveCredentials(directory, created);
   return created;
+}
+
+function saveCredentials(directory: string, value: Credentials): void {
+  const file = credentialsFile(directory);
+  mkdirSync(path.dirname(file), { recursive: true });
+  writeFileSync(file, JSON.stringify(value) + '\n', { mode: 0o600 });
+  chmodSync(file, 0o600);
+}
+
+const urlOf = (password: string, port: number, db: string) =>
+  `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/${encodeURIComponent(db)}`;
+
+/** Says who runs a cluster: "npm start (pid 123, PostgreSQL on 127.0.0.1:5433)". */
+export function describeOwner(running: LiveServer): string {
+  return `${running.owner?.command ?? 'another process'} (pid ${running.owner?.pid ?? '?'}, PostgreSQL pid ${running.pid} on 127.0.0.1:${running.port})`;
+}
+
+function inUse(directory: string, running: LiveServer): EmbeddedPostgresError {
+  return new EmbeddedPostgresError(
+    `${directory} is in use by ${describeOwner(running)}. Stop that one first (Ctrl-C in its terminal, or kill ${running.owner?.pid}), or start this one with another DATA_DIR.`,
+  );
+}
+
+/** Throws, naming the owner, when another live process runs this directory's server (checked before anything starts). */
+export function refuseIfInUse(directoryOption: string): void {
+  const directory = path.resolve(directoryOption);
+  const running = existsSync(path.join(directory, 'PG_VERSION')) ? liveServer(directory) : null;
+  if (running?.owner) throw inUse(directory, running);
+}
+
+/**
+ * The server another live process runs for this directory, for processes
+ * that must not own it (start:api and start:worker beside `npm run db`).
+ */
+export function runningCluster(directoryOption: string, database = 'platform'): { url: string; server: LiveServer } | null {
+  const directory = path.resolve(directoryOption);
+  const server = existsSync(path.join(directory, 'PG_VERSION')) ? liveServer(directory) : null;
+  if (!server?.owner) return null;
+  return { url: urlOf(credentials(directory).password, server.port, database), server };
 }
 
 export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<EmbeddedDatabase> {
@@ -236,13 +219,15 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     throw error;
   }
   const initialised = existsSync(path.join(directory, 'PG_VERSION'));
-  const { password } = credentials(directory);
-  const encoded = encodeURIComponent(password);
-  const urlFor = (port: number, db: string) => `postgres://postgres:${encoded}@127.0.0.1:${port}/${encodeURIComponent(db)}`;
+  const saved = credentials(directory);
+  const { password } = saved;
+  const urlFor = (port: number, db: string) => urlOf(password, port, db);
 
   // Another live process (`npm start`) runs this cluster: use its server
-  // rather than fight over the directory (npm run migrate, ops commands).
+  // rather than fight over the directory (npm run migrate, ops commands);
+  // a second owner is refused, naming the first.
   const running = initialised ? liveServer(directory) : null;
+  if (running?.owner && options.exclusive) throw inUse(directory, running);
   if (running?.owner) {
     logger?.info({ port: running.port, owner: running.owner }, 'embedded postgres: using the server another process runs');
     await ensureDatabase(urlFor(running.port, 'postgres'), database);
@@ -250,7 +235,9 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
   }
   if (initialised) await recoverFromPreviousRun(directory, logger);
 
-  const port = options.port && options.port > 0 ? options.port : await freePort();
+  // The port asked for, else the last one while it is free (a URL someone
+  // copied stays good across restarts), else any free one.
+  const port = options.port && options.port > 0 ? options.port : saved.port && (await portIsFree(saved.port)) ? saved.port : await freePort();
   if (!(await portIsFree(port))) {
     throw new EmbeddedPostgresError(`embedded postgres: port ${port} on 127.0.0.1 is already in use (set EMBEDDED_PG_PORT=0 to pick a free one)`);
   }
@@ -267,6 +254,9 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     '-c', 'listen_addresses=127.0.0.1',
     '-c', 'unix_socket_directories=',
     '-c', 'max_connections=200',
+    // Names the cluster in process listings (`ps ax | grep <DATA_DIR>`): the
+    // -D argument alone may read /proc/self/cwd (see dataDirArgs).
+    '-c', `agent_platform.data_dir=${directory}`,
   ];
   if (options.unsafeFast) {
     flags.push('-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off');
@@ -291,7 +281,8 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
 
   const adminUrl = urlFor(port, 'postgres');
   await ensureDatabase(adminUrl, database);
-  writeFileSync(ownerFile(directory), JSON.stringify({ pid: process.pid }) + '\n');
+  writeOwner(directory, options.command ?? 'another process');
+  if (saved.port !== port) saveCredentials(directory, { ...saved, port });
 
   const postmasterPid = Number.parseInt(readFileSync(path.join(directory, 'postmaster.pid'), 'utf8').split('\n')[0] ?? '', 10);
   if (Number.isInteger(postmasterPid)) runningPostmasters.add(postmasterPid);
@@ -306,7 +297,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
       stopped = true;
       await stopPostmaster(postmaster);
       runningPostmasters.delete(postmasterPid);
-      rmSync(ownerFile(directory), { force: true });
+      removeOwner(directory);
     },
   };
 }

@@ -17,7 +17,7 @@ const logger = createLogger(config.logLevel, 'migrate');
 try {
   const embedded = config.databaseUrl
     ? null
-    : await startEmbeddedPostgres({ directory: path.join(config.dataDir, 'pg'), port: config.embeddedPgPort, logger });
+    : await startEmbeddedPostgres({ directory: path.join(config.dataDir, 'pg'), port: config.embeddedPgPort, logger, command: 'npm run migrate' });
   try {
     const { applied } = await migrate(config.databaseUrl ?? embedded!.url, logger);
     logger.info({ applied: applied.length }, applied.length ? 'migrations applied' : 'database schema already current');

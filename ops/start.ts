@@ -11,7 +11,7 @@ import { collectProcessMetrics, maybeStartMetricsServer } from '../core/metrics.
 import { settleListenPort } from '../core/process/listen-port.ts';
 import { commandLine } from '../core/process/command-line.ts';
 import { exitWithError, guardUnhandledRejections, onShutdownSignal } from '../core/process/lifecycle.ts';
-import { startEmbeddedPostgres, type EmbeddedDatabase } from './embedded-postgres.ts';
+import { refuseIfInUse, startEmbeddedPostgres, type EmbeddedDatabase } from './embedded-postgres.ts';
 
 commandLine(`
 usage: npm start
@@ -24,10 +24,12 @@ const logger = createLogger(loaded.logLevel, 'platform', { format: loaded.logFor
 guardUnhandledRejections(logger);
 let embedded: EmbeddedDatabase | null = null;
 try {
-  // A busy port stops us here, before the database starts or a worker takes a job.
+  // A DATA_DIR another `npm start` (or `npm run db`) runs, or a busy port,
+  // stops us here, before the database starts or a worker takes a job.
+  if (!loaded.databaseUrl) refuseIfInUse(path.join(loaded.dataDir, 'pg'));
   const config = await settleListenPort(loaded);
   if (!config.databaseUrl) {
-    embedded = await startEmbeddedPostgres({ directory: path.join(config.dataDir, 'pg'), port: config.embeddedPgPort, logger });
+    embedded = await startEmbeddedPostgres({ directory: path.join(config.dataDir, 'pg'), port: config.embeddedPgPort, logger, command: 'npm start', exclusive: true });
     logger.info({ port: embedded.port, directory: path.join(config.dataDir, 'pg') }, 'embedded postgres running');
   }
   const databaseUrl = config.databaseUrl ?? embedded!.url;

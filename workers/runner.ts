@@ -2,7 +2,7 @@
 // many as the work needs; Graphile Worker hands each job to one of them and
 // its cron fires each schedule once across all of them.
 import { commandLine } from '../core/process/command-line.ts';
-import { loadConfigOrExit, requireDatabaseUrl } from '../core/config.ts';
+import { loadConfigOrExit } from '../core/config.ts';
 import { createLogger } from '../core/logger.ts';
 import { collectProcessMetrics, maybeStartMetricsServer, registerDatabaseMetrics } from '../core/metrics.ts';
 import { ensureSchema, exitWithError, guardUnhandledRejections, isMain, onShutdownSignal } from '../core/process/lifecycle.ts';
@@ -17,7 +17,9 @@ WORKER_IO_CONCURRENCY, DATABASE_URL, ... (README: Configuration).`, {});
   const logger = createLogger(config.logLevel, 'worker', { format: config.logFormat, nodeEnv: config.nodeEnv });
   guardUnhandledRejections(logger);
   try {
-    const databaseUrl = requireDatabaseUrl(config, 'npm run start:worker');
+    // DATABASE_URL, or the embedded PostgreSQL `npm run db` runs for DATA_DIR.
+    const { databaseUrlFor } = await import('../ops/shared-database.ts');
+    const databaseUrl = databaseUrlFor(config, 'npm run start:worker', logger);
     await ensureSchema(config, databaseUrl, logger);
     // Loaded once the checks passed: a refused start answers without loading every task.
     const { startWorker } = await import('./worker.ts');

@@ -49,6 +49,9 @@ export function onShutdownSignal(logger: Logger, timeoutMs: number, shutdown: (s
   // once) must never come back for the duplicate.
   process.on('SIGINT', handler);
   process.on('SIGTERM', handler);
+  // A closed terminal: stop as gracefully as on Ctrl-C (the embedded
+  // PostgreSQL runs in a session of its own and would be left running).
+  process.on('SIGHUP', handler);
 }
 
 const lostDatabaseWork = new Set<(error: unknown) => void>();

@@ -1,6 +1,8 @@
 // `npm start` as a user runs it: no DATABASE_URL, so an embedded PostgreSQL
 // in DATA_DIR/pg. A killed run leaves its postmaster behind; the next start
-// recovers and reuses the data. SIGTERM stops api, worker and database.
+// recovers and reuses the data; a second start while one runs is refused.
+// SIGTERM stops api, worker and database.
+import { execFileSync } from 'node:child_process';
 import { chmodSync, mkdtempSync } from 'node:fs';
 import { createServer } from 'node:net';
 import path from 'node:path';
@@ -33,6 +35,16 @@ t.test('npm start serves the platform on an embedded PostgreSQL and survives a k
   t.match(second.output(), /stopping a postmaster left running by a previous process/);
   t.notMatch(second.output(), /creating a new cluster/, 'the data directory was reused');
   t.equal((await fetch(`${base2}/readyz`)).status, 200);
+
+  // `ps ax | grep <DATA_DIR>` finds the server of a DATA_DIR (README says so).
+  t.match(execFileSync('ps', ['ax', '-o', 'args'], { encoding: 'utf8' }), `agent_platform.data_dir=${path.join(dataDir, 'pg')}`);
+
+  // A second `npm start` on the same DATA_DIR refuses at once, naming the running one; the first keeps serving.
+  const third = spawnEntry(t, 'ops/start.ts', env());
+  t.equal(await third.exited, 1, 'the second start is refused');
+  t.match(third.output(), new RegExp(`${path.join(dataDir, 'pg')} is in use by npm start \\(pid ${second.child.pid}, PostgreSQL pid \\d+ on 127\\.0\\.0\\.1:\\d+\\)\\. Stop that one first`));
+  t.notMatch(third.output(), /platform ready|embedded postgres/, 'nothing started');
+  t.equal((await fetch(`${base2}/readyz`)).status, 200, 'the first still serves');
 
   second.child.kill('SIGTERM');
   t.equal(await second.exited, 0, 'clean exit');

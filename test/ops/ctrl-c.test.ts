@@ -5,7 +5,7 @@
 // must say so, and the embedded PostgreSQL, in a session of its own, must
 // serve until our shutdown stops it last. Exit code 0.
 import { execFileSync, spawn } from 'node:child_process';
-import { chmodSync, mkdtempSync, readFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { z } from 'zod';
@@ -14,6 +14,7 @@ import { freePort } from '../../ops/embedded-postgres.ts';
 import { testEnv } from '../helpers/config.ts';
 import { createMember, enqueue } from '../helpers/fixtures.ts';
 import { sourceRoot } from '../helpers/paths.ts';
+import { postmasterRunning } from '../helpers/postmaster.ts';
 import { waitFor } from '../helpers/wait.ts';
 
 const hasScript = (() => {
@@ -80,4 +81,41 @@ t.test('Ctrl-C on npm start in a terminal finishes the running job and exits 0',
     alive = false;
   }
   t.notOk(alive, 'and the database was stopped, last');
+});
+
+t.test('closing the terminal (SIGHUP) stops npm start and its embedded PostgreSQL', { skip: hasScript ? false : 'util-linux `script` is not installed (no pseudo-terminal to test with)' }, async (t) => {
+  const dataDir = mkdtempSync(path.join(process.env.TEST_SCRATCH_DIR!, 'hangup-'));
+  chmodSync(dataDir, 0o755);
+  const env: Record<string, string> = { ...testEnv('unused', { DATA_DIR: dataDir, LOG_LEVEL: 'info', PORT: String(await freePort()) }) };
+  delete env.DATABASE_URL;
+  const terminal = spawn('script', ['-qfec', 'exec npm start', '/dev/null'], {
+    cwd: root,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/root', ...env },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let output = '';
+  terminal.stdout.on('data', (d) => (output += d));
+  terminal.stderr.on('data', (d) => (output += d));
+  t.teardown(() => {
+    if (postmasterRunning(dataDir)) process.kill(Number(readFileSync(path.join(dataDir, 'pg', 'postmaster.pid'), 'utf8').split('\n')[0]), 'SIGKILL');
+  });
+  await waitFor('the platform to be ready', async () => (/platform ready/.test(output) ? true : null), 90_000);
+  t.ok(postmasterRunning(dataDir));
+  const node = (JSON.parse(readFileSync(path.join(dataDir, 'pg.owner'), 'utf8')) as { pid: number; command: string });
+  t.equal(node.command, 'npm start');
+  // Exited is gone or a zombie (reparented, it waits for whoever reaps orphans here).
+  const alive = (pid: number) => {
+    try {
+      return !/^\d+ \(.*\) Z/.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+    } catch {
+      return false;
+    }
+  };
+
+  // The terminal window goes away: its pseudo-terminal closes and the kernel hangs up on npm and node.
+  terminal.kill('SIGKILL');
+  await waitFor('npm start to exit', async () => (alive(node.pid) ? null : true), 60_000);
+  t.notOk(postmasterRunning(dataDir), 'the embedded PostgreSQL was stopped');
+  t.notOk(existsSync(path.join(dataDir, 'pg', 'postmaster.pid')), 'stopped cleanly (no pid file left for the next start to recover)');
+  t.notOk(existsSync(path.join(dataDir, 'pg.owner')), 'and no owner left behind');
 });

@@ -9,6 +9,7 @@ const commands = {
   'api/server.ts': 'npm run start:api',
   'workers/runner.ts': 'npm run start:worker',
   'ops/migrate.ts': 'npm run migrate',
+  'ops/db.ts': 'npm run db',
   'ops/bench/index.ts': 'npm run bench',
   'ops/accounts.ts': 'npm run user:create',
   'ops/licenses.ts': 'npm run license:create',
