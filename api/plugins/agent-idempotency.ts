@@ -21,10 +21,16 @@
 //     few milliseconds per request (closing it needs each operation to record
 //     inside its own transaction, which the operations do not do yet);
 //   - a refusal thrown with recordIdempotency=false (readiness refusals) and
-//     unexpected 5xx answers are not recorded: the identical retry runs.
+//     unexpected 5xx answers are not recorded: the identical retry runs;
+//   - the recorded answer is sealed with the data key (AES-256-GCM, bound to
+//     its record): answers such as publish and rotate-link carry a board's
+//     link secret, which is otherwise kept only as a SHA-256 hash. A replay
+//     opens it and answers it in full; one whose data key has been retired
+//     since is refused (409 idempotency_conflict, use a new key).
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
+import { Keyring } from '../../core/crypto/keyring.ts';
 import { claimIdempotencyKey, fingerprint, recordIdempotentResponse, releaseIdempotencyClaim, renewIdempotencyLease } from '../../core/idempotency.ts';
 import { AgentHttpError, IDEMPOTENCY_KEY_BOUNDS, INVALID_IDEMPOTENCY_KEY } from '../errors.ts';
 import type { AgentPrincipal } from './agent-auth.ts';
@@ -63,8 +69,25 @@ export function fillPath(pattern: string, params: Record<string, unknown> | unde
 const validKey = (key: unknown): key is string =>
   typeof key === 'string' && key.length >= IDEMPOTENCY_KEY_BOUNDS.min && key.length <= IDEMPOTENCY_KEY_BOUNDS.max;
 
+/** A recorded answer at rest: `{"$sealed": "<key id>:<ciphertext>"}`. */
+const SEALED = '$sealed';
+const recordName = (c: { scope: string; tenantId: string; key: string }) => `idempotency:${c.scope}:${c.tenantId}:${c.key}`;
+
 async function agentIdempotency(app: FastifyInstance) {
   app.decorateRequest('agentIdempotency', null);
+  const keyring = Keyring.fromConfig(app.config);
+  const sealBody = (c: Claimed, body: unknown) => ({ [SEALED]: keyring.sealPacked(JSON.stringify(body ?? null), recordName(c)) });
+  /** The recorded answer; records from before sealing are plain. */
+  const openBody = (c: { scope: string; tenantId: string; key: string }, body: unknown): unknown => {
+    const sealed = body && typeof body === 'object' ? (body as Record<string, unknown>)[SEALED] : undefined;
+    if (typeof sealed !== 'string') return body;
+    try {
+      return JSON.parse(keyring.openPacked(sealed, recordName(c)));
+    } catch (error) {
+      app.log.warn({ err: error, idempotencyKey: c.key, scope: c.scope }, 'a recorded answer could not be opened (its data key is retired?)');
+      throw new AgentHttpError(409, 'idempotency_conflict', 'The answer recorded for this Idempotency-Key can no longer be read; use a new key.', 'use_new_idempotency_key');
+    }
+  };
 
   const leaseMs = app.config.identity.idempotencyLeaseMs;
 
@@ -115,7 +138,7 @@ async function agentIdempotency(app: FastifyInstance) {
       if (claim.kind === 'in_progress') {
         throw new AgentHttpError(409, 'idempotency_in_progress', 'The first request with this key is still running; retry it unchanged shortly.', 'retry_same_request_later');
       }
-      if (claim.kind === 'replay') return claim;
+      if (claim.kind === 'replay') return { kind: 'replay', status: claim.status, body: openBody(id, claim.body) };
       return { kind: 'run', claimed: { ...id, stopRenewing: renewWhileRunning(id) } };
     },
     async finish(claimed, status, body) {
@@ -124,7 +147,7 @@ async function agentIdempotency(app: FastifyInstance) {
       claimed.stopRenewing();
       const own = !claimed.record || status >= 500
         ? await releaseIdempotencyClaim(app.db, claimed)
-        : await recordIdempotentResponse(app.db, { ...claimed, status, body });
+        : await recordIdempotentResponse(app.db, { ...claimed, status, body: sealBody(claimed, body) });
       if (!own) app.log.warn({ idempotencyKey: claimed.key, scope: claimed.scope }, 'idempotency claim was taken over before its request finished; outcome not recorded');
     },
   };

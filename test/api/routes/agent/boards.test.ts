@@ -9,6 +9,7 @@ import { signAccessToken, type AgentScope } from '../../../../core/identity/toke
 import { buildTestApp } from '../../../helpers/app.ts';
 import { createTestDatabase } from '../../../helpers/db.ts';
 import { createBoardScopes, createMember } from '../../../helpers/fixtures.ts';
+import { tablesHolding } from '../../../helpers/scan-tables.ts';
 
 const databaseUrl = await createTestDatabase(t);
 const { app, db, config } = await buildTestApp(t, databaseUrl);
@@ -197,6 +198,38 @@ t.test('public publish: approval, identical retry, not covering another request,
   t.equal(unpublished.statusCode, 200);
   t.match(unpublished.json(), { revoked_links: 1, publication: { state: 'unpublished', active_link: null } });
   t.equal((await hosted(rotated.json().link.url)).statusCode, 404);
+});
+
+t.test('a link secret is nowhere at rest in plain: after publish, rotate and their identical retries', async (t) => {
+  const decide = await adminOf(me);
+  const id = await createBoard(me);
+  const body = { version: 1, visibility: 'public' };
+  const asked = await send(me, 'POST', `/api/agent/v1/boards/${id}/publish`, body);
+  await decide('approve', asked.json().approval.id);
+  const publishKey = newKey();
+  const published = await send(me, 'POST', `/api/agent/v1/boards/${id}/publish`, body, publishKey);
+  const first = published.json().link.secret as string;
+  const rotateKey = newKey();
+  const rotated = await send(me, 'POST', `/api/agent/v1/boards/${id}/rotate-link`, {}, rotateKey);
+  const second = rotated.json().link.secret as string;
+  t.ok(first && second && first !== second);
+
+  // An identical retry answers what the first request answered, link included.
+  for (const [res, path, key] of [[published, 'publish', publishKey], [rotated, 'rotate-link', rotateKey]] as const) {
+    const again = await send(me, 'POST', `/api/agent/v1/boards/${id}/${path}`, path === 'publish' ? body : {}, key);
+    t.equal(again.headers['idempotency-replayed'], 'true', `${path} replayed`);
+    t.same(again.json(), res.json(), `${path}: the same answer`);
+  }
+  for (const secret of [first, second]) t.same(await tablesHolding(db, secret), [], 'no table holds the secret');
+  const sealed = await db.anyFirst(sql.type(z.object({ body: z.unknown() }))`
+    select response_body as body from idempotency_records where key in (${publishKey}, ${rotateKey})`);
+  t.match(sealed, [{ $sealed: /^[0-9a-f]{12}:v1\./ }, { $sealed: /^[0-9a-f]{12}:v1\./ }], 'the recorded answers are sealed');
+
+  // A recorded answer moved to another record does not open there (sealed for its own).
+  await db.query(sql.unsafe`update idempotency_records set response_body = (select response_body from idempotency_records where key = ${publishKey}) where key = ${rotateKey}`);
+  const moved = await send(me, 'POST', `/api/agent/v1/boards/${id}/rotate-link`, {}, rotateKey);
+  t.equal(moved.statusCode, 409);
+  t.match(moved.json(), { code: 'idempotency_conflict', next_action: 'use_new_idempotency_key' });
 });
 
 t.test('deny: the exact request stays refused; the approval cannot be decided twice', async (t) => {
