@@ -2,6 +2,7 @@
 // tenant-scoped writes: integration secrets, sessions, asynchronous jobs.
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { DIAG_KINDS, DiagInputs, DiagLimitError, enqueueDiagJob, TENANT_DIAG_OPEN_LIMIT, TenantDiagInputs } from '../../../core/jobs/diagnostics.ts';
 import { findJobInTenant } from '../../../core/jobs/read.ts';
 import { JobStatus, toJobStatus } from '../../../core/jobs/schema.ts';
 import { decodeCursor, InvalidCursorError, pageOf, PageQuery } from '../../../core/paging.ts';
@@ -26,13 +27,6 @@ const TenantListItem = z
 const TenantPage = z.object({ items: z.array(TenantListItem), nextCursor: z.string().nullable() }).meta({ id: 'TenantPage' });
 const CreatedTenant = z.object({ id: z.uuid(), name: z.string(), settings: Settings }).meta({ id: 'CreatedTenant' });
 const TenantName = z.string().trim().min(1).max(200);
-
-/**
- * Diagnostic job kinds, started directly by the platform operator (in a
- * tenant the operator administers). They are not for customers: a diag.steps
- * job may run for 100 minutes. Areas start their own work through their routes.
- */
-export const TENANT_JOB_KINDS = ['diag.noop', 'diag.steps', 'diag.wait'] as const;
 
 const tenantRoutes: FastifyPluginAsyncZod = async (app) => {
   const admin = { onRequest: app.requireUser, preHandler: app.requireTenant('admin') };
@@ -171,25 +165,44 @@ const tenantRoutes: FastifyPluginAsyncZod = async (app) => {
   app.post(
     '/api/tenants/jobs',
     {
-      onRequest: app.requireOperator,
-      preHandler: app.requireTenant('admin'),
+      ...admin,
       schema: {
         operationId: 'createTenantJob',
         tags: ['tenants'],
-        summary: 'Start a diagnostic job (platform operator, as Admin of the tenant); follow it with GET /api/jobs/:jobId or the /api/ws websocket',
+        summary: 'Start a diagnostic job in the tenant (Admin); follow it with GET /api/jobs/:jobId or the /api/ws websocket',
+        description:
+          `Kinds: diag.noop (succeeds at once), diag.steps (steps of delayMs with progress; may fail attempts on request), diag.wait (waits ms, as a model stream does). ` +
+          `A tenant Admin has small bounds (diag.steps: steps <= 10, delayMs <= 1000, failAttemptsBelow <= 2, retryAfterMs <= 10000; diag.wait: ms <= 10000) ` +
+          `and at most ${TENANT_DIAG_OPEN_LIMIT} unfinished diagnostic jobs per account (429 diag_job_limit); the platform operator has the tasks' full bounds. ` +
+          'They run as any job does: in the fair order, counted against the plan\'s open-job limit.',
         security,
         headers: TenantHeaders,
         body: z.object({
-          kind: z.enum(TENANT_JOB_KINDS),
+          kind: z.enum(DIAG_KINDS),
           input: z.record(z.string(), z.unknown()).default({}).refine((v) => JSON.stringify(v).length <= 16_384, 'input is larger than 16 KiB'),
         }),
         response: { 202: JobStatus, ...tenantErrors, 429: PlatformError },
       },
     },
     async (request, reply) => {
-      const [job] = await app.jobs.enqueue([{ kind: request.body.kind, tenantId: request.tenant!.id, input: request.body.input, quota: true }]);
-      const row = await findJobInTenant(app.db, job!.id, request.tenant!.id);
-      return reply.code(202).header('location', `/api/jobs/${job!.id}`).send(toJobStatus(row!));
+      const operator = request.user!.isOperator;
+      const kind = request.body.kind;
+      const parsed = (operator ? DiagInputs : TenantDiagInputs)[kind].safeParse(request.body.input);
+      if (!parsed.success) {
+        const issue = parsed.error.issues[0]!;
+        const where = ['body', 'input', ...issue.path.map(String)].join('.');
+        throw new PlatformHttpError(400, 'invalid_request', `Invalid request: ${where}: ${issue.message}${operator ? '' : ' (the bounds of a tenant Admin; see the operation\'s description)'}.`);
+      }
+      let job;
+      try {
+        job = await app.db.transaction((tx) => enqueueDiagJob(tx, { tenantId: request.tenant!.id, kind, input: parsed.data, operator }));
+      } catch (error) {
+        if (error instanceof DiagLimitError) throw new PlatformHttpError(429, 'diag_job_limit', error.message);
+        throw error;
+      }
+      request.log.info({ jobId: job.id, kind, operator }, 'diagnostic job started');
+      const row = await findJobInTenant(app.db, job.id, request.tenant!.id);
+      return reply.code(202).header('location', `/api/jobs/${job.id}`).send(toJobStatus(row!));
     },
   );
 };

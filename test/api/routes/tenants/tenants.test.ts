@@ -8,6 +8,7 @@ import { startTestServer } from '../../../helpers/app.ts';
 import { createTestDatabase, rowCount } from '../../../helpers/db.ts';
 import { createMember } from '../../../helpers/fixtures.ts';
 import { startTestWorker } from '../../../helpers/worker.ts';
+import { waitFor } from '../../../helpers/wait.ts';
 import { isJobMessage, TestSocket } from '../../../helpers/ws.ts';
 
 const databaseUrl = await createTestDatabase(t);
@@ -47,7 +48,7 @@ const adminRoutes = [
   { url: '/api/tenants/secrets', payload: { name: 'stripe_key', value: 'sk_test_abcdef' } },
   { url: '/api/tenants/sessions', payload: { title: 'Planning' } },
 ];
-// Diagnostic jobs are the operator's: the owner of the tenant is made operator here.
+// The owner of the tenant is the platform operator here (the full bounds of diagnostic jobs).
 await db.query(sql.unsafe`update users set is_operator = true where id = ${owner.userId}`);
 
 t.test('tenant routes: 401, 400 header, 404 for outsiders, 403 for viewers; nothing written', async (t) => {
@@ -94,18 +95,53 @@ t.test('sessions are created in the header tenant, never one from the body', asy
   t.equal(tenant, owner.tenantId);
 });
 
-t.test('diagnostic jobs are for the platform operator only, in a tenant the operator administers', async (t) => {
+t.test('diagnostic jobs: a tenant Admin within small bounds, the operator with the full ones; Viewers and outsiders refused', async (t) => {
   const before = await count('jobs');
-  const payload = { kind: 'diag.steps', input: { steps: 100, delayMs: 60_000 } };
-  const post = (headers: Record<string, string>) => app.inject({ method: 'POST', url: '/api/tenants/jobs', headers, payload });
+  const long = { kind: 'diag.steps', input: { steps: 100, delayMs: 60_000 } };
+  const post = (headers: Record<string, string>, payload: object = long) => app.inject({ method: 'POST', url: '/api/tenants/jobs', headers, payload });
   t.equal((await post({})).statusCode, 401);
-  const customer = await post(as(outsider, outsider.tenantId));
-  t.equal(customer.statusCode, 403, 'a tenant Admin who is not the operator is refused');
-  t.match(customer.json(), { error: 'forbidden', status: 403 });
-  t.equal((await post(as(viewer, owner.tenantId))).statusCode, 403);
-  t.equal((await post(as(owner))).statusCode, 400, 'the operator still names the tenant');
+  t.equal((await post(as(viewer, owner.tenantId))).statusCode, 403, 'a Viewer is refused');
+  t.equal((await post(as(owner))).statusCode, 400, 'the tenant is named');
   t.equal((await post(as(owner, outsider.tenantId))).statusCode, 404, "the operator is no member of another customer's tenant");
+  for (const [input, field] of [
+    [{ steps: 100, delayMs: 60_000 }, 'body.input.steps'],
+    [{ steps: 3, delayMs: 5_000 }, 'body.input.delayMs'],
+    [{ ignoreCancel: true }, 'body.input'],
+    [{ failAttemptsBelow: 50 }, 'body.input.failAttemptsBelow'],
+  ] as const) {
+    const res = await post(as(outsider, outsider.tenantId), { kind: 'diag.steps', input });
+    t.equal(res.statusCode, 400, JSON.stringify(input));
+    t.match(res.json(), { error: 'invalid_request', message: new RegExp(`^Invalid request: ${field.replace(/\./g, '\\.')}.*the bounds of a tenant Admin`) });
+  }
+  const tooLongWait = await post(as(outsider, outsider.tenantId), { kind: 'diag.wait', input: { ms: 600_000 } });
+  t.equal(tooLongWait.statusCode, 400);
   t.equal(await count('jobs'), before, 'nothing was enqueued');
+  const big = await post(as(owner, owner.tenantId), { kind: 'diag.wait', input: { ms: 600_000 } });
+  t.equal(big.statusCode, 202, "the operator has the task's own bounds");
+  await app.inject({ method: 'POST', url: `/api/jobs/${big.json().id}/cancel`, headers: as(owner) });
+});
+
+t.test("a tenant Admin's account has at most 5 unfinished diagnostic jobs, also when requests race", async (t) => {
+  const person = await createMember(db, 'admin');
+  // Two workspaces the person owns: one account.
+  const [first_, second] = await Promise.all(['First', 'Second'].map(async (name) =>
+    (await app.inject({ method: 'POST', url: '/api/tenants/', headers: as(person), payload: { name } })).json().id as string));
+  const start = (tenantId: string) =>
+    app.inject({ method: 'POST', url: '/api/tenants/jobs', headers: as(person, tenantId), payload: { kind: 'diag.wait', input: { ms: 10_000 } } });
+  // Ten at once across the account's two workspaces: five pass, five are refused.
+  const answers = await Promise.all(Array.from({ length: 10 }, (_, i) => start(i % 2 ? second! : first_!)));
+  t.same(answers.map((a) => a.statusCode).sort(), [202, 202, 202, 202, 202, 429, 429, 429, 429, 429]);
+  const refused = answers.find((a) => a.statusCode === 429)!;
+  t.match(refused.json(), { error: 'diag_job_limit', status: 429, message: /5 unfinished diagnostic jobs.*wait for one to finish/ });
+  // Another account is not affected.
+  const other = await app.inject({ method: 'POST', url: '/api/tenants/jobs', headers: as(outsider, outsider.tenantId), payload: { kind: 'diag.noop' } });
+  t.equal(other.statusCode, 202, other.body);
+  // One cancelled: room for one more.
+  const first = answers.find((a) => a.statusCode === 202)!.json().id as string;
+  t.equal((await app.inject({ method: 'POST', url: `/api/jobs/${first}/cancel`, headers: as(person) })).statusCode, 200, 'a tenant Admin cancels a queued job at once');
+  await waitFor('the cancel to finish the job', async () =>
+    (await app.inject({ url: `/api/jobs/${first}`, headers: as(person) })).json().status === 'cancelled' ? true : null);
+  t.equal((await start(second!)).statusCode, 202);
 });
 
 t.test('a tenant job runs through the engine and is observable by poll and websocket', async (t) => {
