@@ -41,6 +41,7 @@ import billingStatusRoutes from './routes/billing/status.ts';
 import onboardingRoutes from './routes/onboarding/index.ts';
 import providerKeyRoutes from './routes/provider-keys/index.ts';
 import healthRoutes from './routes/health/index.ts';
+import agentRegistrationRoutes from './routes/tenants/agent-registrations.ts';
 import tenantRoutes from './routes/tenants/index.ts';
 import jobRoutes from './routes/jobs/index.ts';
 import authGuideRoute from './routes/public/auth-guide.ts';
@@ -141,6 +142,7 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   await app.register(jobRoutes);
   await app.register(authRoutes);
   await app.register(tenantRoutes);
+  await app.register(agentRegistrationRoutes);
   await app.register(contactRoutes);
   await app.register(dashboardRoutes);
   await app.register(usageRoutes);

@@ -111,13 +111,17 @@ export class AgentAuthenticator {
     if (!live || live.registration_status === 'revoked') {
       throw this.unauthorized('registration_revoked', 'The registration behind this token was revoked; register again.', 'invalid_token');
     }
-    if (live.principal_status !== 'active' || live.principal_id !== claims.principalId) {
-      throw this.unauthorized('principal_not_linked', 'The agent principal is no longer linked to this registration; register or claim again.', 'invalid_token');
+    if (!live.linked || live.principal_id !== claims.principalId) {
+      throw this.unauthorized(
+        'principal_not_linked',
+        'The agent is no longer linked: a workspace Admin unlinked it, or the person who claimed it left the workspace it acts in. Register again (and claim it again).',
+        'invalid_token',
+      );
     }
-    // The token names the workspace it was issued for; acting in another one
-    // than the registration's own would split one identity across two.
+    // The token names the workspace it was issued for; it acts elsewhere now
+    // (the organization chosen at its claim was deleted, for example).
     if (live.tenant_id !== claims.tenantId) {
-      throw this.unauthorized('identity_conflict', 'This token was issued for another workspace than the one its registration acts in; get a new token from your assertion.', 'invalid_token');
+      throw this.unauthorized('identity_conflict', 'This token was issued for another workspace than the one its registration acts in now; get a new token from your assertion.', 'invalid_token');
     }
     if (live.tenant_suspended) {
       throw new AgentHttpError(403, 'tenant_inactive', 'The platform operator suspended this workspace; nothing works until a person of the workspace has its access restored (contact support). Do not register again to get around it.', 'restore_account_access');

@@ -20,23 +20,35 @@ export const AgentContextRow = z.object({
   claimed_at: z.string().nullable(),
   principal_id: z.string(),
   principal_name: z.string(),
+  /** The tenant the agent acts in: the organization chosen at its claim, else its own workspace. */
   tenant_id: z.string(),
   tenant_name: z.string(),
   plan: z.string(),
   /** An operator suspended the workspace: every Agent API call is 403 tenant_inactive. */
   tenant_suspended: z.boolean(),
+  /** The agent's own workspace (made at registration, kept at the claim). */
+  own_tenant_id: z.string(),
+  own_tenant_name: z.string(),
+  /** Principal active and, once claimed, its person still a member of the acting tenant. */
+  linked: z.boolean(),
 });
 export type AgentContextRow = z.infer<typeof AgentContextRow>;
+
+/** The tenant a registration (alias r) acts in: its claim's organization, else its own workspace. */
+export const ACTING_TENANT = sql.fragment`coalesce(r.organization_id, r.tenant_id)`;
 
 export async function agentContext(db: CommonQueryMethods, registrationId: string): Promise<AgentContextRow | null> {
   return db.maybeOne(sql.type(AgentContextRow)`
     select r.status as registration_status, p.status as principal_status,
       r.id as registration_id, r.type as registration_type, r.claim_state, r.claimed_at,
       p.id as principal_id, p.display_name as principal_name, t.id as tenant_id, t.name as tenant_name, t.plan,
-      t.suspended_at is not null as tenant_suspended
+      t.suspended_at is not null as tenant_suspended, own.id as own_tenant_id, own.name as own_tenant_name,
+      p.status = 'active' and (r.claim_state <> 'claimed' or exists (
+        select 1 from tenant_memberships m where m.tenant_id = t.id and m.user_id = r.claimed_by)) as linked
     from agent_registrations r
     join agent_principals p on p.id = r.principal_id
-    join tenants t on t.id = r.tenant_id
+    join tenants own on own.id = r.tenant_id
+    join tenants t on t.id = ${ACTING_TENANT}
     where r.id = ${registrationId}`);
 }
 
@@ -130,6 +142,7 @@ export function capabilitiesOf(
       registration_id: ctx.registration_id,
       registration_type: ctx.registration_type,
       workspace: { id: ctx.tenant_id, name: ctx.tenant_name },
+      own_workspace: { id: ctx.own_tenant_id, name: ctx.own_tenant_name },
     },
     claim: {
       state: ctx.claim_state,

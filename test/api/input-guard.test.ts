@@ -8,7 +8,7 @@ import { signAccessToken } from '../../core/identity/tokens.ts';
 import { findInputProblem, MAX_DEPTH } from '../../api/plugins/input-guard.ts';
 import { buildTestApp } from '../helpers/app.ts';
 import { createTestDatabase } from '../helpers/db.ts';
-import { createMember } from '../helpers/fixtures.ts';
+import { createMember, markClaimed } from '../helpers/fixtures.ts';
 
 const databaseUrl = await createTestDatabase(t);
 const { app, db, config } = await buildTestApp(t, databaseUrl);
@@ -55,7 +55,7 @@ t.test('platform routes: 400 invalid_request naming the field, nothing stored', 
 
 t.test('Agent API: its own shape, and the Idempotency-Key record is not touched', async (t) => {
   const { registration } = await createRegistration(db, { type: 'anonymous', ip: '10.9.0.9', claimTokenTtlS: 600 });
-  await db.query(sql.unsafe`update agent_registrations set claim_state = 'claimed' where id = ${registration.id}`);
+  await markClaimed(db, registration.id);
   const token = await signAccessToken(app.idpKeys, config.authUrl, `${config.baseUrl}/api/agent`,
     { principalId: registration.principal_id, registrationId: registration.id, tenantId: registration.tenant_id, scopes: ['svc:boards:read', 'svc:boards:publish'] }, 300);
   const res = await app.inject({

@@ -1,6 +1,7 @@
 // In Chromium, as people and an agent would: the claim ceremony (the person
 // picks an organization before any code is shown, reads the code, the agent
-// completes over HTTP and gets tokens), the approval page (a Viewer is
+// completes over HTTP and gets tokens, and works in the chosen
+// organization: its plan, its companies), the approval page (a Viewer is
 // refused, an Admin approves, the agent's identical retry publishes) and the
 // hosted board (a report; after unpublish, the HTML 404). One browser; the
 // subtests build on each other.
@@ -80,7 +81,11 @@ if (unavailable) {
     const assertion = done.json.identity.assertion as string;
     const bound = await db.one(sql.type(z.object({ tenant_id: z.string(), organization_id: z.string().nullable() }))`select tenant_id, organization_id from agent_registrations where id = ${registered.json.registration.id}`);
     t.equal(bound.organization_id, beta.id, 'the chosen organization');
-    agent.workspaceId = bound.tenant_id;
+    t.not(bound.tenant_id, beta.id, 'the registration keeps its own workspace (never merged)');
+    // The chosen organization is on Pro and has a company: the agent works there.
+    await db.query(sql.unsafe`update tenants set plan = 'pro' where id = ${beta.id}`);
+    const { companyId } = await createBoardScopes(db, beta.id);
+    agent.workspaceId = beta.id;
 
     const tokenRes = await fetch(`${url}/oauth2/token`, {
       method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' },
@@ -90,6 +95,14 @@ if (unavailable) {
     const token = (await tokenRes.json()) as { access_token: string; scope: string };
     t.match(token.scope, 'svc:boards:publish');
     agent.token = token.access_token;
+
+    const me = await call('GET', '/api/agent/v1/me', undefined, { authorization: `Bearer ${agent.token}` });
+    t.match(me.json, { workspace: { id: beta.id, name: 'Beta Org', plan: 'pro' }, own_workspace: { id: bound.tenant_id } }, '/me names the organization');
+    const capabilities = await call('GET', '/api/agent/v1/capabilities', undefined, { authorization: `Bearer ${agent.token}` });
+    t.match(capabilities.json, { identity: { workspace: { id: beta.id } }, plan: { name: 'pro', company_work: true } });
+    const companies = await call('GET', '/api/agent/v1/companies', undefined, { authorization: `Bearer ${agent.token}` });
+    t.equal(companies.status, 200, 'company reads use the organization\'s plan');
+    t.same(companies.json.items.map((c: { id: string }) => c.id), [companyId], "and the organization's companies");
   });
 
   t.test('the approval page: a Viewer is refused, an Admin approves, the retry publishes', async (t) => {

@@ -28,6 +28,22 @@ export async function withOwnOpenAIKey(db: DatabasePool, config: Config, member:
   await putKey(db, Keyring.fromConfig(config), { tenantId: member.tenantId, provider: 'openai', apiKey, userId: member.userId });
 }
 
+/**
+ * Marks a registration claimed as the ceremony does: by a person (made here)
+ * who becomes Admin of the agent's workspace, so the agent stays linked.
+ */
+export async function markClaimed(db: DatabasePool, registrationId: string): Promise<string> {
+  const userId = randomUUID();
+  await db.transaction(async (tx) => {
+    await tx.query(sql.unsafe`insert into users (id, email) values (${userId}, ${`${userId}@example.test`})`);
+    await tx.query(sql.unsafe`
+      insert into tenant_memberships (tenant_id, user_id, role) select tenant_id, ${userId}, 'admin' from agent_registrations where id = ${registrationId}`);
+    await tx.query(sql.unsafe`
+      update agent_registrations set claim_state = 'claimed', claimed_by = ${userId}, claimed_at = now() where id = ${registrationId}`);
+  });
+  return userId;
+}
+
 export async function enqueue(db: DatabasePool, spec: JobSpec): Promise<string> {
   return (await db.transaction((tx) => enqueueJob(tx, spec))).id;
 }

@@ -11,6 +11,7 @@ import { sql, type DatabasePool } from '../../core/db/pool.ts';
 import { createRegistration } from '../../core/identity/registrations.ts';
 import { AGENT_SCOPES, signAccessToken } from '../../core/identity/tokens.ts';
 import { TEST_SECRET } from './config.ts';
+import { markClaimed } from './fixtures.ts';
 
 export const PURCHASE_WEBHOOK_SECRET = 'purchase-webhook-secret-for-tests';
 
@@ -40,7 +41,7 @@ export const createOperator = (db: DatabasePool, config: Config) => person(db, c
  */
 export async function createWorkspace(app: FastifyInstance, db: DatabasePool, config: Config): Promise<Workspace> {
   const { registration } = await createRegistration(db, { type: 'anonymous', ip: '10.9.0.1', claimTokenTtlS: 600 });
-  await db.query(sql.unsafe`update agent_registrations set claim_state = 'claimed' where id = ${registration.id}`);
+  await markClaimed(db, registration.id);
   const tenantId = registration.tenant_id;
   const claims = { principalId: registration.principal_id, registrationId: registration.id, tenantId };
   const agentToken = await signAccessToken(app.idpKeys, config.authUrl, `${config.baseUrl}/api/agent`, { ...claims, scopes: [...AGENT_SCOPES] }, 3600);

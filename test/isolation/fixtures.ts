@@ -63,6 +63,7 @@ export async function createResources(app: FastifyInstance, db: DatabasePool, a:
     provider: 'openai',
     filename: 'a-notes.md',
     accountId: partnerAccount,
+    registrationId: a.agent.registrationId,
     ...(approval ? { approvalId: approval } : {}),
   };
   return {

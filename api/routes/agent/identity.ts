@@ -9,11 +9,14 @@ import { approvalPageUrl } from '../boards/approval-page.ts';
 import { defineOperation, registerHttpOperation, type Caller } from './operation.ts';
 
 const ClaimState = z.enum(['unclaimed', 'pending', 'claimed']);
+const WORKSPACE = 'Where the agent acts (plan, companies, boards): the organization the person chose when claiming it, else its own workspace';
+const OWN_WORKSPACE = 'The workspace made at registration; kept as it is when claimed (never merged)';
 const Me = z
   .object({
     principal: z.object({ id: z.uuid(), name: z.string() }),
     registration: z.object({ id: z.uuid(), type: z.enum(['anonymous', 'service_auth']), claim_state: ClaimState }),
-    workspace: z.object({ id: z.uuid(), name: z.string(), plan: z.string() }),
+    workspace: z.object({ id: z.uuid(), name: z.string(), plan: z.string() }).describe(WORKSPACE),
+    own_workspace: z.object({ id: z.uuid(), name: z.string() }).describe(OWN_WORKSPACE),
     scopes: z.array(z.enum(AGENT_SCOPES)),
     token_expires_at: z.iso.datetime(),
   })
@@ -44,7 +47,8 @@ const Capabilities = z
       principal_name: z.string(),
       registration_id: z.uuid(),
       registration_type: z.enum(['anonymous', 'service_auth']),
-      workspace: z.object({ id: z.uuid(), name: z.string() }),
+      workspace: z.object({ id: z.uuid(), name: z.string() }).describe(WORKSPACE),
+      own_workspace: z.object({ id: z.uuid(), name: z.string() }).describe(OWN_WORKSPACE),
     }),
     claim: z.object({ state: ClaimState, claimed_at: z.iso.datetime().nullable(), required_for: z.array(z.string()) }),
     scopes: z.object({ granted: z.array(z.enum(AGENT_SCOPES)), after_claim: z.array(z.enum(AGENT_SCOPES)), all: z.array(z.enum(AGENT_SCOPES)) }),
@@ -80,6 +84,7 @@ const meOf = ({ agent, context: ctx }: Caller) => ({
   principal: { id: ctx.principal_id, name: ctx.principal_name },
   registration: { id: ctx.registration_id, type: ctx.registration_type, claim_state: ctx.claim_state },
   workspace: { id: ctx.tenant_id, name: ctx.tenant_name, plan: ctx.plan },
+  own_workspace: { id: ctx.own_tenant_id, name: ctx.own_tenant_name },
   scopes: agent.scopes,
   token_expires_at: new Date(agent.expiresAt * 1000).toISOString(),
 });

@@ -4,7 +4,7 @@
 import formbody from '@fastify/formbody';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { findRegistration } from '../../../core/identity/registrations.ts';
+import { agentContext } from '../../../core/agent/capabilities.ts';
 import {
   RejectedTokenError,
   resources,
@@ -78,9 +78,13 @@ const tokenRoutes: FastifyPluginAsyncZod = async (app) => {
         if (error instanceof RejectedTokenError) throw new IdentityHttpError(400, 'invalid_grant', `${error.message}; refresh the registration or register again.`);
         throw error;
       }
-      const registration = await findRegistration(app.db, claims.registrationId);
-      if (!registration || registration.status !== 'active' || registration.principal_id !== claims.principalId || registration.claim_state === 'pending') {
+      // The registration as the Agent API will check it: live, linked, and the tenant it acts in.
+      const registration = await agentContext(app.db, claims.registrationId);
+      if (!registration || registration.registration_status !== 'active' || registration.principal_id !== claims.principalId || registration.claim_state === 'pending') {
         throw new IdentityHttpError(400, 'invalid_grant', 'The registration behind this assertion is revoked or not usable; register again.');
+      }
+      if (!registration.linked) {
+        throw new IdentityHttpError(400, 'invalid_grant', 'The agent is no longer linked (principal_not_linked: unlinked by a workspace Admin, or its person left the workspace it acts in); register again.');
       }
 
       let scopes = [...scopesFor(registration.claim_state)];
@@ -95,7 +99,7 @@ const tokenRoutes: FastifyPluginAsyncZod = async (app) => {
         app.idpKeys,
         config.authUrl,
         resource,
-        { principalId: registration.principal_id, registrationId: registration.id, tenantId: registration.tenant_id, scopes },
+        { principalId: registration.principal_id, registrationId: registration.registration_id, tenantId: registration.tenant_id, scopes },
         config.identity.accessTokenTtlS,
       );
       reply.header('cache-control', 'no-store').header('pragma', 'no-cache');

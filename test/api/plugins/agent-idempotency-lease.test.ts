@@ -14,7 +14,7 @@ import { freePort } from '../../../ops/embedded-postgres.ts';
 import { startTestServer } from '../../helpers/app.ts';
 import { testEnv } from '../../helpers/config.ts';
 import { createTestDatabase } from '../../helpers/db.ts';
-import { createBoardScopes } from '../../helpers/fixtures.ts';
+import { createBoardScopes, markClaimed } from '../../helpers/fixtures.ts';
 import { waitFor, waitForOutput } from '../../helpers/wait.ts';
 import { spawnEntry } from '../../helpers/worker.ts';
 
@@ -27,7 +27,7 @@ const api = await startTestServer(t, databaseUrl, { BASE_URL: childBase, AGENT_I
 const { app, db, config } = api;
 
 const { registration } = await createRegistration(db, { type: 'anonymous', ip: '10.9.0.3', claimTokenTtlS: 600 });
-await db.query(sql.unsafe`update agent_registrations set claim_state = 'claimed', claimed_at = now() where id = ${registration.id}`);
+await markClaimed(db, registration.id);
 const { companyId } = await createBoardScopes(db, registration.tenant_id);
 const claims = { principalId: registration.principal_id, registrationId: registration.id, tenantId: registration.tenant_id, scopes: ['svc:boards:read' as const, 'svc:boards:publish' as const] };
 const agentToken = await signAccessToken(app.idpKeys, config.authUrl, resources(config.baseUrl).agent, claims, 600);

@@ -8,12 +8,12 @@ import { createRegistration } from '../../../core/identity/registrations.ts';
 import { signAccessToken } from '../../../core/identity/tokens.ts';
 import { buildTestApp } from '../../helpers/app.ts';
 import { createTestDatabase } from '../../helpers/db.ts';
-import { createBoardScopes } from '../../helpers/fixtures.ts';
+import { createBoardScopes, markClaimed } from '../../helpers/fixtures.ts';
 
 const databaseUrl = await createTestDatabase(t);
 const { app, db, config } = await buildTestApp(t, databaseUrl);
 const { registration } = await createRegistration(db, { type: 'anonymous', ip: '10.9.0.2', claimTokenTtlS: 600 });
-await db.query(sql.unsafe`update agent_registrations set claim_state = 'claimed' where id = ${registration.id}`);
+await markClaimed(db, registration.id);
 const token = await signAccessToken(app.idpKeys, config.authUrl, `${config.baseUrl}/api/agent`,
   { principalId: registration.principal_id, registrationId: registration.id, tenantId: registration.tenant_id, scopes: ['svc:boards:read', 'svc:boards:publish'] }, 300);
 const send = (url: string, payload: object, key: string) =>

@@ -8,7 +8,7 @@ import { createRegistration } from '../../../../core/identity/registrations.ts';
 import { signAccessToken, type AgentScope } from '../../../../core/identity/tokens.ts';
 import { buildTestApp } from '../../../helpers/app.ts';
 import { createTestDatabase } from '../../../helpers/db.ts';
-import { createBoardScopes, createMember } from '../../../helpers/fixtures.ts';
+import { createBoardScopes, createMember, markClaimed } from '../../../helpers/fixtures.ts';
 import { tablesHolding } from '../../../helpers/scan-tables.ts';
 
 const databaseUrl = await createTestDatabase(t);
@@ -17,7 +17,7 @@ const ALL: AgentScope[] = ['svc:boards:read', 'svc:boards:publish'];
 
 async function agent(scopes: AgentScope[] = ALL) {
   const { registration } = await createRegistration(db, { type: 'anonymous', ip: '10.9.0.1', claimTokenTtlS: 600 });
-  await db.query(sql.unsafe`update agent_registrations set claim_state = 'claimed' where id = ${registration.id}`);
+  await markClaimed(db, registration.id);
   const claims = { principalId: registration.principal_id, registrationId: registration.id, tenantId: registration.tenant_id };
   const token = await signAccessToken(app.idpKeys, config.authUrl, `${config.baseUrl}/api/agent`, { ...claims, scopes }, 300);
   return { ...claims, token, ...(await createBoardScopes(db, claims.tenantId)) };

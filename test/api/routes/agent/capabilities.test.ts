@@ -11,14 +11,14 @@ import { createManagedAgent } from '../../../../core/managed-agents/managed-agen
 import { enrollRunner, heartbeat, setRunExecutionEnabled } from '../../../../core/runners/runners.ts';
 import { buildTestApp } from '../../../helpers/app.ts';
 import { createTestDatabase } from '../../../helpers/db.ts';
-import { createBoardScopes, createMember } from '../../../helpers/fixtures.ts';
+import { createBoardScopes, createMember, markClaimed } from '../../../helpers/fixtures.ts';
 
 const databaseUrl = await createTestDatabase(t);
 const { app, db, config } = await buildTestApp(t, databaseUrl);
 
 async function agent() {
   const { registration } = await createRegistration(db, { type: 'anonymous', ip: '10.9.1.1', claimTokenTtlS: 600 });
-  await db.query(sql.unsafe`update agent_registrations set claim_state = 'claimed', claimed_at = now() where id = ${registration.id}`);
+  await markClaimed(db, registration.id);
   const claims = { principalId: registration.principal_id, registrationId: registration.id, tenantId: registration.tenant_id };
   const token = await signAccessToken(app.idpKeys, config.authUrl, `${config.baseUrl}/api/agent`, { ...claims, scopes: [...AGENT_SCOPES] }, 300);
   return { ...claims, token };

@@ -12,6 +12,7 @@ import { buildTestApp } from '../../../helpers/app.ts';
 import { createTestDatabase } from '../../../helpers/db.ts';
 import { startTestWorker } from '../../../helpers/worker.ts';
 import { waitFor } from '../../../helpers/wait.ts';
+import { markClaimed } from '../../../helpers/fixtures.ts';
 
 const databaseUrl = await createTestDatabase(t);
 const { app, db, config } = await buildTestApp(t, databaseUrl);
@@ -20,7 +21,7 @@ type Caller = { tenantId: string; get: (url: string) => Promise<Awaited<ReturnTy
 
 async function agent(opts: { claimed?: boolean; plan?: string; scopes?: AgentScope[] } = {}): Promise<Caller> {
   const { registration } = await createRegistration(db, { type: 'anonymous', ip: '127.0.0.1', claimTokenTtlS: 600 });
-  if (opts.claimed ?? true) await db.query(sql.unsafe`update agent_registrations set claim_state = 'claimed', claimed_at = now() where id = ${registration.id}`);
+  if (opts.claimed ?? true) await markClaimed(db, registration.id);
   await db.query(sql.unsafe`update tenants set plan = ${opts.plan ?? 'pro'} where id = ${registration.tenant_id}`);
   const token = await signAccessToken(app.idpKeys, config.authUrl, `${config.baseUrl}/api/agent`, {
     principalId: registration.principal_id, registrationId: registration.id, tenantId: registration.tenant_id, scopes: opts.scopes ?? ['svc:companies:read'],

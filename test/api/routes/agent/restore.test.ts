@@ -17,6 +17,7 @@ import { TEST_SECRET } from '../../../helpers/config.ts';
 import { createTestDatabase } from '../../../helpers/db.ts';
 import { waitFor, waitForOutput } from '../../../helpers/wait.ts';
 import { spawnEntry, startTestWorker } from '../../../helpers/worker.ts';
+import { markClaimed } from '../../../helpers/fixtures.ts';
 
 const databaseUrl = await createTestDatabase(t);
 const api = await startTestServer(t, databaseUrl);
@@ -27,7 +28,7 @@ type Agent = { tenantId: string; principalId: string; token: string };
 /** A registered agent with an access token; claimed ones get all scopes. */
 async function agentOf(claimed: boolean, scopes?: AgentScope[]): Promise<Agent> {
   const { registration } = await createRegistration(db, { type: 'anonymous', ip: '10.7.0.1', claimTokenTtlS: 3600 });
-  if (claimed) await db.query(sql.unsafe`update agent_registrations set claim_state = 'claimed', claimed_at = now() where id = ${registration.id}`);
+  if (claimed) await markClaimed(db, registration.id);
   const claims = { principalId: registration.principal_id, registrationId: registration.id, tenantId: registration.tenant_id, scopes: scopes ?? ['svc:agents:write' as const] };
   const token = await signAccessToken(app.idpKeys, app.config.authUrl, resources(app.config.baseUrl).agent, claims, 300);
   return { tenantId: registration.tenant_id, principalId: registration.principal_id, token };

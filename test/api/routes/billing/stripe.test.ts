@@ -14,7 +14,7 @@ import { createManagedAgent } from '../../../../core/managed-agents/managed-agen
 import { buildTestApp } from '../../../helpers/app.ts';
 import { TEST_SECRET } from '../../../helpers/config.ts';
 import { createTestDatabase, testPool } from '../../../helpers/db.ts';
-import { createMember } from '../../../helpers/fixtures.ts';
+import { createMember, markClaimed } from '../../../helpers/fixtures.ts';
 import { startStripeServer } from '../../../helpers/stripe-server.ts';
 import { waitFor } from '../../../helpers/wait.ts';
 import { startTestWorker } from '../../../helpers/worker.ts';
@@ -192,7 +192,7 @@ t.test('the same event twice is applied once; an older event never overwrites ne
 
 t.test('a deleted subscription: free plan at once for new work, data kept, company reads 402', async (t) => {
   const { registration } = await createRegistration(db, { type: 'anonymous', ip: '127.0.0.1', claimTokenTtlS: 600 });
-  await direct.query(sql.unsafe`update agent_registrations set claim_state = 'claimed', claimed_at = now() where id = ${registration.id}`);
+  await markClaimed(direct, registration.id);
   const admin = await addMember(registration.tenant_id, 'admin');
   const company = await createCompany(direct, registration.tenant_id, null, { name: 'Acme', description: 'Anvils' });
   const token = await signAccessToken(app.idpKeys, config.authUrl, `${config.baseUrl}/api/agent`, {

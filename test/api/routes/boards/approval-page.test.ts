@@ -10,14 +10,14 @@ import { createRegistration } from '../../../../core/identity/registrations.ts';
 import { signAccessToken } from '../../../../core/identity/tokens.ts';
 import { buildTestApp } from '../../../helpers/app.ts';
 import { createTestDatabase } from '../../../helpers/db.ts';
-import { createBoardScopes } from '../../../helpers/fixtures.ts';
+import { createBoardScopes, markClaimed } from '../../../helpers/fixtures.ts';
 
 const PASSWORD = 'correct horse battery staple';
 const databaseUrl = await createTestDatabase(t);
 const { app, db, config } = await buildTestApp(t, databaseUrl);
 
 const { registration } = await createRegistration(db, { type: 'anonymous', ip: '10.9.0.3', claimTokenTtlS: 600 });
-await db.query(sql.unsafe`update agent_registrations set claim_state = 'claimed' where id = ${registration.id}`);
+await markClaimed(db, registration.id);
 await db.query(sql.unsafe`update agent_principals set display_name = 'Reporter <bot>' where id = ${registration.principal_id}`);
 const tenantId = registration.tenant_id;
 const { companyId } = await createBoardScopes(db, tenantId);
@@ -96,7 +96,7 @@ t.test('an Admin signs in, sees what would be published, approves; the agent\'s 
   t.match(page.body, `agent Reporter &lt;bot&gt; (<code>${registration.principal_id}</code>)`);
   t.match(page.body, /<dt>Asked at<\/dt><dd>\d{4}-\d\d-\d\d \d\d:\d\d UTC<\/dd>/);
   t.match(page.body, '<p>Strong quarter.</p><p>EMEA led &lt;b&gt;growth&lt;/b&gt;.</p>', 'a preview as paragraphs, escaped');
-  t.match(page.body, /class="card-value">1,200</);
+  t.match(page.body, /class="card-value"><span class="num">1,<wbr>200</);
 
   const forged = await person.post({ action: 'approve', csrf: 'not-the-token' });
   t.equal(forged.statusCode, 403);

@@ -6,14 +6,14 @@ import { createRegistration } from '../../../../core/identity/registrations.ts';
 import { signAccessToken } from '../../../../core/identity/tokens.ts';
 import { buildTestApp } from '../../../helpers/app.ts';
 import { createTestDatabase } from '../../../helpers/db.ts';
-import { createBoardScopes, createMember } from '../../../helpers/fixtures.ts';
+import { createBoardScopes, createMember, markClaimed } from '../../../helpers/fixtures.ts';
 
 const databaseUrl = await createTestDatabase(t);
 const { app, db, config, logs } = await buildTestApp(t, databaseUrl, { LOG_LEVEL: 'info' });
 
 // An agent workspace with a person Admin and a Viewer in it.
 const { registration } = await createRegistration(db, { type: 'anonymous', ip: '10.9.0.2', claimTokenTtlS: 600 });
-await db.query(sql.unsafe`update agent_registrations set claim_state = 'claimed' where id = ${registration.id}`);
+await markClaimed(db, registration.id);
 const tenantId = registration.tenant_id;
 const agentToken = await signAccessToken(app.idpKeys, config.authUrl, `${config.baseUrl}/api/agent`, {
   principalId: registration.principal_id, registrationId: registration.id, tenantId, scopes: ['svc:boards:read', 'svc:boards:publish'],

@@ -8,7 +8,7 @@ import { signAccessToken } from '../../../../core/identity/tokens.ts';
 import { humanize, renderReport } from '../../../../api/pages/report.ts';
 import { buildTestApp } from '../../../helpers/app.ts';
 import { createTestDatabase } from '../../../helpers/db.ts';
-import { createBoardScopes, createMember } from '../../../helpers/fixtures.ts';
+import { createBoardScopes, createMember, markClaimed } from '../../../helpers/fixtures.ts';
 
 const BROWSER = 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8';
 
@@ -22,13 +22,13 @@ t.test('the mapping', async (t) => {
   }).value;
   t.match(report, '<p>First paragraph<br>same paragraph.</p><p>Second &lt;p&gt;aragraph.</p>');
   t.match(report, /<h2>Metrics<\/h2><ul class="cards">/);
-  t.match(report, /class="card-label">Monthly revenue<\/span><span class="card-value">12,500.5 <small>EUR<\/small>/);
-  t.match(report, /class="card-label">Active users<\/span><span class="card-value">42</);
+  t.match(report, /class="card-label">Monthly revenue<\/span><span class="card-value"><span class="num">12,<wbr>500.5<\/span> <small>EUR<\/small>/);
+  t.match(report, /class="card-label">Active users<\/span><span class="card-value"><span class="num">42</);
   t.match(report, /<section><h3>Regions<\/h3>.*<p>EMEA led\.<\/p>.*<h4>Items<\/h4><ul class="items"><li>EMEA<\/li><li>APAC<\/li><\/ul>/s);
   t.match(report, '<section><h3>Section 2</h3>');
   t.match(report, /<h2>Items<\/h2><ul class="items"><li><dl><dt>Name<\/dt><dd>Deal A<\/dd><dt>Amount<\/dt><dd>10<\/dd><\/dl><\/li><li>plain<\/li>/);
   t.match(report, /<h2>Owner<\/h2><dl><dt>Name<\/dt><dd>Ops<\/dd><dt>Tags<\/dt><dd><ul class="items"><li>a<\/li><li>b<\/li><\/ul><\/dd><dt>Active<\/dt><dd>yes<\/dd><dt>Note<\/dt><dd>—<\/dd><\/dl>/);
-  t.match(renderReport({ metrics: [{ label: 'Churn', value: 0.02, unit: '%' }] }).value, /Churn<\/span><span class="card-value">0.02 <small>%/);
+  t.match(renderReport({ metrics: [{ label: 'Churn', value: 0.02, unit: '%' }] }).value, /Churn<\/span><span class="card-value"><span class="num">0.02<\/span> <small>%/);
   t.match(renderReport({ metrics: 'not metrics' }).value, '<h2>Metrics</h2><p>not metrics</p>', 'unusable metrics fall back to the generic form');
   t.match(renderReport([1, 'two', { three: 3 }]).value, '<ul class="items"><li>1</li><li>two</li><li><dl><dt>Three</dt><dd>3</dd></dl></li></ul>');
   let deep: unknown = 'bottom';
@@ -42,7 +42,7 @@ t.test('the hosted page: report, JSON on request, HTML 404 after unpublish', asy
   const databaseUrl = await createTestDatabase(t);
   const { app, db, config, logs } = await buildTestApp(t, databaseUrl, { LOG_LEVEL: 'info' });
   const { registration } = await createRegistration(db, { type: 'anonymous', ip: '10.9.0.4', claimTokenTtlS: 600 });
-  await db.query(sql.unsafe`update agent_registrations set claim_state = 'claimed' where id = ${registration.id}`);
+  await markClaimed(db, registration.id);
   const token = await signAccessToken(app.idpKeys, config.authUrl, `${config.baseUrl}/api/agent`, {
     principalId: registration.principal_id, registrationId: registration.id, tenantId: registration.tenant_id, scopes: ['svc:boards:read', 'svc:boards:publish'],
   }, 300);
@@ -66,7 +66,7 @@ t.test('the hosted page: report, JSON on request, HTML 404 after unpublish', asy
   t.match(page.body, '<h1>Weekly</h1>');
   t.match(page.body, 'Version 1');
   t.match(page.body, '<p>Good week.</p><p>Better than the last.</p>');
-  t.match(page.body, /class="card-label">Signups<\/span><span class="card-value">31</);
+  t.match(page.body, /class="card-label">Signups<\/span><span class="card-value"><span class="num">31</);
   t.match(page.body, '<li>&lt;script&gt;x&lt;/script&gt;</li>');
   t.notMatch(page.body, '<script');
 

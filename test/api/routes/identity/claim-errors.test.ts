@@ -8,6 +8,7 @@ import { sql } from '../../../../core/db/pool.ts';
 import { buildTestApp } from '../../../helpers/app.ts';
 import { createTestDatabase } from '../../../helpers/db.ts';
 import { agent, Browser, confirmedClaim, pagePath, PASSWORD, register } from './claim-flow.ts';
+import { markClaimed } from '../../../helpers/fixtures.ts';
 
 const databaseUrl = await createTestDatabase(t);
 const { app, db } = await buildTestApp(t, databaseUrl);
@@ -65,7 +66,7 @@ t.test('claim_expired, claim_revoked, already_claimed', async (t) => {
   refused(t, await claim(dead.claimToken, 'ada@example.test'), 410, 'claim_revoked');
 
   const claimed = await register(db, 'anonymous');
-  await db.query(sql.unsafe`update agent_registrations set claim_state = 'claimed' where id = ${claimed.registration.id}`);
+  await markClaimed(db, claimed.registration.id);
   refused(t, await claim(claimed.claimToken, 'ada@example.test'), 409, 'already_claimed');
   refused(t, await complete(claimed.claimToken, 'BCDF-GHJK'), 409, 'already_claimed');
 });

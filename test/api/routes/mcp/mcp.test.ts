@@ -11,7 +11,7 @@ import t from 'tap';
 import { sql } from '../../../../core/db/pool.ts';
 import { startTestServerAtOwnUrl } from '../../../helpers/app.ts';
 import { createTestDatabase } from '../../../helpers/db.ts';
-import { createBoardScopes } from '../../../helpers/fixtures.ts';
+import { createBoardScopes, markClaimed } from '../../../helpers/fixtures.ts';
 
 const databaseUrl = await createTestDatabase(t);
 const api = await startTestServerAtOwnUrl(t, databaseUrl);
@@ -22,7 +22,7 @@ const MCP_HEADERS = { 'content-type': 'application/json', accept: 'application/j
 async function registerAnonymously(claimed: boolean) {
   const res = await fetch(`${base}/agent/identity`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ type: 'anonymous' }) });
   const body = (await res.json()) as { registration: { id: string }; identity: { assertion: string }; workspace?: { id: string } };
-  if (claimed) await db.query(sql.unsafe`update agent_registrations set claim_state = 'claimed', claimed_at = now() where id = ${body.registration.id}`);
+  if (claimed) await markClaimed(db, body.registration.id);
   return body;
 }
 async function tokenFor(assertion: string, resource: string): Promise<string> {

@@ -13,7 +13,7 @@ import { acknowledgeWork, heartbeat, RUNNER_OFFLINE_AFTER_S, RunnerRevokedError 
 import { buildTestApp } from '../../../helpers/app.ts';
 import { TEST_SECRET } from '../../../helpers/config.ts';
 import { createTestDatabase } from '../../../helpers/db.ts';
-import { createMember } from '../../../helpers/fixtures.ts';
+import { createMember, markClaimed } from '../../../helpers/fixtures.ts';
 
 const databaseUrl = await createTestDatabase(t);
 const { app, db } = await buildTestApp(t, databaseUrl);
@@ -141,7 +141,7 @@ t.test('revoking: Admin only, tenant-scoped, repeatable', async (t) => {
 t.test('a revoked token stops authenticating at once; its pending work stays pending', async (t) => {
   const { registration } = await createRegistration(db, { type: 'anonymous', ip: '10.8.0.1', claimTokenTtlS: 3600 });
   const tenantId = registration.tenant_id;
-  await db.query(sql.unsafe`update agent_registrations set claim_state = 'claimed', claimed_at = now() where id = ${registration.id}`);
+  await markClaimed(db, registration.id);
   const claims = { principalId: registration.principal_id, registrationId: registration.id, tenantId, scopes: ['svc:agents:write' as const] };
   const agentToken = await signAccessToken(app.idpKeys, app.config.authUrl, resources(app.config.baseUrl).agent, claims, 300);
   const restore = (agentId: string) =>
