@@ -12,6 +12,8 @@ type Waiter = (wake: WakeUp) => void;
 
 export class LinkWaiters {
   private waiters = new Map<string, Set<Waiter>>();
+  /** How waits ended since start: woken by a change, timed out, client gone, re-read after LISTEN came back. */
+  readonly ended = { woken: 0, timeout: 0, closed: 0, resync: 0 };
   private started: Promise<void> | null = null;
 
   constructor(private readonly hub: JobEventHub) {}
@@ -46,6 +48,7 @@ export class LinkWaiters {
         signal.removeEventListener('abort', onAbort);
         set.delete(done);
         if (set.size === 0 && this.waiters.get(key) === set) this.waiters.delete(key);
+        this.ended[wake.state ? 'woken' : wake.reason] += 1;
         resolve(wake);
       };
       const onAbort = () => done({ state: null, reason: 'closed' });

@@ -29,7 +29,17 @@ export function spawnEntry(t: Test, entry: string, env: Record<string, string>, 
   let output = '';
   child.stdout!.on('data', (d) => (output += d));
   child.stderr!.on('data', (d) => (output += d));
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  // 'exit' can come before the last output is read; `exited` waits for both
+  // pipes to end too, unless a process it started holds them open (a
+  // postmaster left by a SIGKILL): then not longer than 5 s after the exit.
+  const drained = Promise.all([child.stdout!, child.stderr!].map((s) => new Promise((r) => s.once('close', r))));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => {
+    const grace = setTimeout(() => resolve(code), 5_000);
+    void drained.then(() => {
+      clearTimeout(grace);
+      resolve(code);
+    });
+  }));
   t.teardown(async () => {
     if (child.exitCode === null && child.signalCode === null) {
       child.kill('SIGKILL');

@@ -35,7 +35,7 @@ export class TestSocket {
   }
 
   /** Resolves with the first message (already received or coming) that matches. */
-  next(match: (m: Received) => boolean, timeoutMs = 10_000): Promise<Received> {
+  next(match: (m: Received) => boolean, timeoutMs = 30_000): Promise<Received> {
     const seen = this.messages.find(match);
     if (seen) {
       this.messages.splice(this.messages.indexOf(seen), 1);

@@ -43,7 +43,8 @@ t.test('Ctrl-C on npm start in a terminal finishes the running job and exits 0',
   let output = '';
   child.stdout.on('data', (d) => (output += d));
   child.stderr.on('data', (d) => (output += d));
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  // 'close': after the exit and the last output read (the checks below read it).
+  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
   t.teardown(async () => {
     if (child.exitCode === null) {
       try {

@@ -40,7 +40,8 @@ t.test('npm run db, then start:api and start:worker on it; Ctrl-C stops each', a
   const jobId = await enqueue(pool, { kind: 'diag.steps', tenantId: member.tenantId, input: { steps: 2, delayMs: 10 } });
   await waitFor('the worker to finish the job', async () =>
     (await pool.oneFirst(sql.type(z.object({ status: z.string() }))`select status from jobs where id = ${jobId}`)) === 'succeeded' ? true : null);
-  t.match(worker.output(), new RegExp(`"jobId":"${jobId}"`), 'the worker process ran it');
+  // Its log line may reach us a moment after the row says succeeded.
+  t.ok(await waitForOutput(worker, new RegExp(`"jobId":"${jobId}"`)), 'the worker process ran it');
 
   // The DATA_DIR has its owner: a second `npm run db` and an `npm start` are refused, naming it.
   for (const entry of ['ops/db.ts', 'ops/start.ts']) {

@@ -145,9 +145,8 @@ for (const { name, adapter, impatient, server, model, overloaded } of protocols)
 
   t.test(`${name}: a server that hangs is a timeout, before the headers and mid-stream`, async (t) => {
     server.enqueue({ hang: true });
-    const started = Date.now();
-    t.match(await providerFailure(impatient.complete(ask(model), creds)), { kind: 'timeout', retryable: true });
-    t.ok(Date.now() - started < SHORT_TIMEOUT_MS * 10, 'gave up near the timeout');
+    // The adapter's own timeout fired (it names it), not a transport default.
+    t.match(await providerFailure(impatient.complete(ask(model), creds)), { kind: 'timeout', retryable: true, message: new RegExp(`within ${SHORT_TIMEOUT_MS} ms`) });
 
     server.enqueue({ reply: 'a b c', hang: true, afterChunks: 1 });
     const deltas: string[] = [];
