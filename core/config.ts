@@ -67,6 +67,10 @@ const envSchema = z.object({
   KEEP_ALIVE_TIMEOUT_MS: intFromEnv(1_000, 3_600_000).default(72_000),
   MAX_REQUESTS_PER_SOCKET: intFromEnv(0, 1_000_000).default(1_000),
   JOB_RETENTION_DAYS: intFromEnv(1, 3650).default(30),
+  // Above the 366 days usage may be back-dated: a day's rollup is recomputed
+  // from its raw records, so a late record must never meet a swept day.
+  USAGE_RECORD_RETENTION_DAYS: intFromEnv(368, 3650).default(400),
+  EVENT_RETENTION_DAYS: intFromEnv(1, 3650).default(90),
   WS_HEARTBEAT_MS: intFromEnv(100, 600_000).default(30_000),
   WS_MAX_BUFFERED_BYTES: intFromEnv(1024, 64 * 1024 * 1024).default(1024 * 1024),
   WS_MAX_SUBSCRIPTIONS: intFromEnv(1, 10_000).default(100),
@@ -165,6 +169,10 @@ export type Config = {
     maxRequestsPerSocket: number;
   };
   jobRetentionDays: number;
+  /** Raw usage records (each day's totals stay in usage_daily). */
+  usageRecordRetentionDays: number;
+  /** Processed inbound events: Stripe and purchase webhooks, channel updates and sent replies. */
+  eventRetentionDays: number;
   /** Fair-order weights and quotas per plan to write at start (only those configured). */
   planLimits: PlanLimitSettings;
   identity: {
@@ -346,6 +354,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       maxRequestsPerSocket: e.MAX_REQUESTS_PER_SOCKET,
     },
     jobRetentionDays: e.JOB_RETENTION_DAYS,
+    usageRecordRetentionDays: e.USAGE_RECORD_RETENTION_DAYS,
+    eventRetentionDays: e.EVENT_RETENTION_DAYS,
     planLimits: planLimitSettings(e),
     identity: {
       agentAuthDisabled: e.AGENT_AUTH_DISABLED,

@@ -82,6 +82,63 @@ export const EXPIRING_ROWS: ExpiringRows[] = [
     table: 'altidp_notifications',
     expired: () => sql.fragment`received_at < now() - interval '90 days' and status <> 'queued'`,
   },
+  {
+    // A day still waiting for its rollup keeps its records (the totals read them).
+    name: 'usage records past USAGE_RECORD_RETENTION_DAYS, rolled up',
+    table: 'usage_records',
+    expired: (config) => sql.fragment`occurred_at < now() - make_interval(days => ${config.usageRecordRetentionDays})
+      and not exists (select 1 from usage_rollup_queue q where q.tenant_id = usage_records.tenant_id and q.day = usage_day(usage_records.occurred_at))`,
+  },
+  {
+    // Providers redeliver for days, not months: the event id stays known that long.
+    name: 'processed billing webhook events past EVENT_RETENTION_DAYS',
+    table: 'billing_events',
+    expired: (config) => sql.fragment`status <> 'queued' and received_at < now() - make_interval(days => ${config.eventRetentionDays})`,
+  },
+  {
+    name: 'channel inbound updates past EVENT_RETENTION_DAYS',
+    table: 'channel_updates',
+    expired: (config) => sql.fragment`created_at < now() - make_interval(days => ${config.eventRetentionDays})`,
+  },
+  {
+    name: 'channel replies sent or failed past EVENT_RETENTION_DAYS',
+    table: 'channel_deliveries',
+    expired: (config) => sql.fragment`status <> 'queued' and created_at < now() - make_interval(days => ${config.eventRetentionDays})`,
+  },
+  {
+    // Kept a while to spot a rotated token used again (its family is revoked then).
+    name: 'rotated or revoked agent refresh tokens older than 30 days',
+    table: 'agent_refresh_tokens',
+    expired: () => sql.fragment`status <> 'active' and coalesce(rotated_at, created_at) < now() - interval '30 days'`,
+  },
+  {
+    // Only once the registration's claim can no longer be completed (a denial must keep refusing until then).
+    name: 'claim attempts of settled claims, 30 days after they expired',
+    table: 'agent_claim_attempts',
+    expired: () => sql.fragment`expires_at < now() - interval '30 days' and exists (
+      select 1 from agent_registrations r where r.id = agent_claim_attempts.registration_id
+        and (r.claim_state = 'claimed' or r.claim_expires_at < now() or r.status = 'revoked'))`,
+  },
+  {
+    name: 'billing sandbox idempotency keys past a day (as Stripe keeps them)',
+    table: 'billing_sandbox_idempotency',
+    expired: () => sql.fragment`created_at < now() - interval '1 day'`,
+  },
+  {
+    name: 'provider key audit entries older than 400 days',
+    table: 'provider_key_audit',
+    expired: () => sql.fragment`created_at < now() - interval '400 days'`,
+  },
+  {
+    name: 'billing changes older than 400 days',
+    table: 'billing_changes',
+    expired: () => sql.fragment`changed_at < now() - interval '400 days'`,
+  },
+  {
+    name: 'contact submissions older than 365 days',
+    table: 'contact_submissions',
+    expired: () => sql.fragment`created_at < now() - interval '365 days'`,
+  },
   // usage_rollup_queue is drained by the rollup itself and must never be swept.
   {
     name: 'stale worker heartbeats',
