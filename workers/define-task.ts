@@ -10,6 +10,7 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { Config } from '../core/config.ts';
 import type { CommonQueryMethods } from '../core/db/pool.ts';
+import { retryWhileUnavailable } from '../core/db/unavailable.ts';
 import type { DatabasePool } from '../core/db/pool.ts';
 import { TaskEnvelope } from '../core/jobs/enqueue.ts';
 import { JobWait, PermanentJobError, RetryableJobError } from '../core/jobs/errors.ts';
@@ -119,6 +120,14 @@ export function defineTask<S extends z.ZodType>(
       const maxAttempts = helpers.job.max_attempts;
       const logger = deps.logger.child({ kind, jobId, attempt });
 
+      // The attempt's own bookkeeping (its first read, its end): PostgreSQL
+      // away is waited out, the job staying this process's meanwhile, never
+      // handed on to Graphile, whose failure path would let the job's queue
+      // go and a session's next turn overtake this one.
+      const durable = <T>(write: () => Promise<T>) => retryWhileUnavailable(write, {
+        signal: helpers.abortSignal,
+        onWait: (e) => logger.warn({ reason: (e as Error).message }, 'database unreachable while starting or ending the attempt; waiting for it'),
+      });
       const holder: Holder = { lockedBy: helpers.job.locked_by, lockedAt: helpers.job.locked_at ? new Date(helpers.job.locked_at) : null };
 
       // A first attempt runs without reading the job: before its first pick a
@@ -127,7 +136,7 @@ export function defineTask<S extends z.ZodType>(
       // reaches this process as a cancel. Retries read, as a lost attempt may
       // have left the job final or asked to stop; so does an attempt that
       // waited parked (its last_error says why it waited).
-      if ((attempt > 1 || helpers.job.last_error) && !(await deps.completions.open(jobId))) {
+      if ((attempt > 1 || helpers.job.last_error) && !(await durable(() => deps.completions.open(jobId)))) {
         logger.info('job is already final (finished, cancelled or deleted); skipping');
         return;
       }
@@ -196,7 +205,7 @@ export function defineTask<S extends z.ZodType>(
         // Parks the job until `delayMs` from now and hands Graphile JobParked.
         const park = async (delayMs: number, why: string, keepAttempt: boolean): Promise<never> => {
           const until = new Date(Date.now() + Math.max(MIN_PARK_MS, delayMs));
-          if (!holder.lockedBy || !(await parkJob(deps.db, { graphileJobId: String(helpers.job.id), lockedBy: holder.lockedBy, until, why, keepAttempt }))) {
+          if (!holder.lockedBy || !(await durable(() => parkJob(deps.db, { graphileJobId: String(helpers.job.id), lockedBy: holder.lockedBy!, until, why, keepAttempt })))) {
             throw error; // no longer this process's job: whoever holds it decides
           }
           deps.parked(until);
@@ -205,7 +214,7 @@ export function defineTask<S extends z.ZodType>(
         if (error instanceof JobWait) {
           // Not a failure: the same attempt goes on later, its slot free meanwhile.
           await settleRunning();
-          if (!(await waitAttempt(deps.db, jobId, attempt, error.progress))) {
+          if (!(await durable(() => waitAttempt(deps.db, jobId, attempt, error.progress)))) {
             if (await finishCancelled(deps.db, jobId)) logger.info('job cancelled as it began to wait; no result recorded');
             else logger.info('job finished by another attempt; this one stops');
             return;
@@ -220,7 +229,7 @@ export function defineTask<S extends z.ZodType>(
         const retryAfterMs = error instanceof RetryableJobError ? error.retryAfterMs : undefined;
         const delayMs = retryAfterMs === undefined ? backoffMs(attempt) : Math.min(retryAfterMs, MAX_RETRY_AFTER_MS);
         await settleRunning();
-        await failAttempt(deps.db, jobId, attempt, { code, message }, final, holder, final ? undefined : new Date(Date.now() + delayMs));
+        await durable(() => failAttempt(deps.db, jobId, attempt, { code, message }, final, holder, final ? undefined : new Date(Date.now() + delayMs)));
         // One line: an expected failure (a RetryableJobError names its cause) needs no stack.
         const expected = error instanceof PermanentJobError || error instanceof RetryableJobError;
         logger[final ? 'error' : 'warn']({ ...(expected ? { code, reason: message } : { err: error }), final },

@@ -46,3 +46,23 @@ export function isDatabaseUnavailable(error: unknown): boolean {
 
 /** Seconds a client should wait before retrying while the database is away. */
 export const DATABASE_RETRY_AFTER_S = 2;
+
+/**
+ * Runs `write` again while PostgreSQL is unreachable (backing off up to 2 s),
+ * until it succeeds, fails for another reason, or `signal` aborts. For writes
+ * a process must not give up on during an outage, such as recording a job's
+ * failed attempt: handing the error on would let the job's queue go, and a
+ * session's next turn could overtake it.
+ */
+export async function retryWhileUnavailable<T>(write: () => Promise<T>, options: { signal?: AbortSignal | undefined; onWait?: (error: unknown) => void } = {}): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await write();
+    } catch (error) {
+      if (!isDatabaseUnavailable(error) || options.signal?.aborted) throw error;
+      if (attempt === 0) options.onWait?.(error);
+      const delay = Math.min(2_000, 100 * 2 ** Math.min(attempt, 5)) * (0.75 + Math.random() / 2);
+      await new Promise((resolve) => setTimeout(resolve, delay));
+    }
+  }
+}

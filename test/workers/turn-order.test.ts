@@ -10,6 +10,11 @@ import { startTestServerWithFakeOpenAI } from '../helpers/app.ts';
 import { createMember, withOwnOpenAIKey } from '../helpers/fixtures.ts';
 import { waitFor, waitForOutput } from '../helpers/wait.ts';
 import { spawnWorkerProcess, startTestWorker } from '../helpers/worker.ts';
+import { startWorker } from '../../workers/worker.ts';
+import { pino } from 'pino';
+import { testConfig } from '../helpers/config.ts';
+import { captureLog } from '../helpers/log-capture.ts';
+import { startTcpProxy } from '../api/routes/ws/tcp-proxy.ts';
 
 const api = await startTestServerWithFakeOpenAI(t, 'sk-order-key-1234');
 const { app, db, config, openai, databaseUrl, overrides } = api;
@@ -64,4 +69,32 @@ t.test("the first turn's worker is SIGKILLed mid-turn: both are answered, in ord
   t.same(asked(), ['first', 'first', 'second'], 'the first turn ran again before the second ran at all');
   t.same(await answers(sessionId), ['answer first', 'answer second']);
   t.ok((await timing(second)).started_at! >= (await timing(first)).finished_at!, 'the second started after the first was answered');
+});
+
+t.test('a first turn that fails while PostgreSQL is away keeps its place: the second does not overtake it', async (t) => {
+  // The worker reaches PostgreSQL through a proxy the test cuts; the api and the test do not.
+  const proxy = await startTcpProxy(databaseUrl);
+  const log = captureLog();
+  const worker = await startWorker({ config: testConfig(proxy.url, overrides), databaseUrl: proxy.url, logger: pino({ level: 'warn' }, log.stream) });
+  t.teardown(async () => {
+    await worker.stop().catch((error: Error) => t.comment(`worker stop after the outage: ${error.message}`));
+    await proxy.close();
+  });
+  openai.requests.length = 0;
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  openai.enqueue({ reply: 'lost half-way', gate, cutAfterChunks: 1 }, { reply: 'answer one' }, { reply: 'answer two' });
+  const sessionId = await newSession();
+  const first = await send(sessionId, 'one');
+  await waitFor('the first turn to reach the provider', async () => asked().includes('one'));
+  await proxy.cut();
+  release(); // the stream breaks: the attempt fails while its worker cannot reach PostgreSQL
+  const second = await send(sessionId, 'two');
+  // The attempt has failed and its worker is trying to record that (or, before
+  // the fix, had handed the failure to Graphile).
+  await waitFor('the failed attempt to meet the outage', async () => /while starting or ending the attempt|Failed task/.test(log.text()));
+  await proxy.restore();
+  await waitFor('both turns', async () => (await timing(second)).status === 'succeeded' && (await timing(first)).status === 'succeeded', 60_000);
+  t.same(asked(), ['one', 'one', 'two'], 'the first turn ran again before the second ran at all');
+  t.same(await answers(sessionId), ['answer one', 'answer two'], 'answers in the order sent');
 });

@@ -1,0 +1,94 @@
+// The soak's tenants, people, sessions and agents. People and their
+// workspaces are written as `npm run user:create` and an invitation would
+// leave them (rows, plus each tenant's own model key); sessions and agents
+// come through the public API, as clients make them.
+import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import { signPlatformToken } from '../../core/auth/platform-token.ts';
+import { loadConfig } from '../../core/config.ts';
+import { Keyring } from '../../core/crypto/keyring.ts';
+import { sql } from '../../core/db/pool.ts';
+import { putKey } from '../../core/provider-keys/keys.ts';
+import type { SoakClient } from './client.ts';
+import type { SoakPlatform } from './platform.ts';
+
+export type SoakTenant = { tenantId: string; userId: string; token: () => Promise<string>; sessions: string[] };
+export type SoakAgent = { tenantId: string; companyId: string; token: () => Promise<string> };
+
+/** A token source that signs again before the old one expires. */
+function renewing(sign: () => Promise<string>, ttlMs: number): () => Promise<string> {
+  let current: { token: string; at: number } | null = null;
+  return async () => {
+    if (!current || Date.now() - current.at > ttlMs / 2) current = { token: await sign(), at: Date.now() };
+    return current.token;
+  };
+}
+
+export async function seedTenants(platform: SoakPlatform, client: SoakClient, count: number, sessionsEach: number): Promise<SoakTenant[]> {
+  const config = loadConfig({ DATABASE_URL: platform.url, PLATFORM_JWT_SECRET: platform.secret.toString('base64'), DATA_ENCRYPTION_KEY: Buffer.alloc(32, 8).toString('base64'), BASE_URL: platform.baseUrl });
+  const keyring = Keyring.fromConfig(config);
+  const tenants: SoakTenant[] = [];
+  for (let i = 0; i < count; i++) {
+    const userId = randomUUID();
+    const tenantId = await platform.db.transaction(async (tx) => {
+      await tx.query(sql.unsafe`insert into users (id, email) values (${userId}, ${`soak-${i}-${userId}@soak.test`})`);
+      const id = await tx.oneFirst(sql.type(z.object({ id: z.string() }))`
+        insert into tenants (name, plan, owner_id) values (${`Soak ${i + 1}`}, 'pro', ${userId}) returning id`);
+      await tx.query(sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${id}, ${userId}, 'admin')`);
+      return id;
+    });
+    await putKey(platform.db, keyring, { tenantId, provider: 'openai', apiKey: `sk-soak-${i}-key-000000`, userId });
+    const token = renewing(() => signPlatformToken({ userId }, platform.secret, config.authUrl), 15 * 60_000);
+    const headers = { authorization: `Bearer ${await token()}`, 'x-tenant-id': tenantId };
+    const sessions: string[] = [];
+    for (let s = 0; s < sessionsEach; s++) {
+      const made = await client.until('POST', '/api/chat/sessions', { headers, body: { title: `Soak ${s + 1}`, model: 'openai/gpt-4o-mini' }, deadline: Date.now() + 60_000 });
+      if (made?.status !== 201) throw new Error(`soak: creating a session answered ${made?.status}: ${made?.body}`);
+      sessions.push((JSON.parse(made.body) as { id: string }).id);
+    }
+    tenants.push({ tenantId, userId, token, sessions });
+  }
+  return tenants;
+}
+
+/** Agents registered over the identity provider, claimed by a person, acting in their own workspace with one company. */
+export async function seedAgents(platform: SoakPlatform, client: SoakClient, count: number): Promise<SoakAgent[]> {
+  const agents: SoakAgent[] = [];
+  for (let i = 0; i < count; i++) {
+    const registered = await client.until('POST', '/agent/identity', { body: { type: 'anonymous' }, deadline: Date.now() + 60_000 });
+    if (registered?.status !== 201) throw new Error(`soak: registering an agent answered ${registered?.status}: ${registered?.body}`);
+    type Registered = { registration: { id: string }; identity: { assertion: string; assertion_expires_in: number; refresh_token: { value: string }; workspace_id: string } };
+    let { registration, identity } = JSON.parse(registered.body) as Registered;
+    const userId = randomUUID();
+    const companyId = randomUUID();
+    const tenantId = identity.workspace_id;
+    await platform.db.transaction(async (tx) => {
+      await tx.query(sql.unsafe`insert into users (id, email) values (${userId}, ${`soak-agent-${i}-${userId}@soak.test`})`);
+      await tx.query(sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${tenantId}, ${userId}, 'admin')`);
+      await tx.query(sql.unsafe`update agent_registrations set claim_state = 'claimed', claimed_by = ${userId}, claimed_at = now() where id = ${registration.id}`);
+      await tx.query(sql.unsafe`insert into companies (id, tenant_id, name) values (${companyId}, ${tenantId}, 'Soak Co')`);
+    });
+    let assertionUntil = Date.now() + identity.assertion_expires_in * 1000;
+    // An access token lives 5 minutes; the assertion longer. A spent
+    // assertion is renewed with the refresh token, which rotates.
+    const token = renewing(async () => {
+      const deadline = Date.now() + 120_000;
+      if (Date.now() > assertionUntil - 60_000) {
+        const refreshed = await client.until('POST', '/agent/identity', { body: { type: 'refresh', refresh_token: identity.refresh_token.value }, deadline });
+        if (refreshed?.status !== 200) throw new Error(`soak: refreshing an agent identity answered ${refreshed?.status}: ${refreshed?.body}`);
+        ({ registration, identity } = JSON.parse(refreshed.body) as Registered);
+        assertionUntil = Date.now() + identity.assertion_expires_in * 1000;
+      }
+      const form = new URLSearchParams({ grant_type: 'urn:ietf:params:oauth:grant-type:jwt-bearer', assertion: identity.assertion, resource: `${platform.baseUrl}/api/agent` });
+      for (;;) {
+        const port = platform.livePorts()[0];
+        const res = port ? await fetch(`http://127.0.0.1:${port}/oauth2/token`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: form }).catch(() => null) : null;
+        if (res?.status === 200) return ((await res.json()) as { access_token: string }).access_token;
+        if (Date.now() > deadline) throw new Error(`soak: the token endpoint answered ${res?.status}: ${await res?.text()}`);
+        await new Promise((r) => setTimeout(r, 500));
+      }
+    }, 5 * 60_000);
+    agents.push({ tenantId, companyId, token });
+  }
+  return agents;
+}
