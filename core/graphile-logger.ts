@@ -20,6 +20,11 @@ export function graphileLogger(logger: Logger): WorkerLogger {
       logger.debug({ job: fields.job, until: (fields.error as { until?: Date }).until }, 'job parked; its slot is free');
       return;
     }
+    // JobLost: another attempt has the job; the task logged it already.
+    if ((fields.error as { name?: unknown } | undefined)?.name === 'JobLost') {
+      logger.debug({ job: fields.job }, 'job let go: another attempt has it');
+      return;
+    }
     // The I/O pool runs a thousand slots on a few connections on purpose: its
     // jobs wait on the outside world, and it fetches for all its slots at once.
     if (message.startsWith('WARNING: having maxPoolSize')) {

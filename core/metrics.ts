@@ -170,7 +170,9 @@ export function registerWorkerMetrics(registry: Registry, events: JobEventSource
     if (since === undefined) return;
     started.delete(key);
     // 'parked': the attempt gave its slot back to wait (a retry's backoff, a Retry-After; core/jobs/park.ts).
-    const outcome = !error ? 'succeeded' : (error as { name?: unknown }).name === 'JobParked' ? 'parked' : 'failed';
+    // 'lost': another attempt had the job (core/jobs/park.ts JobLost).
+    const name = (error as { name?: unknown } | undefined)?.name;
+    const outcome = !error ? 'succeeded' : name === 'JobParked' ? 'parked' : name === 'JobLost' ? 'lost' : 'failed';
     duration.observe({ kind: job.task_identifier, outcome }, (performance.now() - since) / 1000);
   });
   return { forget: () => started.clear(), refused: (kind, reason) => refusedJobs.inc({ kind, reason }) };

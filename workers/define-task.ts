@@ -17,7 +17,7 @@ import { JobWait, PermanentJobError, RetryableJobError } from '../core/jobs/erro
 import type { JobCompletions } from '../core/jobs/completions.ts';
 import type { DeltaPublisher } from '../core/jobs/deltas.ts';
 import { completeJob, failAttempt, finishCancelled, markRunning, waitAttempt, type Holder } from '../core/jobs/lifecycle.ts';
-import { backoffMs, JobParked, parkJob } from '../core/jobs/park.ts';
+import { backoffMs, JobLost, JobParked, parkJob } from '../core/jobs/park.ts';
 import type { CancelListener } from './cancellation.ts';
 
 export type TaskDeps = {
@@ -194,13 +194,18 @@ export function defineTask<S extends z.ZodType>(
         await settleRunning();
         const recorded = completedWithin || (await deps.completions.complete({ jobId, attempt, result, holder }));
         if (!recorded && (await finishCancelled(deps.db, jobId))) return logger.info('job cancelled as it finished; no result recorded');
-        logger.info({ recorded }, recorded ? 'job succeeded' : 'job finished by another attempt; result not recorded twice');
+        if (!recorded) {
+          logger.info('job finished by another attempt; result not recorded twice');
+          throw new JobLost();
+        }
+        logger.info({ recorded }, 'job succeeded');
       } catch (error) {
+        if (error instanceof JobLost) throw error;
         if (cancel.signal.aborted) return await endCancelled();
         if (error instanceof JobNotRecordedError) {
-          if (!(await finishCancelled(deps.db, jobId))) logger.info('job finished by another attempt; this one stops');
-          else logger.info('job cancelled as it finished; no result recorded');
-          return;
+          if (await finishCancelled(deps.db, jobId)) return logger.info('job cancelled as it finished; no result recorded');
+          logger.info('job finished by another attempt; this one stops');
+          throw new JobLost();
         }
         // Parks the job until `delayMs` from now and hands Graphile JobParked.
         const park = async (delayMs: number, why: string, keepAttempt: boolean): Promise<never> => {
@@ -215,9 +220,9 @@ export function defineTask<S extends z.ZodType>(
           // Not a failure: the same attempt goes on later, its slot free meanwhile.
           await settleRunning();
           if (!(await durable(() => waitAttempt(deps.db, jobId, attempt, error.progress)))) {
-            if (await finishCancelled(deps.db, jobId)) logger.info('job cancelled as it began to wait; no result recorded');
-            else logger.info('job finished by another attempt; this one stops');
-            return;
+            if (await finishCancelled(deps.db, jobId)) return logger.info('job cancelled as it began to wait; no result recorded');
+            logger.info('job finished by another attempt; this one stops');
+            throw new JobLost();
           }
           logger.debug({ delayMs: error.delayMs, reason: error.reason }, 'job waits; its slot is free meanwhile');
           return await park(error.delayMs, error.reason, true);

@@ -25,6 +25,21 @@ export class JobParked extends Error {
   }
 }
 
+/**
+ * This attempt found its job finished or taken by another attempt: a sweep
+ * gave the job to another worker while this process was frozen or cut off.
+ * Handed to Graphile Worker as an error, never as a success: Graphile's
+ * completion deletes a job by id alone (it would delete the job the other
+ * attempt now holds, leaving its queue locked for ever), while its failure
+ * path only touches a job this process still holds.
+ */
+export class JobLost extends Error {
+  override name = 'JobLost';
+  constructor() {
+    super('the job is no longer this attempt\'s: another attempt finished or holds it');
+  }
+}
+
 /** Graphile's backoff for attempt `attempt` (its fail_job: exp(least(attempts, 10)) s). */
 export const backoffMs = (attempt: number) => Math.round(Math.exp(Math.min(attempt, 10)) * 1000);
 
