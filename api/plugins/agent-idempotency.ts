@@ -31,6 +31,7 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { Keyring } from '../../core/crypto/keyring.ts';
+import { isDatabaseUnavailable, retryWhileUnavailable } from '../../core/db/unavailable.ts';
 import { claimIdempotencyKey, fingerprint, recordIdempotentResponse, releaseIdempotencyClaim, renewIdempotencyLease } from '../../core/idempotency.ts';
 import { AgentHttpError, IDEMPOTENCY_KEY_BOUNDS, INVALID_IDEMPOTENCY_KEY } from '../errors.ts';
 import type { AgentPrincipal } from './agent-auth.ts';
@@ -71,6 +72,8 @@ const validKey = (key: unknown): key is string =>
 
 /** A recorded answer at rest: `{"$sealed": "<key id>:<ciphertext>"}`. */
 const SEALED = '$sealed';
+/** How long a done mutation's answer waits for PostgreSQL to be recorded before it goes out unrecorded. */
+const RECORD_PATIENCE_MS = 10_000;
 const recordName = (c: { scope: string; tenantId: string; key: string }) => `idempotency:${c.scope}:${c.tenantId}:${c.key}`;
 
 async function agentIdempotency(app: FastifyInstance) {
@@ -145,9 +148,22 @@ async function agentIdempotency(app: FastifyInstance) {
       // Stopped before the write: if the write fails, the claim lapses after
       // its lease instead of being renewed for as long as the process lives.
       claimed.stopRenewing();
-      const own = !claimed.record || status >= 500
-        ? await releaseIdempotencyClaim(app.db, claimed)
-        : await recordIdempotentResponse(app.db, { ...claimed, status, body: sealBody(claimed, body) });
+      const release = !claimed.record || status >= 500;
+      let own: boolean;
+      try {
+        // PostgreSQL away: a done mutation's answer is worth waiting for (a
+        // retry must replay it, not run it again), for a while; a claim to
+        // let go is not: it lapses after its lease.
+        own = release
+          ? await releaseIdempotencyClaim(app.db, claimed)
+          : await retryWhileUnavailable(() => recordIdempotentResponse(app.db, { ...claimed, status, body: sealBody(claimed, body) }), { signal: AbortSignal.timeout(RECORD_PATIENCE_MS) });
+      } catch (error) {
+        // Never fails the response: this runs as it is sent (a 503 may be going out already).
+        if (!isDatabaseUnavailable(error)) throw error;
+        app.log.warn({ idempotencyKey: claimed.key, scope: claimed.scope, reason: (error as Error).message },
+          release ? 'database unreachable: the idempotency claim lapses after its lease' : 'database unreachable: the answer went out unrecorded; its claim lapses after its lease');
+        return;
+      }
       if (!own) app.log.warn({ idempotencyKey: claimed.key, scope: claimed.scope }, 'idempotency claim was taken over before its request finished; outcome not recorded');
     },
   };

@@ -1,8 +1,9 @@
 // Channel figures: webhook-channel inbound messages accepted per second over
 // HTTP (signature verified, stored once, chat turn enqueued; 32 clients, no
 // worker running), and 1,000 concurrent link/wait waiters on one api
-// process: the resident memory they add and how long after the binding
-// message they are all answered (woken by one NOTIFY).
+// process (their clients in a child process): the resident memory they add
+// and how long after the binding message they are all answered (woken by
+// one NOTIFY).
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import { buildApp } from '../../api/app.ts';
@@ -12,6 +13,7 @@ import type { Config } from '../../core/config.ts';
 import { sql } from '../../core/db/pool.ts';
 import { JobEventHub } from '../../core/jobs/events.ts';
 import { GroupCommitter } from '../../core/jobs/group-commit.ts';
+import { startLinkWaiters } from './link-waiters.ts';
 import { percentile, sleep, throughput } from './measure.ts';
 import type { BenchContext } from './scenarios.ts';
 
@@ -57,13 +59,16 @@ export async function channelFigures(ctx: BenchContext, config: Config, waiters 
     global.gc?.();
     const rssBefore = process.memoryUsage().rss;
     const getHeaders = { authorization: headers.authorization, 'x-tenant-id': tenantId };
-    const answers = Array.from({ length: waiters }, () => request(agent, port, 'GET', '/api/channels/webhook/link/wait?timeout=60', getHeaders));
+    // The waiters are a child process's (link-waiters.ts): the api answers them, the bench's clock times them.
+    const { answered } = await startLinkWaiters({ port, path: '/api/channels/webhook/link/wait?timeout=60', headers: getHeaders, waiters });
     while (app.channelWaiters.size() < waiters) await sleep(20);
     global.gc?.();
     const rssAdded = process.memoryUsage().rss - rssBefore;
-    const sent = performance.now();
+    const sent = performance.timeOrigin + performance.now();
     await inbound({ id: 'bind', from: { id: 'bench-conversation' }, sessionToken: started.sessionToken });
-    const woken = (await Promise.all(answers)).map((a) => a.at - sent);
+    const answers = await answered;
+    if (answers.some((a) => a.status !== 200)) throw new Error(`channels: link/wait answered ${answers.find((a) => a.status !== 200)!.status}`);
+    const woken = answers.map((a) => a.at - sent);
     await request(agent, port, 'POST', '/api/channels/webhook/enable', headers, '{}');
 
     // Accepted/s: unique signed messages of the bound conversation, each a turn enqueued (no worker runs them).

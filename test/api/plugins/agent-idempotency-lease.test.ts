@@ -17,6 +17,7 @@ import { createTestDatabase } from '../../helpers/db.ts';
 import { createBoardScopes, markClaimed } from '../../helpers/fixtures.ts';
 import { waitFor, waitForOutput } from '../../helpers/wait.ts';
 import { spawnEntry } from '../../helpers/worker.ts';
+import { startTcpProxy } from '../routes/ws/tcp-proxy.ts';
 
 const LEASE_MS = 1000;
 const databaseUrl = await createTestDatabase(t);
@@ -223,4 +224,39 @@ t.test('an unrecorded outcome releases the claim: the identical retry runs at on
   t.equal(again.kind, 'run');
   if (again.kind === 'run') await app.agentKeys.finish(again.claimed, 201, { ok: true });
   t.match(await app.agentKeys.claim(agent, key, mutation), { kind: 'replay', status: 201, body: { ok: true } });
+});
+
+t.test('PostgreSQL away as an answer goes out: a 503 is not turned into a 500, a done mutation waits to be recorded', async (t) => {
+  // An api of its own, through a proxy the test cuts (found by npm run soak:
+  // the claim's release threw inside onSend and Fastify's fallback answered 500).
+  const proxy = await startTcpProxy(databaseUrl);
+  const cut = await startTestServer(t, proxy.url, { AGENT_IDEMPOTENCY_LEASE_MS: String(LEASE_MS) });
+  t.teardown(async () => {
+    await cut.close().catch((error: Error) => t.comment(`pool end after the outage: ${error.message}`));
+    await proxy.close();
+  });
+  const agent = { principalId: registration.principal_id, tenantId: registration.tenant_id } as Parameters<typeof app.agentKeys.claim>[0];
+  const failed = `outage-failed-${randomUUID()}`;
+  const done = `outage-done-${randomUUID()}`;
+  const claimRun = async (key: string) => {
+    const claim = await cut.app.agentKeys.claim(agent, key, { method: 'POST', path: '/api/agent/v1/boards', body: newBody(key) });
+    if (claim.kind !== 'run') throw new Error('expected a new claim');
+    return claim.claimed;
+  };
+  const failedClaim = await claimRun(failed);
+  const doneClaim = await claimRun(done);
+  await proxy.cut();
+  await cut.app.agentKeys.finish(failedClaim, 503, { code: 'temporarily_disabled' });
+  t.pass('letting go of a claim while PostgreSQL is away does not throw (it lapses after its lease)');
+  const recording = cut.app.agentKeys.finish(doneClaim, 201, { ok: true });
+  await proxy.restore();
+  await recording;
+  t.match(await app.agentKeys.claim(agent, done, { method: 'POST', path: '/api/agent/v1/boards', body: newBody(done) }), { kind: 'replay', status: 201, body: { ok: true } },
+    'the done mutation was recorded once PostgreSQL was back: its retry replays it');
+  await waitFor('the failed claim to lapse', async () => {
+    // 409 idempotency_in_progress until the lease runs out.
+    const again = await app.agentKeys.claim(agent, failed, { method: 'POST', path: '/api/agent/v1/boards', body: newBody(failed) }).catch(() => null);
+    if (again?.kind === 'run') await app.agentKeys.finish(again.claimed, 503, null);
+    return again?.kind === 'run';
+  });
 });
