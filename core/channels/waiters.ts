@@ -35,28 +35,32 @@ export class LinkWaiters {
   }
 
   /**
-   * Resolves at the next state change of the channel, at the timeout, or when
-   * `signal` aborts (the client went away); the waiter is removed in every case.
+   * Resolves at the next state change of the channel, at the timeout, or on
+   * `cancel()` (the client went away); the waiter is removed in every case.
+   * A plain callback rather than an AbortSignal: a thousand waiters woken at
+   * once each cost a little, and event targets cost more than a function.
    */
-  wait(tenantId: string, channel: string, timeoutMs: number, signal: AbortSignal): Promise<WakeUp> {
+  wait(tenantId: string, channel: string, timeoutMs: number): { woken: Promise<WakeUp>; cancel: () => void } {
     const key = `${tenantId}:${channel}`;
-    return new Promise<WakeUp>((resolve) => {
+    let cancel: () => void = () => undefined;
+    const woken = new Promise<WakeUp>((resolve) => {
       let set = this.waiters.get(key);
       if (!set) this.waiters.set(key, (set = new Set()));
+      let ended = false;
       const done: Waiter = (wake) => {
+        if (ended) return;
+        ended = true;
         clearTimeout(timer);
-        signal.removeEventListener('abort', onAbort);
         set.delete(done);
         if (set.size === 0 && this.waiters.get(key) === set) this.waiters.delete(key);
         this.ended[wake.state ? 'woken' : wake.reason] += 1;
         resolve(wake);
       };
-      const onAbort = () => done({ state: null, reason: 'closed' });
       const timer = setTimeout(() => done({ state: null, reason: 'timeout' }), timeoutMs);
       set.add(done);
-      if (signal.aborted) onAbort();
-      else signal.addEventListener('abort', onAbort, { once: true });
+      cancel = () => done({ state: null, reason: 'closed' });
     });
+    return { woken, cancel };
   }
 
   private onNotification(payload: string): void {

@@ -14,7 +14,7 @@ import { sql } from '../../core/db/pool.ts';
 import { JobEventHub } from '../../core/jobs/events.ts';
 import { GroupCommitter } from '../../core/jobs/group-commit.ts';
 import { startLinkWaiters } from './link-waiters.ts';
-import { percentile, sleep, throughput } from './measure.ts';
+import { percentile, profiled, sleep, throughput } from './measure.ts';
 import type { BenchContext } from './scenarios.ts';
 
 type Answer = { status: number; body: string; at: number };
@@ -62,13 +62,22 @@ export async function channelFigures(ctx: BenchContext, config: Config, waiters 
     // The waiters are a child process's (link-waiters.ts): the api answers them, the bench's clock times them.
     const { answered } = await startLinkWaiters({ port, path: '/api/channels/webhook/link/wait?timeout=60', headers: getHeaders, waiters });
     while (app.channelWaiters.size() < waiters) await sleep(20);
+    // Each waiter reads the link once it waits: a query queued behind those
+    // reads (the pool serves in order) returns once all of them are done, so
+    // the clock starts with every waiter settled, as after a real arrival.
+    await app.db.query(sql.unsafe`select 1`);
     global.gc?.();
     const rssAdded = process.memoryUsage().rss - rssBefore;
     const sent = performance.timeOrigin + performance.now();
-    await inbound({ id: 'bind', from: { id: 'bench-conversation' }, sessionToken: started.sessionToken });
-    const answers = await answered;
+    let boundAt = 0;
+    const answers = await profiled('link-wait', async () => {
+      await inbound({ id: 'bind', from: { id: 'bench-conversation' }, sessionToken: started.sessionToken });
+      boundAt = performance.timeOrigin + performance.now();
+      return answered;
+    });
     if (answers.some((a) => a.status !== 200)) throw new Error(`channels: link/wait answered ${answers.find((a) => a.status !== 200)!.status}`);
     const woken = answers.map((a) => a.at - sent);
+    if (process.env.BENCH_DEBUG) process.stderr.write(`inbound answered after ${(boundAt - sent).toFixed(1)} ms; first waiter ${Math.min(...woken).toFixed(1)} ms, last ${Math.max(...woken).toFixed(1)} ms\n`);
     await request(agent, port, 'POST', '/api/channels/webhook/enable', headers, '{}');
 
     // Accepted/s: unique signed messages of the bound conversation, each a turn enqueued (no worker runs them).

@@ -85,6 +85,16 @@ const channelRoutes: FastifyPluginAsyncZod = async (app) => {
     }
   });
 
+  // One link wakes every waiter of its tenant's channel at once (a thousand,
+  // say), all with the same answer: it is checked and serialized once.
+  const wakeBodies = new Map<string, string>();
+  const wakeBody = (channel: string, status: string, changed: boolean): string => {
+    const key = `${channel}:${status}:${changed}`;
+    let body = wakeBodies.get(key);
+    if (body === undefined) wakeBodies.set(key, (body = JSON.stringify(LinkWaited.parse({ channel, status, changed }))));
+    return body;
+  };
+
   app.get('/api/channels/:channel/link/wait', {
     ...admin,
     schema: { ...base, operationId: 'waitChannelLink', summary: 'Long-poll: answers when the link state changes, or at the timeout with the current state', params: ChannelParams,
@@ -94,18 +104,18 @@ const channelRoutes: FastifyPluginAsyncZod = async (app) => {
     const adapter = channelOr404(request.params.channel);
     const tenantId = request.tenant!.id;
     // The waiter is in place before the read, so a change right after the read still wakes it.
-    const gone = new AbortController();
-    reply.raw.on('close', () => gone.abort());
-    const woken = waiters.wait(tenantId, adapter.id, request.query.timeout * 1000, gone.signal);
+    const { woken, cancel } = waiters.wait(tenantId, adapter.id, request.query.timeout * 1000);
+    reply.raw.once('close', cancel); // the client went away (after an answer, a no-op)
     const row = await findLink(app.db, tenantId, adapter.id);
     const current = row?.state ?? 'not_linked';
     if (current !== 'linking') {
-      gone.abort();
+      cancel();
       await woken;
       return { channel: adapter.id, status: current, changed: false };
     }
     const wake = await woken;
-    if (wake.state) return { channel: adapter.id, status: wake.state, changed: wake.state !== current };
+    // Already JSON: Fastify sends a string under a JSON content type as it is.
+    if (wake.state) return reply.type('application/json; charset=utf-8').send(wakeBody(adapter.id, wake.state, wake.state !== current) as never);
     // Timed out (or the LISTEN connection came back): the current state, read now.
     const now = (await findLink(app.db, tenantId, adapter.id))?.state ?? 'not_linked';
     return { channel: adapter.id, status: now, changed: now !== current };
