@@ -102,6 +102,7 @@ try {
   say(`answers by status: ${[...client.statuses].sort().map(([k, v]) => `${k} ${v}`).join(', ')}`);
   say(`chat sends accepted ${chat.sent.length}, never answered ${[...chat.refused.values()].reduce((a, b) => a + b, 0)}; agent mutations ${agents.mutations.length}`);
   say(`largest tables at start → end: ${sizesAtEnd.slice(0, 6).map(([t, mb]) => `${t} ${(sizesAtStart.find(([s]) => s === t)?.[1] ?? 0).toFixed(1)}→${mb.toFixed(1)} MiB`).join(', ')}`);
+  say(`dead rows and vacuums at the end: ${(await vacuumState(platform)).join(', ')}`);
   say('');
   say('| invariant | checked | violations |');
   say('|---|---:|---:|');
@@ -142,4 +143,13 @@ async function tableSizes(platform: SoakPlatform): Promise<Array<[string, number
   const rows = await platform.db.any(sql.type(z.object({ name: z.string(), mb: z.number() }))`
     select relname as name, pg_total_relation_size(relid)::float8 / 1048576 as mb from pg_stat_user_tables order by 2 desc`);
   return rows.map((r) => [r.name, r.mb]);
+}
+
+/** Dead rows left for vacuum, autovacuum runs and index share of the busiest tables: bloat under the load. */
+async function vacuumState(platform: SoakPlatform): Promise<string[]> {
+  const rows = await platform.db.any(sql.type(z.object({ name: z.string(), live: z.number(), dead: z.number(), vacuums: z.number(), index_mb: z.number() }))`
+    select relname as name, n_live_tup::int as live, n_dead_tup::int as dead, autovacuum_count::int as vacuums,
+      pg_indexes_size(relid)::float8 / 1048576 as index_mb
+    from pg_stat_user_tables order by n_tup_ins + n_tup_upd + n_tup_del desc limit 6`);
+  return rows.map((r) => `${r.name} ${r.live} live/${r.dead} dead, ${r.vacuums} autovacuums, indexes ${r.index_mb.toFixed(1)} MiB`);
 }
