@@ -7,6 +7,8 @@
 //   BENCH_STREAM_TURNS  concurrent streaming turns in the streaming section (default 1000)
 //   BENCH_STATEMENTS=1  print each section's most expensive SQL statements (pg_stat_statements)
 //   BENCH_PROFILE=<dir>  write a CPU profile of the api during the chat send phase (32 sessions) there
+//   BENCH_SCALE=<factor>  last, the scale model: request figures before and after seeding factor x
+//                   (10M finished jobs, 2M messages, 10k tenants, 100k sessions, 1M usage records)
 import { mkdtempSync, rmSync, chmodSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -45,6 +47,7 @@ import { streamingFigures } from './streaming.ts';
 import { httpFigures } from './http.ts';
 import { websocketLatency } from './websocket.ts';
 import { scaleOutFigures } from './scale-out.ts';
+import { SCALE_FIGURES, scaleFigures, seedScale } from './scale.ts';
 import { printStatements, startStatements, statementSettings } from './statements.ts';
 
 commandLine(`
@@ -53,7 +56,7 @@ Prints speed figures as ratios against baselines measured in the same run, on
 a scratch embedded PostgreSQL. BENCH_ONLY=jobs,peers,fairness,streaming,
 websocket,chat,http,billing,channels,scale-out picks sections; BENCH_SECONDS,
 BENCH_SAMPLES, BENCH_STREAM_TURNS, BENCH_STATEMENTS=1 and BENCH_PROFILE=<dir>
-tune it (README: Bench).`, {});
+tune it; BENCH_SCALE=1 adds the scale model at the end (README: Bench).`, {});
 const seconds = Number(process.env.BENCH_SECONDS ?? 4);
 const samples = Number(process.env.BENCH_SAMPLES ?? 300);
 const selected = process.env.BENCH_ONLY ? new Set(process.env.BENCH_ONLY.split(',').map((x) => x.trim())) : null;
@@ -279,6 +282,17 @@ try {
     const scale = await scaleOutFigures(ctx, benchEnv);
     report.add('scale-out: no-op jobs/s, 2 worker processes (8 each)', scale.jobs.two, 'jobs/s', { name: '1 worker process', value: scale.jobs.one });
     report.add('scale-out: chat sends/s, 2 api processes (32 clients)', scale.sends.two, 'req/s', { name: '1 api process', value: scale.sends.one });
+  }
+  const scaleFactor = Number(process.env.BENCH_SCALE ?? 0);
+  if (scaleFactor > 0) {
+    // (k) The scale model, last: it leaves the database full.
+    const empty = await scaleFigures(ctx, config, Math.min(samples, 200));
+    const seeded = await seedScale(ctx, scaleFactor);
+    process.stderr.write(`bench: seeded ${Object.entries(seeded.rows).map(([t, n]) => `${n.toLocaleString('en-US')} ${t}`).join(', ')} in ${seeded.seconds.toFixed(0)} s\n`);
+    const full = await scaleFigures(ctx, config, Math.min(samples, 200));
+    for (const figure of SCALE_FIGURES) {
+      report.add(`scale model: ${figure}, p50`, full[figure], 'ms', { name: 'nearly empty database', value: empty[figure] }, '<= 1.25x');
+    }
   }
   await printStatements(db, 'the last section');
   await db.end();
