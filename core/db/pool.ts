@@ -43,11 +43,16 @@ const typeParsers = [
   { name: 'timestamp', parse: (v: string) => isoTimestamp(`${v}+00`) },
 ];
 
-export type PoolOptions = { maximumPoolSize?: number; statementTimeoutMs?: number };
+export type PoolOptions = {
+  maximumPoolSize?: number;
+  statementTimeoutMs?: number;
+  /** Extra slonik interceptors (a test that records every query it runs). */
+  interceptors?: Interceptor[];
+};
 
 export async function createDatabasePool(connectionUri: string, options: PoolOptions = {}): Promise<DatabasePool> {
   return createPool(connectionUri, {
-    interceptors: [resultParser],
+    interceptors: [resultParser, ...(options.interceptors ?? [])],
     typeParsers,
     maximumPoolSize: options.maximumPoolSize ?? 10,
     captureStackTrace: false,

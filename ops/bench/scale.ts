@@ -22,10 +22,10 @@ import type { BenchContext } from './scenarios.ts';
 export const SCALE_FIGURES = ['chat send', 'activity: sessions page', "activity: a session's entries page", 'GET /api/chat/jobs/:id', 'GET /api/agent/v1/me'] as const;
 export type ScaleFigure = (typeof SCALE_FIGURES)[number];
 
-type Probe = { app: FastifyInstance; close: () => Promise<void>; requests: Record<ScaleFigure, () => Promise<number>> };
+export type Probe = { app: FastifyInstance; close: () => Promise<void>; requests: Record<ScaleFigure, () => Promise<number>> };
 
 /** A probe tenant with a person, a session with a few turns, and a claimed agent; one request per figure. */
-async function probe(ctx: BenchContext, config: Config): Promise<Probe> {
+export async function probe(ctx: BenchContext, config: Config): Promise<Probe> {
   const hub = new JobEventHub(ctx.url, ctx.db, ctx.logger);
   await hub.start();
   const app = await buildApp({ config: { ...config, logLevel: 'warn' }, db: ctx.db, jobEvents: hub, jobs: new GroupCommitter(ctx.db) });

@@ -1,0 +1,66 @@
+// The plans of the hot requests' queries on a database with history in it
+// (the bench's scale model at 2%: 200,000 finished jobs, 40,000 messages,
+// 20,000 usage records, 2,000 sessions, 200 tenants): every statement the
+// requests run is recorded as it runs, then explained with its own values;
+// none may read a big table from end to end. The bench (BENCH_SCALE=1) times
+// the same requests at full scale.
+import t from 'tap';
+import pg from 'pg';
+import type { Interceptor } from 'slonik';
+import { loadConfig } from '../../../core/config.ts';
+import { createDatabasePool } from '../../../core/db/pool.ts';
+import { probe, SCALE_FIGURES, seedScale } from '../../../ops/bench/scale.ts';
+import { testEnv, testLogger } from '../../helpers/config.ts';
+import { createTestDatabase } from '../../helpers/db.ts';
+
+const BIG_TABLES = ['jobs', 'chat_messages', 'usage_records', 'chat_sessions'];
+const databaseUrl = await createTestDatabase(t);
+const recorded: Array<{ sql: string; values: readonly unknown[] }> = [];
+let recording = false;
+const recorder: Interceptor = {
+  name: 'plan-recorder',
+  beforeQueryExecution: (_context, query) => {
+    if (recording) recorded.push({ sql: query.sql, values: query.values });
+    return null;
+  },
+};
+const db = await createDatabasePool(databaseUrl, { interceptors: [recorder] });
+t.teardown(() => db.end());
+const ctx = { url: databaseUrl, db, logger: testLogger('plans'), seconds: 1, tenantId: '' };
+await seedScale(ctx, 0.02);
+const config = loadConfig(testEnv(databaseUrl));
+const p = await probe(ctx, config);
+t.teardown(() => p.close());
+const explainer = new pg.Client({ connectionString: databaseUrl });
+await explainer.connect();
+t.teardown(() => explainer.end());
+
+type PlanNode = { 'Node Type': string; 'Relation Name'?: string; Plans?: PlanNode[] };
+const seqScans = (node: PlanNode): string[] => [
+  ...(node['Node Type'] === 'Seq Scan' && node['Relation Name'] && BIG_TABLES.includes(node['Relation Name']) ? [node['Relation Name']] : []),
+  ...(node.Plans ?? []).flatMap(seqScans),
+];
+
+const planOf = async (text: string, values: readonly unknown[]) => {
+  const { rows } = await explainer.query(`explain (format json) ${text}`, values as unknown[]);
+  return (rows[0] as { 'QUERY PLAN': Array<{ Plan: PlanNode }> })['QUERY PLAN'][0]!.Plan;
+};
+
+t.test('the check sees a sequential scan where there is one', async (t) => {
+  t.same(seqScans(await planOf('select id from jobs where kind = $1', ['nothing'])), ['jobs'], 'jobs has no index on kind');
+});
+
+for (const figure of SCALE_FIGURES) {
+  t.test(`${figure}: no sequential scan of a big table`, async (t) => {
+    await p.requests[figure](); // warm: caches fill as they would in a running api
+    recorded.length = 0;
+    recording = true;
+    await p.requests[figure]();
+    recording = false;
+    const statements = recorded.filter((q) => !/^\s*(begin|commit|rollback|savepoint|release|set |select pg_notify|listen|unlisten)/i.test(q.sql));
+    for (const q of statements) {
+      t.same(seqScans(await planOf(q.sql, q.values)), [], q.sql.replace(/\s+/g, ' ').slice(0, 160));
+    }
+    t.pass(`${statements.length} statements explained`);
+  });
+}
