@@ -11,6 +11,7 @@ const commands = {
   'ops/migrate.ts': 'npm run migrate',
   'ops/db.ts': 'npm run db',
   'ops/bench/index.ts': 'npm run bench',
+  'ops/soak/index.ts': 'npm run soak',
   'ops/accounts.ts': 'npm run user:create',
   'ops/licenses.ts': 'npm run license:create',
   'ops/tenant-plan.ts': 'npm run tenant:plan',
