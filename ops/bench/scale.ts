@@ -16,10 +16,11 @@ import { createRegistration } from '../../core/identity/registrations.ts';
 import { AGENT_SCOPES, resources, signAccessToken } from '../../core/identity/tokens.ts';
 import { JobEventHub } from '../../core/jobs/events.ts';
 import { GroupCommitter } from '../../core/jobs/group-commit.ts';
+import { startWorker } from '../../workers/worker.ts';
 import { percentile } from './measure.ts';
 import type { BenchContext } from './scenarios.ts';
 
-export const SCALE_FIGURES = ['chat send', 'activity: sessions page', "activity: a session's entries page", 'GET /api/chat/jobs/:id', 'GET /api/agent/v1/me'] as const;
+export const SCALE_FIGURES = ['chat send', 'chat send -> final state (built-in model, a worker running)', 'activity: sessions page', "activity: a session's entries page", 'GET /api/chat/jobs/:id', 'GET /api/agent/v1/me'] as const;
 export type ScaleFigure = (typeof SCALE_FIGURES)[number];
 
 export type Probe = { app: FastifyInstance; close: () => Promise<void>; requests: Record<ScaleFigure, () => Promise<number>> };
@@ -46,6 +47,23 @@ export async function probe(ctx: BenchContext, config: Config): Promise<Probe> {
     return res.json().jobId as string;
   };
   const jobId = await send();
+  const worker = await startWorker({ config: { ...config, logLevel: 'warn' }, databaseUrl: ctx.url, logger: ctx.logger, concurrency: 4 });
+  const final = (id: string) => new Promise<void>((resolve) => {
+    const off = hub.subscribe(id, (row) => {
+      if (['succeeded', 'failed', 'cancelled'].includes(row.status)) {
+        off();
+        resolve();
+      }
+    });
+    // It may have finished before the subscription: read it once.
+    void ctx.db.oneFirst(sql.unsafe`select status from jobs where id = ${id}`).then((status) => {
+      if (['succeeded', 'failed', 'cancelled'].includes(status as string)) {
+        off();
+        resolve();
+      }
+    });
+  });
+  await final(jobId);
   const { registration } = await createRegistration(ctx.db, { type: 'anonymous', ip: '10.9.9.9', claimTokenTtlS: 600 });
   await ctx.db.query(sql.unsafe`update agent_registrations set claim_state = 'claimed', claimed_by = ${userId}, claimed_at = now() where id = ${registration.id}`);
   await ctx.db.query(sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${registration.tenant_id}, ${userId}, 'admin')`);
@@ -60,6 +78,7 @@ export async function probe(ctx: BenchContext, config: Config): Promise<Probe> {
   return {
     app,
     close: async () => {
+      await worker.stop();
       await app.close();
       await hub.stop();
     },
@@ -67,6 +86,11 @@ export async function probe(ctx: BenchContext, config: Config): Promise<Probe> {
       'chat send': async () => {
         const started = performance.now();
         await send();
+        return performance.now() - started;
+      },
+      'chat send -> final state (built-in model, a worker running)': async () => {
+        const started = performance.now();
+        await final(await send());
         return performance.now() - started;
       },
       'activity: sessions page': get('/api/activity/sessions?limit=20', headers),
