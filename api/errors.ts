@@ -3,6 +3,7 @@
 //   agent     (/api/agent/v1/..., /mcp)    {code, message, next_action, ...}
 //   identity  ({auth_url} endpoints)       {code, message, retry_after?}
 import { z } from 'zod';
+import { decodeCursor, InvalidCursorError, type Position } from '../core/paging.ts';
 
 export type Surface = 'platform' | 'agent' | 'identity';
 
@@ -104,6 +105,17 @@ export class PlatformHttpError extends Error {
     public readonly headers: Record<string, string> = {},
   ) {
     super(message);
+  }
+}
+
+/** A platform list's `?cursor=` as a position, or 400 invalid_request saying the cursor is not from that list. */
+export function platformCursor(cursor: string | undefined): Position | null {
+  if (!cursor) return null;
+  try {
+    return decodeCursor(cursor);
+  } catch (error) {
+    if (error instanceof InvalidCursorError) throw new PlatformHttpError(400, 'invalid_request', 'Invalid request: query.cursor: not a cursor from this list.');
+    throw error;
   }
 }
 

@@ -8,21 +8,16 @@ import { z } from 'zod';
 import { ACTING_TENANT } from '../agent/capabilities.ts';
 import { sql, type CommonQueryMethods, type DatabasePool } from '../db/pool.ts';
 import type { Position } from '../paging.ts';
+import { RegistrationRow } from './registrations.ts';
 
-export const RegistrationListRow = z.object({
-  id: z.string(),
-  type: z.enum(['anonymous', 'service_auth']),
-  status: z.enum(['active', 'revoked']),
-  claim_state: z.enum(['unclaimed', 'pending', 'claimed']),
-  principal_id: z.string(),
+/** A registration as its tenant's Admin sees it: the registration's own columns, its principal, where it acts. */
+export const RegistrationListRow = RegistrationRow.pick({ id: true, type: true, status: true, claim_state: true, principal_id: true, claimed_at: true, created_at: true }).extend({
   principal_name: z.string(),
   principal_status: z.enum(['active', 'unlinked']),
   linked: z.boolean(),
   own_tenant_id: z.string(),
   acting_tenant_id: z.string(),
   claimed_by_email: z.string().nullable(),
-  claimed_at: z.string().nullable(),
-  created_at: z.string(),
   revoked_at: z.string().nullable(),
   cursor_t: z.string(),
 });

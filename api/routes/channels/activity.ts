@@ -5,8 +5,8 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { CHANNEL_STATES } from '../../../core/channels/types.ts';
 import { sql } from '../../../core/db/pool.ts';
-import { decodeCursor, InvalidCursorError, pageOf, PageQuery } from '../../../core/paging.ts';
-import { PlatformError, PlatformHttpError } from '../../errors.ts';
+import { pageOf, PageQuery } from '../../../core/paging.ts';
+import { PlatformError, platformCursor } from '../../errors.ts';
 import { TenantHeaders } from '../../plugins/tenant.ts';
 
 const Row = z.object({
@@ -37,16 +37,8 @@ const channelActivityRoutes: FastifyPluginAsyncZod = async (app) => {
     },
   }, async (request) => {
     const { limit, cursor } = request.query;
-    let after = sql.fragment`true`;
-    try {
-      if (cursor) {
-        const p = decodeCursor(cursor);
-        after = sql.fragment`(created_at, id) > (${p.t}::timestamptz, ${p.id}::uuid)`;
-      }
-    } catch (error) {
-      if (error instanceof InvalidCursorError) throw new PlatformHttpError(400, 'invalid_request', 'Invalid request: query.cursor: not a cursor from this list.');
-      throw error;
-    }
+    const p = platformCursor(cursor);
+    const after = p ? sql.fragment`(created_at, id) > (${p.t}::timestamptz, ${p.id}::uuid)` : sql.fragment`true`;
     const rows = await app.db.any(sql.type(Row)`
       select id, created_at::text as cursor_t, channel, state, linked_at, inbound_count, outbound_count, last_inbound_at, last_outbound_at,
         last_error, last_error_at, created_at

@@ -5,8 +5,8 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { listRegistrations, revokeRegistration, unlinkRegistration, type RegistrationListRow } from '../../../core/identity/registration-admin.ts';
-import { decodeCursor, InvalidCursorError, pageOf, PageQuery } from '../../../core/paging.ts';
-import { PlatformError, PlatformHttpError } from '../../errors.ts';
+import { pageOf, PageQuery } from '../../../core/paging.ts';
+import { PlatformError, PlatformHttpError, platformCursor } from '../../errors.ts';
 import { TenantHeaders } from '../../plugins/tenant.ts';
 
 const AgentRegistration = z
@@ -65,13 +65,7 @@ const agentRegistrationRoutes: FastifyPluginAsyncZod = async (app) => {
       },
     },
     async (request) => {
-      let after = null;
-      try {
-        after = request.query.cursor ? decodeCursor(request.query.cursor) : null;
-      } catch (error) {
-        if (error instanceof InvalidCursorError) throw new PlatformHttpError(400, 'invalid_request', 'Invalid request: query.cursor: not a cursor from this list.');
-        throw error;
-      }
+      const after = platformCursor(request.query.cursor);
       const rows = await listRegistrations(app.db, request.tenant!.id, { limit: request.query.limit, after });
       const { items, nextCursor } = pageOf(rows, request.query.limit);
       return { items: items.map(toItem), nextCursor };

@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { DIAG_KINDS, DiagInputs, DiagLimitError, enqueueDiagJob, TENANT_DIAG_OPEN_LIMIT, TenantDiagInputs } from '../../../core/jobs/diagnostics.ts';
 import { findJobInTenant } from '../../../core/jobs/read.ts';
 import { JobStatus, toJobStatus } from '../../../core/jobs/schema.ts';
-import { decodeCursor, InvalidCursorError, pageOf, PageQuery } from '../../../core/paging.ts';
+import { pageOf, PageQuery } from '../../../core/paging.ts';
 import {
   createSession,
   createTenant,
@@ -14,7 +14,7 @@ import {
   putTenantSecret,
   TenantLimitError,
 } from '../../../core/tenants/tenants.ts';
-import { PlatformError, PlatformHttpError } from '../../errors.ts';
+import { PlatformError, PlatformHttpError, platformCursor } from '../../errors.ts';
 import { TenantHeaders } from '../../plugins/tenant.ts';
 
 const Settings = z.record(z.string(), z.unknown()).describe('Tenant settings (defaults: timezone, locale, defaultModel)');
@@ -72,13 +72,7 @@ const tenantRoutes: FastifyPluginAsyncZod = async (app) => {
       },
     },
     async (request) => {
-      let after = null;
-      try {
-        after = request.query.cursor ? decodeCursor(request.query.cursor) : null;
-      } catch (error) {
-        if (error instanceof InvalidCursorError) throw new PlatformHttpError(400, 'invalid_request', 'Invalid request: query.cursor: not a cursor from this list.');
-        throw error;
-      }
+      const after = platformCursor(request.query.cursor);
       const rows = await listTenantsOfMember(app.db, request.user!.userId, { limit: request.query.limit, after });
       const { items, nextCursor } = pageOf(rows, request.query.limit);
       return {
