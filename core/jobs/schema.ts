@@ -76,7 +76,8 @@ export function toJobStatus(row: JobRow): JobStatus {
   };
 }
 
-export const isFinal = (status: JobState) => (FINAL_JOB_STATUSES as readonly string[]).includes(status);
+/** Whether a status (a row's, or one a client read) is final. */
+export const isFinal = (status: string) => (FINAL_JOB_STATUSES as readonly string[]).includes(status);
 
 export const JOB_COLUMNS = `id, tenant_id, kind, status, attempts, max_attempts, progress, result, error,
   version, created_at, started_at, finished_at, updated_at`;

@@ -16,6 +16,7 @@ import { createRegistration } from '../../core/identity/registrations.ts';
 import { AGENT_SCOPES, resources, signAccessToken } from '../../core/identity/tokens.ts';
 import { JobEventHub } from '../../core/jobs/events.ts';
 import { GroupCommitter } from '../../core/jobs/group-commit.ts';
+import { isFinal } from '../../core/jobs/schema.ts';
 import { startWorker } from '../../workers/worker.ts';
 import { percentile } from './measure.ts';
 import type { BenchContext } from './scenarios.ts';
@@ -49,19 +50,14 @@ export async function probe(ctx: BenchContext, config: Config): Promise<Probe> {
   const jobId = await send();
   const worker = await startWorker({ config: { ...config, logLevel: 'warn' }, databaseUrl: ctx.url, logger: ctx.logger, concurrency: 4 });
   const final = (id: string) => new Promise<void>((resolve) => {
-    const off = hub.subscribe(id, (row) => {
-      if (['succeeded', 'failed', 'cancelled'].includes(row.status)) {
-        off();
-        resolve();
-      }
-    });
+    const seen = (status: string) => {
+      if (!isFinal(status)) return;
+      off();
+      resolve();
+    };
+    const off = hub.subscribe(id, (row) => seen(row.status));
     // It may have finished before the subscription: read it once.
-    void ctx.db.oneFirst(sql.unsafe`select status from jobs where id = ${id}`).then((status) => {
-      if (['succeeded', 'failed', 'cancelled'].includes(status as string)) {
-        off();
-        resolve();
-      }
-    });
+    void ctx.db.oneFirst(sql.unsafe`select status from jobs where id = ${id}`).then((status) => seen(status as string));
   });
   await final(jobId);
   const { registration } = await createRegistration(ctx.db, { type: 'anonymous', ip: '10.9.9.9', claimTokenTtlS: 600 });

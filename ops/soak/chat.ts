@@ -5,6 +5,7 @@
 // waiting for the answers. Jobs are followed over websockets (followers.ts)
 // or polled here, and every observation is kept for the invariants.
 import { randomUUID } from 'node:crypto';
+import { isFinal } from '../../core/jobs/schema.ts';
 import type { SoakClient } from './client.ts';
 import type { SoakTenant } from './seed.ts';
 
@@ -12,8 +13,6 @@ export type Sent = { tenantId: string; sessionId: string; key: string; jobId: st
 export type Replay = { key: string; route: string; same: boolean; first: string; again: string };
 /** What a client last saw of a job it polled: its final state, once it had one. */
 export type Seen = { status: string; version: number };
-
-const FINAL = new Set(['succeeded', 'failed', 'cancelled']);
 
 export class ChatWorkload {
   readonly sent: Sent[] = [];
@@ -72,7 +71,7 @@ export class ChatWorkload {
             if (job.version !== final.version || job.status !== final.status) this.changedAfterFinal.push({ jobId, before: final, after: job });
             return;
           }
-          if (FINAL.has(job.status)) {
+          if (isFinal(job.status)) {
             final = { status: job.status, version: job.version };
             this.polledFinal.set(jobId, final);
           }

@@ -21,8 +21,9 @@ export class SoakClient {
     try {
       const res = await fetch(`http://127.0.0.1:${port}${route}`, {
         method,
-        headers: { ...(options.body === undefined ? {} : { 'content-type': 'application/json' }), ...options.headers },
-        body: options.body === undefined ? undefined : JSON.stringify(options.body),
+        // A form (the token endpoint) goes as one; any other body as JSON.
+        headers: { ...(options.body === undefined || options.body instanceof URLSearchParams ? {} : { 'content-type': 'application/json' }), ...options.headers },
+        body: options.body === undefined || options.body instanceof URLSearchParams ? options.body : JSON.stringify(options.body),
         signal: AbortSignal.timeout(60_000),
       });
       const body = await res.text();

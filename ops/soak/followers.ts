@@ -6,12 +6,11 @@
 // state arrived, that states never went backwards, and that nothing changed
 // after the final one.
 import WebSocket from 'ws';
+import { isFinal } from '../../core/jobs/schema.ts';
 import type { SoakTenant } from './seed.ts';
 
 export type Observed = { status: string; version: number };
 export type Followed = { tenantId: string; states: Observed[]; final: Observed | null; afterFinal: Observed[] };
-
-const FINAL = new Set(['succeeded', 'failed', 'cancelled']);
 
 export class Followers {
   readonly jobs = new Map<string, Followed>();
@@ -68,7 +67,7 @@ export class Followers {
       return;
     }
     followed.states.push(state);
-    if (FINAL.has(state.status)) followed.final = state;
+    if (isFinal(state.status)) followed.final = state;
   }
 
   /** Jobs followed that have not reached their final state yet. */
@@ -82,5 +81,4 @@ export class Followers {
     this.stopped = true;
     for (const ws of this.sockets.values()) ws.close();
   }
-
 }

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { z } from 'zod';
+import { loadConfig, type Config } from '../../core/config.ts';
 import { createDatabasePool, sql, type DatabasePool } from '../../core/db/pool.ts';
 import { migrate } from '../../core/db/migrate.ts';
 import { spawnEntry, stopAll, waitForHealth, type PlatformProcess } from '../bench/processes.ts';
@@ -26,7 +27,8 @@ export class SoakPlatform {
   db!: DatabasePool;
   url = '';
   baseUrl = '';
-  secret = Buffer.alloc(32, 7);
+  /** The configuration every process of the platform runs with (the seed signs and seals with it too). */
+  config!: Config;
   private embedded: EmbeddedDatabase | null = null;
   readonly scratch = mkdtempSync(path.join(tmpdir(), 'platform-soak-'));
   /** Every process's output, one file per process and start; kept when an invariant fails. */
@@ -59,11 +61,12 @@ export class SoakPlatform {
     this.baseUrl = `http://127.0.0.1:${ports[0]}`;
     this.env = {
       DATABASE_URL: this.url, NODE_ENV: 'production', LOG_LEVEL: 'info', LOG_FORMAT: 'json', DATA_DIR: this.scratch,
-      PLATFORM_JWT_SECRET: this.secret.toString('base64'), DATA_ENCRYPTION_KEY: Buffer.alloc(32, 8).toString('base64'),
+      PLATFORM_JWT_SECRET: Buffer.alloc(32, 7).toString('base64'), DATA_ENCRYPTION_KEY: Buffer.alloc(32, 8).toString('base64'),
       BASE_URL: this.baseUrl, HOST: '127.0.0.1', OPENAI_BASE_URL: `http://127.0.0.1:${providerPort}/v1`,
       PROVIDER_ALLOW_PRIVATE_URLS: 'true', AGENT_API_RATE_LIMIT: '1000000', SHUTDOWN_TIMEOUT_MS: '10000',
       ...WORKER_TIMING,
     };
+    this.config = loadConfig(this.env);
     for (const [i, port] of ports.entries()) this.apis.push(this.spawn(`api ${i + 1}`, 'api', port));
     for (let i = 0; i < 2; i++) this.workers.push(this.spawn(`worker ${i + 1}`, 'worker', 0));
     await Promise.all([...this.apis.map((s) => waitForHealth(s.proc, s.port)), ...this.workers.map((s) => s.proc.logged('worker started'))]);

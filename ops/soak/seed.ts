@@ -5,7 +5,6 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { signPlatformToken } from '../../core/auth/platform-token.ts';
-import { loadConfig } from '../../core/config.ts';
 import { Keyring } from '../../core/crypto/keyring.ts';
 import { sql } from '../../core/db/pool.ts';
 import { putKey } from '../../core/provider-keys/keys.ts';
@@ -25,7 +24,7 @@ function renewing(sign: () => Promise<string>, ttlMs: number): () => Promise<str
 }
 
 export async function seedTenants(platform: SoakPlatform, client: SoakClient, count: number, sessionsEach: number): Promise<SoakTenant[]> {
-  const config = loadConfig({ DATABASE_URL: platform.url, PLATFORM_JWT_SECRET: platform.secret.toString('base64'), DATA_ENCRYPTION_KEY: Buffer.alloc(32, 8).toString('base64'), BASE_URL: platform.baseUrl });
+  const { config } = platform;
   const keyring = Keyring.fromConfig(config);
   const tenants: SoakTenant[] = [];
   for (let i = 0; i < count; i++) {
@@ -38,7 +37,7 @@ export async function seedTenants(platform: SoakPlatform, client: SoakClient, co
       return id;
     });
     await putKey(platform.db, keyring, { tenantId, provider: 'openai', apiKey: `sk-soak-${i}-key-000000`, userId });
-    const token = renewing(() => signPlatformToken({ userId }, platform.secret, config.authUrl), 15 * 60_000);
+    const token = renewing(() => signPlatformToken({ userId }, config.secrets.PLATFORM_JWT_SECRET, config.authUrl), 15 * 60_000);
     const headers = { authorization: `Bearer ${await token()}`, 'x-tenant-id': tenantId };
     const sessions: string[] = [];
     for (let s = 0; s < sessionsEach; s++) {
@@ -80,13 +79,9 @@ export async function seedAgents(platform: SoakPlatform, client: SoakClient, cou
         assertionUntil = Date.now() + identity.assertion_expires_in * 1000;
       }
       const form = new URLSearchParams({ grant_type: 'urn:ietf:params:oauth:grant-type:jwt-bearer', assertion: identity.assertion, resource: `${platform.baseUrl}/api/agent` });
-      for (;;) {
-        const port = platform.livePorts()[0];
-        const res = port ? await fetch(`http://127.0.0.1:${port}/oauth2/token`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: form }).catch(() => null) : null;
-        if (res?.status === 200) return ((await res.json()) as { access_token: string }).access_token;
-        if (Date.now() > deadline) throw new Error(`soak: the token endpoint answered ${res?.status}: ${await res?.text()}`);
-        await new Promise((r) => setTimeout(r, 500));
-      }
+      const exchanged = await client.until('POST', '/oauth2/token', { body: form, deadline });
+      if (exchanged?.status !== 200) throw new Error(`soak: the token endpoint answered ${exchanged?.status}: ${exchanged?.body}`);
+      return (JSON.parse(exchanged.body) as { access_token: string }).access_token;
     }, 5 * 60_000);
     agents.push({ tenantId, companyId, token });
   }
