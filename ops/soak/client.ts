@@ -3,6 +3,11 @@
 // answer is counted by status. A server error (5xx) is kept with its time, so
 // the invariants can tell a 503 during a PostgreSQL outage from a bug.
 
+/** A body sent exactly as given (a signature covers these bytes). */
+export class RawBody {
+  constructor(readonly text: string) {}
+}
+
 export type Answer = { status: number; body: string; headers: Headers };
 export type ServerError = { at: number; status: number; method: string; route: string; body: string };
 
@@ -19,16 +24,20 @@ export class SoakClient {
     if (ports.length === 0) return this.count('unreachable', null);
     const port = ports[this.next++ % ports.length]!;
     try {
+      const { body } = options;
+      // A form (the token endpoint) goes as one, a signed body as it is; any other body as JSON.
+      const asIs = body === undefined || body instanceof URLSearchParams;
       const res = await fetch(`http://127.0.0.1:${port}${route}`, {
         method,
-        // A form (the token endpoint) goes as one; any other body as JSON.
-        headers: { ...(options.body === undefined || options.body instanceof URLSearchParams ? {} : { 'content-type': 'application/json' }), ...options.headers },
-        body: options.body === undefined || options.body instanceof URLSearchParams ? options.body : JSON.stringify(options.body),
+        headers: { ...(asIs || body instanceof RawBody ? {} : { 'content-type': 'application/json' }), ...options.headers },
+        body: asIs ? body : body instanceof RawBody ? body.text : JSON.stringify(body),
+        // A redirect (the billing sandbox's pages) is an answer, not followed.
+        redirect: 'manual',
         signal: AbortSignal.timeout(60_000),
       });
-      const body = await res.text();
-      if (res.status >= 500) this.serverErrors.push({ at: Date.now(), status: res.status, method, route: route.replace(/[0-9a-f-]{36}/g, ':id'), body: body.slice(0, 300) });
-      return this.count(String(res.status), { status: res.status, body, headers: res.headers });
+      const text = await res.text();
+      if (res.status >= 500) this.serverErrors.push({ at: Date.now(), status: res.status, method, route: route.replace(/[0-9a-f-]{36}/g, ':id'), body: text.slice(0, 300) });
+      return this.count(String(res.status), { status: res.status, body: text, headers: res.headers });
     } catch {
       return this.count('unreachable', null);
     }

@@ -6,11 +6,15 @@ import { sql } from '../../core/db/pool.ts';
 import { createLogger } from '../../core/logger.ts';
 import { commandLine, usageError } from '../../core/process/command-line.ts';
 import { AgentWorkload } from './agents.ts';
+import { BillingWorkload } from './billing.ts';
+import { ChannelWorkload, type ChannelTenant } from './channels.ts';
 import { ChatWorkload } from './chat.ts';
 import { SoakClient } from './client.ts';
 import { faultSchedule, runFault, type Fault } from './faults.ts';
 import { Followers } from './followers.ts';
-import { checkInvariants, type MemorySample, type Window } from './invariants.ts';
+import { checkInvariants, type Window } from './invariants.ts';
+import { memoryInvariant, sampleTables, tableGrowthInvariant, type MemorySample, type TableSample } from './invariants-growth.ts';
+import { billingInvariants, channelInvariants, cronInvariant, cronLastExecution } from './invariants-integrations.ts';
 import { SoakPlatform } from './platform.ts';
 import { seedAgents, seedTenants } from './seed.ts';
 
@@ -19,8 +23,10 @@ usage: npm run soak -- --minutes N [--faults] [--rate R] [--seed S]
 Runs 2 api and 2 worker processes on one PostgreSQL (embedded in a scratch
 directory, or DATABASE_URL's) for N minutes (decimals allowed) under a steady
 load of R chat sends a second (default 4) across 8 tenants and 16 sessions,
-with websocket followers and pollers, and Agent API mutations with
-Idempotency-Keys. --faults injects, on a schedule it prints: a worker and an
+with websocket followers and pollers, Agent API mutations with
+Idempotency-Keys, webhook-channel messages with replies to a local receiver,
+and Stripe subscriptions from the billing sandbox (signed events, some
+delivered twice); Graphile Worker's cron fires as usual. --faults injects, on a schedule it prints: a worker and an
 api killed (SIGKILL), a worker stopped (SIGSTOP) past its heartbeat, PostgreSQL
 restarted (fast, then immediate shutdown; embedded only) and the LISTEN
 connections dropped. At the end it checks the invariants, prints each with
@@ -55,19 +61,32 @@ try {
   const client = new SoakClient(() => platform.livePorts());
   const tenants = await seedTenants(platform, client, 8, 2);
   const agentList = await seedAgents(platform, client, 4);
+  const payers = await seedTenants(platform, client, 2, 0, 'free');
+  const channels = new ChannelWorkload(client, random);
+  const receiver = await channels.listen();
+  const channelTenants: ChannelTenant[] = [];
+  for (const [i, tenant] of tenants.slice(0, 3).entries()) channelTenants.push(await channels.link(tenant, receiver, i + 1));
+  const billing = new BillingWorkload(client, platform.db, platform.config.billing.stripe.webhookSecret, random);
   const followers = new Followers(() => platform.livePorts());
   const chat = new ChatWorkload(client, (tenant, sent) => {
     if (random() < 0.6) followers.follow(tenant, sent.jobId);
   });
   const agents = new AgentWorkload(client);
-  say(`soak: ${minutes} min, ${rate} sends/s, 2 apis (ports ${platform.apis.map((a) => a.port).join(', ')}), 2 workers, PostgreSQL ${platform.ownsDatabase ? 'embedded' : 'of DATABASE_URL'}`);
+  say(`soak: ${minutes} min, ${rate} sends/s (and a channel message every 4th tick), 2 apis (ports ${platform.apis.map((a) => a.port).join(', ')}), 2 workers, PostgreSQL ${platform.ownsDatabase ? 'embedded' : 'of DATABASE_URL'}`);
 
   const started = Date.now();
   const faults: Fault[] = values.faults ? faultSchedule(durationMs, platform.ownsDatabase) : [];
   for (const f of faults) say(`  fault at ${(f.atMs / 1000).toFixed(0)} s: ${f.label}`);
   const outages: Window[] = [];
+  const faultWindows: Window[] = [];
   const memory: MemorySample[] = [];
-  const sizesAtStart = await tableSizes(platform);
+  const warmUpUntil = started + Math.max(30_000, durationMs * 0.2);
+  const tablesAtStart = await sampleTables(platform.db);
+  let tablesAfterWarmUp: TableSample | null = null;
+  const warmUp = setTimeout(() => void sampleTables(platform.db).then((t) => (tablesAfterWarmUp = t), () => undefined), warmUpUntil - Date.now());
+  const cronFired = new Set<number>();
+  const cronSampler = setInterval(() => void cronLastExecution(platform.db).then((at) => at !== null && cronFired.add(at), () => undefined), 2_000);
+  billing.start(payers);
 
   // The load: sends at the rate across tenants and sessions; an agent mutation every other tick.
   const tickMs = 1000 / rate;
@@ -76,11 +95,14 @@ try {
     const tenant = tenants[Math.floor(random() * tenants.length)]!;
     chat.send(tenant, tenant.sessions[Math.floor(random() * tenant.sessions.length)]!, random);
     if (++ticks % 2 === 0) agents.mutate(agentList[Math.floor(random() * agentList.length)]!, random);
+    if (ticks % 4 === 0) channels.send(channelTenants[Math.floor(random() * channelTenants.length)]!);
   }, tickMs);
   const sampler = setInterval(() => memory.push({ at: Date.now(), mb: platform.memory() }), 5_000);
   const pending = faults.map(async (fault) => {
     await new Promise((r) => setTimeout(r, fault.atMs));
+    const from = Date.now();
     const window = await runFault(platform, fault);
+    faultWindows.push({ from, to: Date.now() });
     say(`  ${((Date.now() - started) / 1000).toFixed(0)} s: ${fault.label} — ${window.detail}`);
     if (window.outage) outages.push(window.outage);
   });
@@ -89,19 +111,30 @@ try {
   await Promise.all(pending);
   say(`soak: load stopped after ${((Date.now() - started) / 1000).toFixed(0)} s; waiting for every answer and job`);
 
+  const loadWindow: Window = { from: started, to: Date.now() };
+  clearTimeout(warmUp);
+  clearInterval(cronSampler);
+  await Promise.all([chat.settle(), agents.settle(), channels.settle(), billing.settle()]);
   await waitForQuiet(platform, followers, 120_000);
-  await chat.settle();
-  await agents.settle();
   clearInterval(sampler);
   memory.push({ at: Date.now(), mb: platform.memory() });
   followers.close();
+  channels.close();
 
-  const invariants = await checkInvariants({ db: platform.db, chat, agents, followers, client, outages, memory, warmUpUntil: started + Math.max(30_000, durationMs * 0.2) });
-  const sizesAtEnd = await tableSizes(platform);
+  const tablesAtEnd = await sampleTables(platform.db);
+  const invariants = [
+    ...(await checkInvariants({ db: platform.db, chat, agents, followers, client, outages })),
+    ...(await channelInvariants(platform.db, channels)),
+    ...(await billingInvariants(platform.db, billing, payers.map((p) => p.tenantId))),
+    await cronInvariant(platform.db, cronFired, loadWindow, faultWindows),
+    memoryInvariant(memory, warmUpUntil),
+    tableGrowthInvariant(tablesAfterWarmUp ?? tablesAtStart, tablesAtEnd),
+  ];
   say('');
   say(`answers by status: ${[...client.statuses].sort().map(([k, v]) => `${k} ${v}`).join(', ')}`);
-  say(`chat sends accepted ${chat.sent.length}, never answered ${[...chat.refused.values()].reduce((a, b) => a + b, 0)}; agent mutations ${agents.mutations.length}`);
-  say(`largest tables at start → end: ${sizesAtEnd.slice(0, 6).map(([t, mb]) => `${t} ${(sizesAtStart.find(([s]) => s === t)?.[1] ?? 0).toFixed(1)}→${mb.toFixed(1)} MiB`).join(', ')}`);
+  say(`chat sends accepted ${chat.sent.length}, never answered ${[...chat.refused.values()].reduce((a, b) => a + b, 0)}; agent mutations ${agents.mutations.length}; channel messages ${channels.inbound.length}, replies received ${channels.arrivals.length}; plan changes ${[...billing.transitions.values()].reduce((a, b) => a + b, 0)}`);
+  const largest = [...tablesAtEnd.tables].sort((a, b) => b[1].mb - a[1].mb).slice(0, 6);
+  say(`largest tables at start → end: ${largest.map(([t, end]) => `${t} ${(tablesAtStart.tables.get(t)?.mb ?? 0).toFixed(1)}→${end.mb.toFixed(1)} MiB`).join(', ')}`);
   say(`dead rows and vacuums at the end: ${(await vacuumState(platform)).join(', ')}`);
   say('');
   say('| invariant | checked | violations |');
@@ -137,12 +170,6 @@ async function waitForQuiet(platform: SoakPlatform, followers: Followers, timeou
     }
     await new Promise((r) => setTimeout(r, 500));
   }
-}
-
-async function tableSizes(platform: SoakPlatform): Promise<Array<[string, number]>> {
-  const rows = await platform.db.any(sql.type(z.object({ name: z.string(), mb: z.number() }))`
-    select relname as name, pg_total_relation_size(relid)::float8 / 1048576 as mb from pg_stat_user_tables order by 2 desc`);
-  return rows.map((r) => [r.name, r.mb]);
 }
 
 /** Dead rows left for vacuum, autovacuum runs and index share of the busiest tables: bloat under the load. */

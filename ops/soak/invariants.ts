@@ -10,10 +10,6 @@ import type { Followers } from './followers.ts';
 
 export type Invariant = { name: string; checked: number; violations: string[]; note?: string };
 export type Window = { from: number; to: number };
-export type MemorySample = { at: number; mb: Record<string, number> };
-
-/** Resident memory may grow at most this much per 10 minutes after warm-up. */
-export const MEMORY_GROWTH_BOUND_MB_PER_10_MIN = 64;
 /** A 503 this long after PostgreSQL is back still belongs to the outage (pools reconnect). */
 const OUTAGE_TAIL_MS = 15_000;
 
@@ -22,7 +18,7 @@ const JobRow = z.object({ id: z.string(), status: z.string(), version: z.number(
 
 export async function checkInvariants(input: {
   db: DatabasePool; chat: ChatWorkload; agents: AgentWorkload; followers: Followers; client: SoakClient;
-  outages: Window[]; memory: MemorySample[]; warmUpUntil: number;
+  outages: Window[];
 }): Promise<Invariant[]> {
   const { db, chat, agents, followers, client } = input;
   const out: Invariant[] = [];
@@ -105,34 +101,5 @@ export async function checkInvariants(input: {
   const count503 = client.serverErrors.length - bad.length;
   out.push({ name: 'no 5xx other than 503 during a PostgreSQL outage', checked: [...client.statuses.values()].reduce((a, b) => a + b, 0), violations: bad.map((e) => `${e.status} ${e.method} ${e.route} at ${new Date(e.at).toISOString()}: ${e.body}`), note: `${count503} answers were 503 during outages` });
 
-  out.push(memoryInvariant(input.memory, input.warmUpUntil));
   return out;
-}
-
-/** Growth of each process's resident memory after warm-up, per 10 minutes; judged on runs of 5 minutes or more. */
-function memoryInvariant(samples: MemorySample[], warmUpUntil: number): Invariant {
-  const after = samples.filter((s) => s.at >= warmUpUntil);
-  const names = new Set(after.flatMap((s) => Object.keys(s.mb)));
-  const violations: string[] = [];
-  const growths: string[] = [];
-  let judged = 0;
-  for (const name of names) {
-    const own = after.filter((s) => s.mb[name] !== undefined);
-    if (own.length < 2) continue;
-    const first = own[0]!;
-    const last = own.at(-1)!;
-    const minutes = (last.at - first.at) / 60_000;
-    const grew = last.mb[name]! - first.mb[name]!;
-    growths.push(`${name} ${first.mb[name]!.toFixed(0)}→${last.mb[name]!.toFixed(0)} MiB`);
-    if (minutes < 5) continue;
-    judged++;
-    const per10 = (grew / minutes) * 10;
-    if (per10 > MEMORY_GROWTH_BOUND_MB_PER_10_MIN) violations.push(`${name}: +${per10.toFixed(1)} MiB per 10 min`);
-  }
-  return {
-    name: `resident memory grows < ${MEMORY_GROWTH_BOUND_MB_PER_10_MIN} MiB per 10 min after warm-up`,
-    checked: judged,
-    violations,
-    note: `${judged ? '' : 'judged on runs of 5 min or more; '}${growths.join(', ')}`,
-  };
 }

@@ -60,7 +60,10 @@ export class SoakPlatform {
     // One BASE_URL for both apis, as behind a load balancer: the tokens' issuer.
     this.baseUrl = `http://127.0.0.1:${ports[0]}`;
     this.env = {
-      DATABASE_URL: this.url, NODE_ENV: 'production', LOG_LEVEL: 'info', LOG_FORMAT: 'json', DATA_DIR: this.scratch,
+      // Development, not production: the billing sandbox (Stripe's API, answered
+      // from PostgreSQL) is refused in production, and the soak needs it.
+      DATABASE_URL: this.url, NODE_ENV: 'development', BILLING_SANDBOX: 'true', STRIPE_WEBHOOK_SECRET: 'whsec_soak_signing_secret_0123456789',
+      LOG_LEVEL: 'info', LOG_FORMAT: 'json', DATA_DIR: this.scratch,
       PLATFORM_JWT_SECRET: Buffer.alloc(32, 7).toString('base64'), DATA_ENCRYPTION_KEY: Buffer.alloc(32, 8).toString('base64'),
       BASE_URL: this.baseUrl, HOST: '127.0.0.1', OPENAI_BASE_URL: `http://127.0.0.1:${providerPort}/v1`,
       PROVIDER_ALLOW_PRIVATE_URLS: 'true', AGENT_API_RATE_LIMIT: '1000000', SHUTDOWN_TIMEOUT_MS: '10000',

@@ -23,20 +23,20 @@ function renewing(sign: () => Promise<string>, ttlMs: number): () => Promise<str
   };
 }
 
-export async function seedTenants(platform: SoakPlatform, client: SoakClient, count: number, sessionsEach: number): Promise<SoakTenant[]> {
+export async function seedTenants(platform: SoakPlatform, client: SoakClient, count: number, sessionsEach: number, plan: 'pro' | 'free' = 'pro'): Promise<SoakTenant[]> {
   const { config } = platform;
   const keyring = Keyring.fromConfig(config);
   const tenants: SoakTenant[] = [];
   for (let i = 0; i < count; i++) {
     const userId = randomUUID();
     const tenantId = await platform.db.transaction(async (tx) => {
-      await tx.query(sql.unsafe`insert into users (id, email) values (${userId}, ${`soak-${i}-${userId}@soak.test`})`);
+      await tx.query(sql.unsafe`insert into users (id, email) values (${userId}, ${`soak-${plan}-${i}-${userId}@soak.test`})`);
       const id = await tx.oneFirst(sql.type(z.object({ id: z.string() }))`
-        insert into tenants (name, plan, owner_id) values (${`Soak ${i + 1}`}, 'pro', ${userId}) returning id`);
+        insert into tenants (name, plan, owner_id) values (${`Soak ${plan} ${i + 1}`}, ${plan}, ${userId}) returning id`);
       await tx.query(sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${id}, ${userId}, 'admin')`);
       return id;
     });
-    await putKey(platform.db, keyring, { tenantId, provider: 'openai', apiKey: `sk-soak-${i}-key-000000`, userId });
+    await putKey(platform.db, keyring, { tenantId, provider: 'openai', apiKey: `sk-soak-${plan}-${i}-key-000000`, userId });
     const token = renewing(() => signPlatformToken({ userId }, config.secrets.PLATFORM_JWT_SECRET, config.authUrl), 15 * 60_000);
     const headers = { authorization: `Bearer ${await token()}`, 'x-tenant-id': tenantId };
     const sessions: string[] = [];

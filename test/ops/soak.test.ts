@@ -25,5 +25,9 @@ t.test('a 60-second soak with faults: every invariant holds', async (t) => {
   }
   t.match(output, /\| every send answered 202 has exactly one answer \| [1-9]\d* \| 0 \|/, 'sends were checked');
   t.match(output, /\| every Idempotency-Key replay got the first answer byte for byte \| [1-9]\d* \| 0 \|/, 'replays were checked');
+  t.match(output, /\| every accepted channel message got one reply at the receiver[^|]*\| [1-9]\d* \| 0 \|/, 'channel replies were checked');
+  t.match(output, /\| every Stripe event was stored once and applied[^|]*\| [1-9]\d* \| 0 \|/, 'Stripe events were checked');
+  t.match(output, /\| every plan change happened once, and each plan is Stripe's \| [1-9]\d* \| 0 \|/, 'plan changes were checked');
+  t.match(output, /\| cron fired every minute, each run once across both workers[^|]*\| \d+ \| 0 \|/, 'cron was checked');
   t.match(output, /\ninvariants: all held\n/);
 });
