@@ -36,15 +36,16 @@ async function runWaiters(load: WaiterLoad): Promise<void> {
   const head = `GET ${load.path} HTTP/1.1\r\nhost: 127.0.0.1\r\n${Object.entries(load.headers).map(([k, v]) => `${k}: ${v}\r\n`).join('')}\r\n`;
   const now = () => performance.timeOrigin + performance.now();
   const answers: Array<{ at: number; status: number }> = [];
+  const sockets: net.Socket[] = [];
   const done = Array.from({ length: load.waiters }, () => new Promise<void>((resolve, reject) => {
     const socket = net.connect(load.port, '127.0.0.1');
+    sockets.push(socket);
     socket.setNoDelay(true);
     socket.once('connect', () => socket.write(head));
     socket.on('error', reject);
     socket.once('data', (data) => {
       // The status line arrives first; the time is when the answer began to arrive.
       answers.push({ at: now(), status: Number(String(data).slice(9, 12)) });
-      socket.destroy();
       resolve();
     });
   }));
@@ -52,6 +53,9 @@ async function runWaiters(load: WaiterLoad): Promise<void> {
   await new Promise((r) => setTimeout(r, 0));
   process.stdout.write('waiting\n');
   await Promise.all(done);
+  // Kept open until every answer is in, as long-poll clients keep theirs
+  // (closing each at once would hand the api the closes while it still answers).
+  for (const socket of sockets) socket.destroy();
   process.stdout.write(JSON.stringify(answers));
 }
 

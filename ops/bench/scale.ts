@@ -21,7 +21,7 @@ import { startWorker } from '../../workers/worker.ts';
 import { percentile } from './measure.ts';
 import type { BenchContext } from './scenarios.ts';
 
-export const SCALE_FIGURES = ['chat send', 'chat send -> final state (built-in model, a worker running)', 'activity: sessions page', "activity: a session's entries page", 'GET /api/chat/jobs/:id', 'GET /api/agent/v1/me'] as const;
+export const SCALE_FIGURES = ['chat send', 'chat send -> started (enqueue to start, a worker waiting)', 'chat send -> final state (built-in model, a worker running)', 'activity: sessions page', "activity: a session's entries page", 'GET /api/chat/jobs/:id', 'GET /api/agent/v1/me'] as const;
 export type ScaleFigure = (typeof SCALE_FIGURES)[number];
 
 export type Probe = { app: FastifyInstance; close: () => Promise<void>; requests: Record<ScaleFigure, () => Promise<number>> };
@@ -49,9 +49,10 @@ export async function probe(ctx: BenchContext, config: Config): Promise<Probe> {
   };
   const jobId = await send();
   const worker = await startWorker({ config: { ...config, logLevel: 'warn' }, databaseUrl: ctx.url, logger: ctx.logger, concurrency: 4 });
-  const final = (id: string) => new Promise<void>((resolve) => {
+  /** Resolves once the job's status passes `done`: from its events, or from a read if it got there before the subscription. */
+  const reaches = (id: string, done: (status: string) => boolean) => new Promise<void>((resolve) => {
     const seen = (status: string) => {
-      if (!isFinal(status)) return;
+      if (!done(status)) return;
       off();
       resolve();
     };
@@ -59,6 +60,7 @@ export async function probe(ctx: BenchContext, config: Config): Promise<Probe> {
     // It may have finished before the subscription: read it once.
     void ctx.db.oneFirst(sql.unsafe`select status from jobs where id = ${id}`).then((status) => seen(status as string));
   });
+  const final = (id: string) => reaches(id, isFinal);
   await final(jobId);
   const { registration } = await createRegistration(ctx.db, { type: 'anonymous', ip: '10.9.9.9', claimTokenTtlS: 600 });
   await ctx.db.query(sql.unsafe`update agent_registrations set claim_state = 'claimed', claimed_by = ${userId}, claimed_at = now() where id = ${registration.id}`);
@@ -82,6 +84,11 @@ export async function probe(ctx: BenchContext, config: Config): Promise<Probe> {
       'chat send': async () => {
         const started = performance.now();
         await send();
+        return performance.now() - started;
+      },
+      'chat send -> started (enqueue to start, a worker waiting)': async () => {
+        const started = performance.now();
+        await reaches(await send(), (status) => status !== 'queued');
         return performance.now() - started;
       },
       'chat send -> final state (built-in model, a worker running)': async () => {
