@@ -23,6 +23,8 @@ export type AppMetrics = {
   registry: Registry;
   /** The websocket routes say how many sockets are open. */
   countWebsockets: (count: () => number) => void;
+  /** Counts an answer in the request metrics (onResponse does it for every answer Fastify sends). */
+  observeResponse: (reply: FastifyReply, status: number) => void;
 };
 
 declare module 'fastify' {
@@ -65,13 +67,19 @@ async function operations(app: FastifyInstance) {
     countWebsockets: (count: () => number) => {
       websockets = count;
     },
+    observeResponse,
   } satisfies AppMetrics);
+
+  function observeResponse(reply: FastifyReply, status: number): void {
+    const { request } = reply;
+    // The route pattern, never the raw URL (ids would explode the label set).
+    const route = request.routeOptions.url ?? 'unmatched';
+    httpDuration.observe({ method: request.method, route, status_code: String(status) }, reply.elapsedTime / 1000);
+  }
 
   // A callback, not async: every request runs it (see the onSend hook in app.ts).
   app.addHook('onResponse', (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => {
-    // The route pattern, never the raw URL (ids would explode the label set).
-    const route = request.routeOptions.url ?? 'unmatched';
-    httpDuration.observe({ method: request.method, route, status_code: String(reply.statusCode) }, reply.elapsedTime / 1000);
+    observeResponse(reply, reply.statusCode);
     done();
   });
 

@@ -7,7 +7,8 @@
 import type { JobEventHub } from '../jobs/events.ts';
 import type { ChannelState } from './types.ts';
 
-export type WakeUp = { state: ChannelState } | { state: null; reason: 'timeout' | 'closed' | 'resync' };
+/** A change, with how many waiters it woke at once; or why the wait ended without one. */
+export type WakeUp = { state: ChannelState; crowd: number } | { state: null; reason: 'timeout' | 'closed' | 'resync' };
 type Waiter = (wake: WakeUp) => void;
 
 export class LinkWaiters {
@@ -72,7 +73,8 @@ export class LinkWaiters {
     }
     const set = this.waiters.get(`${event.tenantId}:${event.channel}`);
     if (!set || !event.state) return;
-    for (const waiter of [...set]) waiter({ state: event.state });
+    const wake = { state: event.state, crowd: set.size };
+    for (const waiter of [...set]) waiter(wake);
   }
 
   private wakeAll(wake: WakeUp): void {

@@ -35,7 +35,13 @@ export async function channelFigures(ctx: BenchContext, config: Config, waiters 
   const hub = new JobEventHub(ctx.url, ctx.db, ctx.logger);
   await hub.start();
   const app = await buildApp({ config, db: ctx.db, jobEvents: hub, jobs: new GroupCommitter(ctx.db) });
+  const marks: Record<string, number> = {};
+  const mark = (name: string) => (marks[name] ??= performance.timeOrigin + performance.now());
+  if (process.env.BENCH_DEBUG) {
+    await hub.listen('channel_link_events', () => mark('notification'));
+  }
   await app.listen({ host: '127.0.0.1', port: 0 });
+  if (process.env.BENCH_DEBUG) app.server.prependListener('request', (req: http.IncomingMessage) => req.url?.includes('/inbound/') && mark('inbound request'));
   const port = (app.server.address() as { port: number }).port;
   const agent = new http.Agent({ keepAlive: true, maxSockets: waiters + 50 });
   try {
@@ -68,6 +74,7 @@ export async function channelFigures(ctx: BenchContext, config: Config, waiters 
     await app.db.query(sql.unsafe`select 1`);
     global.gc?.();
     const rssAdded = process.memoryUsage().rss - rssBefore;
+    for (const k of Object.keys(marks)) delete marks[k];
     const sent = performance.timeOrigin + performance.now();
     let boundAt = 0;
     const answers = await profiled('link-wait', async () => {
@@ -77,7 +84,10 @@ export async function channelFigures(ctx: BenchContext, config: Config, waiters 
     });
     if (answers.some((a) => a.status !== 200)) throw new Error(`channels: link/wait answered ${answers.find((a) => a.status !== 200)!.status}`);
     const woken = answers.map((a) => a.at - sent);
-    if (process.env.BENCH_DEBUG) process.stderr.write(`inbound answered after ${(boundAt - sent).toFixed(1)} ms; first waiter ${Math.min(...woken).toFixed(1)} ms, last ${Math.max(...woken).toFixed(1)} ms\n`);
+    if (process.env.BENCH_DEBUG) {
+      const after = Object.entries(marks).map(([k, at]) => `${k} ${(at - sent).toFixed(1)} ms`).join(', ');
+      process.stderr.write(`${after}; inbound answered after ${(boundAt - sent).toFixed(1)} ms; first waiter ${Math.min(...woken).toFixed(1)} ms, last ${Math.max(...woken).toFixed(1)} ms\n`);
+    }
     await request(agent, port, 'POST', '/api/channels/webhook/enable', headers, '{}');
 
     // Accepted/s: unique signed messages of the bound conversation, each a turn enqueued (no worker runs them).

@@ -16,6 +16,7 @@ import { sql } from '../../../core/db/pool.ts';
 import { JobRow, JobStatus, toJobStatus } from '../../../core/jobs/schema.ts';
 import { tenantBaseUrlProblem } from '../../../core/providers/outbound.ts';
 import { PlatformError, PlatformHttpError } from '../../errors.ts';
+import { answerRaw, CROWD } from './broadcast-answer.ts';
 import { TenantHeaders } from '../../plugins/tenant.ts';
 import { ChannelConfig, ChannelParams, ChannelStatus, ChannelSummary, ConfigBody, LinkStarted, LinkWaited, toStatus } from './schemas.ts';
 
@@ -27,6 +28,7 @@ declare module 'fastify' {
 }
 
 const WAIT_DEFAULT_S = 25;
+const JSON_TYPE = 'application/json; charset=utf-8';
 const WAIT_MAX_S = 60;
 
 export function channelOr404(channel: string): ChannelAdapter {
@@ -87,11 +89,11 @@ const channelRoutes: FastifyPluginAsyncZod = async (app) => {
 
   // One link wakes every waiter of its tenant's channel at once (a thousand,
   // say), all with the same answer: it is checked and serialized once.
-  const wakeBodies = new Map<string, string>();
-  const wakeBody = (channel: string, status: string, changed: boolean): string => {
+  const wakeBodies = new Map<string, Buffer>();
+  const wakeBody = (channel: string, status: string, changed: boolean): Buffer => {
     const key = `${channel}:${status}:${changed}`;
     let body = wakeBodies.get(key);
-    if (body === undefined) wakeBodies.set(key, (body = JSON.stringify(LinkWaited.parse({ channel, status, changed }))));
+    if (body === undefined) wakeBodies.set(key, (body = Buffer.from(JSON.stringify(LinkWaited.parse({ channel, status, changed })))));
     return body;
   };
 
@@ -114,8 +116,13 @@ const channelRoutes: FastifyPluginAsyncZod = async (app) => {
       return { channel: adapter.id, status: current, changed: false };
     }
     const wake = await woken;
-    // Already JSON: Fastify sends a string under a JSON content type as it is.
-    if (wake.state) return reply.type('application/json; charset=utf-8').send(wakeBody(adapter.id, wake.state, wake.state !== current) as never);
+    if (wake.state) {
+      // Already JSON: sent as it is, straight to the socket when a crowd was woken (broadcast-answer.ts).
+      const body = wakeBody(adapter.id, wake.state, wake.state !== current);
+      if (wake.crowd < CROWD) return reply.type(JSON_TYPE).send(body as never);
+      answerRaw(reply, body, JSON_TYPE, (status) => app.metrics.observeResponse(reply, status));
+      return reply;
+    }
     // Timed out (or the LISTEN connection came back): the current state, read now.
     const now = (await findLink(app.db, tenantId, adapter.id))?.state ?? 'not_linked';
     return { channel: adapter.id, status: now, changed: now !== current };

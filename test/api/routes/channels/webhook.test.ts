@@ -17,7 +17,8 @@ import { startTestWorker } from '../../../helpers/worker.ts';
 const SECRET = 'webhook-signing-secret-0123456789';
 const receiver = await startWebhookReceiver(t, SECRET);
 const databaseUrl = await createTestDatabase(t);
-const overrides = { PROVIDER_ALLOW_PRIVATE_URLS: 'true' };
+const DASHBOARD = 'https://dashboard.example';
+const overrides = { PROVIDER_ALLOW_PRIVATE_URLS: 'true', CORS_ORIGINS: DASHBOARD };
 const api = await startTestServer(t, databaseUrl, overrides);
 const { app, db } = api;
 await startTestWorker(t, databaseUrl, overrides);
@@ -91,12 +92,19 @@ t.test('link/wait: timeout, 200 waiters woken by one link, a dropped client', as
 
   const agent = new http.Agent({ keepAlive: true, maxSockets: 250 });
   t.teardown(() => agent.destroy());
-  const waiters = Array.from({ length: 200 }, () =>
-    new Promise<{ status: string }>((resolve, reject) => {
-      http.get(`${api.url}/api/channels/webhook/link/wait?timeout=30`, { agent, headers }, (res) => {
+  const waitCount = async () => {
+    const metric = (await app.metrics.registry.getSingleMetric('http_request_duration_seconds')!.get()).values
+      .find((v) => (v as { metricName?: string }).metricName === 'http_request_duration_seconds_count' && v.labels.route === '/api/channels/:channel/link/wait' && v.labels.status_code === '200');
+    return metric?.value ?? 0;
+  };
+  const countedBefore = await waitCount();
+  // Half of them from the dashboard's origin (CORS).
+  const waiters = Array.from({ length: 200 }, (_, i) =>
+    new Promise<{ status: string; headers: http.IncomingHttpHeaders }>((resolve, reject) => {
+      http.get(`${api.url}/api/channels/webhook/link/wait?timeout=30`, { agent, headers: i % 2 ? { ...headers, origin: DASHBOARD } : headers }, (res) => {
         let body = '';
         res.on('data', (c) => (body += c));
-        res.on('end', () => resolve({ status: JSON.parse(body).status }));
+        res.on('end', () => resolve({ status: JSON.parse(body).status, headers: res.headers }));
       }).on('error', reject);
     }));
   await waitFor('200 waiters', async () => app.channelWaiters.size() === 200, 20_000);
@@ -109,6 +117,12 @@ t.test('link/wait: timeout, 200 waiters woken by one link, a dropped client', as
   t.match(await bound.json(), { ok: true, status: 'bound' });
   const woken = await Promise.all(waiters);
   t.ok(woken.every((w) => w.status === 'linked'), 'every waiter answered linked');
+  // A crowd is answered straight to the sockets (broadcast-answer.ts), with a normal answer's headers.
+  t.ok(woken.every((w) => w.headers['content-type'] === 'application/json; charset=utf-8' && w.headers.connection === 'close'), 'JSON, connection closed');
+  t.equal(new Set(woken.map((w) => w.headers['x-request-id'])).size, 200, 'each with its own request id');
+  t.ok(woken.every((w, i) => (i % 2 ? w.headers['access-control-allow-origin'] === DASHBOARD : w.headers['access-control-allow-origin'] === undefined)), 'CORS headers where the origin is allowed');
+  t.ok(woken.every((w) => typeof w.headers.date === 'string'), 'dated');
+  t.equal(await waitCount() - countedBefore, 200, 'counted in the request metrics');
   // Woken by the NOTIFY of the change, none by its 30 s timeout.
   t.equal(app.channelWaiters.ended.woken - endedBefore.woken, 200, 'all 200 woken by the change');
   t.equal(app.channelWaiters.ended.timeout, endedBefore.timeout, 'none timed out');
