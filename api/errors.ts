@@ -111,13 +111,27 @@ export class PlatformHttpError extends Error {
 /** A platform list's `?cursor=` as a position, or 400 invalid_request saying the cursor is not from that list. */
 export function platformCursor(cursor: string | undefined): Position | null {
   if (!cursor) return null;
+  return cursorChecked(() => decodeCursor(cursor));
+}
+
+/** Runs a list read whose core decodes the cursor itself; a cursor it did not issue is a 400. */
+export async function pageOr400<T>(read: () => Promise<T>): Promise<T> {
   try {
-    return decodeCursor(cursor);
+    return await read();
   } catch (error) {
-    if (error instanceof InvalidCursorError) throw new PlatformHttpError(400, 'invalid_request', 'Invalid request: query.cursor: not a cursor from this list.');
-    throw error;
+    throw error instanceof InvalidCursorError ? cursorRefused() : error;
   }
 }
+
+function cursorChecked<T>(decode: () => T): T {
+  try {
+    return decode();
+  } catch (error) {
+    throw error instanceof InvalidCursorError ? cursorRefused() : error;
+  }
+}
+
+const cursorRefused = () => new PlatformHttpError(400, 'invalid_request', 'Invalid request: query.cursor: not a cursor from this list.');
 
 export class AgentHttpError extends Error {
   override name = 'AgentHttpError';

@@ -3,9 +3,9 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { CONTACT_STATUSES, deleteContact, listContacts, setContactStatus, submitContact, type ContactRow } from '../../../core/contact/contact.ts';
-import { InvalidCursorError, PageQuery } from '../../../core/paging.ts';
+import { PageQuery } from '../../../core/paging.ts';
 import { LIMITS } from '../../../core/rate-limit.ts';
-import { PlatformError, PlatformHttpError } from '../../errors.ts';
+import { pageOr400, PlatformError, PlatformHttpError } from '../../errors.ts';
 
 const Contact = z
   .object({
@@ -62,13 +62,8 @@ const contactRoutes: FastifyPluginAsyncZod = async (app) => {
       },
     },
     async (request) => {
-      try {
-        const page = await listContacts(app.db, request.query);
-        return { items: page.items.map(toContact), nextCursor: page.nextCursor };
-      } catch (error) {
-        if (error instanceof InvalidCursorError) throw new PlatformHttpError(400, 'invalid_request', 'Invalid request: query.cursor: not a cursor from this list.');
-        throw error;
-      }
+      const page = await pageOr400(() => listContacts(app.db, request.query));
+      return { items: page.items.map(toContact), nextCursor: page.nextCursor };
     },
   );
 

@@ -3,10 +3,10 @@
 // are never part of a response.
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { InvalidCursorError, PageQuery } from '../../../core/paging.ts';
+import { PageQuery } from '../../../core/paging.ts';
 import { findRunner, listRunners, revokeRunner, RUNNER_STATUSES, type RunnerRow } from '../../../core/runners/registry.ts';
 import { RUNNER_OFFLINE_AFTER_S } from '../../../core/runners/runners.ts';
-import { PlatformError, PlatformHttpError } from '../../errors.ts';
+import { pageOr400, PlatformError, PlatformHttpError } from '../../errors.ts';
 import { TenantHeaders } from '../../plugins/tenant.ts';
 
 const Runner = z
@@ -47,13 +47,8 @@ const runnerRegistryRoutes: FastifyPluginAsyncZod = async (app) => {
         response: { 200: RunnerPage, ...errors } },
     },
     async (request) => {
-      try {
-        const page = await listRunners(app.db, request.tenant!.id, request.query);
-        return { items: page.items.map(toRunner), nextCursor: page.nextCursor };
-      } catch (error) {
-        if (error instanceof InvalidCursorError) throw new PlatformHttpError(400, 'invalid_request', 'Invalid request: query.cursor: not a cursor from this list.');
-        throw error;
-      }
+      const page = await pageOr400(() => listRunners(app.db, request.tenant!.id, request.query));
+      return { items: page.items.map(toRunner), nextCursor: page.nextCursor };
     },
   );
 

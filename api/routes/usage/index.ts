@@ -4,13 +4,12 @@
 // without the header, the caller's workspace (the spec's "Auth" class).
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { InvalidCursorError } from '../../../core/paging.ts';
 import { LIMITS } from '../../../core/rate-limit.ts';
 import { getBudget, setBudget, takeBudgetSnapshot } from '../../../core/usage/budget.ts';
 import { recordCronRun } from '../../../core/usage/cron-runs.ts';
 import { IngestKeyConflictError, ingestUsage, queryUsage, UnknownAgentError, UsageCeilingError } from '../../../core/usage/records.ts';
 import { usageAnalytics, usageSpending, usageSummary } from '../../../core/usage/reports.ts';
-import { PlatformError, PlatformHttpError } from '../../errors.ts';
+import { pageOr400, PlatformError, PlatformHttpError } from '../../errors.ts';
 import { OptionalTenantHeaders } from '../../plugins/tenant.ts';
 import {
   AnalyticsQuery, Budget, BudgetBody, BudgetSnapshot, CronRun, CronRunBody, IDEMPOTENCY_KEY, IngestBody, MAX_RANGE_DAYS,
@@ -84,13 +83,8 @@ const usageRoutes: FastifyPluginAsyncZod = async (app) => {
       },
     },
     async (request) => {
-      try {
-        const page = await queryUsage(app.db, request.tenant!.id, request.query);
-        return { items: page.items.map(toRecord), nextCursor: page.nextCursor };
-      } catch (error) {
-        if (error instanceof InvalidCursorError) throw new PlatformHttpError(400, 'invalid_request', 'Invalid request: query.cursor: not a cursor from this list.');
-        throw error;
-      }
+      const page = await pageOr400(() => queryUsage(app.db, request.tenant!.id, request.query));
+      return { items: page.items.map(toRecord), nextCursor: page.nextCursor };
     },
   );
 
