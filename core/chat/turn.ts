@@ -2,7 +2,7 @@
 // message + usage record. Keyed by the job id, so a retry after a crash or a
 // broken stream never writes a second message or a second usage record.
 import { z } from 'zod';
-import { sql } from '../db/pool.ts';
+import { sql, type CommonQueryMethods } from '../db/pool.ts';
 import { enqueueChannelReply } from '../channels/deliver.ts';
 import { PermanentJobError } from '../jobs/errors.ts';
 import { callModel, recordModelUsage, type ModelTaskContext } from '../models/call.ts';
@@ -31,8 +31,9 @@ const HISTORY_LIMIT = 50;
 const History = z.object({ role: z.enum(['user', 'assistant', 'system']), content: z.string(), attachments: z.array(z.unknown()) });
 const Setup = z.object({ model: z.string().nullable(), plan: z.string(), agent_id: z.string().nullable(), user_seq: z.number().nullable(), from_channel: z.boolean(), history: z.array(History) });
 
-async function alreadyAnswered(ctx: TurnContext): Promise<TurnResult | null> {
-  return ctx.db.maybeOne(sql.type(z.object({ assistantMessageId: z.string(), text: z.string(), model: z.string(), inputTokens: z.number(), outputTokens: z.number(), costMicros: z.number() }))`
+/** `q`: the pool, or the transaction when asked inside one (slonik refuses the pool there). */
+async function alreadyAnswered(q: CommonQueryMethods, ctx: TurnContext): Promise<TurnResult | null> {
+  return q.maybeOne(sql.type(z.object({ assistantMessageId: z.string(), text: z.string(), model: z.string(), inputTokens: z.number(), outputTokens: z.number(), costMicros: z.number() }))`
     select m.id as "assistantMessageId", m.content as text, coalesce(m.model, u.model, '') as model,
       coalesce(u.input_tokens, 0) as "inputTokens", coalesce(u.output_tokens, 0) as "outputTokens", coalesce(u.cost_micros, 0)::float8 as "costMicros"
     from chat_messages m left join usage_records u on u.job_id = m.job_id
@@ -51,7 +52,7 @@ export async function runChatTurn(input: TurnInput, ctx: TurnContext): Promise<T
   // Only an attempt of this job writes its answer, so a first attempt has
   // none to find; a retry looks first and does not call the model again.
   if (ctx.attempt > 1) {
-    const done = await alreadyAnswered(ctx);
+    const done = await alreadyAnswered(ctx.db, ctx);
     if (done) return done;
   }
 
@@ -87,7 +88,7 @@ export async function runChatTurn(input: TurnInput, ctx: TurnContext): Promise<T
         update chat_sessions set updated_at = now() where id = ${input.sessionId} and exists (select 1 from answer)
       )
       select id from answer`);
-    if (!inserted) return (await alreadyAnswered(ctx))!; // another attempt got there first
+    if (!inserted) return (await alreadyAnswered(tx, ctx))!; // another attempt got there first
     await recordModelUsage(tx, ctx, call, { agentId: setup.agent_id, sessionId: input.sessionId });
     // A message that came from a messaging channel: its reply, once per turn, in this commit.
     if (setup.from_channel) await enqueueChannelReply(tx, { tenantId: ctx.tenantId, turnJobId: ctx.jobId, userMessageId: input.userMessageId, text: result.text });
