@@ -15,6 +15,7 @@ import { Followers } from './followers.ts';
 import { checkInvariants, type Window } from './invariants.ts';
 import { memoryInvariant, sampleTables, tableGrowthInvariant, type MemorySample, type TableSample } from './invariants-growth.ts';
 import { billingInvariants, channelInvariants, cronInvariant, cronLastExecution } from './invariants-integrations.ts';
+import { logInvariant } from './invariants-logs.ts';
 import { SoakPlatform } from './platform.ts';
 import { seedAgents, seedTenants } from './seed.ts';
 
@@ -129,6 +130,7 @@ try {
     await cronInvariant(platform.db, cronFired, loadWindow, faultWindows),
     memoryInvariant(memory, warmUpUntil),
     tableGrowthInvariant(tablesAfterWarmUp ?? tablesAtStart, tablesAtEnd),
+    logInvariant(platform.logs),
   ];
   say('');
   say(`answers by status: ${[...client.statuses].sort().map(([k, v]) => `${k} ${v}`).join(', ')}`);

@@ -1,0 +1,26 @@
+// The soak's verdict on its processes' logs: an error (level 50 or above)
+// is something nobody expected, as every fault the soak injects has a
+// handled path (a warning at most). The found-by-soak defects showed up
+// here first: a stale attempt's failure that reached Graphile Worker.
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import type { Invariant } from './invariants.ts';
+
+export function logInvariant(logsDir: string): Invariant {
+  const violations: string[] = [];
+  let lines = 0;
+  for (const file of readdirSync(logsDir).sort()) {
+    for (const line of readFileSync(path.join(logsDir, file), 'utf8').split('\n')) {
+      if (!line.startsWith('{')) continue;
+      lines++;
+      let entry: { level?: number; msg?: string };
+      try {
+        entry = JSON.parse(line) as typeof entry;
+      } catch {
+        continue;
+      }
+      if ((entry.level ?? 0) >= 50) violations.push(`${file}: ${String(entry.msg).split('\n')[0]!.slice(0, 200)}`);
+    }
+  }
+  return { name: 'no process logged an error', checked: lines, violations };
+}
