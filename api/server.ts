@@ -49,7 +49,7 @@ async function main() {
 usage: npm run start:api
 The api process alone (needs DATABASE_URL and a migrated database; run
 workers beside it with npm run start:worker). Configured by environment
-variables: PORT, HOST, BASE_URL, DATABASE_URL, ... (README: Configuration).`, {});
+variables: PORT, HOST, BASE_URL, DATABASE_URL, ... (docs/configuration.md).`, {});
   const loaded = loadConfigOrExit();
   const logger = createLogger(loaded.logLevel, 'api', { format: loaded.logFormat, nodeEnv: loaded.nodeEnv });
   guardUnhandledRejections(logger);

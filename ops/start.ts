@@ -18,7 +18,7 @@ usage: npm start
 The whole platform in one process: api, a worker and (with DATABASE_URL unset)
 an embedded PostgreSQL kept in DATA_DIR (default ./.data). Configured by
 environment variables: PORT (3000), HOST, DATA_DIR, DATABASE_URL, ...
-(README: Configuration). Ctrl-C stops it.`, {});
+(docs/configuration.md). Ctrl-C stops it.`, {});
 const loaded = loadConfigOrExit();
 const logger = createLogger(loaded.logLevel, 'platform', { format: loaded.logFormat, nodeEnv: loaded.nodeEnv });
 guardUnhandledRejections(logger);

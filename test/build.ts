@@ -5,13 +5,13 @@
 // Each file is compiled on its own (every import stays an import, `.ts`
 // specifiers become `.js`), so module layout and import.meta.url-relative
 // paths match the checkout; what the code reads beside itself (migrations,
-// the skills example, README, package.json) is linked in.
+// the skills example, README and docs/, package.json) is linked in.
 import { cpSync, mkdirSync, readdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { build, type Plugin } from 'esbuild';
 
 const SOURCE_DIRS = ['api', 'core', 'ops', 'workers', 'schedules', 'test'];
-const LINKED = ['node_modules', 'sql', 'package.json', 'package-lock.json', 'README.md', 'redocly.yaml'];
+const LINKED = ['node_modules', 'sql', 'package.json', 'package-lock.json', 'README.md', 'docs', 'redocly.yaml'];
 
 function sourcesIn(directory: string, found: { ts: string[]; other: string[] }) {
   for (const entry of readdirSync(directory, { withFileTypes: true })) {

@@ -12,7 +12,7 @@ async function main() {
 usage: npm run start:worker
 A worker process (needs DATABASE_URL and a migrated database); run as many
 as the work needs. Configured by environment variables: WORKER_CONCURRENCY,
-WORKER_IO_CONCURRENCY, DATABASE_URL, ... (README: Configuration).`, {});
+WORKER_IO_CONCURRENCY, DATABASE_URL, ... (docs/configuration.md).`, {});
   const config = loadConfigOrExit();
   const logger = createLogger(config.logLevel, 'worker', { format: config.logFormat, nodeEnv: config.nodeEnv });
   guardUnhandledRejections(logger);

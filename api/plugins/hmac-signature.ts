@@ -24,7 +24,7 @@ import { z } from 'zod';
 import { sql } from '../../core/db/pool.ts';
 import { PlatformHttpError } from '../errors.ts';
 
-// The scheme is documented for users in README.md ("Signed requests").
+// The scheme is documented for users in docs/chat-and-models.md ("Signed requests").
 
 export const SIGNATURE_TOLERANCE_S = 300;
 const KEY_EPOCH_S = 86_400;

@@ -56,7 +56,7 @@ Prints speed figures as ratios against baselines measured in the same run, on
 a scratch embedded PostgreSQL. BENCH_ONLY=jobs,peers,fairness,streaming,
 websocket,chat,http,billing,channels,scale-out picks sections; BENCH_SECONDS,
 BENCH_SAMPLES, BENCH_STREAM_TURNS, BENCH_STATEMENTS=1 and BENCH_PROFILE=<dir>
-tune it; BENCH_SCALE=1 adds the scale model at the end (README: Bench).`, {});
+tune it; BENCH_SCALE=1 adds the scale model at the end (docs/bench.md).`, {});
 const seconds = Number(process.env.BENCH_SECONDS ?? 4);
 const samples = Number(process.env.BENCH_SAMPLES ?? 300);
 const selected = process.env.BENCH_ONLY ? new Set(process.env.BENCH_ONLY.split(',').map((x) => x.trim())) : null;

@@ -1,7 +1,11 @@
-// README's copy-and-paste blocks (```sh runnable) run in order, in one bash,
-// against a started service with a real worker: what a newcomer pastes works.
+// The manual's copy-and-paste blocks (```sh runnable) run in order, in one
+// bash, against a started service with a real worker: what a newcomer pastes
+// works. README.md comes first (its first steps set BASE, TOKEN and TENANT,
+// which the docs pages' blocks continue from), then the docs/*.md pages in
+// the order docs/README.md lists them (the manual's reading order), then any
+// page it does not list, by name.
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { startTestServerAtOwnUrl } from '../helpers/app.ts';
@@ -13,8 +17,14 @@ import { sourceRoot } from '../helpers/paths.ts';
 import { startTestWorker } from '../helpers/worker.ts';
 
 const root = sourceRoot;
-const readme = readFileSync(path.join(root, 'README.md'), 'utf8');
-const blocks = [...readme.matchAll(/^```sh runnable\n([\s\S]*?)^```/gm)].map((m) => m[1]!);
+const docsDir = path.join(root, 'docs');
+const docsPages = readdirSync(docsDir).filter((name) => name.endsWith('.md')).sort();
+const listed = [...readFileSync(path.join(docsDir, 'README.md'), 'utf8').matchAll(/\]\(([a-z0-9-]+\.md)(?:#[^)]*)?\)/g)].map((m) => m[1]!);
+const ordered = [...new Set([...listed.filter((name) => docsPages.includes(name)), ...docsPages])];
+const pages = ['README.md', ...ordered.map((name) => path.join('docs', name))];
+const runnable = (file: string) => [...readFileSync(path.join(root, file), 'utf8').matchAll(/^```sh runnable\n([\s\S]*?)^```/gm)].map((m) => m[1]!);
+const blocksByPage = pages.map((file) => ({ file, blocks: runnable(file) }));
+const blocks = blocksByPage.flatMap((page) => page.blocks);
 
 /** Runs a script in bash -euo pipefail, in its own process group: whatever it
  *  left running (a block's reply receiver after a failed step) is stopped. */
@@ -41,11 +51,13 @@ async function runBash(script: string, env: Record<string, string>, timeout: num
   return result;
 }
 
-t.test('README runnable shell blocks work against a started service', async (t) => {
-  t.ok(blocks.length >= 3, `found ${blocks.length} runnable blocks`);
+t.test('README and docs runnable shell blocks work against a started service', async (t) => {
+  const found = blocksByPage.filter((page) => page.blocks.length > 0).map((page) => `${page.file}: ${page.blocks.length}`).join(', ');
+  t.ok(blocks.length >= 4, `found ${blocks.length} runnable blocks (${found})`);
+  t.ok(runnable('README.md').length >= 2, "README's first steps are runnable and run first");
   const databaseUrl = await createTestDatabase(t);
   // Development, like `npm start` on a laptop: billing runs on its sandbox.
-  // The channel walkthrough's reply receiver listens on 127.0.0.1, as README says to allow.
+  // The channel walkthrough's reply receiver listens on 127.0.0.1, as docs/channels.md says to allow.
   const dev = { NODE_ENV: 'development', PROVIDER_ALLOW_PRIVATE_URLS: 'true' };
   const api = await startTestServerAtOwnUrl(t, databaseUrl, dev);
   await startTestWorker(t, databaseUrl, dev);

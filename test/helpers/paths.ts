@@ -1,6 +1,6 @@
 // Where tests find things. `npm test` runs the test files from a compiled
 // copy of the project (test/build.ts); TEST_SOURCE_ROOT names the checkout,
-// where `npm start`, README and test results belong.
+// where `npm start`, README, docs/ and test results belong.
 import path from 'node:path';
 
 /** The tree this file runs from: the compiled copy under `npm test`. */

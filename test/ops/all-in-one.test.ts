@@ -36,7 +36,7 @@ t.test('npm start serves the platform on an embedded PostgreSQL and survives a k
   t.notMatch(second.output(), /creating a new cluster/, 'the data directory was reused');
   t.equal((await fetch(`${base2}/readyz`)).status, 200);
 
-  // `ps ax | grep <DATA_DIR>` finds the server of a DATA_DIR (README says so).
+  // `ps ax | grep <DATA_DIR>` finds the server of a DATA_DIR (docs/operations.md says so).
   t.match(execFileSync('ps', ['ax', '-o', 'args'], { encoding: 'utf8' }), `agent_platform.data_dir=${path.join(dataDir, 'pg')}`);
 
   // A second `npm start` on the same DATA_DIR refuses at once, naming the running one; the first keeps serving.

@@ -1,4 +1,4 @@
-// The api and workers as separate processes on a laptop, as README shows:
+// The api and workers as separate processes on a laptop, as docs/operations.md shows:
 // `npm run db` runs DATA_DIR's embedded PostgreSQL on its own, and
 // `npm run start:api` / `npm run start:worker` with DATABASE_URL unset use
 // it, and ride out its restart. A second owner of the DATA_DIR is refused,

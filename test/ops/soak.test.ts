@@ -1,4 +1,4 @@
-// `npm run soak -- --minutes 1 --faults`, as README shows it: 2 apis and 2
+// `npm run soak -- --minutes 1 --faults`, as docs/operations.md shows it: 2 apis and 2
 // workers on the soak's own PostgreSQL under load for 60 s, with every fault
 // of the schedule (processes killed and frozen, PostgreSQL restarted both
 // ways, LISTEN connections dropped), must end with every invariant held.
