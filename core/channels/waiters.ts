@@ -7,9 +7,15 @@
 import type { JobEventHub } from '../jobs/events.ts';
 import type { ChannelState } from './types.ts';
 
-/** A change, with how many waiters it woke at once; or why the wait ended without one. */
-export type WakeUp = { state: ChannelState; crowd: number } | { state: null; reason: 'timeout' | 'closed' | 'resync' };
-type Waiter = (wake: WakeUp) => void;
+/**
+ * A change, with how many waiters it woke at once and whether the waiter's
+ * own callback already answered it; or why the wait ended without one.
+ */
+export type WakeUp = { state: ChannelState; crowd: number; answered: boolean } | { state: null; reason: 'timeout' | 'closed' | 'resync' };
+type Change = { state: ChannelState; crowd: number };
+type Waiter = (wake: Change | Extract<WakeUp, { state: null }>) => void;
+/** Called in the wake-up loop itself, before any waiter's promise settles; true when it answered the waiter. */
+export type OnChange = (change: Change) => boolean;
 
 export class LinkWaiters {
   private waiters = new Map<string, Set<Waiter>>();
@@ -41,7 +47,7 @@ export class LinkWaiters {
    * A plain callback rather than an AbortSignal: a thousand waiters woken at
    * once each cost a little, and event targets cost more than a function.
    */
-  wait(tenantId: string, channel: string, timeoutMs: number): { woken: Promise<WakeUp>; cancel: () => void } {
+  wait(tenantId: string, channel: string, timeoutMs: number, onChange?: OnChange): { woken: Promise<WakeUp>; cancel: () => void } {
     const key = `${tenantId}:${channel}`;
     let cancel: () => void = () => undefined;
     const woken = new Promise<WakeUp>((resolve) => {
@@ -55,7 +61,7 @@ export class LinkWaiters {
         set.delete(done);
         if (set.size === 0 && this.waiters.get(key) === set) this.waiters.delete(key);
         this.ended[wake.state ? 'woken' : wake.reason] += 1;
-        resolve(wake);
+        resolve(wake.state ? { ...wake, answered: onChange?.(wake) ?? false } : wake);
       };
       const timer = setTimeout(() => done({ state: null, reason: 'timeout' }), timeoutMs);
       set.add(done);

@@ -66,7 +66,7 @@ export async function channelFigures(ctx: BenchContext, config: Config, waiters 
     const rssBefore = process.memoryUsage().rss;
     const getHeaders = { authorization: headers.authorization, 'x-tenant-id': tenantId };
     // The waiters are a child process's (link-waiters.ts): the api answers them, the bench's clock times them.
-    const { answered } = await startLinkWaiters({ port, path: '/api/channels/webhook/link/wait?timeout=60', headers: getHeaders, waiters });
+    const { answered } = await startLinkWaiters({ port, path: '/api/channels/webhook/link/wait?timeout=60', headers: getHeaders, waiters, databaseUrl: ctx.url, channel: 'channel_link_events' });
     while (app.channelWaiters.size() < waiters) await sleep(20);
     // Each waiter reads the link once it waits: a query queued behind those
     // reads (the pool serves in order) returns once all of them are done, so
@@ -77,13 +77,15 @@ export async function channelFigures(ctx: BenchContext, config: Config, waiters 
     for (const k of Object.keys(marks)) delete marks[k];
     const sent = performance.timeOrigin + performance.now();
     let boundAt = 0;
-    const answers = await profiled('link-wait', async () => {
+    const { answers, notifiedAt } = await profiled('link-wait', async () => {
       await inbound({ id: 'bind', from: { id: 'bench-conversation' }, sessionToken: started.sessionToken });
       boundAt = performance.timeOrigin + performance.now();
       return answered;
     });
     if (answers.some((a) => a.status !== 200)) throw new Error(`channels: link/wait answered ${answers.find((a) => a.status !== 200)!.status}`);
     const woken = answers.map((a) => a.at - sent);
+    if (notifiedAt === null) throw new Error('channels: the binding was never announced');
+    const afterCommit = answers.map((a) => a.at - notifiedAt);
     if (process.env.BENCH_DEBUG) {
       const after = Object.entries(marks).map(([k, at]) => `${k} ${(at - sent).toFixed(1)} ms`).join(', ');
       process.stderr.write(`${after}; inbound answered after ${(boundAt - sent).toFixed(1)} ms; first waiter ${Math.min(...woken).toFixed(1)} ms, last ${Math.max(...woken).toFixed(1)} ms\n`);
@@ -98,7 +100,7 @@ export async function channelFigures(ctx: BenchContext, config: Config, waiters 
       if (answer.status !== 200 || !answer.body.includes('"turn"')) failures++;
     });
     if (failures > 0) throw new Error(`${failures} inbound messages were not accepted as turns`);
-    return { acceptedPerSecond: accepted.perSecond, waiters, rssAddedMb: rssAdded / 1024 / 1024, wakeP50: percentile(woken, 50), wakeP99: percentile(woken, 99) };
+    return { acceptedPerSecond: accepted.perSecond, waiters, rssAddedMb: rssAdded / 1024 / 1024, wakeP50: percentile(woken, 50), wakeP99: percentile(woken, 99), afterCommitP99: percentile(afterCommit, 99) };
   } finally {
     agent.destroy();
     await app.close();

@@ -274,6 +274,7 @@ try {
     report.add(`link/wait: resident memory added by ${ch.waiters} waiters`, ch.rssAddedMb, 'MB');
     report.add(`link/wait: ${ch.waiters} waiters answered after the link, p50`, ch.wakeP50, 'ms');
     report.add(`link/wait: ${ch.waiters} waiters answered after the link, p99`, ch.wakeP99, 'ms');
+    report.add(`link/wait: ${ch.waiters} waiters answered after the binding committed (its NOTIFY), p99`, ch.afterCommitP99, 'ms', 'none', '<= 50 ms');
   }
 
   await printStatements(db, 'channels');

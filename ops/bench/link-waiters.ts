@@ -4,14 +4,18 @@
 // /api/channels/:channel/link/wait in flight. It prints "waiting" once every
 // request is written, then, when every answer has come, the time each one
 // arrived (epoch milliseconds with fractions: the parent compares them with
-// the moment it sent the binding message, on the same clock).
+// the moment it sent the binding message, on the same clock), and when the
+// binding's commit was announced (its NOTIFY, on a connection of its own:
+// this process is idle then, so it hears it at once).
+import pg from 'pg';
 import { spawn } from 'node:child_process';
 import net from 'node:net';
 
-export type WaiterLoad = { port: number; path: string; headers: Record<string, string>; waiters: number };
+export type WaiterLoad = { port: number; path: string; headers: Record<string, string>; waiters: number; databaseUrl: string; channel: string };
+export type Answered = { answers: Array<{ at: number; status: number }>; notifiedAt: number | null };
 
 /** Starts the waiters; `answered` resolves with each answer's arrival time and status. */
-export async function startLinkWaiters(load: WaiterLoad): Promise<{ answered: Promise<Array<{ at: number; status: number }>> }> {
+export async function startLinkWaiters(load: WaiterLoad): Promise<{ answered: Promise<Answered> }> {
   const child = spawn(process.execPath, ['--import', 'tsx', import.meta.filename], {
     env: { PATH: process.env.PATH ?? '', BENCH_LINK_WAITERS: JSON.stringify(load) },
     stdio: ['ignore', 'pipe', 'inherit'],
@@ -27,7 +31,7 @@ export async function startLinkWaiters(load: WaiterLoad): Promise<{ answered: Pr
   await Promise.race([waiting, exited.then((code) => Promise.reject(new Error(`the link waiters exited with ${code}: ${output}`)))]);
   const answered = exited.then((code) => {
     if (code !== 0) throw new Error(`the link waiters exited with ${code}: ${output.slice(-2000)}`);
-    return JSON.parse(output.slice('waiting\n'.length)) as Array<{ at: number; status: number }>;
+    return JSON.parse(output.slice('waiting\n'.length)) as Answered;
   });
   return { answered };
 }
@@ -35,6 +39,11 @@ export async function startLinkWaiters(load: WaiterLoad): Promise<{ answered: Pr
 async function runWaiters(load: WaiterLoad): Promise<void> {
   const head = `GET ${load.path} HTTP/1.1\r\nhost: 127.0.0.1\r\n${Object.entries(load.headers).map(([k, v]) => `${k}: ${v}\r\n`).join('')}\r\n`;
   const now = () => performance.timeOrigin + performance.now();
+  const listener = new pg.Client({ connectionString: load.databaseUrl });
+  await listener.connect();
+  let notifiedAt: number | null = null;
+  listener.on('notification', () => (notifiedAt ??= now()));
+  await listener.query(`listen ${load.channel}`);
   const answers: Array<{ at: number; status: number }> = [];
   const sockets: net.Socket[] = [];
   const done = Array.from({ length: load.waiters }, () => new Promise<void>((resolve, reject) => {
@@ -56,7 +65,8 @@ async function runWaiters(load: WaiterLoad): Promise<void> {
   // Kept open until every answer is in, as long-poll clients keep theirs
   // (closing each at once would hand the api the closes while it still answers).
   for (const socket of sockets) socket.destroy();
-  process.stdout.write(JSON.stringify(answers));
+  await listener.end();
+  process.stdout.write(JSON.stringify({ answers, notifiedAt } satisfies Answered));
 }
 
 if (process.env.BENCH_LINK_WAITERS) await runWaiters(JSON.parse(process.env.BENCH_LINK_WAITERS) as WaiterLoad);

@@ -51,7 +51,8 @@ t.test("a failed attempt with a Retry-After waits parked: its one slot runs othe
   });
   t.equal(done.attempts, 2, 'on its second attempt');
   t.ok(new Date(done.finished_at!).getTime() >= retryAt - 50, 'not before its Retry-After');
-  t.equal(await graphileRow(failing), null, 'and left the queue');
+  // Graphile lets its job go once the task has returned, a moment after the row says succeeded.
+  t.ok(await waitFor('the Graphile job to leave the queue', async () => (await graphileRow(failing)) === null), 'and left the queue');
 });
 
 t.test('a parked job cancelled while it waits ends at once and leaves the queue, with the queue it held', async (t) => {
@@ -69,11 +70,14 @@ t.test('a parked job cancelled while it waits ends at once and leaves the queue,
 
 t.test('a job cancelled while it sat in a worker\'s batch does not run when the batch is given back', async (t) => {
   const worker = await startTestWorker(t, databaseUrl, { ...overrides, WORKER_CONCURRENCY: '1' });
-  const busy = await enqueue(db, { kind: 'diag.steps', tenantId: member.tenantId, input: { steps: 1, delayMs: 2_000 } });
+  // Busy until it is cancelled below, however slow the machine: the held job cannot start before.
+  const busy = await enqueue(db, { kind: 'diag.steps', tenantId: member.tenantId, input: { steps: 1, delayMs: 60_000 } });
   await waitFor('the one slot to be busy', async () => (await jobRow(busy)).status === 'running');
   const held = await db.transaction((tx) => enqueueJob(tx, { kind: 'diag.steps', tenantId: member.tenantId, input: { steps: 1, delayMs: 0 } }));
   await waitFor('the job to be held in the batch', async () => (await graphileRow(held.id))?.locked_by?.startsWith('pool-'));
-  await app.inject({ method: 'POST', url: `/api/jobs/${held.id}/cancel`, headers: { authorization: `Bearer ${member.token}` } });
+  const cancel = (id: string) => app.inject({ method: 'POST', url: `/api/jobs/${id}/cancel`, headers: { authorization: `Bearer ${member.token}` } });
+  await cancel(held.id);
+  await cancel(busy);
   await worker.stop(); // gives the batch back
   t.equal(await graphileRow(held.id), null, 'given back, it left the queue');
   t.match(await jobRow(held.id), { status: 'cancelled', started_at: null });
@@ -103,4 +107,26 @@ t.test("a channel answering 429 Retry-After: the reply waits parked, the one I/O
   await waitFor('the reply', async () => (await jobRow(delivery.id)).status === 'succeeded', 20_000);
   const answer = await db.oneFirst(sql.type(z.object({ content: z.string() }))`select content from chat_messages where job_id = ${turn}`);
   t.same(receiver.state.replies.slice(before).map((r) => r.text), [answer], 'sent once');
+});
+
+t.test("a channel's replies keep their order: a later reply queued while an earlier one waits parked goes after it", async (t) => {
+  const worker = await startTestWorker(t, databaseUrl, overrides);
+  const other = await createMember(db, 'admin');
+  const channel = await linkWebhookChannel(api, { authorization: `Bearer ${other.token}`, 'x-tenant-id': other.tenantId }, receiver, SECRET);
+  const before = receiver.state.replies.length;
+  receiver.state.script.push({ status: 503, headers: { 'retry-after': '1' }, body: { error: 'busy' } });
+  await channel.say('first');
+  const parked = await waitFor('the first reply to park', async () => {
+    const row = await db.maybeOne(sql.type(z.object({ id: z.string(), error: z.unknown() }))`
+      select id, error from jobs where kind = 'channel.deliver' and tenant_id = ${other.tenantId} order by created_at desc limit 1`);
+    return row && (row.error as { retrying?: boolean } | null)?.retrying ? row : null;
+  });
+  t.match(await graphileRow(parked.id), { locked_by: 'platform:parked', queue_locked_by: 'platform:parked' }, 'parked, holding its queue');
+  const { jobId: secondTurn } = await channel.say('second');
+  await waitFor('the second turn', async () => (await jobRow(secondTurn!)).status === 'succeeded');
+  await waitFor('both replies', async () => receiver.state.replies.length >= before + 2, 20_000);
+  const texts = await db.anyFirst(sql.type(z.object({ content: z.string() }))`
+    select m.content from chat_messages m join chat_sessions s on s.id = m.session_id where s.tenant_id = ${other.tenantId} and m.role = 'assistant' order by m.seq`);
+  t.same(receiver.state.replies.slice(before).map((r) => r.text), texts, 'sent in the order of the messages');
+  await worker.stop();
 });

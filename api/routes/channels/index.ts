@@ -9,7 +9,7 @@ import { CHANNEL_JOB_KINDS, channelQueue, inboundUrl, LinkRefusedError, startLin
 import { adapterFor, CHANNEL_IDS, CHANNELS } from '../../../core/channels/registry.ts';
 import { slackRedirectUri } from '../../../core/channels/slack.ts';
 import { findLink, linkRow, maskedConfig, saveConfig, switchChannel } from '../../../core/channels/store.ts';
-import type { ChannelAdapter } from '../../../core/channels/types.ts';
+import type { ChannelAdapter, ChannelState } from '../../../core/channels/types.ts';
 import { LinkWaiters } from '../../../core/channels/waiters.ts';
 import { Keyring } from '../../../core/crypto/keyring.ts';
 import { sql } from '../../../core/db/pool.ts';
@@ -89,11 +89,11 @@ const channelRoutes: FastifyPluginAsyncZod = async (app) => {
 
   // One link wakes every waiter of its tenant's channel at once (a thousand,
   // say), all with the same answer: it is checked and serialized once.
-  const wakeBodies = new Map<string, Buffer>();
-  const wakeBody = (channel: string, status: string, changed: boolean): Buffer => {
+  const wakeBodies = new Map<string, string>();
+  const wakeBody = (channel: string, status: string, changed: boolean): string => {
     const key = `${channel}:${status}:${changed}`;
     let body = wakeBodies.get(key);
-    if (body === undefined) wakeBodies.set(key, (body = Buffer.from(JSON.stringify(LinkWaited.parse({ channel, status, changed })))));
+    if (body === undefined) wakeBodies.set(key, (body = JSON.stringify(LinkWaited.parse({ channel, status, changed }))));
     return body;
   };
 
@@ -105,11 +105,19 @@ const channelRoutes: FastifyPluginAsyncZod = async (app) => {
   }, async (request, reply) => {
     const adapter = channelOr404(request.params.channel);
     const tenantId = request.tenant!.id;
+    let current: ChannelState | null = null;
     // The waiter is in place before the read, so a change right after the read still wakes it.
-    const { woken, cancel } = waiters.wait(tenantId, adapter.id, request.query.timeout * 1000);
+    const { woken, cancel } = waiters.wait(tenantId, adapter.id, request.query.timeout * 1000, (wake) => {
+      // A crowd is answered inside the wake-up loop, straight to the sockets
+      // (broadcast-answer.ts): the last of them need not wait for every
+      // other one's trip through the framework. Not before the read below.
+      if (current === null || wake.crowd < CROWD) return false;
+      answerRaw(reply, wakeBody(adapter.id, wake.state, wake.state !== current), JSON_TYPE, (status) => app.metrics.observeResponse(reply, status));
+      return true;
+    });
     reply.raw.once('close', cancel); // the client went away (after an answer, a no-op)
     const row = await findLink(app.db, tenantId, adapter.id);
-    const current = row?.state ?? 'not_linked';
+    current = row?.state ?? 'not_linked';
     if (current !== 'linking') {
       cancel();
       await woken;
@@ -117,11 +125,9 @@ const channelRoutes: FastifyPluginAsyncZod = async (app) => {
     }
     const wake = await woken;
     if (wake.state) {
-      // Already JSON: sent as it is, straight to the socket when a crowd was woken (broadcast-answer.ts).
-      const body = wakeBody(adapter.id, wake.state, wake.state !== current);
-      if (wake.crowd < CROWD) return reply.type(JSON_TYPE).send(body as never);
-      answerRaw(reply, body, JSON_TYPE, (status) => app.metrics.observeResponse(reply, status));
-      return reply;
+      if (wake.answered) return reply;
+      // Already JSON: Fastify sends it as it is.
+      return reply.type(JSON_TYPE).send(wakeBody(adapter.id, wake.state, wake.state !== current) as never);
     }
     // Timed out (or the LISTEN connection came back): the current state, read now.
     const now = (await findLink(app.db, tenantId, adapter.id))?.state ?? 'not_linked';
