@@ -1,7 +1,7 @@
 // buildApp: the whole HTTP edge as a Fastify instance. Tests call it and use
 // app.inject; api/server.ts and ops/start.ts call it and listen.
 import { randomUUID } from 'node:crypto';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import pino, { type DestinationStream } from 'pino';
 import { serializerCompiler, validatorCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 import { loggerOptions } from '../core/logger.ts';
@@ -72,6 +72,9 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
     : pino(loggerOptions(ctx.config.logLevel, 'api'));
   const app = Fastify({
     loggerInstance: logger,
+    // One line per request instead of Fastify's two (operations.ts logs it;
+    // errors are logged by the error handlers, errors.ts).
+    logController: new LogController({ disableRequestLogging: true }),
     trustProxy: ctx.config.trustProxy,
     bodyLimit: 1024 * 1024,
     // The Agent API's taskRef may be 2048 characters, more when URL-encoded (Fastify's default is 100).

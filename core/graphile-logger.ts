@@ -31,6 +31,11 @@ export function graphileLogger(logger: Logger): WorkerLogger {
       logger.debug(fields, message);
       return;
     }
+    // One line per finished job is the task's own ('job succeeded'); Graphile's is a repeat.
+    if (message.startsWith('Completed task')) {
+      logger.debug(fields, message);
+      return;
+    }
     const method = level === 'warning' ? 'warn' : level === 'error' ? 'error' : level === 'debug' ? 'debug' : 'info';
     logger[method](fields, message);
   });

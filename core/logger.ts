@@ -74,6 +74,8 @@ export function logStream(output: LogOutput = {}): DestinationStream | undefined
     colorize: output.isTTY ?? (output.destination === undefined && process.stdout.isTTY === true),
     translateTime: 'SYS:HH:MM:ss.l',
     ignore: 'pid,hostname',
+    // One line per event: its fields follow the message on the same line.
+    singleLine: true,
   });
 }
 

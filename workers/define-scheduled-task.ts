@@ -29,7 +29,8 @@ export function defineScheduledTask(
           insert into scheduled_job_runs (identifier, task, scheduled_for, started_at, finished_at, status, detail)
           values (${identifier}, ${kind}, ${info.scheduledFor}, ${startedAt.toISOString()}, now(), 'succeeded', ${sql.jsonb(detail as never)})`);
       }
-      deps.logger.info({ kind, ...detail }, 'scheduled task finished');
+      // At info only when it did something: an idle platform logs nothing on a schedule.
+      deps.logger[didSomething(detail) ? 'info' : 'debug']({ kind, ...detail }, 'scheduled task finished');
     } catch (error) {
       await deps.db.query(sql.unsafe`
         insert into scheduled_job_runs (identifier, task, scheduled_for, started_at, finished_at, status, error)
@@ -40,4 +41,12 @@ export function defineScheduledTask(
     }
   };
   return { kind, build };
+}
+
+/** Whether a run's detail says it did something: a count above zero, or a list with something in it, at any depth. */
+export function didSomething(value: unknown): boolean {
+  if (typeof value === 'number') return value > 0;
+  if (Array.isArray(value)) return value.some((x) => (typeof x === 'object' && x !== null ? didSomething(x) : true));
+  if (value && typeof value === 'object') return Object.values(value).some(didSomething);
+  return false;
 }

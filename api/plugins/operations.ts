@@ -23,7 +23,7 @@ export type AppMetrics = {
   registry: Registry;
   /** The websocket routes say how many sockets are open. */
   countWebsockets: (count: () => number) => void;
-  /** Counts an answer in the request metrics (onResponse does it for every answer Fastify sends). */
+  /** Counts an answer in the request metrics and logs its line (onResponse does both for every answer Fastify sends). */
   observeResponse: (reply: FastifyReply, status: number) => void;
 };
 
@@ -38,6 +38,22 @@ export const CORS_ALLOWED_HEADERS = ['authorization', 'content-type', 'x-tenant-
 export const CORS_EXPOSED_HEADERS = ['x-request-id', 'retry-after'];
 
 const sha256 = (value: string) => createHash('sha256').update(value).digest();
+
+/** Probes and scrapes come every few seconds: at debug, so an idle platform logs nothing on a schedule. */
+const ROUTINE = new Set(['/healthz', '/readyz', '/metrics']);
+
+/**
+ * The request's one line: method, route pattern (never the raw URL: it may
+ * carry ids people did not mean to log), status, duration, tenant; the
+ * request id is on every line of the request (Fastify's reqId).
+ */
+export function logRequest(request: FastifyRequest, status: number, elapsedMs: number): void {
+  const route = request.routeOptions.url ?? 'unmatched';
+  const level = ROUTINE.has(route) ? 'debug' : 'info';
+  if (!(request.log as { isLevelEnabled?: (level: string) => boolean }).isLevelEnabled?.(level)) return;
+  const ms = Math.round(elapsedMs * 10) / 10;
+  request.log[level]({ method: request.method, route, status, ms, ...(request.tenant ? { tenant: request.tenant.id } : {}) }, `${request.method} ${route} ${status} ${ms} ms`);
+}
 
 async function operations(app: FastifyInstance) {
   const allowed = new Set(app.config.corsOrigins);
@@ -75,10 +91,11 @@ async function operations(app: FastifyInstance) {
     // The route pattern, never the raw URL (ids would explode the label set).
     const route = request.routeOptions.url ?? 'unmatched';
     httpDuration.observe({ method: request.method, route, status_code: String(status) }, reply.elapsedTime / 1000);
+    logRequest(request, status, reply.elapsedTime);
   }
 
   // A callback, not async: every request runs it (see the onSend hook in app.ts).
-  app.addHook('onResponse', (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => {
+  app.addHook('onResponse', (_request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => {
     observeResponse(reply, reply.statusCode);
     done();
   });

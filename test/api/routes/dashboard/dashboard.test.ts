@@ -308,7 +308,7 @@ t.test('the login endpoints share one limit per client address', async (t) => {
 t.test('no license key, TOTP secret or recovery code reaches a log line', async (t) => {
   const text = logs();
   t.match(text, /dashboard login with second factor/, 'the flows above were logged');
-  t.match(text, /request completed/);
+  t.match(text, /"route":"[^"]+","status":\d{3},"ms"/, 'requests were logged');
   t.ok(secrets.size > 40);
   for (const secret of secrets) t.notOk(text.includes(secret), 'a secret is absent from the logs');
 });
