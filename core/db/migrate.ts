@@ -4,7 +4,6 @@
 // first, under the same lock.
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { runMigrations as runWorkerMigrations } from 'graphile-worker';
@@ -32,8 +31,10 @@ export function loadMigrations(directory = MIGRATIONS_DIR): Migration[] {
 
 /** The number of Graphile Worker migrations shipped with the installed version. */
 function workerMigrationCount(): number {
-  const require = createRequire(import.meta.url);
-  const dir = path.join(path.dirname(require.resolve('graphile-worker/package.json')), 'sql');
+  // Graphile Worker 0.18 exports only its entry point (dist/index.js), not
+  // its package.json; the migrations are in sql/ beside dist/.
+  const entry = fileURLToPath(import.meta.resolve('graphile-worker'));
+  const dir = path.join(path.dirname(entry), '..', 'sql');
   return readdirSync(dir).filter((f) => /^\d+\.sql$/.test(f)).length;
 }
 
