@@ -237,7 +237,8 @@ export function defineTask<S extends z.ZodType>(
         await durable(() => failAttempt(deps.db, jobId, attempt, { code, message }, final, holder, final ? undefined : new Date(Date.now() + delayMs)));
         // One line: an expected failure (a RetryableJobError names its cause) needs no stack.
         const expected = error instanceof PermanentJobError || error instanceof RetryableJobError;
-        logger[final ? 'error' : 'warn']({ ...(expected ? { code, reason: message } : { err: error }), final },
+        const detail = error instanceof RetryableJobError && error.detail ? { detail: error.detail } : {};
+        logger[final ? 'error' : 'warn']({ ...(expected ? { code, reason: message, ...detail } : { err: error }), final },
           final ? 'job failed' : `job attempt failed; retry in ${Math.round(delayMs / 100) / 10} s`);
         // A final failure is recorded in our jobs table and the Graphile job is
         // let go; a retry waits parked, keeping its place (and its queue's lock).

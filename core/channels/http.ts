@@ -16,6 +16,15 @@ export function retryAfterOf(header: string | null): number | null {
   return Number.isNaN(at) ? null : Math.max(0, Math.ceil((at - Date.now()) / 1000));
 }
 
+/** host:port of a URL, for messages: never its path or query. */
+export function hostOf(url: string): string {
+  try {
+    return new URL(url).host;
+  } catch {
+    return 'the channel';
+  }
+}
+
 export async function callJson(
   fetchFn: typeof fetch,
   url: string,
@@ -25,9 +34,11 @@ export async function callJson(
   try {
     response = await fetchFn(url, { method: init.method ?? 'POST', headers: init.headers, body: init.body, signal: AbortSignal.timeout(TIMEOUT_MS) });
   } catch (error) {
-    const cause = (error as Error).cause as Error | undefined;
+    const cause = (error as Error).cause as (Error & { code?: string }) | undefined;
     if (cause?.name === 'OutboundBlockedError') throw new ChannelSendError('permanent', `the address is refused: ${cause.message}`);
-    throw new ChannelSendError('retry', `the channel could not be reached (${(error as Error).name})`);
+    // The host and the network's error code say why; the path (a bot token may be in it) never.
+    const why = (error as Error).name === 'TimeoutError' ? `no answer in ${TIMEOUT_MS / 1000} s` : cause?.code ?? cause?.name ?? (error as Error).name;
+    throw new ChannelSendError('retry', `${hostOf(url)} could not be reached (${why})`);
   }
   const text = await response.text().catch(() => '');
   let body: Record<string, unknown> = {};

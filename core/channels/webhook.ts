@@ -7,7 +7,7 @@
 // address policy as a tenant's provider base URL.
 import { createHmac } from 'node:crypto';
 import { z } from 'zod';
-import { callJson } from './http.ts';
+import { callJson, hostOf } from './http.ts';
 import { verifyTimestampedSignature } from './signatures.ts';
 import { ChannelSendError, type ChannelAdapter } from './types.ts';
 
@@ -63,13 +63,14 @@ export const webhook: ChannelAdapter = {
   },
   async send(ctx, to, text, key) {
     const raw = JSON.stringify({ id: key, to, text });
-    const reply = await callJson(ctx.fetch, ctx.settings.config.callbackUrl!, {
+    const callback = ctx.settings.config.callbackUrl!;
+    const reply = await callJson(ctx.fetch, callback, {
       headers: { 'content-type': 'application/json', 'idempotency-key': key, ...signWebhook(ctx.settings.secrets.signingSecret!, raw) },
       body: raw,
     });
-    if (reply.status === 429) throw new ChannelSendError('retry', 'callback: rate limited', reply.retryAfterS ?? 1);
-    if (reply.status >= 500 || reply.status === 408) throw new ChannelSendError('retry', `callback answered ${reply.status}`, reply.retryAfterS);
-    if (reply.status >= 300) throw new ChannelSendError('permanent', `callback refused the reply (${reply.status})`);
+    if (reply.status === 429) throw new ChannelSendError('retry', `callback ${hostOf(callback)}: rate limited`, reply.retryAfterS ?? 1);
+    if (reply.status >= 500 || reply.status === 408) throw new ChannelSendError('retry', `callback ${hostOf(callback)} answered ${reply.status}`, reply.retryAfterS);
+    if (reply.status >= 300) throw new ChannelSendError('permanent', `callback ${hostOf(callback)} refused the reply (${reply.status})`);
     return { messageId: typeof reply.body.id === 'string' ? reply.body.id : null };
   },
   async unregister() {},

@@ -22,6 +22,8 @@ export class RetryableJobError extends Error {
     public readonly code: string,
     message: string,
     public readonly retryAfterMs?: number,
+    /** What the other side did, for the log line (the message is what clients read). */
+    public readonly detail?: string,
   ) {
     super(message);
   }

@@ -6,6 +6,7 @@
 // logarithmic number of writes however long the stream); a call that would spend more
 // credits than are left stops mid-stream; provider failures become job
 // errors (retry or permanent) with stable codes.
+import { hostOf } from '../channels/http.ts';
 import { z } from 'zod';
 import type { Config } from '../config.ts';
 import type { Keyring } from '../crypto/keyring.ts';
@@ -106,7 +107,8 @@ export async function callModel(
     if (error instanceof ProviderError) {
       const code = `provider_${error.kind}`;
       // A Retry-After the provider sent sets when the next attempt comes (the job waits parked, its slot free).
-      if (error.retryable) throw new RetryableJobError(code, `The model provider failed (${error.kind}); retrying.`, error.retryAfterMs);
+      const detail = `${credentials.baseUrl ? hostOf(credentials.baseUrl) : `${provider} default address`}${error.status ? ` answered ${error.status}` : ''}: ${error.message}`;
+      if (error.retryable) throw new RetryableJobError(code, `The model provider failed (${error.kind}); retrying.`, error.retryAfterMs, detail);
       throw new PermanentJobError(code, error.kind === 'invalid_key' ? `The ${provider} key was refused; update it in provider keys.` : `The model provider refused the ${input.what} (${error.kind}).`);
     }
     throw error;

@@ -3,7 +3,7 @@
 //   BENCH_SECONDS   duration of each throughput phase (default 4)
 //   BENCH_SAMPLES   latency samples per figure (default 300)
 //   BENCH_ONLY      comma list of sections to run: jobs, peers, fairness, streaming, websocket, chat, http, billing,
-//                   channels, scale-out (default all; the raw-insert baseline always runs)
+//                   channels, scale-out, runtime (default all; the raw-insert baseline always runs)
 //   BENCH_STREAM_TURNS  concurrent streaming turns in the streaming section (default 1000)
 //   BENCH_STATEMENTS=1  print each section's most expensive SQL statements (pg_stat_statements)
 //   BENCH_PROFILE=<dir>  write a CPU profile of the api during the chat send phase (32 sessions) there
@@ -47,6 +47,7 @@ import { streamingFigures } from './streaming.ts';
 import { httpFigures } from './http.ts';
 import { websocketLatency } from './websocket.ts';
 import { scaleOutFigures } from './scale-out.ts';
+import { startFigures } from './runtime.ts';
 import { SCALE_FIGURES, scaleFigures, seedScale } from './scale.ts';
 import { printStatements, startStatements, statementSettings } from './statements.ts';
 
@@ -54,13 +55,13 @@ commandLine(`
 usage: npm run bench
 Prints speed figures as ratios against baselines measured in the same run, on
 a scratch embedded PostgreSQL. BENCH_ONLY=jobs,peers,fairness,streaming,
-websocket,chat,http,billing,channels,scale-out picks sections; BENCH_SECONDS,
+websocket,chat,http,billing,channels,scale-out,runtime picks sections; BENCH_SECONDS,
 BENCH_SAMPLES, BENCH_STREAM_TURNS, BENCH_STATEMENTS=1 and BENCH_PROFILE=<dir>
 tune it; BENCH_SCALE=1 adds the scale model at the end (docs/bench.md).`, {});
 const seconds = Number(process.env.BENCH_SECONDS ?? 4);
 const samples = Number(process.env.BENCH_SAMPLES ?? 300);
 const selected = process.env.BENCH_ONLY ? new Set(process.env.BENCH_ONLY.split(',').map((x) => x.trim())) : null;
-const only = (section: 'jobs' | 'peers' | 'fairness' | 'streaming' | 'websocket' | 'chat' | 'http' | 'billing' | 'channels' | 'scale-out') =>
+const only = (section: 'jobs' | 'peers' | 'fairness' | 'streaming' | 'websocket' | 'chat' | 'http' | 'billing' | 'channels' | 'scale-out' | 'runtime') =>
   !selected || selected.has(section);
 const streamTurns = Number(process.env.BENCH_STREAM_TURNS ?? 1000);
 const logger = createLogger(process.env.LOG_LEVEL ?? 'warn', 'bench');
@@ -283,6 +284,13 @@ try {
     const scale = await scaleOutFigures(ctx, benchEnv);
     report.add('scale-out: no-op jobs/s, 2 worker processes (8 each)', scale.jobs.two, 'jobs/s', { name: '1 worker process', value: scale.jobs.one });
     report.add('scale-out: chat sends/s, 2 api processes (32 clients)', scale.sends.two, 'req/s', { name: '1 api process', value: scale.sends.one });
+  }
+  if (only('runtime')) {
+    // (l) Process start: the api through tsx (the npm scripts) and compiled (npm run build, production).
+    const starts = await startFigures(benchEnv);
+    report.add('process start: api compiled, spawn to ready', starts.compiled.seconds, 's', { name: 'through tsx', value: starts.tsx.seconds });
+    report.add('process start: api compiled, CPU to ready', starts.compiled.cpuSeconds, 's', { name: 'through tsx', value: starts.tsx.cpuSeconds });
+    report.add('process start: api compiled, resident memory when ready', starts.compiled.rssMb, 'MB', { name: 'through tsx', value: starts.tsx.rssMb });
   }
   const scaleFactor = Number(process.env.BENCH_SCALE ?? 0);
   if (scaleFactor > 0) {

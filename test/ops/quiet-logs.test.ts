@@ -2,13 +2,16 @@
 // info logs nothing on a schedule while idle, one line per request (method,
 // route, status, duration, request id, tenant), and in the readable format
 // every event is one line.
+import { createServer, type AddressInfo } from 'node:net';
 import t from 'tap';
 import { createDatabasePool } from '../../core/db/pool.ts';
 import { testEnv } from '../helpers/config.ts';
+import { startTestServer } from '../helpers/app.ts';
 import { createTestDatabase } from '../helpers/db.ts';
 import { createMember } from '../helpers/fixtures.ts';
 import { waitFor, waitForOutput } from '../helpers/wait.ts';
-import { spawnEntry } from '../helpers/worker.ts';
+import { linkWebhookChannel } from '../helpers/webhook-channel.ts';
+import { spawnEntry, spawnWorkerProcess } from '../helpers/worker.ts';
 
 const IDLE_MS = 61_000; // every schedule fires at least once: the every-minute cron, the sweeps, the heartbeats
 const databaseUrl = await createTestDatabase(t);
@@ -43,4 +46,25 @@ t.test('idle for a minute: no line; 20 requests: 20 lines, one each', async (t) 
   platform.child.kill('SIGINT');
   t.equal(await platform.exited, 0);
   t.same(lines().filter((l) => !/^\[\d\d:\d\d:\d\d\.\d{3}\] [A-Z]+ /.test(l)), [], 'every line is one event');
+});
+
+t.test("a reply that cannot be delivered: one line per attempt naming the host and the network's error code, no stack", async (t) => {
+  const closed = await new Promise<number>((resolve) => {
+    const server = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => resolve(port)); // nothing listens there any more
+    });
+  });
+  const overrides = { PROVIDER_ALLOW_PRIVATE_URLS: 'true' };
+  const api = await startTestServer(t, databaseUrl, overrides);
+  const worker = spawnWorkerProcess(t, databaseUrl, { ...overrides, LOG_FORMAT: 'pretty' });
+  await waitForOutput(worker, /worker started/);
+  const member = await createMember(db);
+  const channel = await linkWebhookChannel(api, { authorization: `Bearer ${member.token}`, 'x-tenant-id': member.tenantId }, { url: `http://127.0.0.1:${closed}/replies` }, 'quiet-logs-signing-secret-0123');
+  await channel.say('Hello?');
+  const [line] = await waitForOutput(worker, /WARN [^\n]*job attempt failed; retry in [^\n]*/);
+  t.match(line, `127.0.0.1:${closed} could not be reached (ECONNREFUSED)`, 'the host and the cause');
+  t.notMatch(worker.output(), /\n\s+at /, 'no stack trace');
+  worker.child.kill('SIGTERM');
+  await worker.exited;
 });
