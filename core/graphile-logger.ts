@@ -31,6 +31,13 @@ export function graphileLogger(logger: Logger): WorkerLogger {
       logger.debug(fields, message);
       return;
     }
+    // Its LISTEN connection broke (PostgreSQL restarted, the connection
+    // was ended): Graphile reconnects by itself, and says so as an error.
+    // A warning, in one line with the cause.
+    if (message.startsWith('Error with notify listener') || message.startsWith('Error occurred attempting to UNLISTEN')) {
+      logger.warn({ reason: message.split('\n')[0] }, 'graphile worker: its LISTEN connection broke; reconnecting');
+      return;
+    }
     // One line per finished job is the task's own ('job succeeded'); Graphile's is a repeat.
     if (message.startsWith('Completed task')) {
       logger.debug(fields, message);
