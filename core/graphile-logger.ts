@@ -38,6 +38,12 @@ export function graphileLogger(logger: Logger): WorkerLogger {
       logger.warn({ reason: message.split('\n')[0] }, 'graphile worker: its LISTEN connection broke; reconnecting');
       return;
     }
+    // Any other error it retries by itself (a fetch or a lock reset while
+    // PostgreSQL is away) is a warning as well, in one line.
+    if (level === 'error' && /\btry(ing)? again\b/.test(message)) {
+      logger.warn({ reason: message.split('\n')[0] }, 'graphile worker: a database call failed; it tries again');
+      return;
+    }
     // One line per finished job is the task's own ('job succeeded'); Graphile's is a repeat.
     if (message.startsWith('Completed task')) {
       logger.debug(fields, message);

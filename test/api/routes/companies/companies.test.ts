@@ -100,9 +100,15 @@ t.test('a run: 202 with run and job, executed by a real worker', async (t) => {
   t.match(job, { id: run.jobId, kind: 'company.run' });
   t.equal(started.headers.location, `/api/jobs/${job.id}`);
 
+  let last: unknown = null;
   const finished = await waitFor('the run job to succeed', async () => {
     const res = await call(viewer, 'GET', `/api/jobs/${job.id}`);
+    last = res.json();
     return res.json().status === 'succeeded' ? res.json() : null;
+  }).catch(async (error: Error) => {
+    const graphile = await db.any(sql.unsafe`select id, task_identifier, run_at, now() as now, locked_by, locked_at, attempts, queue_name, is_available from graphile_worker.jobs`);
+    const workers = await db.any(sql.unsafe`select * from worker_heartbeats`);
+    throw new Error(`${error.message}; the job: ${JSON.stringify(last)}; graphile: ${JSON.stringify(graphile)}; workers: ${JSON.stringify(workers)}`);
   });
   t.match(finished, { kind: 'company.run', result: { runId: run.id, model: 'builtin/offline', output: /Draft the memo/ } });
   t.equal((await call(stranger, 'GET', `/api/jobs/${job.id}`)).statusCode, 404);
