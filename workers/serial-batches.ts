@@ -1,11 +1,9 @@
 // Batched fetching (Graphile Worker's localQueue) for a worker whose jobs
 // include named queues. One statement picks up a batch of jobs, which saves
-// a round trip per job; but Graphile Worker 0.17 could put several jobs of
-// one named queue into a batch and run them at once (graphile/worker#621).
-// That would break the order of a chat session's turns. Graphile Worker 0.18
-// fixes it in the fetch itself (of the jobs of one queue a batch locks only
-// the first, by priority and run_at), so on 0.18 this finds nothing to do;
-// it stays as a check that costs one pass over each batch.
+// a round trip per job; but Graphile Worker 0.17 may put several jobs of one
+// named queue into a batch and run them at once (graphile/worker#621; the
+// upstream fix ships only in versions that need Node 22). That would break
+// the order of a chat session's turns.
 //
 // keepQueuesSerial restores the rule on each batch as it arrives, before any
 // of its jobs is handed to a worker: of the jobs of one queue it keeps the

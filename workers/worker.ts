@@ -123,9 +123,8 @@ export async function startWorker({ config, databaseUrl, logger, concurrency, io
       const heard = forward(name, ...args);
       return events.emit(name as never, ...(args as [never])) || heard;
     };
-    // Jobs are locked under the pool id (Graphile 0.17 and later, with or
-    // without its local queue); its worker ids beat too, for the dead-worker
-    // sweep's sake.
+    // Jobs are locked under the pool id (Graphile 0.17, with or without its
+    // local queue); its worker ids beat too, for the dead-worker sweep's sake.
     own.on('pool:create', ({ workerPool }: { workerPool: { id: string } }) => {
       generation.poolIds.add(workerPool.id);
       generation.ids.add(workerPool.id);
@@ -154,11 +153,11 @@ export async function startWorker({ config, databaseUrl, logger, concurrency, io
       events: own as WorkerEvents,
       gracefulShutdownAbortTimeout: Math.max(1000, config.shutdownTimeoutMs - 1000),
       // Batched fetches (localQueue) and batched completions. Safe for serial
-      // queues: a queue is unlocked when its job's completion commits, and a
-      // batch holds one job per queue (Graphile 0.18's fetch,
-      // graphile/worker#621; keepQueuesSerial in serial-batches.ts checks it
-      // again). A job's result is committed before it is let go, so a crash
-      // in the batch's moment only makes a worker skip the finished job later.
+      // queues: a queue is unlocked when its job's completion commits, and
+      // keepQueuesSerial (serial-batches.ts, graphile/worker#621) keeps one
+      // job per queue in a batch. A job's result is committed before it is
+      // let go, so a crash in the batch's moment only makes a worker skip the
+      // finished job later.
       preset: { worker: { completeJobBatchDelay: 0, failJobBatchDelay: 0, localQueue: { size: lane.size } } },
     });
     // A runner that ends while we still want it (it gave up on an error) is replaced.

@@ -5,7 +5,7 @@
 import t from 'tap';
 import { z } from 'zod';
 import { sql } from '../../core/db/pool.ts';
-import { enqueueJob, enqueueJobs } from '../../core/jobs/enqueue.ts';
+import { enqueueJobs } from '../../core/jobs/enqueue.ts';
 import { startTestServer } from '../helpers/app.ts';
 import { createTestDatabase } from '../helpers/db.ts';
 import { createMember, enqueue } from '../helpers/fixtures.ts';
@@ -70,17 +70,24 @@ t.test('a parked job cancelled while it waits ends at once and leaves the queue,
 
 t.test('a job cancelled while it sat in a worker\'s batch does not run when the batch is given back', async (t) => {
   const worker = await startTestWorker(t, databaseUrl, { ...overrides, WORKER_CONCURRENCY: '1' });
-  // Busy until it is cancelled below, however slow the machine: the held job cannot start before.
-  const busy = await enqueue(db, { kind: 'diag.steps', tenantId: member.tenantId, input: { steps: 1, delayMs: 60_000 } });
+  // One transaction: the busy job takes the one slot (until it is cancelled
+  // below, however slow the machine), the next fetch puts the held one in the
+  // batch; both go before any other job (the dead-worker sweep's), by priority.
+  const [busyJob, held] = await db.transaction((tx) => enqueueJobs(tx, [
+    { kind: 'diag.steps', tenantId: member.tenantId, input: { steps: 1, delayMs: 60_000 }, priority: -20 },
+    { kind: 'diag.steps', tenantId: member.tenantId, input: { steps: 1, delayMs: 0 }, priority: -10 },
+  ]));
+  const busy = busyJob!.id;
   await waitFor('the one slot to be busy', async () => (await jobRow(busy)).status === 'running');
-  const held = await db.transaction((tx) => enqueueJob(tx, { kind: 'diag.steps', tenantId: member.tenantId, input: { steps: 1, delayMs: 0 } }));
-  await waitFor('the job to be held in the batch', async () => (await graphileRow(held.id))?.locked_by?.startsWith('pool-'));
+  await waitFor('the job to be held in the batch', async () => (await graphileRow(held!.id))?.locked_by?.startsWith('pool-')).catch(async (error: Error) => {
+    throw new Error(`${error.message}: ${JSON.stringify(await db.any(sql.unsafe`select id, task_identifier, run_at, now() as now, locked_by, attempts from graphile_worker.jobs`))}`);
+  });
   const cancel = (id: string) => app.inject({ method: 'POST', url: `/api/jobs/${id}/cancel`, headers: { authorization: `Bearer ${member.token}` } });
-  await cancel(held.id);
+  await cancel(held!.id);
   await cancel(busy);
   await worker.stop(); // gives the batch back
-  t.equal(await graphileRow(held.id), null, 'given back, it left the queue');
-  t.match(await jobRow(held.id), { status: 'cancelled', started_at: null });
+  t.equal(await graphileRow(held!.id), null, 'given back, it left the queue');
+  t.match(await jobRow(held!.id), { status: 'cancelled', started_at: null });
 });
 
 t.test("a channel answering 429 Retry-After: the reply waits parked, the one I/O slot runs another tenant's turn meanwhile, the reply is sent once", async (t) => {

@@ -1,7 +1,5 @@
-import { runMigrations as runWorkerMigrations } from 'graphile-worker';
 import t from 'tap';
 import { z } from 'zod';
-import { graphileLogger } from '../../../core/graphile-logger.ts';
 import { sql } from '../../../core/db/pool.ts';
 import { loadMigrations, migrate, migrationState } from '../../../core/db/migrate.ts';
 import { createTestDatabase, testPool } from '../../helpers/db.ts';
@@ -49,22 +47,4 @@ t.test("Graphile's add_jobs plans each call, and a migrate run restores the sett
   const keys = await db.any(sql.type(z.object({ id: z.string(), key: z.string().nullable() }))`
     select id::text, key from graphile_worker._private_jobs order by id`);
   t.same(keys, [{ id: first, key: null }, { id: second, key: 'k1' }], 'the running job lost its key');
-});
-
-t.test("upgrading Graphile Worker 0.17 to 0.18: its migration 20 re-creates add_jobs without the plan setting, and our migrate run puts it back", async (t) => {
-  const url = await createTestDatabase(t);
-  const db = await testPool(t, url);
-  const config = () => db.oneFirst(sql.type(z.object({ config: z.array(z.string()).nullable() }))`
-    select proconfig as config from pg_proc where oid = 'graphile_worker.add_jobs(graphile_worker.job_spec[], boolean)'::regprocedure`);
-  t.same(await config(), ['plan_cache_mode=force_custom_plan']);
-  // A database last migrated by 0.17 stops at Graphile's migration 19; 0.18
-  // adds 20 (create or replace of add_job and add_jobs). Forget 20 and let
-  // Graphile apply it again, as the upgrade does.
-  const forgotten = await db.query(sql.unsafe`delete from graphile_worker.migrations where id >= 20`);
-  t.equal(forgotten.rowCount, 1, 'the template was at migration 20');
-  await runWorkerMigrations({ connectionString: url, logger: graphileLogger(testLogger()), maxPoolSize: 1 });
-  t.same(await config(), null, "Graphile's own migration drops the setting");
-  t.ok((await migrationState(db)).workerSchemaCurrent, 'migration 20 applied again');
-  await migrate(url, testLogger());
-  t.same(await config(), ['plan_cache_mode=force_custom_plan'], 'back after our migrate run');
 });
