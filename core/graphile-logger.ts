@@ -3,6 +3,7 @@
 // content and never belong in a log line.
 import { Logger as WorkerLogger } from 'graphile-worker';
 import type { Logger } from 'pino';
+import { isDatabaseUnavailable } from './db/unavailable.ts';
 
 type JobLike = { id?: unknown; task_identifier?: unknown; attempts?: unknown; max_attempts?: unknown; queue_name?: unknown };
 
@@ -36,6 +37,12 @@ export function graphileLogger(logger: Logger): WorkerLogger {
     // A warning, in one line with the cause.
     if (message.startsWith('Error with notify listener') || message.startsWith('Error occurred attempting to UNLISTEN')) {
       logger.warn({ reason: message.split('\n')[0] }, 'graphile worker: its LISTEN connection broke; reconnecting');
+      return;
+    }
+    // A task that failed because PostgreSQL was away (a scheduled task runs
+    // again at its next time, a job is retried): the task said so already.
+    if (level === 'error' && isDatabaseUnavailable(fields.error)) {
+      logger.warn({ job: fields.job, reason: (fields.error as Error).message }, 'graphile worker: a task failed while the database was away');
       return;
     }
     // Any other error it retries by itself (a fetch or a lock reset while

@@ -3,6 +3,7 @@
 import type { Task } from 'graphile-worker';
 import { z } from 'zod';
 import { sql } from '../core/db/pool.ts';
+import { isDatabaseUnavailable } from '../core/db/unavailable.ts';
 import type { TaskDefinition, TaskDeps } from './define-task.ts';
 
 const CronPayload = z.object({ _cron: z.object({ ts: z.string(), backfilled: z.boolean().optional() }).optional() }).loose();
@@ -36,7 +37,9 @@ export function defineScheduledTask(
         insert into scheduled_job_runs (identifier, task, scheduled_for, started_at, finished_at, status, error)
         values (${identifier}, ${kind}, ${info.scheduledFor}, ${startedAt.toISOString()}, now(), 'failed', ${(error as Error).message})`)
         .catch(() => undefined);
-      deps.logger.error({ err: error, kind }, 'scheduled task failed');
+      // PostgreSQL away (restarting, failing over) is no surprise: the task runs again at its next time.
+      if (isDatabaseUnavailable(error)) deps.logger.warn({ kind, reason: (error as Error).message }, 'scheduled task could not reach the database; it runs again at its next time');
+      else deps.logger.error({ err: error, kind }, 'scheduled task failed');
       throw error;
     }
   };
