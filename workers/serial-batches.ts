@@ -1,8 +1,8 @@
 // Batched fetching (Graphile Worker's localQueue) for a worker whose jobs
 // include named queues. One statement picks up a batch of jobs, which saves
 // a round trip per job; but Graphile Worker 0.17 may put several jobs of one
-// named queue into a batch and run them at once (graphile/worker#621; the
-// upstream fix ships only in versions that need Node 22). That would break
+// named queue into a batch and run them at once (graphile/worker#621; fixed
+// upstream in 0.18, which this project has not moved to yet). That would break
 // the order of a chat session's turns.
 //
 // keepQueuesSerial restores the rule on each batch as it arrives, before any

@@ -31,8 +31,8 @@ export function loadMigrations(directory = MIGRATIONS_DIR): Migration[] {
 
 /** The number of Graphile Worker migrations shipped with the installed version. */
 function workerMigrationCount(): number {
-  // Graphile Worker 0.18 exports only its entry point (dist/index.js), not
-  // its package.json; the migrations are in sql/ beside dist/.
+  // From the entry point (dist/index.js), not package.json, which 0.18 no
+  // longer exports; the migrations are in sql/ beside dist/ in every version.
   const entry = fileURLToPath(import.meta.resolve('graphile-worker'));
   const dir = path.join(path.dirname(entry), '..', 'sql');
   return readdirSync(dir).filter((f) => /^\d+\.sql$/.test(f)).length;
