@@ -61,7 +61,7 @@ export class LinkWaiters {
         set.delete(done);
         if (set.size === 0 && this.waiters.get(key) === set) this.waiters.delete(key);
         this.ended[wake.state ? 'woken' : wake.reason] += 1;
-        resolve(wake.state ? { ...wake, answered: onChange?.(wake) ?? false } : wake);
+        resolve(wake.state ? { ...wake, answered: answeredBy(onChange, wake) } : wake);
       };
       const timer = setTimeout(() => done({ state: null, reason: 'timeout' }), timeoutMs);
       set.add(done);
@@ -85,5 +85,14 @@ export class LinkWaiters {
 
   private wakeAll(wake: WakeUp): void {
     for (const set of [...this.waiters.values()]) for (const waiter of [...set]) waiter(wake);
+  }
+}
+
+/** The waiter's own answer in the wake-up loop; one that throws leaves the waiter to the normal path (and the loop to the others). */
+function answeredBy(onChange: OnChange | undefined, change: Change): boolean {
+  try {
+    return onChange?.(change) ?? false;
+  } catch {
+    return false;
   }
 }
