@@ -19,7 +19,9 @@ COPY workers ./workers
 COPY schedules ./schedules
 COPY ops ./ops
 COPY sql ./sql
-RUN npm run build && npm prune --omit=dev --no-audit --no-fund
+# Graphile Worker 0.17 reaches TypeScript through cosmiconfig's optional peer
+# (for .ts configuration files, which we have none of), so npm keeps it: removed.
+RUN npm run build && npm prune --omit=dev --no-audit --no-fund && rm -rf node_modules/typescript
 
 FROM node:24-bookworm-slim AS runtime
 ENV NODE_ENV=production \
