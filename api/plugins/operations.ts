@@ -47,8 +47,7 @@ const ROUTINE = new Set(['/healthz', '/readyz', '/metrics']);
  * carry ids people did not mean to log), status, duration, tenant; the
  * request id is on every line of the request (Fastify's reqId).
  */
-export function logRequest(request: FastifyRequest, status: number, elapsedMs: number): void {
-  const route = request.routeOptions.url ?? 'unmatched';
+function logRequest(request: FastifyRequest, route: string, status: number, elapsedMs: number): void {
   const level = ROUTINE.has(route) ? 'debug' : 'info';
   if (!(request.log as { isLevelEnabled?: (level: string) => boolean }).isLevelEnabled?.(level)) return;
   const ms = Math.round(elapsedMs * 10) / 10;
@@ -91,7 +90,7 @@ async function operations(app: FastifyInstance) {
     // The route pattern, never the raw URL (ids would explode the label set).
     const route = request.routeOptions.url ?? 'unmatched';
     httpDuration.observe({ method: request.method, route, status_code: String(status) }, reply.elapsedTime / 1000);
-    logRequest(request, status, reply.elapsedTime);
+    logRequest(request, route, status, reply.elapsedTime);
   }
 
   // A callback, not async: every request runs it (see the onSend hook in app.ts).

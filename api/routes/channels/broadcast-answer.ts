@@ -13,8 +13,11 @@ import type { FastifyReply } from 'fastify';
 /** Woken together with at least this many others, an answer takes the raw path. */
 export const CROWD = 32;
 
-/** Fastify's onResponse hooks (metrics) do not run for it: the caller observes it. */
-/** `body`: JSON in ASCII (the answer's bytes are its characters). */
+/**
+ * `body`: JSON in ASCII (the answer's bytes are its characters). Fastify's
+ * onResponse hooks (metrics, the request's log line) do not run for it: the
+ * caller's `observe` does that.
+ */
 export function answerRaw(reply: FastifyReply, body: string, contentType: string, observe: (status: number) => void): void {
   const socket = reply.raw.socket;
   if (!socket || socket.destroyed || !socket.writable) {

@@ -16,8 +16,8 @@ import { sql } from '../../../core/db/pool.ts';
 import { JobRow, JobStatus, toJobStatus } from '../../../core/jobs/schema.ts';
 import { tenantBaseUrlProblem } from '../../../core/providers/outbound.ts';
 import { PlatformError, PlatformHttpError } from '../../errors.ts';
-import { answerRaw, CROWD } from './broadcast-answer.ts';
 import { TenantHeaders } from '../../plugins/tenant.ts';
+import { answerRaw, CROWD } from './broadcast-answer.ts';
 import { ChannelConfig, ChannelParams, ChannelStatus, ChannelSummary, ConfigBody, LinkStarted, LinkWaited, toStatus } from './schemas.ts';
 
 declare module 'fastify' {
@@ -28,8 +28,8 @@ declare module 'fastify' {
 }
 
 const WAIT_DEFAULT_S = 25;
-const JSON_TYPE = 'application/json; charset=utf-8';
 const WAIT_MAX_S = 60;
+const JSON_TYPE = 'application/json; charset=utf-8';
 
 export function channelOr404(channel: string): ChannelAdapter {
   const adapter = adapterFor(channel);
