@@ -50,6 +50,7 @@ import contractRoutes from './routes/contracts/index.ts';
 import mcpRoutes from './routes/mcp/index.ts';
 import wsRoutes from './routes/ws/index.ts';
 import pageRoutes from './routes/pages/index.ts';
+import consoleRoutes from './routes/console/index.ts';
 import channelRoutes from './routes/channels/index.ts';
 import channelInboundRoutes from './routes/channels/inbound.ts';
 import channelActivityRoutes from './routes/channels/activity.ts';
@@ -174,6 +175,7 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   await app.register(mcpRoutes);
   await app.register(wsRoutes);
   await app.register(pageRoutes);
+  await app.register(consoleRoutes);
   await app.register(memoryRoutes);
   await app.register(skillRoutes);
   await app.register(activityRoutes);

@@ -234,7 +234,7 @@ export function defineTask<S extends z.ZodType>(
         const retryAfterMs = error instanceof RetryableJobError ? error.retryAfterMs : undefined;
         const delayMs = retryAfterMs === undefined ? backoffMs(attempt) : Math.min(retryAfterMs, MAX_RETRY_AFTER_MS);
         await settleRunning();
-        await durable(() => failAttempt(deps.db, jobId, attempt, { code, message }, final, holder, final ? undefined : new Date(Date.now() + delayMs)));
+        await durable(() => failAttempt(deps.db, jobId, attempt, { code, message }, final, holder, final ? undefined : new Date(Date.now() + delayMs), envelope.data.input));
         // One line: an expected failure (a RetryableJobError names its cause) needs no stack.
         const expected = error instanceof PermanentJobError || error instanceof RetryableJobError;
         const detail = error instanceof RetryableJobError && error.detail ? { detail: error.detail } : {};

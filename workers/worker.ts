@@ -128,7 +128,7 @@ export async function startWorker({ config, databaseUrl, logger, concurrency, io
     own.on('pool:create', ({ workerPool }: { workerPool: { id: string } }) => {
       generation.poolIds.add(workerPool.id);
       generation.ids.add(workerPool.id);
-      beatHeart(db, workerPool.id, [workerPool.id]).catch((error) => logger.debug({ err: error }, 'heartbeat failed'));
+      beatHeart(db, workerPool.id, [workerPool.id], { concurrency: size, ioConcurrency: ioSize }).catch((error) => logger.debug({ err: error }, 'heartbeat failed'));
     });
     if (lane.pool === 'short') {
       own.on('worker:create', ({ worker }: { worker: { workerId: string } }) => generation.ids.add(worker.workerId));
@@ -221,7 +221,7 @@ export async function startWorker({ config, databaseUrl, logger, concurrency, io
   const heartbeat = setInterval(() => {
     const [poolId] = current.poolIds;
     if (current.retired || !poolId) return;
-    beatHeart(db, poolId, [...current.ids]).catch((error) => logger.debug({ err: error }, 'heartbeat failed'));
+    beatHeart(db, poolId, [...current.ids], { concurrency: size, ioConcurrency: ioSize }).catch((error) => logger.debug({ err: error }, 'heartbeat failed'));
   }, config.worker.heartbeatMs);
   heartbeat.unref();
 

@@ -1,7 +1,8 @@
 // The one shell of every page for people (landing page, HTML 404, claim
 // page, billing sandbox, hosted board): doctype, viewport, one small style
 // sheet sent inline under a per-response CSP nonce, a header linking home
-// and a footer linking the API reference. No script runs on these pages;
+// and a footer linking the API reference. No script runs on these pages
+// but the operator console's one file of our own (named with the nonce);
 // the CSP says so, and forbids framing and foreign form targets.
 import { randomBytes } from 'node:crypto';
 import type { FastifyReply } from 'fastify';
@@ -26,7 +27,11 @@ main{overflow-wrap:anywhere}h3{font-size:1.05rem}h4{font-size:1rem}section{margi
 .cards{list-style:none;padding:0;display:grid;grid-template-columns:repeat(auto-fill,minmax(13rem,1fr));gap:.6rem}
 .card{border:1px solid #ddd;border-radius:.4rem;padding:.6rem}.card-label{display:block;color:#555;font-size:.85rem}
 .card-value{display:block;font-size:1.4rem;font-weight:700}.num{overflow-wrap:normal;word-break:normal}.card-value small{font-size:.8rem;font-weight:400}
-.preview{border:1px solid #ddd;padding:0 .8rem;margin:1rem 0}`;
+.preview{border:1px solid #ddd;padding:0 .8rem;margin:1rem 0}
+body.wide{max-width:80rem}nav.console a{margin-right:.9rem}nav.console a[aria-current]{font-weight:700;color:inherit;text-decoration:none}
+.small{font-size:.85rem}.state{font-weight:600}.state-failed,.stale{color:#a40000}.state-succeeded{color:#0a6b2d}.state-running,.state-cancelling{color:#0b57b0}
+.filters label{display:inline-block;margin:.3rem .6rem .3rem 0}.filters input,.filters select{font:inherit;padding:.2rem}
+input[type=text].reason{width:100%;max-width:30rem;padding:.3rem;font:inherit}.live-status{float:right;font-size:.8rem;color:#555}`;
 
 export type PageOptions = {
   status?: number;
@@ -41,6 +46,10 @@ export type PageOptions = {
   formTargets?: string[];
   /** Extra response headers (e.g. x-robots-tag). */
   headers?: Record<string, string>;
+  /** A script of our own the page runs (the console's), loaded under the nonce; it may connect back to us only. */
+  script?: string;
+  /** Full-width body, for tables (the console). */
+  wide?: boolean;
 };
 
 const originOf = (url: string) => {
@@ -52,10 +61,11 @@ const originOf = (url: string) => {
 };
 
 /** The CSP every page sends: nothing but our nonce-tagged style, forms to ourselves (and the given origins). */
-export function pageCsp(nonce: string, formTargets: string[] = []): string {
+export function pageCsp(nonce: string, formTargets: string[] = [], script = false): string {
   const origins = [...new Set(formTargets.map(originOf).filter((o): o is string => !!o && o !== 'null'))];
   const formAction = ["'self'", ...origins].join(' ');
-  return `default-src 'none'; style-src 'nonce-${nonce}'; form-action ${formAction}; frame-ancestors 'none'; base-uri 'none'`;
+  const scripts = script ? `; script-src 'nonce-${nonce}'; connect-src 'self'` : '';
+  return `default-src 'none'; style-src 'nonce-${nonce}'${scripts}; form-action ${formAction}; frame-ancestors 'none'; base-uri 'none'`;
 }
 
 /** The full document for a page; the nonce must be the one the CSP names. */
@@ -63,8 +73,9 @@ export function renderPage(options: PageOptions, nonce: string): Html {
   const heading = options.heading === undefined ? options.title : options.heading;
   return html`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
-<meta name="referrer" content="no-referrer"><title>${options.title}</title><style nonce="${nonce}">${new Html(STYLE)}</style></head>
-<body><header><a href="/">Agent platform</a></header>
+<meta name="referrer" content="no-referrer"><title>${options.title}</title><style nonce="${nonce}">${new Html(STYLE)}</style>
+${options.script ? html`<script nonce="${nonce}" src="${options.script}" defer></script>` : ''}</head>
+<body${options.wide ? html` class="wide"` : ''}><header><a href="/">Agent platform</a></header>
 <main>${options.notice ?? ''}${heading === null ? '' : html`<h1>${heading}</h1>`}${options.body}</main>
 <footer><a href="/">Home</a> · <a href="/docs">API reference</a></footer></body></html>`;
 }
@@ -78,7 +89,7 @@ export function sendPage(reply: FastifyReply, options: PageOptions): FastifyRepl
       ...options.headers,
       'content-type': 'text/html; charset=utf-8',
       'cache-control': 'no-store',
-      'content-security-policy': pageCsp(nonce, options.formTargets),
+      'content-security-policy': pageCsp(nonce, options.formTargets, options.script !== undefined),
       'x-frame-options': 'DENY',
       'x-content-type-options': 'nosniff',
       'referrer-policy': 'no-referrer',

@@ -32,6 +32,8 @@ export class JobEventHub {
   private listening = new Map<string, Promise<void>>();
   private listenQueue: Promise<unknown> = Promise.resolve();
   private connectionListeners = new Set<(connected: boolean) => void>();
+  /** Told of every job change this process hears (the operator console's live pages). */
+  private anyJobListeners = new Set<() => void>();
 
   constructor(
     private readonly connectionString: string,
@@ -69,9 +71,16 @@ export class JobEventHub {
     return addListener(this.deltaListeners, jobId, listener);
   }
 
+  /** Called (without the row) on every job change heard; cheap: no parse beyond the one every change gets. */
+  onAnyJobChange(listener: () => void): () => void {
+    this.anyJobListeners.add(listener);
+    return () => this.anyJobListeners.delete(listener);
+  }
+
   /** Listens on another channel over the same connection (also after reconnects). */
   async listen(channel: string, handler: ChannelHandler): Promise<void> {
-    if (!/^[a-z_]+$/.test(channel)) throw new Error(`bad channel name ${channel}`);
+    // Quoted in LISTEN: Graphile Worker's own channel is jobs:insert.
+    if (!/^[a-z_:]+$/.test(channel)) throw new Error(`bad channel name ${channel}`);
     const handlers = this.channels.get(channel);
     if (handlers) {
       handlers.add(handler);
@@ -81,7 +90,7 @@ export class JobEventHub {
     // A connection that drops meanwhile listens again when it reconnects.
     // One statement at a time on the connection (pg deprecates overlapping queries).
     const client = this.client;
-    const done = (this.listenQueue = this.listenQueue.catch(() => undefined).then(() => client?.query(`listen ${channel}`)))
+    const done = (this.listenQueue = this.listenQueue.catch(() => undefined).then(() => client?.query(`listen "${channel}"`)))
       .then(() => undefined)
       .catch((error) => this.logger.debug({ err: error, channel }, 'listen deferred to the next connection'));
     this.listening.set(channel, done);
@@ -135,7 +144,7 @@ export class JobEventHub {
     client.on('end', () => lost());
     await client.connect();
     if (this.options.jobEvents !== false) await client.query(`listen ${CHANNEL}; listen ${DELTA_CHANNEL}`);
-    for (const channel of this.channels.keys()) await client.query(`listen ${channel}`);
+    for (const channel of this.channels.keys()) await client.query(`listen "${channel}"`);
     if (this.stopped) {
       await client.end();
       return;
@@ -178,6 +187,7 @@ export class JobEventHub {
   }
 
   private onNotification(payload: string): void {
+    for (const listener of this.anyJobListeners) listener();
     let parsed: unknown;
     try {
       parsed = JSON.parse(payload);

@@ -148,12 +148,16 @@ export async function completeJobs(db: PreparedQueryable, completions: readonly 
  */
 export async function failAttempt(
   db: CommonQueryMethods, jobId: string, attempt: number, failure: JobFailure, final: boolean, holder: Holder = NO_HOLDER, retryAt?: Date,
+  /** A final failure keeps the task's input, so an operator can retry the job after Graphile let it go. */
+  input?: Record<string, unknown>,
 ): Promise<void> {
   const error = { code: failure.code, message: failure.message, retrying: !final, ...(retryAt ? { retryAt: retryAt.toISOString() } : {}) };
+  const kept = final && input ? sql.jsonb(input as never) : null;
   await db.query(sql.unsafe`
     update jobs
     set status = ${final ? 'failed' : 'queued'},
         error = ${sql.jsonb(error)},
+        retry_input = ${kept}::jsonb,
         finished_at = case when ${final} then now() else null end,
         ${attemptColumns(attempt, holder)}
     where id = ${jobId} and ${mayWrite(attempt)}`);

@@ -6,12 +6,17 @@
 import { hostname } from 'node:os';
 import { z } from 'zod';
 import { sql, type CommonQueryMethods, type DatabasePool } from '../db/pool.ts';
+import { PLATFORM_VERSION } from '../version.ts';
 
-export async function beatHeart(db: CommonQueryMethods, poolId: string, workerIds: readonly string[]): Promise<void> {
+/** What a worker process tells about itself (shown in the console). */
+export type WorkerInfo = { concurrency: number; ioConcurrency: number };
+
+export async function beatHeart(db: CommonQueryMethods, poolId: string, workerIds: readonly string[], info?: WorkerInfo): Promise<void> {
   if (workerIds.length === 0) return;
   await db.query(sql.unsafe`
-    insert into worker_heartbeats (worker_id, pool_id, hostname, pid)
-    select unnest(${sql.array(workerIds, 'text')}), ${poolId}, ${hostname()}, ${process.pid}
+    insert into worker_heartbeats (worker_id, pool_id, hostname, pid, version, concurrency, io_concurrency)
+    select unnest(${sql.array(workerIds, 'text')}), ${poolId}, ${hostname()}, ${process.pid},
+      ${PLATFORM_VERSION}, ${info?.concurrency ?? null}, ${info?.ioConcurrency ?? null}
     on conflict (worker_id) do update set last_seen_at = now()`);
 }
 

@@ -5,6 +5,7 @@ import websocket from '@fastify/websocket';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { bearerToken, InvalidTokenError } from '../../../core/auth/platform-token.ts';
 import { PlatformHttpError } from '../../errors.ts';
+import { consoleLiveRoutes } from '../console/live.ts';
 import { SessionDirectory } from './directory.ts';
 import { CLOSE, WsSession, type SessionPrincipal } from './session.ts';
 
@@ -32,6 +33,9 @@ export default async function wsRoutes(app: FastifyInstance) {
       done();
     },
   });
+
+  // The operator console's live pages share this websocket server.
+  await consoleLiveRoutes(app);
 
   app.get(
     '/api/ws',

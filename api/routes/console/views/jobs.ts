@@ -1,0 +1,126 @@
+// The job list (filters, newest first, keyset pages) and a job's page.
+import { listAudit } from '../../../../core/console/audit.ts';
+import { JOB_STATE_FILTERS, jobDetail, knownKinds, listJobs, maskSecrets, type JobStateFilter } from '../../../../core/console/jobs.ts';
+import { html, type Html } from '../../../pages/layout.ts';
+import { duration, jsonBlock, parseCursor, shortId, stateBadge, utc, UUID, withQuery } from '../format.ts';
+import { auditTable } from './audit.ts';
+import { csrfField, type ViewFn } from './view.ts';
+
+const ISO_DAY_OR_TIME = /^\d{4}-\d\d-\d\d(T\d\d:\d\d(:\d\d)?)?$/;
+
+/** The list's filters from the query string; anything malformed is dropped (and said so). */
+function jobFilters(query: Record<string, string | undefined>) {
+  const ignored: string[] = [];
+  const pick = (name: string, ok: (v: string) => boolean) => {
+    const v = query[name]?.trim();
+    if (!v) return undefined;
+    if (ok(v)) return v;
+    ignored.push(name);
+    return undefined;
+  };
+  const state = (pick('state', (v) => (JOB_STATE_FILTERS as readonly string[]).includes(v)) ?? 'any') as JobStateFilter;
+  return {
+    ignored,
+    state,
+    kind: pick('kind', (v) => /^[a-z0-9_.:-]{1,100}$/i.test(v)),
+    tenant: pick('tenant', (v) => UUID.test(v)),
+    account: pick('account', (v) => UUID.test(v)),
+    from: pick('from', (v) => ISO_DAY_OR_TIME.test(v)),
+    to: pick('to', (v) => ISO_DAY_OR_TIME.test(v)),
+    before: query.before,
+  };
+}
+
+export const jobsView: ViewFn = async (ctx, { query }) => {
+  const f = jobFilters(query);
+  const cursor = parseCursor(f.before);
+  const { rows, more } = await listJobs(ctx.db, {
+    state: f.state, kind: f.kind, tenantId: f.tenant, accountId: f.account,
+    from: f.from ? `${f.from}${f.from.length === 10 ? 'T00:00:00' : ''}Z` : undefined,
+    to: f.to ? `${f.to}${f.to.length === 10 ? 'T00:00:00' : ''}Z` : undefined,
+    before: cursor,
+  });
+  const kinds = ctx.csrf === null ? [] : await knownKinds(ctx.db);
+  const base = { state: f.state === 'any' ? undefined : f.state, kind: f.kind, tenant: f.tenant, account: f.account, from: f.from, to: f.to };
+  const top = html`<form method="get" action="/console/jobs" class="filters">
+<label>State <select name="state">${JOB_STATE_FILTERS.map((s) => html`<option value="${s}"${s === f.state ? html` selected` : ''}>${s === 'open' ? 'open (queued, running, cancelling)' : s}</option>`)}</select></label>
+<label>Kind <input type="text" name="kind" list="kinds" value="${f.kind ?? ''}" size="16"></label>
+<datalist id="kinds">${kinds.map((k) => html`<option value="${k}">`)}</datalist>
+<label>Tenant id <input type="text" name="tenant" value="${f.tenant ?? ''}" size="36"></label>
+<label>Account id <input type="text" name="account" value="${f.account ?? ''}" size="36"></label>
+<label>Created from (UTC) <input type="text" name="from" value="${f.from ?? ''}" placeholder="2026-11-26T08:00" size="16"></label>
+<label>to <input type="text" name="to" value="${f.to ?? ''}" placeholder="2026-11-27" size="16"></label>
+<button type="submit">Show</button> <a href="/console/jobs">Clear</a></form>
+${f.ignored.length ? html`<p class="error">Ignored filters that were not valid: ${f.ignored.join(', ')}.</p>` : ''}`;
+  const live = html`
+${rows.length === 0 ? html`<p class="muted" id="no-jobs">No job matches${cursor ? ' on this page' : ''}.</p>` : html`
+<table id="jobs"><thead><tr><th>Job</th><th>Kind</th><th>State</th><th>Attempts</th><th>Tenant</th><th>Created</th><th>Finished</th></tr></thead><tbody>
+${rows.map((j) => html`<tr data-job="${j.id}"><td><a href="/console/jobs/${j.id}">${shortId(j.id)}</a></td><td>${j.kind}</td>
+<td>${stateBadge(j.status)}${j.error_code ? html` <span class="small muted">${j.error_code}</span>` : ''}</td><td>${j.attempts} / ${j.max_attempts}</td>
+<td><a href="/console/tenants/${j.tenant_id}">${j.tenant_name}</a></td><td>${utc(j.created_at)}</td><td>${utc(j.finished_at)}</td></tr>`)}
+</tbody></table>`}
+<p>${cursor ? html`<a href="${withQuery('/console/jobs', base)}">Newest</a> · ` : ''}${more ? html`<a rel="next" href="${withQuery('/console/jobs', { ...base, before: rows.at(-1)!.cursor })}">Older jobs</a>` : html`<span class="muted">No older jobs.</span>`}</p>`;
+  return { title: 'Jobs', top, live };
+};
+
+const EVENT_TEXT: Record<string, string> = {
+  queued: 'queued again', started: 'started', progress: 'first progress', cancelling: 'asked to stop',
+  succeeded: 'succeeded', failed: 'failed', cancelled: 'cancelled', error: 'attempt failed',
+};
+
+function errorText(error: unknown): string {
+  if (!error || typeof error !== 'object') return '';
+  const e = error as { code?: unknown; message?: unknown; retrying?: unknown };
+  return `${String(e.code ?? 'error')}: ${String(e.message ?? '')}${e.retrying ? ' (retrying)' : ''}`;
+}
+
+export const jobView: ViewFn = async (ctx, { params }) => {
+  const id = params.jobId ?? '';
+  if (!UUID.test(id)) return null;
+  const found = await jobDetail(ctx.db, id);
+  if (!found) return null;
+  const { job, history } = found;
+  const audit = await listAudit(ctx.db, { jobId: id }, 20);
+  const open = job.status === 'queued' || job.status === 'running';
+  const payload = job.graphile ? (job.graphile.payload as { input?: unknown } | null)?.input : job.retry_input;
+  const g = job.graphile;
+  const live = html`
+<dl>
+<dt>State</dt><dd id="job-state">${stateBadge(job.status)}${job.status === 'cancelling' ? ' (its worker is stopping it)' : ''}</dd>
+<dt>Kind</dt><dd><a href="${withQuery('/console/jobs', { kind: job.kind })}">${job.kind}</a></dd>
+<dt>Tenant</dt><dd><a href="/console/tenants/${job.tenant_id}">${job.tenant_name}</a> (<code>${job.tenant_id}</code>; <a href="${withQuery('/console/jobs', { account: job.account_id })}">its account's jobs</a>)</dd>
+<dt>Attempts</dt><dd>${job.attempts} of ${job.max_attempts}</dd>
+${job.queue_name ? html`<dt>Serial queue</dt><dd><code>${job.queue_name}</code></dd>` : ''}
+${job.session_id ? html`<dt>Chat session</dt><dd><code>${job.session_id}</code></dd>` : ''}
+<dt>Created</dt><dd>${utc(job.created_at)}</dd>
+<dt>Started</dt><dd>${utc(job.started_at)}</dd>
+<dt>Finished</dt><dd>${utc(job.finished_at)}${job.finished_at && job.started_at ? html` <span class="muted">(ran ${duration((new Date(job.finished_at).getTime() - new Date(job.started_at).getTime()) / 1000)})</span>` : ''}</dd>
+<dt>In the queue</dt><dd>${g ? html`${g.locked_by === 'platform:parked' ? 'parked until' : g.locked_at ? 'locked since' : 'runs at'} ${utc(g.locked_by === 'platform:parked' ? g.run_at : g.locked_at ?? g.run_at)}${g.locked_by && g.locked_by !== 'platform:parked' ? html` by <code>${g.locked_by}</code>` : ''}` : html`<span class="muted">not in the queue (finished, or not yet written)</span>`}</dd>
+<dt>Worker</dt><dd>${job.worker ? html`<a href="/console/workers">${job.worker.hostname} pid ${job.worker.pid}</a>, last heartbeat ${utc(job.worker.last_seen_at)}` : html`<span class="muted">none holds it</span>`}</dd>
+</dl>
+${job.error ? html`<h2>Error</h2><p class="error">${errorText(job.error)}</p>` : ''}
+<h2>Timeline</h2>
+<table class="small" id="timeline"><thead><tr><th>At</th><th>Attempt</th><th>Event</th></tr></thead><tbody>
+<tr><td>${utc(job.created_at)}</td><td>—</td><td>queued</td></tr>
+${history.map((h) => html`<tr><td>${utc(h.at)}</td><td>${h.attempt}</td><td>${EVENT_TEXT[h.event] ?? h.event}${h.error ? html` — <span class="state-failed">${errorText(h.error)}</span>` : ''}</td></tr>`)}
+</tbody></table>
+<h2>Progress</h2>${jsonBlock(job.progress)}
+<h2>Result</h2>${jsonBlock(job.result)}
+<h2>Payload</h2>
+${payload === undefined || payload === null ? html`<p class="muted">The input is kept while the job is in the queue and after a final failure; this job's is gone.</p>` : html`<p class="muted small">Fields whose names sound secret are masked.</p>${jsonBlock(maskSecrets(payload))}`}
+<h2>Operator actions on this job</h2>
+${auditTable(audit.rows, 'No operator action on this job yet.')}`;
+  const bottom = ctx.csrf === null ? undefined : actionForms(ctx.csrf, job.id, job.status === 'failed', open);
+  return { title: `Job ${shortId(job.id)} (${job.kind})`, live, bottom };
+};
+
+function actionForms(csrf: string, jobId: string, failed: boolean, open: boolean): Html {
+  if (!failed && !open) return html``;
+  const form = (action: 'retry' | 'cancel', label: string, help: string) => html`<form method="post" action="/console/jobs/${jobId}/${action}" class="action">
+<input type="hidden" name="csrf" value="${csrf}"><p>${help}</p>
+<label>Why (kept in the audit list) <input type="text" class="reason" name="reason" required maxlength="500" autocomplete="off"></label>
+<button type="submit">${label}</button></form>`;
+  return html`<h2>Actions</h2>
+${failed ? form('retry', 'Retry this job', 'Run it again with the input it failed with, up to 3 more attempts.') : ''}
+${open ? form('cancel', 'Cancel this job', 'A queued job is cancelled at once; a running one is asked to stop and ends as cancelled.') : ''}`;
+}

@@ -1,0 +1,69 @@
+// Overview, workers and schedules: the state of the platform as a whole.
+import { readOverview, THROUGHPUT_MINUTES } from '../../../../core/console/overview.ts';
+import { readSchedules } from '../../../../core/console/schedules.ts';
+import { listWorkerProcesses } from '../../../../core/console/workers.ts';
+import { CRON_ITEMS } from '../../../../schedules/index.ts';
+import { html } from '../../../pages/layout.ts';
+import { duration, shortId, stateBadge, utc, withQuery } from '../format.ts';
+import type { ViewFn } from './view.ts';
+
+const card = (label: string, value: string | number, id?: string) =>
+  html`<li class="card"${id ? html` id="${id}"` : ''}><span class="card-label">${label}</span><span class="card-value num">${value}</span></li>`;
+
+export const overviewView: ViewFn = async ({ db }) => {
+  const o = await readOverview(db);
+  const perMinute = o.minutes.map((m) => m.succeeded + m.failed);
+  const live = html`
+<ul class="cards">
+${card('Ready to run', o.totals.ready, 'total-ready')}${card('Running', o.totals.running, 'total-running')}
+${card('Waiting (scheduled, parked, backing off)', o.totals.waiting)}${card('Failed in the last hour', o.totals.failed1h, 'total-failed')}
+${card('Oldest ready job waiting', duration(o.totals.oldestReadyS))}
+${card(`Finished per minute (last ${THROUGHPUT_MINUTES} min)`, perMinute.length ? Math.round(perMinute.reduce((a, b) => a + b, 0) / perMinute.length) : 0)}
+</ul>
+<h2>By job kind</h2>
+${o.kinds.length === 0 ? html`<p class="muted">No job has run in the last hour and none is queued.</p>` : html`
+<table id="kinds"><thead><tr><th>Kind</th><th>Ready</th><th>Running</th><th>Waiting</th><th>Oldest ready</th><th>Succeeded (1 h)</th><th>Failed (1 h)</th></tr></thead><tbody>
+${o.kinds.map((k) => html`<tr data-kind="${k.kind}"><td><a href="${withQuery('/console/jobs', { kind: k.kind })}">${k.kind}</a></td><td>${k.ready}</td><td>${k.running}</td><td>${k.waiting}</td>
+<td>${duration(k.oldest_ready_s)}</td><td>${k.succeeded_1h}</td><td>${k.failed_1h ? html`<a class="state-failed" href="${withQuery('/console/jobs', { kind: k.kind, state: 'failed' })}">${k.failed_1h}</a>` : 0}</td></tr>`)}
+</tbody></table>`}
+<h2>Throughput</h2>
+<table class="small"><thead><tr><th>Minute (UTC)</th><th>Succeeded</th><th>Failed</th></tr></thead><tbody>
+${o.minutes.map((m) => html`<tr><td>${m.minute.slice(11, 16)}</td><td>${m.succeeded}</td><td>${m.failed}</td></tr>`)}
+</tbody></table>
+<h2>Fair share by account</h2>
+<p class="muted small">Accounts with work in the queue (the 20 busiest). Each account's jobs start in the order of its virtual time, which moves on by each job over the account's weight (its best plan); "ahead" is how far it ran before the pool's position, so its next jobs wait that long behind others'. Open jobs count against the plan's limit.</p>
+${o.accounts.length === 0 ? html`<p class="muted">No account has work in the queue.</p>` : html`
+<table id="accounts"><thead><tr><th>Account</th><th>Workspaces</th><th>Weight</th><th>Ready</th><th>Running</th><th>Waiting</th><th>Open jobs / limit</th><th>Ahead of the pool</th></tr></thead><tbody>
+${o.accounts.map((a) => html`<tr><td><a href="${withQuery('/console/jobs', { account: a.account_id, state: 'open' })}">${a.owner_email ?? shortId(a.account_id)}</a></td><td>${a.tenants}</td><td>${a.weight ?? '—'}</td>
+<td>${a.ready}</td><td>${a.running}</td><td>${a.waiting}</td><td>${a.open_jobs} / ${a.max_open_jobs ?? '—'}</td><td>${a.ahead_s && a.ahead_s > 0 ? duration(a.ahead_s) : 'even'}</td></tr>`)}
+</tbody></table>`}`;
+  return { title: 'Overview', live };
+};
+
+export const workersView: ViewFn = async ({ db, config }) => {
+  const processes = await listWorkerProcesses(db, config.worker.staleAfterMs);
+  const live = html`
+<p class="muted small">Each worker process beats every ${duration(config.worker.heartbeatMs / 1000)}; one silent for ${duration(config.worker.staleAfterMs / 1000)} is stale, and the dead-worker sweep gives its jobs to the others.</p>
+${processes.length === 0 ? html`<p class="muted" id="no-workers">No worker process is running. Start one with <code>npm run start:worker</code>.</p>` : html`
+<table id="workers"><thead><tr><th>Host</th><th>PID</th><th>Version</th><th>Slots (short / I/O)</th><th>Started</th><th>Last heartbeat</th><th>Running jobs</th></tr></thead><tbody>
+${processes.map((p) => html`<tr class="${p.stale ? 'stale' : ''}"><td>${p.hostname}</td><td>${p.pid}</td><td>${p.version ?? '—'}</td>
+<td>${p.concurrency ?? '—'} / ${p.io_concurrency ?? '—'}</td><td>${utc(p.started_at)}</td>
+<td>${duration(p.seen_s_ago)} ago${p.stale ? html` <strong class="stale">stale</strong>` : ''}</td>
+<td>${p.running.length === 0 ? html`<span class="muted">idle</span>` : p.running.map((r) => html`<div>${r.job_id ? html`<a href="/console/jobs/${r.job_id}">${r.kind} ${shortId(r.job_id)}</a>` : r.kind} <span class="muted small">for ${duration((Date.now() - new Date(r.locked_at).getTime()) / 1000)}</span></div>`)}</td></tr>`)}
+</tbody></table>`}`;
+  return { title: 'Workers', live };
+};
+
+export const schedulesView: ViewFn = async ({ db }) => {
+  const items = await readSchedules(db, CRON_ITEMS);
+  const live = html`
+<p class="muted small">Graphile Worker's cron fires each item once across all worker processes, in UTC. Runs are what the task recorded.</p>
+${items.map((s) => html`<section id="schedule-${s.identifier}"><h2>${s.identifier}</h2>
+<dl><dt>Task</dt><dd><code>${s.task}</code></dd><dt>Schedule (UTC)</dt><dd><code>${s.match}</code></dd>
+<dt>Last fired</dt><dd>${utc(s.lastFiredAt)}</dd><dt>Next</dt><dd>${utc(s.nextAt)}</dd></dl>
+${s.runs.length === 0 ? html`<p class="muted">No recorded run yet.</p>` : html`<table class="small"><thead><tr><th>Started</th><th>Took</th><th>State</th><th>What it did</th></tr></thead><tbody>
+${s.runs.map((r) => html`<tr><td>${utc(r.started_at)}</td><td>${r.finished_at ? duration((new Date(r.finished_at).getTime() - new Date(r.started_at).getTime()) / 1000) : '—'}</td>
+<td>${stateBadge(r.status)}</td><td><code>${r.error ?? JSON.stringify(r.detail ?? {})}</code></td></tr>`)}</tbody></table>`}
+</section>`)}`;
+  return { title: 'Schedules', live };
+};

@@ -1,0 +1,85 @@
+// What an operator may do from the console. Each action and its audit row
+// commit in one transaction, so there is never an effect without its record
+// nor a record of something that did not happen.
+import { z } from 'zod';
+import { sql, type DatabasePool } from '../db/pool.ts';
+import { FAIR_FLAG, type TaskEnvelope } from '../jobs/enqueue.ts';
+import { requestCancel } from '../jobs/lifecycle.ts';
+import { poolOf } from '../jobs/pools.ts';
+import { resumeTenant, suspendTenant } from '../tenants/suspension.ts';
+import { recordAction, type Operator } from './audit.ts';
+
+export type ActionOutcome = { ok: true; outcome: string } | { ok: false; status: 404 | 409; message: string };
+
+/** How many attempts a retried job gets (with the usual backoff between them). */
+export const RETRY_ATTEMPTS = 3;
+
+const Locked = z.object({
+  id: z.string(), tenant_id: z.string(), account_id: z.string(), kind: z.string(), status: z.string(),
+  queue_name: z.string().nullable(), attempts: z.number(), retry_input: z.record(z.string(), z.unknown()).nullable(),
+});
+
+/**
+ * Runs a failed job again: a new Graphile job with the input its final
+ * failure kept, numbered on from its last attempt (so the attempt fencing of
+ * core/jobs/lifecycle.ts holds and its history reads on), a place in its
+ * account's fair order, and the job back to 'queued'.
+ */
+export async function retryJob(db: DatabasePool, operator: Operator, jobId: string, reason: string): Promise<ActionOutcome> {
+  return db.transaction(async (tx) => {
+    const job = await tx.maybeOne(sql.type(Locked)`
+      select j.id, j.tenant_id, t.account_id::text, j.kind, j.status, j.queue_name, j.attempts, j.retry_input
+      from jobs j join tenants t on t.id = j.tenant_id where j.id = ${jobId} for update of j`);
+    if (!job) return { ok: false, status: 404, message: 'There is no such job (it may have been removed by retention).' };
+    if (job.status !== 'failed') return { ok: false, status: 409, message: `Only a failed job can be retried; this one is ${job.status}.` };
+    if (!job.retry_input) return { ok: false, status: 409, message: 'This job failed before its input was kept for retries; it cannot be run again from here.' };
+    const maxAttempts = job.attempts + RETRY_ATTEMPTS;
+    const spec = {
+      identifier: job.kind,
+      payload: { jobId: job.id, tenantId: job.tenant_id, input: job.retry_input } satisfies TaskEnvelope,
+      queue_name: job.queue_name, run_at: null, max_attempts: maxAttempts, job_key: null, priority: null, flags: [FAIR_FLAG],
+    };
+    const graphileId = await tx.oneFirst(sql.type(z.object({ id: z.string() }))`
+      select a.id::text from graphile_worker.add_jobs(array[json_populate_record(null::graphile_worker.job_spec,
+        (${sql.jsonb(spec as never)}::jsonb || jsonb_build_object('run_at',
+          (select run_at from fair_run_at(array[${job.tenant_id}]::uuid[], array[${poolOf(job.kind)}]::text[]))))::json)]) a`);
+    // Graphile counts this run's attempts on from the job's last one.
+    await tx.query(sql.unsafe`update graphile_worker._private_jobs set attempts = ${job.attempts} where id = ${graphileId}`);
+    await tx.query(sql.unsafe`
+      update jobs set status = 'queued', max_attempts = ${maxAttempts}, error = null, result = null, progress = null,
+        finished_at = null, retry_input = null, graphile_job_id = ${graphileId}
+      where id = ${jobId}`);
+    await tx.query(sql.unsafe`select account_open_jobs_add(array[${job.account_id}]::uuid[], array[1])`);
+    const outcome = `queued again as attempt ${job.attempts + 1} (up to ${RETRY_ATTEMPTS} attempts)`;
+    await recordAction(tx, operator, { action: 'job.retry', tenantId: job.tenant_id, jobId, reason, outcome });
+    return { ok: true, outcome };
+  });
+}
+
+/** Cancels a queued job at once, or asks the worker running it to stop (core/jobs/lifecycle.ts requestCancel). */
+export async function cancelJob(db: DatabasePool, operator: Operator, jobId: string, reason: string): Promise<ActionOutcome> {
+  return db.transaction(async (tx) => {
+    const before = await tx.maybeOne(sql.type(z.object({ tenant_id: z.string(), status: z.string() }))`
+      select tenant_id, status from jobs where id = ${jobId} for update`);
+    if (!before) return { ok: false, status: 404, message: 'There is no such job (it may have been removed by retention).' };
+    const row = await requestCancel(tx, jobId);
+    if (!row) return { ok: false, status: 409, message: `Only a queued or running job can be cancelled; this one is ${before.status}.` };
+    const outcome = row.status === 'cancelled' ? 'cancelled before it ran' : 'its worker was asked to stop it';
+    await recordAction(tx, operator, { action: 'job.cancel', tenantId: before.tenant_id, jobId, reason, outcome });
+    return { ok: true, outcome };
+  });
+}
+
+export async function setTenantSuspended(db: DatabasePool, operator: Operator, tenantId: string, suspend: boolean, reason: string): Promise<ActionOutcome> {
+  return db.transaction(async (tx) => {
+    const before = await tx.maybeOne(sql.type(z.object({ suspended: z.boolean() }))`
+      select suspended_at is not null as suspended from tenants where id = ${tenantId} for update`);
+    if (!before) return { ok: false, status: 404, message: 'There is no such tenant.' };
+    if (before.suspended === suspend) return { ok: false, status: 409, message: suspend ? 'This tenant is already suspended.' : 'This tenant is not suspended.' };
+    if (suspend) await suspendTenant(tx, tenantId, `operator ${operator.email}: ${reason}`);
+    else await resumeTenant(tx, tenantId);
+    const outcome = suspend ? 'suspended: its people and agents are refused (403 tenant_inactive)' : 'resumed';
+    await recordAction(tx, operator, { action: suspend ? 'tenant.suspend' : 'tenant.resume', tenantId, jobId: null, reason, outcome });
+    return { ok: true, outcome };
+  });
+}

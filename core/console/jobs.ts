@@ -1,0 +1,140 @@
+// The console's job list and job page. The list pages newest first by
+// (created_at, id) across all tenants (jobs_created_idx, 0041) with the
+// filters an operator needs; a job's page gathers its row, its Graphile job
+// while it has one, its history and the operator actions taken on it.
+import { z } from 'zod';
+import { sql, type CommonQueryMethods } from '../db/pool.ts';
+import { GRAPHILE_JOBS } from './graphile.ts';
+import { JOB_STATUSES } from '../jobs/schema.ts';
+
+export const JOB_STATE_FILTERS = ['any', 'open', ...JOB_STATUSES] as const;
+export type JobStateFilter = (typeof JOB_STATE_FILTERS)[number];
+
+export type JobFilter = {
+  state: JobStateFilter;
+  kind?: string | undefined;
+  tenantId?: string | undefined;
+  accountId?: string | undefined;
+  /** created_at bounds (ISO). */
+  from?: string | undefined;
+  to?: string | undefined;
+  /** Keyset cursor: the last row of the previous page. */
+  before?: { createdAt: string; id: string } | undefined;
+};
+
+export const JOB_PAGE_SIZE = 50;
+
+const ListRow = z.object({
+  id: z.string(),
+  tenant_id: z.string(),
+  tenant_name: z.string(),
+  kind: z.string(),
+  status: z.enum(JOB_STATUSES),
+  attempts: z.number(),
+  max_attempts: z.number(),
+  created_at: z.string(),
+  finished_at: z.string().nullable(),
+  error_code: z.string().nullable(),
+  /** Where the next page starts after this row (created_at as the database wrote it, and id). */
+  cursor: z.string(),
+});
+export type JobListRow = z.infer<typeof ListRow>;
+
+export async function listJobs(db: CommonQueryMethods, filter: JobFilter, limit = JOB_PAGE_SIZE): Promise<{ rows: readonly JobListRow[]; more: boolean }> {
+  const where = [sql.fragment`true`];
+  if (filter.state === 'open') where.push(sql.fragment`j.status in ('queued', 'running', 'cancelling')`);
+  else if (filter.state !== 'any') where.push(sql.fragment`j.status = ${filter.state}`);
+  if (filter.kind) where.push(sql.fragment`j.kind = ${filter.kind}`);
+  if (filter.tenantId) where.push(sql.fragment`j.tenant_id = ${filter.tenantId}`);
+  if (filter.accountId) where.push(sql.fragment`j.tenant_id in (select id from tenants where account_id = ${filter.accountId})`);
+  if (filter.from) where.push(sql.fragment`j.created_at >= ${filter.from}::timestamptz`);
+  if (filter.to) where.push(sql.fragment`j.created_at < ${filter.to}::timestamptz`);
+  if (filter.before) where.push(sql.fragment`(j.created_at, j.id) < (${filter.before.createdAt}::timestamptz, ${filter.before.id}::uuid)`);
+  const rows = await db.any(sql.type(ListRow)`
+    select j.id, j.tenant_id, t.name as tenant_name, j.kind, j.status, j.attempts, j.max_attempts,
+      j.created_at, j.finished_at, j.error ->> 'code' as error_code, j.created_at::text || '|' || j.id as cursor
+    from jobs j join tenants t on t.id = j.tenant_id
+    where ${sql.join(where, sql.fragment` and `)}
+    order by j.created_at desc, j.id desc
+    limit ${limit + 1}`);
+  return { rows: rows.slice(0, limit), more: rows.length > limit };
+}
+
+/** Job kinds seen in the queue or in the last day, for the filter's list. */
+export async function knownKinds(db: CommonQueryMethods): Promise<readonly string[]> {
+  return db.anyFirst(sql.type(z.object({ kind: z.string() }))`
+    select kind from (
+      select distinct task_identifier as kind from graphile_worker.jobs
+      union select distinct kind from jobs where created_at > now() - interval '1 day'
+    ) k order by kind limit 200`);
+}
+
+const Detail = z.object({
+  id: z.string(),
+  tenant_id: z.string(),
+  tenant_name: z.string(),
+  account_id: z.string(),
+  kind: z.string(),
+  status: z.enum(JOB_STATUSES),
+  queue_name: z.string().nullable(),
+  session_id: z.string().nullable(),
+  attempts: z.number(),
+  max_attempts: z.number(),
+  progress: z.unknown(),
+  result: z.unknown(),
+  error: z.unknown(),
+  retry_input: z.unknown(),
+  locked_by: z.string().nullable(),
+  created_at: z.string(),
+  started_at: z.string().nullable(),
+  finished_at: z.string().nullable(),
+  updated_at: z.string(),
+  graphile: z
+    .object({ run_at: z.string(), locked_by: z.string().nullable(), locked_at: z.string().nullable(), attempts: z.number(), last_error: z.string().nullable(), payload: z.unknown() })
+    .nullable(),
+  worker: z.object({ hostname: z.string(), pid: z.number(), last_seen_at: z.string() }).nullable(),
+});
+export type JobDetail = z.infer<typeof Detail>;
+
+const HistoryRow = z.object({ at: z.string(), event: z.string(), attempt: z.number(), error: z.unknown() });
+export type HistoryRow = z.infer<typeof HistoryRow>;
+
+export async function jobDetail(db: CommonQueryMethods, jobId: string): Promise<{ job: JobDetail; history: readonly HistoryRow[] } | null> {
+  const job = await db.maybeOne(sql.type(Detail)`
+    select j.id, j.tenant_id, t.name as tenant_name, t.account_id::text, j.kind, j.status, j.queue_name, j.session_id,
+      j.attempts, j.max_attempts, j.progress, j.result, j.error, j.retry_input, j.locked_by,
+      j.created_at, j.started_at, j.finished_at, j.updated_at,
+      (select json_build_object('run_at', g.run_at, 'locked_by', g.locked_by, 'locked_at', g.locked_at,
+         'attempts', g.attempts, 'last_error', g.last_error, 'payload', g.payload)
+       from ${GRAPHILE_JOBS} g where g.id = j.graphile_job_id) as graphile,
+      (select json_build_object('hostname', h.hostname, 'pid', h.pid, 'last_seen_at', h.last_seen_at)
+       from worker_heartbeats h where h.worker_id = coalesce(
+         (select g.locked_by from ${GRAPHILE_JOBS} g where g.id = j.graphile_job_id), j.locked_by)) as worker
+    from jobs j join tenants t on t.id = j.tenant_id
+    where j.id = ${jobId}`);
+  if (!job) return null;
+  // A chat session's job has its states in session_job_events (0018) and
+  // only its errors here; any other job has everything here.
+  const history = await db.any(sql.type(HistoryRow)`
+    select at, event, attempt, error from (
+      select at, event, attempt, error, id, 1 as src from job_history where job_id = ${jobId}
+      union all
+      select at, event, attempt, null::jsonb as error, id, 0 as src from session_job_events where job_id = ${jobId}
+    ) h order by at, src, id limit 500`);
+  return { job, history };
+}
+
+// ------------------------------------------------------------ masking
+
+const SECRET_KEY = /(secret|token|password|passwd|authorization|api[-_]?key|credential|sealed|private|cookie|signature)/i;
+export const MASK = '•••• (masked)';
+
+/** The value with every field whose name sounds secret replaced, at any depth. */
+export function maskSecrets(value: unknown, depth = 0): unknown {
+  if (depth > 20) return MASK;
+  if (Array.isArray(value)) return value.map((v) => maskSecrets(v, depth + 1));
+  if (value && typeof value === 'object') {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, SECRET_KEY.test(k) && v !== null ? MASK : maskSecrets(v, depth + 1)]));
+  }
+  return value;
+}

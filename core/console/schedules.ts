@@ -1,0 +1,66 @@
+// Cron items (schedules/index.ts) with when Graphile Worker last fired each
+// (its _private_known_crontabs), when it fires next (the item's own matcher,
+// UTC as Graphile's cron) and the runs the tasks recorded (scheduled_job_runs).
+import { parseCronItems, type CronItem } from 'graphile-worker';
+import { z } from 'zod';
+import { sql, type CommonQueryMethods } from '../db/pool.ts';
+
+const RunRow = z.object({
+  id: z.number(),
+  identifier: z.string(),
+  task: z.string(),
+  scheduled_for: z.string().nullable(),
+  started_at: z.string(),
+  finished_at: z.string().nullable(),
+  status: z.string(),
+  detail: z.unknown(),
+  error: z.string().nullable(),
+});
+export type ScheduleRun = z.infer<typeof RunRow>;
+
+export type ScheduleView = {
+  identifier: string;
+  task: string;
+  match: string;
+  lastFiredAt: string | null;
+  nextAt: string | null;
+  runs: readonly ScheduleRun[];
+};
+
+/** The next minute (UTC, after `from`) the item matches; null if none within a year. */
+export function nextMatch(item: CronItem, from: Date): Date | null {
+  const [parsed] = parseCronItems([item]);
+  const ts = new Date(from);
+  ts.setUTCSeconds(0, 0);
+  for (let i = 0; i < 366 * 24 * 60; i++) {
+    ts.setUTCMinutes(ts.getUTCMinutes() + 1);
+    const digest = { min: ts.getUTCMinutes(), hour: ts.getUTCHours(), date: ts.getUTCDate(), month: ts.getUTCMonth() + 1, dow: ts.getUTCDay() };
+    if (parsed!.match(digest)) return ts;
+  }
+  return null;
+}
+
+/** How a run of the item names itself in scheduled_job_runs (define-scheduled-task.ts: its job key, else its task). */
+const runIdentifier = (item: CronItem) => item.options?.jobKey ?? item.task;
+
+export async function readSchedules(db: CommonQueryMethods, items: readonly CronItem[], runsEach = 5): Promise<ScheduleView[]> {
+  const fired = await db.any(sql.type(z.object({ identifier: z.string(), last_execution: z.string().nullable() }))`
+    select identifier, last_execution from graphile_worker._private_known_crontabs`);
+  const firedAt = new Map(fired.map((r) => [r.identifier, r.last_execution]));
+  const names = items.map(runIdentifier);
+  const runs = await db.any(sql.type(RunRow)`
+    select r.* from unnest(${sql.array(names, 'text')}) as n(identifier)
+    cross join lateral (
+      select id::int, identifier, task, scheduled_for, started_at, finished_at, status, detail, error
+      from scheduled_job_runs s where s.identifier = n.identifier order by s.started_at desc, s.id desc limit ${runsEach}
+    ) r`);
+  const now = new Date();
+  return items.map((item) => ({
+    identifier: item.identifier ?? item.task,
+    task: item.task,
+    match: typeof item.match === 'string' ? item.match : '(function)',
+    lastFiredAt: firedAt.get(item.identifier ?? item.task) ?? null,
+    nextAt: nextMatch(item, now)?.toISOString() ?? null,
+    runs: runs.filter((r) => r.identifier === runIdentifier(item)),
+  }));
+}

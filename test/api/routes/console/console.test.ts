@@ -1,0 +1,203 @@
+// The operator console over HTTP: who may see it, its pages, its forms'
+// CSRF tokens, each action with its audit row (in one transaction), live
+// updates over its websocket, and secrets masked in payloads. The same
+// pages in Chromium: test/browser/console.test.ts.
+import t from 'tap';
+import { createUser } from '../../../../core/accounts/users.ts';
+import { sql } from '../../../../core/db/pool.ts';
+import { enqueueJob } from '../../../../core/jobs/enqueue.ts';
+import { createTenant } from '../../../../core/tenants/tenants.ts';
+import { startTestServer } from '../../../helpers/app.ts';
+import { ConsoleClient } from '../../../helpers/console.ts';
+import { createTestDatabase } from '../../../helpers/db.ts';
+import { waitFor } from '../../../helpers/wait.ts';
+import { startTestWorker } from '../../../helpers/worker.ts';
+
+const PASSWORD = 'correct horse battery staple';
+const databaseUrl = await createTestDatabase(t);
+const { db, url, logs } = await startTestServer(t, databaseUrl, { LOG_LEVEL: "error" });
+t.teardown(() => { if (process.env.SHOW_LOGS) console.error(logs().split("\n").filter((l) => l.includes("console failed")).slice(0, 6).join("\n")); });
+await startTestWorker(t, databaseUrl);
+const op = await createUser(db, { email: 'op@example.test', password: PASSWORD, operator: true });
+const pat = await createUser(db, { email: 'pat@example.test', password: PASSWORD });
+const acme = await createTenant(db, pat.id, 'Acme Org');
+
+const enqueue = (kind: string, input: Record<string, unknown>, maxAttempts?: number) =>
+  db.transaction((tx) => enqueueJob(tx, { kind, tenantId: acme.id, input, ...(maxAttempts ? { maxAttempts } : {}) }));
+const jobStatus = (id: string) => db.one(sql.unsafe`select status, attempts from jobs where id = ${id}`) as Promise<{ status: string; attempts: number }>;
+
+t.test('a visitor without a session gets the sign-in page and a strict cookie', async (t) => {
+  const visitor = new ConsoleClient(url);
+  const page = await visitor.get('/console/jobs');
+  t.equal(page.status, 200);
+  t.match(page.text, 'Operator console: sign in');
+  t.notMatch(page.text, 'Acme Org');
+  const cookie = page.headers.get('set-cookie') ?? '';
+  t.match(cookie, /^console_session=/);
+  t.match(cookie, /HttpOnly/);
+  t.match(cookie, /SameSite=Strict/);
+  t.match(cookie, /Path=\/console/);
+  t.notMatch(cookie, /Secure/, 'not over plain http');
+  t.notMatch(page.headers.get('content-security-policy') ?? '', /script-src/, 'the sign-in page runs no script');
+  t.match(page.text, 'name="next" value="/console/jobs"', 'sign-in leads back to the page asked for');
+});
+
+t.test('a signed-in person who is not an operator gets 403 and nothing of the platform', async (t) => {
+  const person = new ConsoleClient(url);
+  const signedIn = await person.signIn('pat@example.test', PASSWORD);
+  t.equal(signedIn.status, 303);
+  for (const path of ['/console', '/console/jobs', '/console/workers', '/console/tenants', '/console/audit', `/console/tenants/${acme.id}`]) {
+    const page = await person.get(path);
+    t.equal(page.status, 403, path);
+    t.match(page.text, 'Only the platform operator may use the console');
+    t.notMatch(page.text, 'Acme Org', `${path} shows no tenant`);
+  }
+  const csrf = ConsoleClient.csrfOf((await person.get('/console')).text);
+  const suspend = await person.post(`/console/tenants/${acme.id}/suspend`, { csrf, reason: 'no' });
+  t.equal(suspend.status, 403);
+  t.equal((await db.oneFirst(sql.unsafe`select suspended_at is null as active from tenants where id = ${acme.id}`)) as boolean, true);
+  await t.rejects(person.live(), /upgrade refused: 403/);
+});
+
+t.test('a wrong password is refused; sign-in budget and CSRF are checked', async (t) => {
+  const person = new ConsoleClient(url);
+  const page = await person.get('/console');
+  const wrong = await person.post('/console/sign-in', { csrf: ConsoleClient.csrfOf(page.text), email: 'op@example.test', password: 'nope' });
+  t.equal(wrong.status, 401);
+  t.match(wrong.text, 'E-mail or password is wrong.');
+  const forged = await person.post('/console/sign-in', { csrf: 'forged', email: 'op@example.test', password: PASSWORD });
+  t.equal(forged.status, 403);
+  t.match(forged.text, 'Form expired');
+  const outside = await person.post('/console/sign-in', { csrf: ConsoleClient.csrfOf(page.text), email: 'op@example.test', password: PASSWORD, next: 'https://evil.example/' });
+  t.equal(outside.location, '/console', 'never leads off the console');
+});
+
+const operator = new ConsoleClient(url);
+
+t.test('an operator sees every page', async (t) => {
+  t.equal((await operator.signIn('op@example.test', PASSWORD)).status, 303);
+  const job = await enqueue('diag.noop', {});
+  await waitFor('the job finished', async () => (await jobStatus(job.id)).status === 'succeeded');
+  const pages: Array<[string, RegExp]> = [
+    ['/console', /By job kind[\s\S]*diag\.noop/],
+    ['/console/jobs', new RegExp(job.id.slice(0, 8))],
+    ['/console/jobs?state=succeeded&kind=diag.noop', new RegExp(job.id.slice(0, 8))],
+    [`/console/jobs?tenant=${acme.id}&from=2000-01-01`, new RegExp(job.id.slice(0, 8))],
+    [`/console/jobs/${job.id}`, /succeeded[\s\S]*Timeline/],
+    ['/console/workers', /<table id="workers">[\s\S]*\d+ \/ \d+/],
+    ['/console/schedules', /sweep_expired_rows[\s\S]*Next/],
+    ['/console/tenants', /Acme Org/],
+    ['/console/tenants?search=acme', /Acme Org/],
+    [`/console/tenants/${acme.id}`, /Acme Org[\s\S]*Recent jobs/],
+    ['/console/audit', /No operator action has been taken yet/],
+  ];
+  for (const [path, expected] of pages) {
+    const page = await operator.get(path);
+    t.equal(page.status, 200, path);
+    t.match(page.text, expected, path);
+    if (!path.endsWith('/audit')) t.match(page.text, 'UTC', `${path} says its times are UTC`);
+  }
+  const csp = (await operator.get('/console')).headers.get('content-security-policy') ?? '';
+  t.match(csp, /default-src 'none'; style-src 'nonce-([^']+)'; script-src 'nonce-\1'; connect-src 'self'/, 'only our nonce-tagged script, talking to us only');
+  const script = await operator.get('/console/console.js');
+  t.equal(script.headers.get('content-type'), 'text/javascript; charset=utf-8');
+  t.match((await operator.get('/console/jobs?state=failed')).text, 'No job matches');
+  t.match((await operator.get('/console/jobs?tenant=not-a-uuid')).text, 'Ignored filters that were not valid: tenant');
+  t.equal((await operator.get('/console/jobs/00000000-0000-4000-8000-000000000000')).status, 404);
+  t.equal((await operator.get('/console/jobs/nope')).status, 404);
+  t.equal((await operator.get('/console/tenants/00000000-0000-4000-8000-000000000000')).status, 404);
+});
+
+t.test('the job list pages by keyset', async (t) => {
+  for (let i = 0; i < 55; i++) await enqueue('diag.noop', { i });
+  const first = await operator.get('/console/jobs?kind=diag.noop');
+  const next = /rel="next" href="([^"]+)"/.exec(first.text);
+  t.ok(next, 'a link to older jobs');
+  const second = await operator.get(next![1]!.replace(/&amp;/g, '&'));
+  t.equal(second.status, 200);
+  const ids = (text: string) => [...text.matchAll(/data-job="([^"]+)"/g)].map((m) => m[1]);
+  const a = ids(first.text);
+  const b = ids(second.text);
+  t.equal(a.length, 50);
+  t.ok(b.length >= 6);
+  t.same(a.filter((id) => b.includes(id)), [], 'no job on both pages');
+});
+
+t.test('retry a failed job: it runs again and succeeds; the audit says who, when and why', async (t) => {
+  const job = await enqueue('diag.steps', { steps: 1, delayMs: 0, failAttemptsBelow: 2 }, 1);
+  await waitFor('the job failed', async () => (await jobStatus(job.id)).status === 'failed');
+  const page = await operator.get(`/console/jobs/${job.id}`);
+  t.match(page.text, 'diag_transient');
+  t.match(page.text, 'Retry this job');
+  const noReason = await operator.act(`/console/jobs/${job.id}`, `/console/jobs/${job.id}/retry`, '  ');
+  t.equal(noReason.status, 400);
+  t.equal((await jobStatus(job.id)).status, 'failed', 'nothing happened without a reason');
+  const forged = await operator.post(`/console/jobs/${job.id}/retry`, { csrf: 'x', reason: 'try' });
+  t.equal(forged.status, 403);
+  const retried = await operator.act(`/console/jobs/${job.id}`, `/console/jobs/${job.id}/retry`, 'the provider was down');
+  t.equal(retried.status, 303);
+  t.equal(retried.location, `/console/jobs/${job.id}`);
+  await waitFor('the retried job succeeded', async () => (await jobStatus(job.id)).status === 'succeeded');
+  t.equal((await jobStatus(job.id)).attempts, 2, 'numbered on from its failed attempt');
+  const after = await operator.get(`/console/jobs/${job.id}`);
+  t.match(after.text, /failed — <span class="state-failed">diag_transient/, 'the timeline keeps the failed attempt\'s error');
+  t.match(after.text, /job\.retry[\s\S]*the provider was down[\s\S]*queued again as attempt 2/);
+  const again = await operator.act(`/console/jobs/${job.id}`, `/console/jobs/${job.id}/retry`, 'once more');
+  t.equal(again.status, 409, 'only a failed job can be retried');
+  const audit = await operator.get('/console/audit');
+  t.match(audit.text, /op@example\.test[\s\S]*job\.retry[\s\S]*the provider was down/);
+  t.equal(Number(await db.oneFirst(sql.unsafe`select count(*) from operator_actions where job_id = ${job.id}`)), 1, 'the refused retry left no record');
+});
+
+t.test('cancel a running job; a finished one cannot be cancelled', async (t) => {
+  const job = await enqueue('diag.steps', { steps: 100, delayMs: 1_000 });
+  await waitFor('the job runs', async () => (await jobStatus(job.id)).status === 'running');
+  const cancelled = await operator.act(`/console/jobs/${job.id}`, `/console/jobs/${job.id}/cancel`, 'stuck for a customer');
+  t.equal(cancelled.status, 303);
+  await waitFor('the job was cancelled', async () => (await jobStatus(job.id)).status === 'cancelled');
+  t.match((await operator.get('/console/audit')).text, /job\.cancel[\s\S]*stuck for a customer[\s\S]*its worker was asked to stop it/);
+  const twice = await operator.act(`/console/jobs/${job.id}`, `/console/jobs/${job.id}/cancel`, 'again');
+  t.equal(twice.status, 409);
+});
+
+t.test('suspend and resume a tenant', async (t) => {
+  const suspended = await operator.act(`/console/tenants/${acme.id}`, `/console/tenants/${acme.id}/suspend`, 'payment fraud review');
+  t.equal(suspended.status, 303);
+  const row = (await db.one(sql.unsafe`select suspended_at, suspended_reason from tenants where id = ${acme.id}`)) as { suspended_at: string | null; suspended_reason: string };
+  t.ok(row.suspended_at);
+  t.equal(row.suspended_reason, 'operator op@example.test: payment fraud review');
+  t.match((await operator.get(`/console/tenants/${acme.id}`)).text, /suspended[\s\S]*Resume this tenant/);
+  t.equal((await operator.act(`/console/tenants/${acme.id}`, `/console/tenants/${acme.id}/suspend`, 'again')).status, 409, 'the page offers resume now; a stale suspend form is refused');
+  t.equal((await operator.act(`/console/tenants/${acme.id}`, `/console/tenants/${acme.id}/resume`, 'cleared')).status, 303);
+  t.equal(await db.oneFirst(sql.unsafe`select suspended_at from tenants where id = ${acme.id}`), null);
+  const audit = await operator.get(`/console/tenants/${acme.id}`);
+  t.match(audit.text, /tenant\.resume[\s\S]*cleared[\s\S]*tenant\.suspend[\s\S]*payment fraud review/);
+});
+
+t.test('payloads show with secret-sounding fields masked', async (t) => {
+  const job = await enqueue('diag.wait', { ms: 60_000, apiKey: 'sk-very-secret', nested: { refresh_token: 'rt-secret', note: 'visible' } });
+  const page = await operator.get(`/console/jobs/${job.id}`);
+  t.notMatch(page.text, 'sk-very-secret');
+  t.notMatch(page.text, 'rt-secret');
+  t.match(page.text, 'visible');
+  t.match(page.text, '(masked)');
+  await operator.act(`/console/jobs/${job.id}`, `/console/jobs/${job.id}/cancel`, 'test over');
+});
+
+t.test('the live socket: only from the console origin, and it sends a page again when a job changes', async (t) => {
+  const anonymous = new ConsoleClient(url);
+  await anonymous.get('/console');
+  await t.rejects(anonymous.live(), /upgrade refused: 401/);
+  await t.rejects(operator.live('https://evil.example'), /upgrade refused: 403/, 'cross-site socket refused');
+  const { ws, next } = await operator.live();
+  t.teardown(() => ws.close());
+  ws.send(JSON.stringify({ type: 'watch', path: `/console/jobs?tenant=${acme.id}` }));
+  await next((html) => html.includes('<table id="jobs">'));
+  const job = await enqueue('diag.steps', { steps: 2, delayMs: 50 });
+  await next((html) => new RegExp(`data-job="${job.id}"[\\s\\S]*?state-succeeded`).test(html));
+  t.pass('the new job appeared and its end arrived without asking');
+  const bad = await operator.live();
+  bad.ws.send('not json');
+  const closed = await new Promise<number>((resolve) => bad.ws.on('close', (code) => resolve(code)));
+  t.equal(closed, 1008);
+});
