@@ -130,6 +130,11 @@ export const EXPIRING_ROWS: ExpiringRows[] = [
     expired: () => sql.fragment`created_at < now() - interval '400 days'`,
   },
   {
+    name: 'operator actions older than 400 days',
+    table: 'operator_actions',
+    expired: () => sql.fragment`at < now() - interval '400 days'`,
+  },
+  {
     name: 'billing changes older than 400 days',
     table: 'billing_changes',
     expired: () => sql.fragment`changed_at < now() - interval '400 days'`,

@@ -71,6 +71,7 @@ export const KEPT_TABLES: Record<string, KeptReason> = {
   tool_uses: 'bounded',
   // The job engine
   session_job_events: 'with_its_job',
+  job_history: 'with_its_job',
   fair_accounts: 'bounded',
   fair_clock: 'bounded',
   account_open_jobs: 'bounded',
