@@ -10,6 +10,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { sql, type DatabasePool } from './db/pool.ts';
+import { registerQueueGauges, type QueueMetricsOptions } from './queue-metrics.ts';
 
 export { Registry };
 
@@ -41,7 +42,9 @@ const Depth = z.object({ n: z.number() });
  * at scrape time. On a database error the gauge stays unset for that scrape
  * and platform_metrics_scrape_errors_total{source} counts it.
  */
-export function registerDatabaseMetrics(registry: Registry, db: DatabasePool, logger?: { warn: (obj: object, msg: string) => void }): void {
+export function registerDatabaseMetrics(
+  registry: Registry, db: DatabasePool, logger?: { warn: (obj: object, msg: string) => void }, queue?: QueueMetricsOptions,
+): void {
   // The reads of the current scrape: the error counter is rendered after them.
   const reads = new Set<Promise<unknown>>();
   let errors: Counter<'source'> | null = null;
@@ -87,6 +90,7 @@ export function registerDatabaseMetrics(registry: Registry, db: DatabasePool, lo
       );
     },
   });
+  if (queue) registerQueueGauges(registry, db, queue, read);
   // Registered last, so a scrape renders it after the reads above have counted their errors.
   errors = new Counter({
     name: 'platform_metrics_scrape_errors_total',

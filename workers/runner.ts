@@ -26,7 +26,10 @@ WORKER_IO_CONCURRENCY, DATABASE_URL, ... (docs/configuration.md).`, {});
     const worker = await startWorker({ config, databaseUrl, logger });
     // Besides its job durations, a worker shows the queue it drains (to size the worker count).
     collectProcessMetrics(worker.metrics);
-    registerDatabaseMetrics(worker.metrics, worker.db, logger.child({ component: 'metrics' }));
+    registerDatabaseMetrics(worker.metrics, worker.db, logger.child({ component: 'metrics' }), {
+      staleAfterMs: config.worker.staleAfterMs,
+      slots: { short: config.worker.concurrency, io: config.worker.ioConcurrency },
+    });
     const metricsServer = await maybeStartMetricsServer(config.metrics, () => [worker.metrics], logger);
     onShutdownSignal(logger, config.shutdownTimeoutMs, async () => {
       await metricsServer?.close();

@@ -76,7 +76,10 @@ async function operations(app: FastifyInstance) {
     websocketConnections: () => websockets(),
     listenConnected: () => app.jobEvents.connected,
   });
-  registerDatabaseMetrics(registry, app.db, app.log.child({ component: 'metrics' }));
+  registerDatabaseMetrics(registry, app.db, app.log.child({ component: 'metrics' }), {
+    staleAfterMs: app.config.worker.staleAfterMs,
+    slots: { short: app.config.worker.concurrency, io: app.config.worker.ioConcurrency },
+  });
   app.decorate('metrics', {
     registry,
     countWebsockets: (count: () => number) => {
