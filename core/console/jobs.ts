@@ -60,13 +60,10 @@ export async function listJobs(db: CommonQueryMethods, filter: JobFilter, limit 
   return { rows: rows.slice(0, limit), more: rows.length > limit };
 }
 
-/** Job kinds seen in the queue or in the last day, for the filter's list. */
+/** Every job kind Graphile Worker has seen (its task table: one row per kind), for the filter's list. */
 export async function knownKinds(db: CommonQueryMethods): Promise<readonly string[]> {
   return db.anyFirst(sql.type(z.object({ kind: z.string() }))`
-    select kind from (
-      select distinct task_identifier as kind from graphile_worker.jobs
-      union select distinct kind from jobs where created_at > now() - interval '1 day'
-    ) k order by kind limit 200`);
+    select identifier as kind from graphile_worker._private_tasks order by identifier limit 500`);
 }
 
 const Detail = z.object({

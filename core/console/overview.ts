@@ -16,12 +16,13 @@ const KindRow = z.object({
   waiting: z.number(),
   oldest_ready_s: z.number().nullable(),
   failed_1h: z.number(),
-  succeeded_1h: z.number(),
+  succeeded_10m: z.number(),
 });
 export type KindRow = z.infer<typeof KindRow>;
 
-const MinuteRow = z.object({ minute: z.string(), succeeded: z.number(), failed: z.number() });
-export type MinuteRow = z.infer<typeof MinuteRow>;
+export type MinuteRow = { minute: string; succeeded: number; failed: number };
+
+const FinishedRow = z.object({ kind: z.string(), minute: z.string(), succeeded: z.number(), failed: z.number() });
 
 const AccountRow = z.object({
   account_id: z.string(),
@@ -46,32 +47,52 @@ export type Overview = {
 
 export const THROUGHPUT_MINUTES = 10;
 const TOP_ACCOUNTS = 20;
+/** The finished-jobs counts scan the last minutes of the jobs table: shared for a while by every render. */
+const FINISHED_CACHE_MS = 10_000;
+const finishedCache = new WeakMap<object, { at: number; rows: Promise<readonly z.infer<typeof FinishedRow>[]> }>();
+
+function finishedRecently(db: CommonQueryMethods) {
+  const cached = finishedCache.get(db);
+  if (cached && Date.now() - cached.at < FINISHED_CACHE_MS) return cached.rows;
+  const rows = db.any(sql.type(FinishedRow)`
+    select kind, to_char(date_trunc('minute', finished_at) at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI"Z"') as minute,
+      count(*) filter (where status = 'succeeded')::int as succeeded, count(*) filter (where status = 'failed')::int as failed
+    from jobs where finished_at >= date_trunc('minute', now()) - make_interval(mins => ${THROUGHPUT_MINUTES - 1})
+    group by 1, 2`);
+  finishedCache.set(db, { at: Date.now(), rows });
+  rows.catch(() => finishedCache.delete(db));
+  return rows;
+}
 
 export async function readOverview(db: CommonQueryMethods): Promise<Overview> {
-  const kinds = await db.any(sql.type(KindRow)`
-    with queue as (
-      select task_identifier as kind,
-        count(*) filter (where locked_at is null and run_at <= now() and attempts < max_attempts)::int as ready,
-        count(*) filter (where locked_at is not null and locked_by is distinct from ${PARKED})::int as running,
-        count(*) filter (where (locked_at is null and run_at > now()) or locked_by = ${PARKED})::int as waiting,
-        extract(epoch from now() - min(run_at) filter (where locked_at is null and run_at <= now() and attempts < max_attempts))::float8 as oldest_ready_s
-      from ${GRAPHILE_JOBS} group by task_identifier
-    ), finished as (
-      select kind, count(*) filter (where status = 'failed')::int as failed_1h, count(*) filter (where status = 'succeeded')::int as succeeded_1h
-      from jobs where finished_at > now() - interval '1 hour' group by kind
-    )
-    select coalesce(q.kind, f.kind) as kind, coalesce(q.ready, 0) as ready, coalesce(q.running, 0) as running,
-      coalesce(q.waiting, 0) as waiting, q.oldest_ready_s, coalesce(f.failed_1h, 0) as failed_1h, coalesce(f.succeeded_1h, 0) as succeeded_1h
-    from queue q full join finished f on f.kind = q.kind
-    order by 1`);
-  const minutes = await db.any(sql.type(MinuteRow)`
-    select to_char(m.minute at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI"Z"') as minute,
-      count(j.*) filter (where j.status = 'succeeded')::int as succeeded,
-      count(j.*) filter (where j.status = 'failed')::int as failed
-    from generate_series(date_trunc('minute', now()) - make_interval(mins => ${THROUGHPUT_MINUTES - 1}), date_trunc('minute', now()), interval '1 minute') as m(minute)
-    left join jobs j on j.finished_at >= m.minute and j.finished_at < m.minute + interval '1 minute'
-      and j.finished_at >= date_trunc('minute', now()) - make_interval(mins => ${THROUGHPUT_MINUTES - 1})
-    group by m.minute order by m.minute`);
+  const queue = await db.any(sql.type(KindRow.omit({ failed_1h: true, succeeded_10m: true }))`
+    select task_identifier as kind,
+      count(*) filter (where locked_at is null and run_at <= now() and attempts < max_attempts)::int as ready,
+      count(*) filter (where locked_at is not null and locked_by is distinct from ${PARKED})::int as running,
+      count(*) filter (where (locked_at is null and run_at > now()) or locked_by = ${PARKED})::int as waiting,
+      extract(epoch from now() - min(run_at) filter (where locked_at is null and run_at <= now() and attempts < max_attempts))::float8 as oldest_ready_s
+    from graphile_worker.jobs group by task_identifier`);
+  // Failures are few: the partial index jobs_failed_idx (0041) answers the hour.
+  const failed = await db.any(sql.type(z.object({ kind: z.string(), n: z.number() }))`
+    select kind, count(*)::int as n from jobs where status = 'failed' and finished_at > now() - interval '1 hour' group by kind`);
+  const finished = await finishedRecently(db);
+  const kindNames = [...new Set([...queue.map((q) => q.kind), ...failed.map((f) => f.kind), ...finished.map((f) => f.kind)])].sort();
+  const kinds = kindNames.map((kind) => {
+    const q = queue.find((r) => r.kind === kind);
+    return {
+      kind, ready: q?.ready ?? 0, running: q?.running ?? 0, waiting: q?.waiting ?? 0, oldest_ready_s: q?.oldest_ready_s ?? null,
+      failed_1h: failed.find((f) => f.kind === kind)?.n ?? 0,
+      succeeded_10m: finished.filter((f) => f.kind === kind).reduce((n, f) => n + f.succeeded, 0),
+    };
+  });
+  const now = new Date();
+  now.setUTCSeconds(0, 0);
+  const minutes: MinuteRow[] = [];
+  for (let i = THROUGHPUT_MINUTES - 1; i >= 0; i--) {
+    const minute = new Date(now.getTime() - i * 60_000).toISOString().slice(0, 16) + 'Z';
+    const rows = finished.filter((f) => f.minute === minute);
+    minutes.push({ minute, succeeded: rows.reduce((n, f) => n + f.succeeded, 0), failed: rows.reduce((n, f) => n + f.failed, 0) });
+  }
   const accounts = await db.any(sql.type(AccountRow)`
     with queue as (
       select t.account_id,

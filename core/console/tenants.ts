@@ -29,13 +29,19 @@ const columns = sql.fragment`
   coalesce((select c.messages from tenant_message_counts c where c.tenant_id = t.id and c.month = date_trunc('month', now())::date), 0) as messages_this_month,
   coalesce(q.ready, 0) as ready, coalesce(q.running, 0) as running, coalesce(q.waiting, 0) as waiting, t.created_at::text || '|' || t.id as cursor`;
 
-const queueOf = sql.fragment`
-  left join lateral (
-    select count(*) filter (where g.locked_at is null and g.run_at <= now())::int as ready,
+/** The given tenants with their work in the queue: one pass over Graphile's open jobs for the whole page. */
+const withQueue = (page: ReturnType<typeof sql.fragment>) => sql.fragment`
+  with page as (${page}),
+  queue as (
+    select g.payload ->> 'tenantId' as tenant_id,
+      count(*) filter (where g.locked_at is null and g.run_at <= now())::int as ready,
       count(*) filter (where g.locked_at is not null and g.locked_by <> 'platform:parked')::int as running,
       count(*) filter (where (g.locked_at is null and g.run_at > now()) or g.locked_by = 'platform:parked')::int as waiting
-    from ${GRAPHILE_JOBS} g where g.payload ->> 'tenantId' = t.id::text
-  ) q on true`;
+    from ${GRAPHILE_JOBS} g where g.payload ->> 'tenantId' = any(array(select id::text from page))
+    group by 1
+  )
+  select ${columns} from page t left join users u on u.id = t.owner_id left join queue q on q.tenant_id = t.id::text
+  order by t.created_at desc, t.id desc`;
 
 export type TenantFilter = { search?: string | undefined; suspended?: boolean | undefined; before?: { createdAt: string; id: string } | undefined };
 
@@ -47,17 +53,13 @@ export async function listTenants(db: CommonQueryMethods, filter: TenantFilter, 
   }
   if (filter.suspended) where.push(sql.fragment`t.suspended_at is not null`);
   if (filter.before) where.push(sql.fragment`(t.created_at, t.id) < (${filter.before.createdAt}::timestamptz, ${filter.before.id}::uuid)`);
-  const rows = await db.any(sql.type(TenantRow)`
-    select ${columns} from (
-      select t.* from tenants t left join users u on u.id = t.owner_id
-      where ${sql.join(where, sql.fragment` and `)}
-      order by t.created_at desc, t.id desc limit ${limit + 1}
-    ) t left join users u on u.id = t.owner_id ${queueOf}
-    order by t.created_at desc, t.id desc`);
+  const rows = await db.any(sql.type(TenantRow)`${withQueue(sql.fragment`
+    select t.* from tenants t left join users u on u.id = t.owner_id
+    where ${sql.join(where, sql.fragment` and `)}
+    order by t.created_at desc, t.id desc limit ${limit + 1}`)}`);
   return { rows: rows.slice(0, limit), more: rows.length > limit };
 }
 
 export async function consoleTenant(db: CommonQueryMethods, tenantId: string): Promise<ConsoleTenant | null> {
-  return db.maybeOne(sql.type(TenantRow)`
-    select ${columns} from tenants t left join users u on u.id = t.owner_id ${queueOf} where t.id = ${tenantId}`);
+  return db.maybeOne(sql.type(TenantRow)`${withQueue(sql.fragment`select * from tenants where id = ${tenantId}`)}`);
 }

@@ -53,6 +53,22 @@ const HIDDEN_ROUTES: Record<string, string> = {
   'GET /docs/static/index.html': 'redirect to the API reference UI (@fastify/swagger-ui)',
   'GET /docs/static/swagger-initializer.js': 'start-up script of the API reference UI (@fastify/swagger-ui)',
   'GET /api/channels/slack/oauth/callback': 'HTML page a person lands on after installing the Slack app (OAuth redirect)',
+  'GET /console': 'operator console page (HTML, operators only)',
+  'GET /console/jobs': 'operator console page (HTML, operators only)',
+  'GET /console/jobs/:jobId': 'operator console page (HTML, operators only)',
+  'GET /console/workers': 'operator console page (HTML, operators only)',
+  'GET /console/schedules': 'operator console page (HTML, operators only)',
+  'GET /console/tenants': 'operator console page (HTML, operators only)',
+  'GET /console/tenants/:tenantId': 'operator console page (HTML, operators only)',
+  'GET /console/audit': 'operator console page (HTML, operators only)',
+  'GET /console/console.js': "the operator console's script (live updates)",
+  'GET /console/live': "the operator console's websocket (live updates), which OpenAPI cannot describe",
+  'POST /console/sign-in': 'HTML form post of the operator console',
+  'POST /console/sign-out': 'HTML form post of the operator console',
+  'POST /console/jobs/:jobId/retry': 'HTML form post of the operator console (an audited action)',
+  'POST /console/jobs/:jobId/cancel': 'HTML form post of the operator console (an audited action)',
+  'POST /console/tenants/:tenantId/suspend': 'HTML form post of the operator console (an audited action)',
+  'POST /console/tenants/:tenantId/resume': 'HTML form post of the operator console (an audited action)',
 };
 
 /** The Agent API endpoint table of the spec: method, path, operationId ('-' where the spec names none), scope. */
