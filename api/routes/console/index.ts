@@ -35,6 +35,13 @@ const consoleRoutes: FastifyPluginAsyncZod = async (app) => {
   const message = (reply: FastifyReply, status: number, title: string, text: string, extra: Html | '' = '') =>
     sendPage(reply, { status, title, body: html`<p>${text}</p>${extra}` });
   await setUpFormPages(app, message, 'console');
+  // The console's forms post form fields, nothing else (a JSON body is no form of ours).
+  app.addHook('preValidation', async (request, reply) => {
+    if (request.method !== 'POST') return;
+    if (!/^application\/x-www-form-urlencoded\b/i.test(request.headers['content-type'] ?? '')) {
+      return message(reply, 415, 'Not a form', 'The console takes its own forms only.');
+    }
+  });
 
   const signOutForm = (s: PageSession, user: UserRow) => html`<form method="post" action="/console/sign-out">
 <input type="hidden" name="csrf" value="${sessions.csrf(CSRF_SUBJECT, s)}"><p class="muted small">Signed in as ${user.email}.

@@ -201,3 +201,29 @@ t.test('the live socket: only from the console origin, and it sends a page again
   const closed = await new Promise<number>((resolve) => bad.ws.on('close', (code) => resolve(code)));
   t.equal(closed, 1008);
 });
+
+t.test('bad input gets a clear page, never a server error, and changes nothing', async (t) => {
+  const job = await enqueue('diag.wait', { ms: 60_000 });
+  const csrf = ConsoleClient.csrfOf((await operator.get(`/console/jobs/${job.id}`)).text);
+  const cases: Array<[string, Promise<{ status: number; text: string }>]> = [
+    ['a repeated query parameter', operator.get('/console/jobs?state=failed&state=queued')],
+    ['an over-long id', operator.get(`/console/jobs/${'a'.repeat(100)}`)],
+    ['a cursor that is not one', operator.get("/console/jobs?before=2026-01-01'|x")],
+    ['an over-long reason', operator.post(`/console/jobs/${job.id}/cancel`, { csrf, reason: 'x'.repeat(501) })],
+    ['an action on no such job', operator.post('/console/jobs/00000000-0000-4000-8000-000000000000/cancel', { csrf, reason: 'why' })],
+    ['an action on a malformed id', operator.post('/console/jobs/nope/cancel', { csrf, reason: 'why' })],
+  ];
+  for (const [what, answer] of cases) {
+    const { status, text } = await answer;
+    t.ok(status >= 200 && status < 500, `${what}: ${status}`);
+    t.match(text, /<!doctype html>/, `${what}: a page`);
+  }
+  t.equal((await operator.get('/console/jobs/%E0%A4%A')).status, 400, 'a malformed escape: refused before any route (the platform error shape)');
+  const json = await fetch(`${url}/console/jobs/${job.id}/cancel`, {
+    method: 'POST', headers: { 'content-type': 'application/json', cookie: operator.cookie }, body: JSON.stringify({ csrf, reason: 'json' }),
+  });
+  t.equal(json.status, 415, 'a JSON body is no form of the console');
+  t.equal((await jobStatus(job.id)).status !== 'cancelled', true, 'nothing was cancelled by any of them');
+  t.equal(Number(await db.oneFirst(sql.unsafe`select count(*) from operator_actions where job_id = ${job.id}`)), 0);
+  await operator.act(`/console/jobs/${job.id}`, `/console/jobs/${job.id}/cancel`, 'test over');
+});
