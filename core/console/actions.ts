@@ -50,6 +50,7 @@ export async function retryJob(db: DatabasePool, operator: Operator, jobId: stri
         finished_at = null, retry_input = null, graphile_job_id = ${graphileId}
       where id = ${jobId}`);
     await tx.query(sql.unsafe`select account_open_jobs_add(array[${job.account_id}]::uuid[], array[1])`);
+    await tx.query(sql.unsafe`insert into job_history (job_id, event, attempt) values (${jobId}, 'queued', ${job.attempts})`);
     const outcome = `queued again as attempt ${job.attempts + 1} (up to ${RETRY_ATTEMPTS} attempts)`;
     await recordAction(tx, operator, { action: 'job.retry', tenantId: job.tenant_id, jobId, reason, outcome });
     return { ok: true, outcome };

@@ -110,8 +110,8 @@ export async function jobDetail(db: CommonQueryMethods, jobId: string): Promise<
     from jobs j join tenants t on t.id = j.tenant_id
     where j.id = ${jobId}`);
   if (!job) return null;
-  // A chat session's job has its states in session_job_events (0018) and
-  // only its errors here; any other job has everything here.
+  // Failures (and operator retries) are in job_history (0041); a chat
+  // session's job also has its states in session_job_events (0018).
   const history = await db.any(sql.type(HistoryRow)`
     select at, event, attempt, error from (
       select at, event, attempt, error, id, 1 as src from job_history where job_id = ${jobId}

@@ -1,6 +1,6 @@
 // The job list (filters, newest first, keyset pages) and a job's page.
 import { listAudit } from '../../../../core/console/audit.ts';
-import { JOB_STATE_FILTERS, jobDetail, knownKinds, listJobs, maskSecrets, type JobStateFilter } from '../../../../core/console/jobs.ts';
+import { JOB_STATE_FILTERS, jobDetail, knownKinds, listJobs, maskSecrets, type HistoryRow, type JobDetail, type JobStateFilter } from '../../../../core/console/jobs.ts';
 import { html, type Html } from '../../../pages/layout.ts';
 import { duration, jsonBlock, parseCursor, shortId, stateBadge, utc, UUID, withQuery } from '../format.ts';
 import { auditTable } from './audit.ts';
@@ -68,6 +68,21 @@ const EVENT_TEXT: Record<string, string> = {
   succeeded: 'succeeded', failed: 'failed', cancelled: 'cancelled', error: 'attempt failed',
 };
 
+/**
+ * A job's moments in time order: its row's own times, the failures kept in
+ * job_history and, for a chat session's job, its session events (which
+ * already hold its start and end).
+ */
+function timeline(job: JobDetail, history: readonly HistoryRow[]): HistoryRow[] {
+  const rows: HistoryRow[] = [{ at: job.created_at, event: 'created', attempt: 0, error: null }, ...history];
+  if (!job.session_id) {
+    if (job.started_at) rows.push({ at: job.started_at, event: 'started', attempt: 1, error: null });
+    const final = job.status === 'succeeded' || job.status === 'cancelled';
+    if (final && job.finished_at) rows.push({ at: job.finished_at, event: job.status, attempt: job.attempts, error: null });
+  }
+  return rows.sort((a, b) => new Date(a.at).getTime() - new Date(b.at).getTime());
+}
+
 function errorText(error: unknown): string {
   if (!error || typeof error !== 'object') return '';
   const e = error as { code?: unknown; message?: unknown; retrying?: unknown };
@@ -101,8 +116,7 @@ ${job.session_id ? html`<dt>Chat session</dt><dd><code>${job.session_id}</code><
 ${job.error ? html`<h2>Error</h2><p class="error">${errorText(job.error)}</p>` : ''}
 <h2>Timeline</h2>
 <table class="small" id="timeline"><thead><tr><th>At</th><th>Attempt</th><th>Event</th></tr></thead><tbody>
-<tr><td>${utc(job.created_at)}</td><td>—</td><td>queued</td></tr>
-${history.map((h) => html`<tr><td>${utc(h.at)}</td><td>${h.attempt}</td><td>${EVENT_TEXT[h.event] ?? h.event}${h.error ? html` — <span class="state-failed">${errorText(h.error)}</span>` : ''}</td></tr>`)}
+${timeline(job, history).map((h) => html`<tr><td>${utc(h.at)}</td><td>${h.attempt || '—'}</td><td>${h.event === 'created' ? 'queued' : (EVENT_TEXT[h.event] ?? h.event)}${h.error ? html` — <span class="state-failed">${errorText(h.error)}</span>` : ''}</td></tr>`)}
 </tbody></table>
 <h2>Progress</h2>${jsonBlock(job.progress)}
 <h2>Result</h2>${jsonBlock(job.result)}
