@@ -52,9 +52,12 @@ create trigger jobs_record_failure after update of error on jobs
 -- input, written with the final failure only (core/jobs/lifecycle.ts).
 alter table jobs add column retry_input jsonb;
 
--- 4. The console's job list pages newest first across all tenants, and
--- failed jobs on their own (a small partial index: failures are rare).
+-- 4. The console's job list pages newest first across all tenants; open
+-- jobs and failed ones have small partial indexes of their own (few jobs
+-- are open at a time, failures are rare), so those filters never walk the
+-- whole history.
 create index jobs_created_idx on jobs (created_at desc, id desc);
+create index jobs_open_created_idx on jobs (created_at desc, id desc) where status in ('queued', 'running', 'cancelling');
 create index jobs_failed_idx on jobs (finished_at desc, id desc) where status = 'failed';
 
 -- 5. What a worker process tells about itself with its heartbeat.
