@@ -6,10 +6,11 @@
 // values, so rules and dashboards take max() across instances.
 import { Gauge, type Registry } from 'prom-client';
 import { z } from 'zod';
-import { sql, type DatabasePool } from './db/pool.ts';
+import { sql, type CommonQueryMethods, type DatabasePool } from './db/pool.ts';
 import { POOLS, poolOf, type PoolName } from './jobs/pools.ts';
 
-const PARKED = 'platform:parked';
+/** Graphile's lock holder of a job that waits parked (core/jobs/park.ts): waiting, not running. */
+export const PARKED = 'platform:parked';
 
 const QueueRow = z.object({ kind: z.string(), ready: z.number(), running: z.number(), waiting: z.number(), oldest_ready_s: z.number().nullable() });
 export type QueueRow = z.infer<typeof QueueRow>;
@@ -17,14 +18,19 @@ const WorkerRow = z.object({ stale: z.boolean(), age_s: z.number(), concurrency:
 
 export type QueueSnapshot = { queue: readonly QueueRow[]; workers: ReadonlyArray<z.infer<typeof WorkerRow>> };
 
-export async function readQueueSnapshot(db: DatabasePool, staleAfterMs: number): Promise<QueueSnapshot> {
-  const queue = await db.any(sql.type(QueueRow)`
+/** Open jobs by kind as Graphile Worker holds them: ready, running, waiting (parked jobs wait), and the oldest ready one's wait. */
+export async function readQueueByKind(db: CommonQueryMethods): Promise<readonly QueueRow[]> {
+  return db.any(sql.type(QueueRow)`
     select task_identifier as kind,
       count(*) filter (where locked_at is null and run_at <= now() and attempts < max_attempts)::int as ready,
       count(*) filter (where locked_at is not null and locked_by is distinct from ${PARKED})::int as running,
       count(*) filter (where (locked_at is null and run_at > now()) or locked_by = ${PARKED})::int as waiting,
       extract(epoch from now() - min(run_at) filter (where locked_at is null and run_at <= now() and attempts < max_attempts))::float8 as oldest_ready_s
     from graphile_worker.jobs group by task_identifier`);
+}
+
+export async function readQueueSnapshot(db: DatabasePool, staleAfterMs: number): Promise<QueueSnapshot> {
+  const queue = await readQueueByKind(db);
   const workers = await db.any(sql.type(WorkerRow)`
     select max(last_seen_at) < now() - make_interval(secs => ${staleAfterMs / 1000}) as stale,
       extract(epoch from now() - max(last_seen_at))::float8 as age_s,

@@ -4,10 +4,9 @@
 // and each busy account's place in the fair order.
 import { z } from 'zod';
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
+import { PARKED, readQueueByKind } from '../queue-metrics.ts';
 import { GRAPHILE_JOBS } from './graphile.ts';
 
-/** Graphile's lock holder of a job that waits parked (core/jobs/park.ts): waiting, not running. */
-const PARKED = 'platform:parked';
 
 const KindRow = z.object({
   kind: z.string(),
@@ -65,13 +64,7 @@ function finishedRecently(db: CommonQueryMethods) {
 }
 
 export async function readOverview(db: CommonQueryMethods): Promise<Overview> {
-  const queue = await db.any(sql.type(KindRow.omit({ failed_1h: true, succeeded_10m: true }))`
-    select task_identifier as kind,
-      count(*) filter (where locked_at is null and run_at <= now() and attempts < max_attempts)::int as ready,
-      count(*) filter (where locked_at is not null and locked_by is distinct from ${PARKED})::int as running,
-      count(*) filter (where (locked_at is null and run_at > now()) or locked_by = ${PARKED})::int as waiting,
-      extract(epoch from now() - min(run_at) filter (where locked_at is null and run_at <= now() and attempts < max_attempts))::float8 as oldest_ready_s
-    from graphile_worker.jobs group by task_identifier`);
+  const queue = await readQueueByKind(db);
   // Failures are few: the partial index jobs_failed_idx (0041) answers the hour.
   const failed = await db.any(sql.type(z.object({ kind: z.string(), n: z.number() }))`
     select kind, count(*)::int as n from jobs where status = 'failed' and finished_at > now() - interval '1 hour' group by kind`);
