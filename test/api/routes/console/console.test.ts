@@ -7,7 +7,7 @@ import { createUser } from '../../../../core/accounts/users.ts';
 import { sql } from '../../../../core/db/pool.ts';
 import { enqueueJob } from '../../../../core/jobs/enqueue.ts';
 import { createTenant } from '../../../../core/tenants/tenants.ts';
-import { startTestServer } from '../../../helpers/app.ts';
+import { buildTestApp, startTestServer } from '../../../helpers/app.ts';
 import { ConsoleClient } from '../../../helpers/console.ts';
 import { createTestDatabase } from '../../../helpers/db.ts';
 import { waitFor } from '../../../helpers/wait.ts';
@@ -15,8 +15,7 @@ import { startTestWorker } from '../../../helpers/worker.ts';
 
 const PASSWORD = 'correct horse battery staple';
 const databaseUrl = await createTestDatabase(t);
-const { db, url, logs } = await startTestServer(t, databaseUrl, { LOG_LEVEL: "error" });
-t.teardown(() => { if (process.env.SHOW_LOGS) console.error(logs().split("\n").filter((l) => l.includes("console failed")).slice(0, 6).join("\n")); });
+const { db, url } = await startTestServer(t, databaseUrl);
 await startTestWorker(t, databaseUrl);
 const op = await createUser(db, { email: 'op@example.test', password: PASSWORD, operator: true });
 const pat = await createUser(db, { email: 'pat@example.test', password: PASSWORD });
@@ -40,6 +39,12 @@ t.test('a visitor without a session gets the sign-in page and a strict cookie', 
   t.notMatch(cookie, /Secure/, 'not over plain http');
   t.notMatch(page.headers.get('content-security-policy') ?? '', /script-src/, 'the sign-in page runs no script');
   t.match(page.text, 'name="next" value="/console/jobs"', 'sign-in leads back to the page asked for');
+});
+
+t.test('served over https, the cookie is Secure', async (t) => {
+  const { app } = await buildTestApp(t, databaseUrl, { BASE_URL: 'https://platform.example' });
+  const page = await app.inject('/console');
+  t.match(String(page.headers['set-cookie']), /HttpOnly; SameSite=Strict; Secure/);
 });
 
 t.test('a signed-in person who is not an operator gets 403 and nothing of the platform', async (t) => {
