@@ -12,7 +12,7 @@ import type { WebSocket } from 'ws';
 import { z } from 'zod';
 import { sql } from '../../../core/db/pool.ts';
 import { PlatformHttpError } from '../../errors.ts';
-import { consoleSessions, consoleVisitor } from './session.ts';
+import { CONSOLE_SESSION_TTL_S, consoleSessions, consoleVisitor } from './session.ts';
 import { findPage } from './views/index.ts';
 
 const MIN_INTERVAL_MS = 1_000;
@@ -41,7 +41,11 @@ class ConsoleFeed {
       return;
     }
     this.clients.set(socket, { userId, path: null, last: null });
+    // A socket outlives no session: at the session's longest life the page reloads (and asks to sign in again).
+    const expiry = setTimeout(() => socket.close(CLOSE.notOperator, 'session expired'), CONSOLE_SESSION_TTL_S * 1000);
+    expiry.unref();
     socket.on('close', () => {
+      clearTimeout(expiry);
       this.clients.delete(socket);
       if (this.clients.size === 0) this.idle();
     });
