@@ -17,11 +17,15 @@ const SECRET = 'webhook-signing-secret-reply-order';
 // Replies as they are acknowledged; the first arrival of every third reply is refused (503, Retry-After: 1).
 const acknowledged: string[] = [];
 const seen = new Set<string>();
+// Every arrival, for the timeline a failure prints.
+const arrivals: Array<{ key: string; at: string; refused: boolean }> = [];
 const { url: receiverUrl } = await startFakeServer(t, (req) => {
   const key = String(req.headers['idempotency-key']);
   const first = !seen.has(key);
   seen.add(key);
-  if (first && seen.size % 3 === 1) return { status: 503, headers: { 'retry-after': '1' }, body: { error: 'busy' } };
+  const refused = first && seen.size % 3 === 1;
+  arrivals.push({ key, at: new Date().toISOString(), refused });
+  if (refused) return { status: 503, headers: { 'retry-after': '1' }, body: { error: 'busy' } };
   return { body: { id: key }, onDelivered: () => acknowledged.push((JSON.parse(req.raw) as { text: string }).text) };
 });
 const receiver = { url: `${receiverUrl}/replies` };
@@ -48,4 +52,13 @@ t.test('24 messages, every third reply refused once with 503: the replies arrive
   const texts = await db.anyFirst(sql.type(z.object({ content: z.string() }))`
     select m.content from chat_messages m join chat_sessions s on s.id = m.session_id where s.tenant_id = ${member.tenantId} and m.role = 'assistant' order by m.seq`);
   t.same(acknowledged, texts, 'in message order');
+  if (JSON.stringify(acknowledged) !== JSON.stringify(texts)) {
+    // What happened, for whoever looks into it: each delivery job's times, its failures, its session events, and every arrival.
+    const jobs = await db.any(sql.unsafe`
+      select j.id, d.key, j.status, j.attempts, j.created_at, j.started_at, j.finished_at,
+        (select json_agg(json_build_object('at', h.at, 'event', h.event, 'attempt', h.attempt) order by h.id) from job_history h where h.job_id = j.id) as failures,
+        (select json_agg(json_build_object('at', e.at, 'event', e.event, 'attempt', e.attempt) order by e.id) from session_job_events e where e.job_id = j.id) as events
+      from jobs j join channel_deliveries d on d.job_id = j.id where j.tenant_id = ${member.tenantId} order by j.created_at`);
+    t.comment(JSON.stringify({ jobs, arrivals }, null, 1));
+  }
 });
