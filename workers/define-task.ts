@@ -210,8 +210,14 @@ export function defineTask<S extends z.ZodType>(
         // Parks the job until `delayMs` from now and hands Graphile JobParked.
         const park = async (delayMs: number, why: string, keepAttempt: boolean): Promise<never> => {
           const until = new Date(Date.now() + Math.max(MIN_PARK_MS, delayMs));
-          if (!holder.lockedBy || !(await durable(() => parkJob(deps.db, { graphileJobId: String(helpers.job.id), lockedBy: holder.lockedBy!, until, why, keepAttempt })))) {
-            throw error; // no longer this process's job: whoever holds it decides
+          // Without a known lock holder it cannot park: Graphile's own retry takes it.
+          if (!holder.lockedBy) throw error;
+          if (!(await durable(() => parkJob(deps.db, { graphileJobId: String(helpers.job.id), lockedBy: holder.lockedBy!, until, why, keepAttempt })))) {
+            // No longer this process's job (a sweep or a pool restart let it
+            // go while it failed): whoever holds it decides. Not an error of
+            // Graphile's to log; the failure is recorded already.
+            logger.info('job was let go while its attempt ended; its next attempt decides');
+            throw new JobLost();
           }
           deps.parked(until);
           throw new JobParked(until, why);

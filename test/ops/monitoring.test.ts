@@ -53,6 +53,8 @@ t.test('the queue, the workers and the autoscaling signal as Prometheus sees the
 
   const worker = await startTestWorker(t, databaseUrl);
   await waitFor('the jobs ran', async () => Number(await db.oneFirst(sql.unsafe`select count(*) from jobs where status = 'succeeded'`)) === 2);
+  // Graphile deletes its job a moment after the row says succeeded.
+  await waitFor('Graphile let the jobs go', async () => Number(await db.oneFirst(sql.unsafe`select count(*) from graphile_worker.jobs where task_identifier = 'diag.noop'`)) === 0);
   const busy = await scrape();
   t.equal(sample(busy, 'platform_worker_processes{state="live"}'), 1);
   t.ok(sample(busy, 'platform_worker_heartbeat_age_seconds')! < 60);
