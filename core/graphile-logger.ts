@@ -39,6 +39,13 @@ export function graphileLogger(logger: Logger): WorkerLogger {
       logger.warn({ reason: message.split('\n')[0] }, 'graphile worker: its LISTEN connection broke; reconnecting');
       return;
     }
+    // Graphile gave up recording a batch of finished or failed jobs while
+    // PostgreSQL was away: the worker restarts its pools on the event
+    // (workers/worker.ts) and the jobs run again. A warning, in one line.
+    if (level === 'error' && /^Failed to (complete|fail) jobs\b/.test(message) && isDatabaseUnavailable(fields.fatalError)) {
+      logger.warn({ reason: message.split('\n')[0], error: (fields.fatalError as Error).message }, 'graphile worker: could not record finished jobs while the database was away; the pools restart to recover them');
+      return;
+    }
     // A task that failed because PostgreSQL was away (a scheduled task runs
     // again at its next time, a job is retried): the task said so already.
     if (level === 'error' && isDatabaseUnavailable(fields.error)) {

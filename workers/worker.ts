@@ -217,6 +217,13 @@ export async function startWorker({ config, databaseUrl, logger, concurrency, io
       .finally(() => (recovering = null)));
   current = await startGeneration();
   const stopListening = onLostDatabaseWork(() => void recover('a job release failed while the database was away'));
+  // Graphile gives up recording a batch of finished or failed jobs after its
+  // retries (PostgreSQL away too long) and shuts that pool down slowly,
+  // leaving the batch's jobs locked: restart the pools now, which queues them
+  // again (found by the soak: a turn stuck locked until the end).
+  events.on('pool:fatalError', ({ action }: { action?: string }) => {
+    if (!stopping && !current.retired) void recover(`Graphile could not ${action ?? 'record jobs'} (the database was away)`);
+  });
 
   const heartbeat = setInterval(() => {
     const [poolId] = current.poolIds;
