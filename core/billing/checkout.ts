@@ -5,6 +5,8 @@ import type Stripe from 'stripe';
 import { z } from 'zod';
 import type { Config } from '../config.ts';
 import { sql, type DatabasePool } from '../db/pool.ts';
+import { DatabaseUnavailableError } from '../db/unavailable.ts';
+import { SANDBOX_DATABASE_UNAVAILABLE } from './sandbox/objects.ts';
 import { PLAN_NAMES, planRank, type PlanName } from '../plans.ts';
 import { agentSlots, ENTITLED_STATUSES, isEntitled, setEntitlement } from './entitlements.ts';
 import { stateOfSubscription } from './stripe-events.ts';
@@ -25,7 +27,9 @@ async function callStripe<T>(what: string, call: () => Promise<T>): Promise<T> {
   try {
     return await call();
   } catch (error) {
-    const e = error as { type?: string; message?: string };
+    const e = error as { type?: string; message?: string; code?: string };
+    // The built-in sandbox could not reach our own database: an outage (503), not Stripe failing.
+    if (e.code === SANDBOX_DATABASE_UNAVAILABLE) throw new DatabaseUnavailableError(e.message ?? 'the billing sandbox could not reach the database');
     if (typeof e.type === 'string' && e.type.startsWith('Stripe')) {
       throw new BillingRefusal(502, 'payment_processor_error', `Stripe refused to ${what}: ${e.message ?? e.type}.`);
     }

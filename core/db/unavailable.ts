@@ -34,9 +34,14 @@ const MESSAGES = [
   'Cannot use a pool after calling end',
 ];
 
+/** Raised where the outage is known but its own error is gone (the billing sandbox answered through the Stripe SDK). */
+export class DatabaseUnavailableError extends Error {
+  override name = 'DatabaseUnavailableError';
+}
+
 export function isDatabaseUnavailable(error: unknown): boolean {
   for (const e of errorChain(error)) {
-    if (e instanceof ConnectionError || e instanceof BackendTerminatedError || e instanceof BackendTerminatedUnexpectedlyError) return true;
+    if (e instanceof DatabaseUnavailableError || e instanceof ConnectionError || e instanceof BackendTerminatedError || e instanceof BackendTerminatedUnexpectedlyError) return true;
     const { code, message } = e as { code?: unknown; message?: unknown };
     if (typeof code === 'string' && CODES.has(code)) return true;
     if (typeof message === 'string' && MESSAGES.some((m) => message.includes(m))) return true;

@@ -191,3 +191,6 @@ export function previousAttributes(before: Json, after: Json): Json {
   }
   return changed;
 }
+
+/** The error code of a sandbox answer whose cause is PostgreSQL being away (core/billing/checkout.ts answers 503 for it). */
+export const SANDBOX_DATABASE_UNAVAILABLE = 'sandbox_database_unavailable';

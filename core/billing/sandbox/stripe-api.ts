@@ -6,8 +6,9 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import Stripe from 'stripe';
 import type { DatabasePool, DatabaseTransactionConnection } from '../../db/pool.ts';
+import { isDatabaseUnavailable } from '../../db/unavailable.ts';
 import { decodeForm, FormDecodeError, type FormObject, type FormValue } from './form-decoding.ts';
-import { newId, nowSeconds, StripeApiError, type Json, type Subscription } from './objects.ts';
+import { newId, nowSeconds, SANDBOX_DATABASE_UNAVAILABLE, StripeApiError, type Json, type Subscription } from './objects.ts';
 import { ROUTES, type Context } from './routes.ts';
 import { completeSession, sessionAsOfNow, SESSION_TTL_S } from './sessions.ts';
 import { cancelNow } from './subscriptions.ts';
@@ -53,7 +54,10 @@ export class SandboxStripeApi {
     } catch (error) {
       answer = error instanceof StripeApiError
         ? { status: error.status, body: { error: error.body } }
-        : { status: 500, body: { error: { type: 'api_error', message: `The billing sandbox failed: ${(error as Error).message}` } } };
+        : isDatabaseUnavailable(error)
+          // Its database is ours: the caller answers as for any outage (503), not as for Stripe failing.
+          ? { status: 503, body: { error: { type: 'api_error', code: SANDBOX_DATABASE_UNAVAILABLE, message: 'The billing sandbox could not reach the database.' } } }
+          : { status: 500, body: { error: { type: 'api_error', message: `The billing sandbox failed: ${(error as Error).message}` } } };
     }
     const headers: Record<string, string> = { 'content-type': 'application/json', 'request-id': requestId, 'stripe-version': Stripe.API_VERSION };
     if (idempotencyKey) headers['idempotency-key'] = idempotencyKey;

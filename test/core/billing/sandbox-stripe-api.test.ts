@@ -9,7 +9,8 @@ import { sql } from '../../../core/db/pool.ts';
 import { createTestDatabase, testPool } from '../../helpers/db.ts';
 import { startStripeServer } from '../../helpers/stripe-server.ts';
 
-const db = await testPool(t, await createTestDatabase(t));
+const databaseUrl = await createTestDatabase(t);
+const db = await testPool(t, databaseUrl);
 const server = await startStripeServer(t, db, { baseUrl: 'http://app.test' });
 const local = new URL(server.url);
 const sdkFor = (key: string) => new Stripe(key, { host: local.hostname, port: Number(local.port), protocol: 'http', maxNetworkRetries: 0, telemetry: false });
@@ -215,4 +216,27 @@ t.test('in-process: the SDK with the sandbox as its fetch works the same', async
   t.match(created, { id: /^cus_/, object: 'customer', name: 'In process' });
   t.same(await inProcess.customers.retrieve(created.id), created);
   t.same(await stripe.customers.retrieve(created.id), created, 'one store for both');
+});
+
+t.test('PostgreSQL away: the sandbox answers 503 with its own code, and a checkout reads it as an outage (503), not as Stripe failing (502)', async (t) => {
+  const { createDatabasePool } = await import('../../../core/db/pool.ts');
+  const { SandboxStripeApi } = await import('../../../core/billing/sandbox/stripe-api.ts');
+  const { isDatabaseUnavailable } = await import('../../../core/db/unavailable.ts');
+  // A real pool whose database is cut off (a TCP proxy refusing and dropping connections).
+  const { startTcpProxy } = await import('../../api/routes/ws/tcp-proxy.ts');
+  const proxy = await startTcpProxy(databaseUrl);
+  t.teardown(() => proxy.close());
+  const away = await createDatabasePool(proxy.url, { maximumPoolSize: 1 });
+  t.teardown(() => away.end().catch(() => undefined));
+  await proxy.cut();
+  const sandbox = new SandboxStripeApi(away, { baseUrl: 'http://app.test', secretKey: server.secretKey, prices });
+  const sdk = new Stripe(server.secretKey, { httpClient: Stripe.createFetchHttpClient(sandbox.fetch), maxNetworkRetries: 0, telemetry: false });
+  const error = await sdk.customers.create({ email: 'x@example.test' }).then(() => null, (e: unknown) => e as { statusCode?: number; code?: string });
+  t.equal(error?.statusCode, 503);
+  t.equal(error?.code, 'sandbox_database_unavailable');
+  // ensureCustomer (core/billing/checkout.ts) makes of it an error the api answers 503 for.
+  const { ensureCustomer } = await import('../../../core/billing/checkout.ts');
+  const refused = await ensureCustomer({ db, config: {} as never, stripe: sdk }, { id: '00000000-0000-4000-8000-0000000000aa', name: 'Acme' }, null).then(() => null, (e: unknown) => e);
+  t.ok(isDatabaseUnavailable(refused), 'an outage, answered 503 with Retry-After');
+  t.notMatch(String((refused as Error).message), /Stripe refused/);
 });
