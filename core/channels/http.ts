@@ -1,6 +1,7 @@
 // Outbound HTTP for channel adapters: JSON in and out, a timeout, and a
 // network failure reported as retryable. Only the status and the parsed body
 // come back; URLs (a Telegram bot token is part of its path) never reach logs.
+import { hostOf } from '../providers/outbound.ts';
 import { ChannelSendError } from './types.ts';
 
 export type JsonReply = { status: number; retryAfterS: number | null; body: Record<string, unknown> };
@@ -16,15 +17,6 @@ export function retryAfterOf(header: string | null): number | null {
   return Number.isNaN(at) ? null : Math.max(0, Math.ceil((at - Date.now()) / 1000));
 }
 
-/** host:port of a URL, for messages: never its path or query. */
-export function hostOf(url: string): string {
-  try {
-    return new URL(url).host;
-  } catch {
-    return 'the channel';
-  }
-}
-
 export async function callJson(
   fetchFn: typeof fetch,
   url: string,
@@ -38,7 +30,7 @@ export async function callJson(
     if (cause?.name === 'OutboundBlockedError') throw new ChannelSendError('permanent', `the address is refused: ${cause.message}`);
     // The host and the network's error code say why; the path (a bot token may be in it) never.
     const why = (error as Error).name === 'TimeoutError' ? `no answer in ${TIMEOUT_MS / 1000} s` : cause?.code ?? cause?.name ?? (error as Error).name;
-    throw new ChannelSendError('retry', `${hostOf(url)} could not be reached (${why})`);
+    throw new ChannelSendError('retry', `${hostOf(url, 'the channel')} could not be reached (${why})`);
   }
   const text = await response.text().catch(() => '');
   let body: Record<string, unknown> = {};

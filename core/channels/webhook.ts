@@ -7,7 +7,8 @@
 // address policy as a tenant's provider base URL.
 import { createHmac } from 'node:crypto';
 import { z } from 'zod';
-import { callJson, hostOf } from './http.ts';
+import { hostOf } from '../providers/outbound.ts';
+import { callJson } from './http.ts';
 import { verifyTimestampedSignature } from './signatures.ts';
 import { ChannelSendError, type ChannelAdapter } from './types.ts';
 
@@ -68,9 +69,9 @@ export const webhook: ChannelAdapter = {
       headers: { 'content-type': 'application/json', 'idempotency-key': key, ...signWebhook(ctx.settings.secrets.signingSecret!, raw) },
       body: raw,
     });
-    if (reply.status === 429) throw new ChannelSendError('retry', `callback ${hostOf(callback)}: rate limited`, reply.retryAfterS ?? 1);
-    if (reply.status >= 500 || reply.status === 408) throw new ChannelSendError('retry', `callback ${hostOf(callback)} answered ${reply.status}`, reply.retryAfterS);
-    if (reply.status >= 300) throw new ChannelSendError('permanent', `callback ${hostOf(callback)} refused the reply (${reply.status})`);
+    if (reply.status === 429) throw new ChannelSendError('retry', `callback ${hostOf(callback, 'the channel')}: rate limited`, reply.retryAfterS ?? 1);
+    if (reply.status >= 500 || reply.status === 408) throw new ChannelSendError('retry', `callback ${hostOf(callback, 'the channel')} answered ${reply.status}`, reply.retryAfterS);
+    if (reply.status >= 300) throw new ChannelSendError('permanent', `callback ${hostOf(callback, 'the channel')} refused the reply (${reply.status})`);
     return { messageId: typeof reply.body.id === 'string' ? reply.body.id : null };
   },
   async unregister() {},

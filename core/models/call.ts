@@ -6,7 +6,7 @@
 // logarithmic number of writes however long the stream); a call that would spend more
 // credits than are left stops mid-stream; provider failures become job
 // errors (retry or permanent) with stable codes.
-import { hostOf } from '../channels/http.ts';
+import { hostOf } from '../providers/outbound.ts';
 import { z } from 'zod';
 import type { Config } from '../config.ts';
 import type { Keyring } from '../crypto/keyring.ts';
