@@ -7,10 +7,20 @@
 import { Gauge, type Registry } from 'prom-client';
 import { z } from 'zod';
 import { sql, type CommonQueryMethods, type DatabasePool } from './db/pool.ts';
+import type { Config } from './config.ts';
+import { PARKED_BY } from './jobs/park.ts';
 import { POOLS, poolOf, type PoolName } from './jobs/pools.ts';
 
-/** Graphile's lock holder of a job that waits parked (core/jobs/park.ts): waiting, not running. */
-export const PARKED = 'platform:parked';
+/**
+ * The ready / running / waiting counts of Graphile jobs aliased `g`: ready is
+ * due, unlocked and with attempts left; running is locked by a worker;
+ * waiting is due later, or parked (core/jobs/park.ts: locked by
+ * PARKED_BY until its time, its slot given back).
+ */
+export const QUEUE_STATE_COUNTS = sql.fragment`
+  count(*) filter (where g.locked_at is null and g.run_at <= now() and g.attempts < g.max_attempts)::int as ready,
+  count(*) filter (where g.locked_at is not null and g.locked_by is distinct from ${PARKED_BY})::int as running,
+  count(*) filter (where (g.locked_at is null and g.run_at > now()) or g.locked_by = ${PARKED_BY})::int as waiting`;
 
 const QueueRow = z.object({ kind: z.string(), ready: z.number(), running: z.number(), waiting: z.number(), oldest_ready_s: z.number().nullable() });
 export type QueueRow = z.infer<typeof QueueRow>;
@@ -21,12 +31,9 @@ export type QueueSnapshot = { queue: readonly QueueRow[]; workers: ReadonlyArray
 /** Open jobs by kind as Graphile Worker holds them: ready, running, waiting (parked jobs wait), and the oldest ready one's wait. */
 export async function readQueueByKind(db: CommonQueryMethods): Promise<readonly QueueRow[]> {
   return db.any(sql.type(QueueRow)`
-    select task_identifier as kind,
-      count(*) filter (where locked_at is null and run_at <= now() and attempts < max_attempts)::int as ready,
-      count(*) filter (where locked_at is not null and locked_by is distinct from ${PARKED})::int as running,
-      count(*) filter (where (locked_at is null and run_at > now()) or locked_by = ${PARKED})::int as waiting,
-      extract(epoch from now() - min(run_at) filter (where locked_at is null and run_at <= now() and attempts < max_attempts))::float8 as oldest_ready_s
-    from graphile_worker.jobs group by task_identifier`);
+    select g.task_identifier as kind, ${QUEUE_STATE_COUNTS},
+      extract(epoch from now() - min(g.run_at) filter (where g.locked_at is null and g.run_at <= now() and g.attempts < g.max_attempts))::float8 as oldest_ready_s
+    from graphile_worker.jobs g group by g.task_identifier`);
 }
 
 export async function readQueueSnapshot(db: DatabasePool, staleAfterMs: number): Promise<QueueSnapshot> {
@@ -57,6 +64,12 @@ export function desiredWorkerProcesses(snapshot: QueueSnapshot, defaults: Record
 }
 
 export type QueueMetricsOptions = { staleAfterMs: number; slots: Record<PoolName, number> };
+
+/** The options from the configuration (api and worker processes export the same gauges). */
+export const queueMetricsOptions = (worker: Config['worker']): QueueMetricsOptions => ({
+  staleAfterMs: worker.staleAfterMs,
+  slots: { short: worker.concurrency, io: worker.ioConcurrency },
+});
 
 /** `read` is core/metrics.ts's scrape reader (timeout, error counting). */
 export function registerQueueGauges(

@@ -6,6 +6,7 @@ import { loadConfigOrExit } from '../core/config.ts';
 import { createLogger } from '../core/logger.ts';
 import { collectProcessMetrics, maybeStartMetricsServer, registerDatabaseMetrics } from '../core/metrics.ts';
 import { ensureSchema, exitWithError, guardUnhandledRejections, isMain, onShutdownSignal } from '../core/process/lifecycle.ts';
+import { queueMetricsOptions } from '../core/queue-metrics.ts';
 
 async function main() {
   commandLine(`
@@ -26,10 +27,7 @@ WORKER_IO_CONCURRENCY, DATABASE_URL, ... (docs/configuration.md).`, {});
     const worker = await startWorker({ config, databaseUrl, logger });
     // Besides its job durations, a worker shows the queue it drains (to size the worker count).
     collectProcessMetrics(worker.metrics);
-    registerDatabaseMetrics(worker.metrics, worker.db, logger.child({ component: 'metrics' }), {
-      staleAfterMs: config.worker.staleAfterMs,
-      slots: { short: config.worker.concurrency, io: config.worker.ioConcurrency },
-    });
+    registerDatabaseMetrics(worker.metrics, worker.db, logger.child({ component: 'metrics' }), queueMetricsOptions(config.worker));
     const metricsServer = await maybeStartMetricsServer(config.metrics, () => [worker.metrics], logger);
     onShutdownSignal(logger, config.shutdownTimeoutMs, async () => {
       await metricsServer?.close();

@@ -74,6 +74,8 @@ type Generation = { runners: Map<PoolName, Runner>; poolIds: Set<string>; ids: S
 export async function startWorker({ config, databaseUrl, logger, concurrency, ioConcurrency }: WorkerOptions): Promise<RunningWorker> {
   const size = concurrency ?? config.worker.concurrency;
   const ioSize = ioConcurrency ?? config.worker.ioConcurrency;
+  /** What this process's heartbeats tell about it (the console's Workers page). */
+  const heartbeatInfo = { concurrency: size, ioConcurrency: ioSize };
   const db = await createDatabasePool(databaseUrl, { maximumPoolSize: Math.max(2, size + 1) + Math.min(ioSize, IO_DB_CONNECTIONS) });
   await applyPlanLimits(db, config.planLimits);
   await recordPlatformProviderKeys(db, config);
@@ -128,7 +130,7 @@ export async function startWorker({ config, databaseUrl, logger, concurrency, io
     own.on('pool:create', ({ workerPool }: { workerPool: { id: string } }) => {
       generation.poolIds.add(workerPool.id);
       generation.ids.add(workerPool.id);
-      beatHeart(db, workerPool.id, [workerPool.id], { concurrency: size, ioConcurrency: ioSize }).catch((error) => logger.debug({ err: error }, 'heartbeat failed'));
+      beatHeart(db, workerPool.id, [workerPool.id], heartbeatInfo).catch((error) => logger.debug({ err: error }, 'heartbeat failed'));
     });
     if (lane.pool === 'short') {
       own.on('worker:create', ({ worker }: { worker: { workerId: string } }) => generation.ids.add(worker.workerId));
@@ -221,14 +223,14 @@ export async function startWorker({ config, databaseUrl, logger, concurrency, io
   // retries (PostgreSQL away too long) and shuts that pool down slowly,
   // leaving the batch's jobs locked: restart the pools now, which queues them
   // again (found by the soak: a turn stuck locked until the end).
-  events.on('pool:fatalError', ({ action }: { action?: string }) => {
-    if (!stopping && !current.retired) void recover(`Graphile could not ${action ?? 'record jobs'} (the database was away)`);
+  events.on('pool:fatalError', ({ action, error }: { action?: string; error?: unknown }) => {
+    if (!stopping && !current.retired) void recover(`Graphile gave up on ${action ?? 'recording jobs'}: ${String((error as Error | undefined)?.message ?? error)}`);
   });
 
   const heartbeat = setInterval(() => {
     const [poolId] = current.poolIds;
     if (current.retired || !poolId) return;
-    beatHeart(db, poolId, [...current.ids], { concurrency: size, ioConcurrency: ioSize }).catch((error) => logger.debug({ err: error }, 'heartbeat failed'));
+    beatHeart(db, poolId, [...current.ids], heartbeatInfo).catch((error) => logger.debug({ err: error }, 'heartbeat failed'));
   }, config.worker.heartbeatMs);
   heartbeat.unref();
 

@@ -17,6 +17,7 @@ import {
   renderMetrics,
   type Registry,
 } from '../../core/metrics.ts';
+import { queueMetricsOptions } from '../../core/queue-metrics.ts';
 
 export type AppMetrics = {
   /** This app's registry: process entries serve it on METRICS_PORT too. */
@@ -76,10 +77,7 @@ async function operations(app: FastifyInstance) {
     websocketConnections: () => websockets(),
     listenConnected: () => app.jobEvents.connected,
   });
-  registerDatabaseMetrics(registry, app.db, app.log.child({ component: 'metrics' }), {
-    staleAfterMs: app.config.worker.staleAfterMs,
-    slots: { short: app.config.worker.concurrency, io: app.config.worker.ioConcurrency },
-  });
+  registerDatabaseMetrics(registry, app.db, app.log.child({ component: 'metrics' }), queueMetricsOptions(app.config.worker));
   app.decorate('metrics', {
     registry,
     countWebsockets: (count: () => number) => {

@@ -3,7 +3,7 @@
 // nor a record of something that did not happen.
 import { z } from 'zod';
 import { sql, type DatabasePool } from '../db/pool.ts';
-import { FAIR_FLAG, type TaskEnvelope } from '../jobs/enqueue.ts';
+import { jobRecords } from '../jobs/enqueue.ts';
 import { requestCancel } from '../jobs/lifecycle.ts';
 import { poolOf } from '../jobs/pools.ts';
 import { resumeTenant, suspendTenant } from '../tenants/suspension.ts';
@@ -34,11 +34,9 @@ export async function retryJob(db: DatabasePool, operator: Operator, jobId: stri
     if (job.status !== 'failed') return { ok: false, status: 409, message: `Only a failed job can be retried; this one is ${job.status}.` };
     if (!job.retry_input) return { ok: false, status: 409, message: 'This job failed before its input was kept for retries; it cannot be run again from here.' };
     const maxAttempts = job.attempts + RETRY_ATTEMPTS;
-    const spec = {
-      identifier: job.kind,
-      payload: { jobId: job.id, tenantId: job.tenant_id, input: job.retry_input } satisfies TaskEnvelope,
-      queue_name: job.queue_name, run_at: null, max_attempts: maxAttempts, job_key: null, priority: null, flags: [FAIR_FLAG],
-    };
+    const [spec] = jobRecords([{
+      id: job.id, kind: job.kind, tenantId: job.tenant_id, input: job.retry_input, maxAttempts, ...(job.queue_name ? { queueName: job.queue_name } : {}),
+    }]).workerSpecs;
     const graphileId = await tx.oneFirst(sql.type(z.object({ id: z.string() }))`
       select a.id::text from graphile_worker.add_jobs(array[json_populate_record(null::graphile_worker.job_spec,
         (${sql.jsonb(spec as never)}::jsonb || jsonb_build_object('run_at',

@@ -101,13 +101,12 @@ export async function jobDetail(db: CommonQueryMethods, jobId: string): Promise<
     select j.id, j.tenant_id, t.name as tenant_name, t.account_id::text, j.kind, j.status, j.queue_name, j.session_id,
       j.attempts, j.max_attempts, j.progress, j.result, j.error, j.retry_input, j.locked_by,
       j.created_at, j.started_at, j.finished_at, j.updated_at,
-      (select json_build_object('run_at', g.run_at, 'locked_by', g.locked_by, 'locked_at', g.locked_at,
-         'attempts', g.attempts, 'last_error', g.last_error, 'payload', g.payload)
-       from ${GRAPHILE_JOBS} g where g.id = j.graphile_job_id) as graphile,
+      case when g.id is null then null else json_build_object('run_at', g.run_at, 'locked_by', g.locked_by, 'locked_at', g.locked_at,
+        'attempts', g.attempts, 'last_error', g.last_error, 'payload', g.payload) end as graphile,
       (select json_build_object('hostname', h.hostname, 'pid', h.pid, 'last_seen_at', h.last_seen_at)
-       from worker_heartbeats h where h.worker_id = coalesce(
-         (select g.locked_by from ${GRAPHILE_JOBS} g where g.id = j.graphile_job_id), j.locked_by)) as worker
+       from worker_heartbeats h where h.worker_id = coalesce(g.locked_by, j.locked_by)) as worker
     from jobs j join tenants t on t.id = j.tenant_id
+    left join lateral (select * from ${GRAPHILE_JOBS} g where g.id = j.graphile_job_id) g on true
     where j.id = ${jobId}`);
   if (!job) return null;
   // Failures (and operator retries) are in job_history (0041); a chat

@@ -4,9 +4,8 @@
 // and each busy account's place in the fair order.
 import { z } from 'zod';
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
-import { PARKED, readQueueByKind } from '../queue-metrics.ts';
+import { QUEUE_STATE_COUNTS, readQueueByKind } from '../queue-metrics.ts';
 import { GRAPHILE_JOBS } from './graphile.ts';
-
 
 const KindRow = z.object({
   kind: z.string(),
@@ -88,10 +87,7 @@ export async function readOverview(db: CommonQueryMethods): Promise<Overview> {
   }
   const accounts = await db.any(sql.type(AccountRow)`
     with queue as (
-      select t.account_id,
-        count(*) filter (where g.locked_at is null and g.run_at <= now())::int as ready,
-        count(*) filter (where g.locked_at is not null and g.locked_by is distinct from ${PARKED})::int as running,
-        count(*) filter (where (g.locked_at is null and g.run_at > now()) or g.locked_by = ${PARKED})::int as waiting
+      select t.account_id, ${QUEUE_STATE_COUNTS}
       from ${GRAPHILE_JOBS} g join tenants t on t.id = (g.payload ->> 'tenantId')::uuid
       where g.payload ->> 'tenantId' ~ '^[0-9a-f-]{36}$'
       group by t.account_id

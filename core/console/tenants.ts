@@ -2,7 +2,7 @@
 // work they have in the queue (Graphile's open jobs, by the payload's tenant).
 import { z } from 'zod';
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
-import { PARKED } from '../queue-metrics.ts';
+import { QUEUE_STATE_COUNTS } from '../queue-metrics.ts';
 import { GRAPHILE_JOBS } from './graphile.ts';
 
 const TenantRow = z.object({
@@ -34,10 +34,7 @@ const columns = sql.fragment`
 const withQueue = (page: ReturnType<typeof sql.fragment>) => sql.fragment`
   with page as (${page}),
   queue as (
-    select g.payload ->> 'tenantId' as tenant_id,
-      count(*) filter (where g.locked_at is null and g.run_at <= now())::int as ready,
-      count(*) filter (where g.locked_at is not null and g.locked_by is distinct from ${PARKED})::int as running,
-      count(*) filter (where (g.locked_at is null and g.run_at > now()) or g.locked_by = ${PARKED})::int as waiting
+    select g.payload ->> 'tenantId' as tenant_id, ${QUEUE_STATE_COUNTS}
     from ${GRAPHILE_JOBS} g where g.payload ->> 'tenantId' = any(array(select id::text from page))
     group by 1
   )
