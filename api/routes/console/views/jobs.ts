@@ -1,6 +1,7 @@
 // The job list (filters, newest first, keyset pages) and a job's page.
 import { listAudit } from '../../../../core/console/audit.ts';
 import { JOB_STATE_FILTERS, jobDetail, knownKinds, listJobs, maskSecrets, type HistoryRow, type JobDetail, type JobStateFilter } from '../../../../core/console/jobs.ts';
+import { PARKED_BY } from '../../../../core/jobs/park.ts';
 import { html, type Html } from '../../../pages/layout.ts';
 import { duration, jsonBlock, parseCursor, shortId, stateBadge, utc, UUID, withQuery } from '../format.ts';
 import { auditTable } from './audit.ts';
@@ -89,6 +90,13 @@ function errorText(error: unknown): string {
   return `${String(e.code ?? 'error')}: ${String(e.message ?? '')}${e.retrying ? ' (retrying)' : ''}`;
 }
 
+/** Where a job stands in Graphile's table. A parked job's lock time is when it wakes (core/jobs/park.ts). */
+function queuePlace(g: NonNullable<JobDetail['graphile']>): Html {
+  if (g.locked_by === PARKED_BY) return html`parked until ${utc(g.locked_at)}`;
+  if (g.locked_at) return html`locked since ${utc(g.locked_at)} by <code>${g.locked_by}</code>`;
+  return html`runs at ${utc(g.run_at)}`;
+}
+
 export const jobView: ViewFn = async (ctx, { params }) => {
   const id = params.jobId ?? '';
   if (!UUID.test(id)) return null;
@@ -110,7 +118,7 @@ ${job.session_id ? html`<dt>Chat session</dt><dd><code>${job.session_id}</code><
 <dt>Created</dt><dd>${utc(job.created_at)}</dd>
 <dt>Started</dt><dd>${utc(job.started_at)}</dd>
 <dt>Finished</dt><dd>${utc(job.finished_at)}${job.finished_at && job.started_at ? html` <span class="muted">(ran ${duration((new Date(job.finished_at).getTime() - new Date(job.started_at).getTime()) / 1000)})</span>` : ''}</dd>
-<dt>In the queue</dt><dd>${g ? html`${g.locked_by === 'platform:parked' ? 'parked until' : g.locked_at ? 'locked since' : 'runs at'} ${utc(g.locked_by === 'platform:parked' ? g.run_at : g.locked_at ?? g.run_at)}${g.locked_by && g.locked_by !== 'platform:parked' ? html` by <code>${g.locked_by}</code>` : ''}` : html`<span class="muted">not in the queue (finished, or not yet written)</span>`}</dd>
+<dt>In the queue</dt><dd>${g ? queuePlace(g) : html`<span class="muted">not in the queue (finished, or not yet written)</span>`}</dd>
 <dt>Worker</dt><dd>${job.worker ? html`<a href="/console/workers">${job.worker.hostname} pid ${job.worker.pid}</a>, last heartbeat ${utc(job.worker.last_seen_at)}` : html`<span class="muted">none holds it</span>`}</dd>
 </dl>
 ${job.error ? html`<h2>Error</h2><p class="error">${errorText(job.error)}</p>` : ''}
