@@ -21,8 +21,6 @@ export function duration(seconds: number | null | undefined): string {
   return `${Math.round(s / 86400)} d`;
 }
 
-export const secondsSince = (ts: string | null, now = Date.now()) => (ts ? (now - new Date(ts).getTime()) / 1000 : null);
-
 export const stateBadge = (state: string) => html`<span class="state state-${state}">${state}</span>`;
 
 /** JSON pretty-printed in a <pre>; "—" for null. */

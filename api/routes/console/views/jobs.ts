@@ -1,11 +1,12 @@
 // The job list (filters, newest first, keyset pages) and a job's page.
+import { RETRY_ATTEMPTS } from '../../../../core/console/actions.ts';
 import { listAudit } from '../../../../core/console/audit.ts';
 import { JOB_STATE_FILTERS, jobDetail, knownKinds, listJobs, maskSecrets, type HistoryRow, type JobDetail, type JobStateFilter } from '../../../../core/console/jobs.ts';
 import { PARKED_BY } from '../../../../core/jobs/park.ts';
 import { html, type Html } from '../../../pages/layout.ts';
 import { duration, jsonBlock, parseCursor, shortId, stateBadge, utc, UUID, withQuery } from '../format.ts';
 import { auditTable } from './audit.ts';
-import { csrfField, type ViewFn } from './view.ts';
+import type { ViewFn } from './view.ts';
 
 const ISO_DAY_OR_TIME = /^\d{4}-\d\d-\d\d(T\d\d:\d\d(:\d\d)?)?$/;
 
@@ -143,6 +144,6 @@ function actionForms(csrf: string, jobId: string, failed: boolean, open: boolean
 <label>Why (kept in the audit list) <input type="text" class="reason" name="reason" required maxlength="500" autocomplete="off"></label>
 <button type="submit">${label}</button></form>`;
   return html`<h2>Actions</h2>
-${failed ? form('retry', 'Retry this job', 'Run it again with the input it failed with, up to 3 more attempts.') : ''}
+${failed ? form('retry', 'Retry this job', `Run it again with the input it failed with, up to ${RETRY_ATTEMPTS} more attempts.`) : ''}
 ${open ? form('cancel', 'Cancel this job', 'A queued job is cancelled at once; a running one is asked to stop and ends as cancelled.') : ''}`;
 }

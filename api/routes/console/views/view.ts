@@ -19,5 +19,3 @@ export type ViewInput = { params: Record<string, string>; query: Record<string, 
 
 /** A page's view: null when what it shows does not exist (404). */
 export type ViewFn = (ctx: ViewContext, input: ViewInput) => Promise<View | null>;
-
-export const csrfField = (ctx: ViewContext) => ctx.csrf ?? '';
