@@ -1,7 +1,8 @@
 // The shape of every task: payload checked with zod on the first line, the
 // platform job moved through its states around the handler, and failures
 // turned into codes a client can show. A first attempt costs one write, its
-// result (a retry reads the job first), batched with other jobs' results
+// result (a retry reads the job first; a job of a named queue first checks
+// that no earlier job of its queue is still to run), batched with other jobs' results
 // (core/jobs/completions.ts); 'running' is written only for work that lasts
 // (WORKER_RUNNING_AFTER_MS) or reports progress (core/jobs/lifecycle.ts).
 // A handler must be idempotent against retries (key its writes by ctx.jobId).
@@ -18,6 +19,7 @@ import type { JobCompletions } from '../core/jobs/completions.ts';
 import type { DeltaPublisher } from '../core/jobs/deltas.ts';
 import { completeJob, failAttempt, finishCancelled, markRunning, waitAttempt, type Holder } from '../core/jobs/lifecycle.ts';
 import { backoffMs, JobLost, JobParked, parkJob } from '../core/jobs/park.ts';
+import { takeQueueTurn } from '../core/jobs/queue-order.ts';
 import type { CancelListener } from './cancellation.ts';
 
 export type TaskDeps = {
@@ -33,6 +35,8 @@ export type TaskDeps = {
   parked: (until: Date) => void;
   /** Sends stream deltas to websocket subscribers (core/jobs/deltas.ts). */
   deltas: DeltaPublisher;
+  /** While the later jobs of this queue that came in this job's batch are being given back (serial-batches.ts). */
+  siblingsReturned?: (queueId: string) => Promise<void> | undefined;
 };
 
 /** A Retry-After is honoured up to a day (a reply that late is still sent, not lost). */
@@ -129,6 +133,24 @@ export function defineTask<S extends z.ZodType>(
         onWait: (e) => logger.warn({ reason: (e as Error).message }, 'database unreachable while starting or ending the attempt; waiting for it'),
       });
       const holder: Holder = { lockedBy: helpers.job.locked_by, lockedAt: helpers.job.locked_at ? new Date(helpers.job.locked_at) : null };
+
+      // A job of a named queue runs only when no earlier job of its queue is
+      // still to run (core/jobs/queue-order.ts); otherwise it waits behind it.
+      // First the later jobs of its batch go back, so none is held here once it ends.
+      if (helpers.job.job_queue_id != null && holder.lockedBy) {
+        await deps.siblingsReturned?.(String(helpers.job.job_queue_id));
+        const lockedBy = holder.lockedBy;
+        const turn = await durable(() => takeQueueTurn(deps.db, { graphileJobId: String(helpers.job.id), queueId: helpers.job.job_queue_id!, lockedBy }));
+        if (turn.ahead !== null) {
+          if (!turn.until) {
+            logger.info('job was let go before it started; its next attempt decides');
+            throw new JobLost();
+          }
+          logger.info({ ahead: turn.ahead, until: turn.until }, 'an earlier job of its queue is still to run; this one waits behind it');
+          deps.parked(turn.until);
+          throw new JobParked(turn.until, `waits for job ${turn.ahead} of its queue`);
+        }
+      }
 
       // A first attempt runs without reading the job: before its first pick a
       // job can only have been cancelled or deleted, and either takes the

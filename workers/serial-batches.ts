@@ -10,6 +10,10 @@
 // first (by priority, run_at, id), which holds the queue's lock, and gives
 // the others back at once. They become available again, but their queue
 // stays locked until the kept job is let go, so they run after it, in order.
+// The give-back is a statement of its own: the kept job waits for it before
+// it starts (SiblingReturns), or it could finish and let its queue go while
+// its siblings were still held here, and a later job of the queue, fetched
+// elsewhere, would run before them.
 import type { Logger } from 'pino';
 import type { Job, WorkerEvents } from 'graphile-worker';
 
@@ -36,12 +40,31 @@ export function queueSiblings(batch: readonly Job[]): Job[] {
   return batch.filter((job) => job.job_queue_id != null && first.get(String(job.job_queue_id)) !== job);
 }
 
+/** The give-backs under way, by queue: the kept job of a batch waits for its queue's. */
+export class SiblingReturns {
+  private readonly pending = new Map<string, Promise<void>>();
+
+  track(queueIds: Iterable<string>, giveBack: Promise<void>): void {
+    for (const id of queueIds) {
+      const done = giveBack.finally(() => {
+        if (this.pending.get(id) === done) this.pending.delete(id);
+      });
+      this.pending.set(id, done);
+    }
+  }
+
+  /** Settles once the siblings of this queue's kept job were given back (at once when there were none). */
+  settled(queueId: string): Promise<void> | undefined {
+    return this.pending.get(queueId);
+  }
+}
+
 /**
  * Listens to the runner's batches. `onLost` is told when siblings could not
  * be given back (the database went away): they stay locked by this pool, and
  * the worker recovers them as it does a lost release (workers/worker.ts).
  */
-export function keepQueuesSerial(events: WorkerEvents, db: Queryable, logger: Logger, onLost: (error: unknown) => void): void {
+export function keepQueuesSerial(events: WorkerEvents, db: Queryable, logger: Logger, onLost: (error: unknown) => void, returns: SiblingReturns): void {
   events.on('localQueue:getJobs:complete', ({ localQueue, jobs }) => {
     const siblings = queueSiblings(jobs);
     if (siblings.length === 0) return;
@@ -59,6 +82,6 @@ export function keepQueuesSerial(events: WorkerEvents, db: Queryable, logger: Lo
         return giveBack(attempt + 1);
       }
     };
-    void giveBack(0);
+    returns.track(new Set(siblings.map((job) => String(job.job_queue_id))), giveBack(0));
   });
 }

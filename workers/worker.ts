@@ -39,7 +39,7 @@ import { FairClock } from './fair-clock.ts';
 import { retryEmptyFetches } from './fetch-retry.ts';
 import { PatientPool } from './graphile-pool.ts';
 import { ParkedJobWaker } from './parked-jobs.ts';
-import { keepQueuesSerial } from './serial-batches.ts';
+import { keepQueuesSerial, SiblingReturns } from './serial-batches.ts';
 import { scheduleDeadWorkerSweep } from './tasks/maintenance-dead-workers.ts';
 import { TASKS } from './tasks/index.ts';
 
@@ -95,7 +95,11 @@ export async function startWorker({ config, databaseUrl, logger, concurrency, io
   const deltas = new DeltaPublisher(completionPool, logger.child({ component: 'stream-deltas' }));
   const waker = new ParkedJobWaker(db, logger.child({ component: 'parked-jobs' }), config.worker.parkSweepMs);
   const clock = new FairClock(db, logger.child({ component: 'fair-clock' }));
-  const deps = { db, config, logger, cancels, completions, deltas, refused: jobTimes.refused, parked: (until: Date) => waker.parked(until) };
+  const siblingReturns = new SiblingReturns();
+  const deps = {
+    db, config, logger, cancels, completions, deltas, refused: jobTimes.refused, parked: (until: Date) => waker.parked(until),
+    siblingsReturned: (queueId: string) => siblingReturns.settled(queueId),
+  };
   const lanes: Lane[] = (['short', 'io'] as const).map((pool) => ({
     pool,
     size: pool === 'io' ? ioSize : size,
@@ -141,7 +145,7 @@ export async function startWorker({ config, databaseUrl, logger, concurrency, io
         Object.defineProperty(localQueue, 'getJobBatchSize', { get: () => Math.min(IO_MAX_BATCH, Math.max(1, localQueue.workerQueue.length)), configurable: true });
       });
     }
-    keepQueuesSerial(own as WorkerEvents, lane.pgPool, logger.child({ component: 'graphile-batches' }), reportLostDatabaseWork);
+    keepQueuesSerial(own as WorkerEvents, lane.pgPool, logger.child({ component: 'graphile-batches' }), reportLostDatabaseWork, siblingReturns);
     retryEmptyFetches(own as WorkerEvents);
     const runner = await run({
       pgPool: lane.pgPool,

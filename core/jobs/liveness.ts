@@ -7,6 +7,7 @@ import { hostname } from 'node:os';
 import { z } from 'zod';
 import { sql, type CommonQueryMethods, type DatabasePool } from '../db/pool.ts';
 import { PLATFORM_VERSION } from '../version.ts';
+import { PARKED_BY } from './park.ts';
 
 /** What a worker process tells about itself (shown in the console). */
 export type WorkerInfo = { concurrency: number; ioConcurrency: number };
@@ -43,6 +44,9 @@ export async function sweepDeadWorkers(db: DatabasePool, staleAfterMs: number): 
       union
       select distinct j.locked_by from graphile_worker.jobs j
       where j.locked_by is not null and j.locked_at < ${stale}
+        -- A parked job is nobody's: its wake time passing is the waker's business, and
+        -- unlocking 'platform:parked' would let go of every queue a parked job holds.
+        and j.locked_by <> ${PARKED_BY}
         and not exists (select 1 from worker_heartbeats h where h.worker_id = j.locked_by and h.last_seen_at >= ${stale})`);
     if (dead.length === 0) return { unlockedWorkers: [], requeuedJobs: 0 };
     return { unlockedWorkers: [...dead], requeuedJobs: await releaseWorkerJobs(tx, dead) };

@@ -1,0 +1,57 @@
+// Jobs that share a queue name run one at a time, in the order they were
+// added (a chat session's turns, a channel's replies). Graphile Worker's queue
+// lock keeps them apart, and a parked job keeps its queue locked while it
+// waits (park.ts); but the soak saw a parked reply overtaken by the next one
+// of its queue right at its wake, about once in 1,800. Whatever lets that
+// happen, the attempt itself now checks: a job of a queue whose queue holds
+// an earlier job still to run (an open platform job behind it, any state)
+// gives its place back at once, without counting an attempt, and waits
+// parked without holding the queue, so the earlier job can take it; it looks
+// again when it wakes (just after the earlier job's own time). One indexed
+// read when nothing is ahead, which is nearly always.
+import { z } from 'zod';
+import { sql, type CommonQueryMethods } from '../db/pool.ts';
+import { PARKED_BY } from './park.ts';
+
+/** How long after the earlier job's time the yielding one looks again. */
+export const YIELD_MARGIN_MS = 100;
+
+export type QueueTurn =
+  | { ahead: null }
+  /** `until`: when it looks again; null when the job was no longer this attempt's (a sweep let it go). */
+  | { ahead: string; until: Date | null };
+
+const Outcome = z.object({ ahead: z.string().nullable(), until_ms: z.number().nullable() });
+
+/**
+ * Whether the Graphile job `graphileJobId` of queue `queueId`, held by
+ * `lockedBy`, is next in its queue; if an earlier job is still to run, the
+ * job is parked behind it (its queue let go) in the same statement.
+ */
+export async function takeQueueTurn(
+  db: CommonQueryMethods,
+  job: { graphileJobId: string; queueId: number | string; lockedBy: string },
+): Promise<QueueTurn> {
+  const outcome = await db.one(sql.type(Outcome)`
+    with ahead as (
+      select e.id, case when e.locked_by = ${PARKED_BY} then e.locked_at else e.run_at end as due
+      from graphile_worker._private_jobs e
+      join jobs j on j.id = (e.payload ->> 'jobId')::uuid and job_is_open(j.status)
+      where e.job_queue_id = ${job.queueId} and e.id < ${job.graphileJobId} and e.attempts < e.max_attempts
+      order by e.id limit 1
+    ), yielded as (
+      update graphile_worker._private_jobs g
+      set locked_by = ${PARKED_BY}, attempts = greatest(g.attempts - 1, 0),
+        locked_at = greatest(now(), (select due from ahead)) + ${YIELD_MARGIN_MS} * interval '1 millisecond',
+        last_error = 'waits for job ' || (select id from ahead) || ', ahead of it in its queue'
+      where g.id = ${job.graphileJobId} and g.locked_by = ${job.lockedBy} and exists (select 1 from ahead)
+      returning g.job_queue_id, g.locked_at
+    ), released as (
+      -- Runs whether or not the select reads it (a data-modifying WITH always does).
+      update graphile_worker._private_job_queues q set locked_by = null, locked_at = null
+      where q.id in (select job_queue_id from yielded) and q.locked_by = ${job.lockedBy}
+    )
+    select (select id::text from ahead) as ahead, (select extract(epoch from locked_at) * 1000 from yielded)::float8 as until_ms`);
+  if (outcome.ahead === null) return { ahead: null };
+  return { ahead: outcome.ahead, until: outcome.until_ms === null ? null : new Date(outcome.until_ms) };
+}
