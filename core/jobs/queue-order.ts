@@ -34,10 +34,13 @@ export async function takeQueueTurn(
 ): Promise<QueueTurn> {
   const outcome = await db.one(sql.type(Outcome)`
     with ahead as (
+      -- The queue's earlier jobs in id order, by index (usually none), up to
+      -- the first whose platform job is open: a scalar subquery, so each is
+      -- one primary-key probe rather than a join over every open job.
       select e.id, case when e.locked_by = ${PARKED_BY} then e.locked_at else e.run_at end as due
       from graphile_worker._private_jobs e
-      join jobs j on j.id = (e.payload ->> 'jobId')::uuid and job_is_open(j.status)
       where e.job_queue_id = ${job.queueId} and e.id < ${job.graphileJobId} and e.attempts < e.max_attempts
+        and coalesce((select job_is_open(j.status) from jobs j where j.id = (e.payload ->> 'jobId')::uuid), false)
       order by e.id limit 1
     ), yielded as (
       update graphile_worker._private_jobs g
@@ -49,7 +52,7 @@ export async function takeQueueTurn(
     ), released as (
       -- Runs whether or not the select reads it (a data-modifying WITH always does).
       update graphile_worker._private_job_queues q set locked_by = null, locked_at = null
-      where q.id in (select job_queue_id from yielded) and q.locked_by = ${job.lockedBy}
+      where q.id = (select job_queue_id from yielded) and q.locked_by = ${job.lockedBy}
     )
     select (select id::text from ahead) as ahead, (select extract(epoch from locked_at) * 1000 from yielded)::float8 as until_ms`);
   if (outcome.ahead === null) return { ahead: null };

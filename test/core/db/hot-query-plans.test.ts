@@ -132,3 +132,25 @@ t.test('the operator console: no sequential scan of a big table', async (t) => {
     }
   }
 });
+
+// A job of a named queue checks at its start that no earlier job of its queue
+// is still to run (core/jobs/queue-order.ts): by index, however long the queue.
+t.test('a queued job\'s turn check reads its queue by index', async (t) => {
+  const { takeQueueTurn } = await import('../../../core/jobs/queue-order.ts');
+  // 300 queues of 10 jobs, and a long one of 1,000.
+  await db.query(sql.unsafe`select graphile_worker.add_job('diag.noop', '{}'::json, queue_name => 'plans:' || (n % 300)) from generate_series(1, 3000) n`);
+  await db.query(sql.unsafe`select graphile_worker.add_job('diag.noop', '{}'::json, queue_name => 'plans:long') from generate_series(1, 1000)`);
+  await db.query(sql.unsafe`analyze graphile_worker._private_jobs`);
+  await db.query(sql.unsafe`analyze graphile_worker._private_job_queues`);
+  const last = await db.one(sql.unsafe`select max(id)::text as id, max(job_queue_id) as queue from graphile_worker._private_jobs`) as { id: string; queue: number };
+  recorded.length = 0;
+  recording = true;
+  t.same(await takeQueueTurn(db, { graphileJobId: last.id, queueId: last.queue, lockedBy: 'plans' }), { ahead: null }, 'none of them has a platform job to wait for');
+  t.same(await takeQueueTurn(db, { graphileJobId: '3000', queueId: 1, lockedBy: 'plans' }), { ahead: null }, 'nor in a short queue');
+  recording = false;
+  const scans = (node: PlanNode): string[] => [
+    ...(node['Node Type'] === 'Seq Scan' && ['_private_jobs', '_private_job_queues', ...BIG_TABLES].includes(node['Relation Name'] ?? '') ? [node['Relation Name']!] : []),
+    ...(node.Plans ?? []).flatMap(scans),
+  ];
+  for (const q of recorded) t.same(scans(await planOf(q.sql, q.values)), [], q.sql.replace(/\s+/g, ' ').slice(0, 120));
+});
