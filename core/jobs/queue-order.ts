@@ -7,7 +7,8 @@
 // an earlier job still to run (an open platform job behind it, any state)
 // gives its place back at once, without counting an attempt, and waits
 // parked without holding the queue, so the earlier job can take it; it looks
-// again when it wakes (just after the earlier job's own time). One indexed
+// again when it wakes (just after the earlier job's own time, or a second
+// later when a worker holds that job). One indexed
 // read when nothing is ahead, which is nearly always.
 import { z } from 'zod';
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
@@ -37,7 +38,10 @@ export async function takeQueueTurn(
       -- The queue's earlier jobs in id order, by index (usually none), up to
       -- the first whose platform job is open: a scalar subquery, so each is
       -- one primary-key probe rather than a join over every open job.
-      select e.id, case when e.locked_by = ${PARKED_BY} then e.locked_at else e.run_at end as due
+      -- Its time: a parked one's wake; one held by a worker (or a worker gone
+      -- away, until the sweep) is looked at again in a second; else its run_at.
+      select e.id, case when e.locked_by = ${PARKED_BY} then e.locked_at
+          when e.locked_by is not null then now() + interval '1 second' else e.run_at end as due
       from graphile_worker._private_jobs e
       where e.job_queue_id = ${job.queueId} and e.id < ${job.graphileJobId} and e.attempts < e.max_attempts
         and coalesce((select job_is_open(j.status) from jobs j where j.id = (e.payload ->> 'jobId')::uuid), false)
