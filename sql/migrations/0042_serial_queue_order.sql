@@ -8,8 +8,12 @@ create index platform_queue_order on graphile_worker._private_jobs (job_queue_id
 
 -- A job that gave its place back is parked without holding its queue, so
 -- several parked jobs may share one: a queue parked by one of them is let go
--- only when its own time has come (a parked holder writes its time on both
--- rows), not when another of its jobs wakes.
+-- when its own time has come (a parked holder writes its time on both rows),
+-- not when another of its jobs wakes. Parked queues are found by their own
+-- index, so a queue whose time passed is let go even if no job of it wakes
+-- then (its holder woken or gone some other way).
+create index platform_parked_queues on graphile_worker._private_job_queues (locked_at) where locked_by = 'platform:parked';
+
 create or replace function wake_parked_jobs() returns integer
 language plpgsql as $$
 declare
@@ -18,11 +22,10 @@ begin
   with due as (
     update graphile_worker._private_jobs set locked_by = null, locked_at = null
     where locked_by = 'platform:parked' and locked_at <= now()
-    returning job_queue_id
+    returning 1
   ), queues as (
     update graphile_worker._private_job_queues q set locked_by = null, locked_at = null
-    where q.id in (select job_queue_id from due) and q.locked_by = 'platform:parked' and q.locked_at <= now()
-    returning 1
+    where q.locked_by = 'platform:parked' and q.locked_at <= now()
   )
   select count(*)::int into woken from due;
   if woken > 0 then

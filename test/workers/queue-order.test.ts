@@ -110,6 +110,9 @@ t.test('waking, sweeping or cancelling a parked job lets go of its queue only wh
   t.equal(await queueHolder(), PARKED_BY, 'cancelling the job behind it leaves the queue held');
   await db.query(sql.unsafe`update jobs set status = 'cancelled', finished_at = now() where id = ${holderJob}`);
   t.equal(await queueHolder(), null, 'cancelling the holder lets the queue go');
+  await db.query(sql.unsafe`update graphile_worker._private_job_queues set locked_by = ${PARKED_BY}, locked_at = now() - interval '1 second' where queue_name = ${queue}`);
+  await db.query(sql.unsafe`select wake_parked_jobs()`);
+  t.equal(await queueHolder(), null, 'a parked queue whose holder is gone is let go when its time has passed');
 });
 
 t.test('three busy queues, parked retries, three workers fetching in batches: each job runs only after the one ahead of it succeeded', async (t) => {
