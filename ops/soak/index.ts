@@ -81,7 +81,8 @@ try {
   const outages: Window[] = [];
   const faultWindows: Window[] = [];
   const memory: MemorySample[] = [];
-  const warmUpUntil = started + Math.max(30_000, durationMs * 0.2);
+  const warmUpMs = Math.max(30_000, durationMs * 0.2);
+  const warmUpUntil = started + warmUpMs;
   const tablesAtStart = await sampleTables(platform.db);
   let tablesAfterWarmUp: TableSample | null = null;
   const warmUp = setTimeout(() => void sampleTables(platform.db).then((t) => (tablesAfterWarmUp = t), () => undefined), warmUpUntil - Date.now());
@@ -128,7 +129,7 @@ try {
     ...(await channelInvariants(platform.db, channels)),
     ...(await billingInvariants(platform.db, billing, payers.map((p) => p.tenantId))),
     await cronInvariant(platform.db, cronFired, loadWindow, faultWindows),
-    memoryInvariant(memory, warmUpUntil),
+    memoryInvariant(memory, warmUpMs),
     tableGrowthInvariant(tablesAfterWarmUp ?? tablesAtStart, tablesAtEnd),
     logInvariant(platform.logs),
   ];
