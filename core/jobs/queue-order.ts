@@ -1,15 +1,16 @@
 // Jobs that share a queue name run one at a time, in the order they were
 // added (a chat session's turns, a channel's replies). Graphile Worker's queue
 // lock keeps them apart, and a parked job keeps its queue locked while it
-// waits (park.ts); but the soak saw a parked reply overtaken by the next one
-// of its queue right at its wake, about once in 1,800. Whatever lets that
-// happen, the attempt itself now checks: a job of a queue whose queue holds
-// an earlier job still to run (an open platform job behind it, any state)
-// gives its place back at once, without counting an attempt, and waits
-// parked without holding the queue, so the earlier job can take it; it looks
-// again when it wakes (just after the earlier job's own time, or a second
-// later when a worker holds that job). One indexed
-// read when nothing is ahead, which is nearly always.
+// waits (park.ts). The soak still saw a reply overtaken by a later one of its
+// queue, about once in 1,800; the cause found is in serial-batches.ts (a
+// batch's later job given back after its queue was let go). So that no other
+// path can do the same, the attempt itself checks: a job whose queue holds
+// an earlier job still to run (its platform job open, in any state) gives its
+// place back at once, without counting an attempt, and waits parked without
+// holding the queue, so the earlier job can take it; it looks again when it
+// wakes (just after the earlier job's own time, or a second later when a
+// worker holds that job). One indexed read when nothing is ahead, which is
+// nearly always.
 import { z } from 'zod';
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
 import { PARKED_BY } from './park.ts';
