@@ -37,6 +37,8 @@ export type TaskDeps = {
   deltas: DeltaPublisher;
   /** While the later jobs of this queue that came in this job's batch are being given back (serial-batches.ts). */
   siblingsReturned?: (queueId: string) => Promise<void> | undefined;
+  /** Every kind this worker process runs (a queue's earlier job of another kind is not waited for). */
+  kinds?: readonly string[];
 };
 
 /** A Retry-After is honoured up to a day (a reply that late is still sent, not lost). */
@@ -140,7 +142,7 @@ export function defineTask<S extends z.ZodType>(
       if (helpers.job.job_queue_id != null && holder.lockedBy) {
         await deps.siblingsReturned?.(String(helpers.job.job_queue_id));
         const lockedBy = holder.lockedBy;
-        const turn = await durable(() => takeQueueTurn(deps.db, { graphileJobId: String(helpers.job.id), queueId: helpers.job.job_queue_id!, lockedBy }));
+        const turn = await durable(() => takeQueueTurn(deps.db, { graphileJobId: String(helpers.job.id), queueId: helpers.job.job_queue_id!, lockedBy }, deps.kinds ?? [kind]));
         if (turn.ahead !== null) {
           if (!turn.until) {
             logger.info('job was let go before it started; its next attempt decides');

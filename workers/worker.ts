@@ -99,6 +99,7 @@ export async function startWorker({ config, databaseUrl, logger, concurrency, io
   const deps = {
     db, config, logger, cancels, completions, deltas, refused: jobTimes.refused, parked: (until: Date) => waker.parked(until),
     siblingsReturned: (queueId: string) => siblingReturns.settled(queueId),
+    kinds: TASKS.map((task) => task.kind),
   };
   const lanes: Lane[] = (['short', 'io'] as const).map((pool) => ({
     pool,

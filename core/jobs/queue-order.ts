@@ -5,7 +5,8 @@
 // queue, about once in 1,800; the cause found is in serial-batches.ts (a
 // batch's later job given back after its queue was let go). So that no other
 // path can do the same, the attempt itself checks: a job whose queue holds
-// an earlier job still to run (its platform job open, in any state) gives its
+// an earlier job still to run (its platform job open, in any state, of a kind
+// this worker runs: one no worker runs must not hold the queue) gives its
 // place back at once, without counting an attempt, and waits parked without
 // holding the queue, so the earlier job can take it; it looks again when it
 // wakes (just after the earlier job's own time, or a second later when a
@@ -33,6 +34,8 @@ const Outcome = z.object({ ahead: z.string().nullable(), until_ms: z.number().nu
 export async function takeQueueTurn(
   db: CommonQueryMethods,
   job: { graphileJobId: string; queueId: number | string; lockedBy: string },
+  /** The kinds this worker runs: a job of another kind (one a newer or older version runs) is not waited for. */
+  kinds: readonly string[],
 ): Promise<QueueTurn> {
   const outcome = await db.one(sql.type(Outcome)`
     with ahead as (
@@ -45,7 +48,8 @@ export async function takeQueueTurn(
           when e.locked_by is not null then now() + interval '1 second' else e.run_at end as due
       from graphile_worker._private_jobs e
       where e.job_queue_id = ${job.queueId} and e.id < ${job.graphileJobId} and e.attempts < e.max_attempts
-        and coalesce((select job_is_open(j.status) from jobs j where j.id = (e.payload ->> 'jobId')::uuid), false)
+        and coalesce((select job_is_open(j.status) and j.kind = any(${sql.array([...kinds], 'text')})
+          from jobs j where j.id = (e.payload ->> 'jobId')::uuid), false)
       order by e.id limit 1
     ), yielded as (
       update graphile_worker._private_jobs g

@@ -55,6 +55,15 @@ t.test('a later job of a queue handed out first waits behind the earlier one, wh
   t.equal(b.attempts, 1, 'waiting behind it did not count as an attempt');
 });
 
+t.test('an earlier job of a kind no worker runs (a version gone) does not hold the queue', async (t) => {
+  const queue = 'order:unknown-kind';
+  const stranded = await enqueue(db, { kind: 'diag.retired', tenantId: member.tenantId, queueName: queue, input: {} });
+  const later = await enqueue(db, { kind: 'diag.steps', tenantId: member.tenantId, queueName: queue, input: steps });
+  await startTestWorker(t, databaseUrl, overrides);
+  await waitFor('the later job to succeed', async () => (await jobRow(later)).status === 'succeeded');
+  t.equal((await jobRow(stranded)).status, 'queued', 'the stranded one waits for a worker that runs it');
+});
+
 t.test('a job behind a parked earlier one waits for it, and its own wake does not let go of the queue the earlier one holds', async (t) => {
   const queue = 'order:behind-parked';
   const earlier = await enqueue(db, { kind: 'diag.steps', tenantId: member.tenantId, queueName: queue, input: { ...steps, failAttemptsBelow: 2, retryAfterMs: 2_000 } });
