@@ -106,7 +106,10 @@ t.test('a run: 202 with run and job, executed by a real worker', async (t) => {
     last = res.json();
     return res.json().status === 'succeeded' ? res.json() : null;
   }).catch(async (error: Error) => {
-    const graphile = await db.any(sql.unsafe`select id, task_identifier, run_at, now() as now, locked_by, locked_at, attempts, queue_name, is_available from graphile_worker.jobs`);
+    // Graphile's view has no is_available: read its table.
+    const graphile = await db.any(sql.unsafe`
+      select g.id, k.identifier, g.run_at, now() as now, g.locked_by, g.locked_at, g.attempts, g.last_error, g.is_available
+      from graphile_worker._private_jobs g join graphile_worker._private_tasks k on k.id = g.task_id`);
     const workers = await db.any(sql.unsafe`select * from worker_heartbeats`);
     throw new Error(`${error.message}; the job: ${JSON.stringify(last)}; graphile: ${JSON.stringify(graphile)}; workers: ${JSON.stringify(workers)}`);
   });
