@@ -59,13 +59,18 @@ export async function runCompanyTask(input: RunInput, ctx: RunContext): Promise<
   const { result } = call;
   const answer: RunResult = { runId: input.runId, model: modelId, output: result.text, inputTokens: result.inputTokens, outputTokens: result.outputTokens };
   return ctx.db.transaction(async (tx) => {
-    // Exactly once: only the first attempt to get here writes the output.
+    // The job's final state first: completeWithin lets a 'running' mark under
+    // way land before this transaction locks anything. That mark's trigger
+    // updates the run (its status mirrors the job's), so taking the run's
+    // row first made each wait for the other until statement_timeout.
+    // Exactly once: only the attempt that may finish the job writes the
+    // output (another that finished it makes completeWithin throw, and this
+    // transaction roll back).
+    await ctx.completeWithin(tx, answer);
     const written = await tx.maybeOneFirst(sql.type(z.object({ id: z.string() }))`
       update company_runs set output = ${result.text}, model = ${modelId}
       where id = ${input.runId} and job_id = ${ctx.jobId} and output is null returning id`);
-    if (!written) return answer;
-    await recordModelUsage(tx, ctx, call);
-    await ctx.completeWithin(tx, answer);
+    if (written) await recordModelUsage(tx, ctx, call);
     return answer;
   });
 }
