@@ -63,6 +63,9 @@ export type TaskContext = TaskDeps & {
    * between them). The value returned by the handler is then not recorded again.
    * Throws JobNotRecordedError (rolling the transaction back) when the job is
    * no longer this attempt's to finish: cancelled, or finished by another attempt.
+   * It first waits for a 'running' mark under way: call it before the
+   * transaction locks a row that a trigger on the job's status updates (a
+   * company run's), or the two wait on each other.
    */
   completeWithin: (tx: CommonQueryMethods, result: unknown) => Promise<void>;
   /**
