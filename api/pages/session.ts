@@ -11,6 +11,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { constantTimeEqual, randomToken } from '../../core/crypto/tokens.ts';
 import type { CommonQueryMethods } from '../../core/db/pool.ts';
 import { hitRateLimit, LIMITS } from '../../core/rate-limit.ts';
+import { pageFailure } from './errors.ts';
 
 export type PageSession = { sid: string; userId: string | null };
 
@@ -91,9 +92,8 @@ export async function setUpFormPages(
 ): Promise<void> {
   if (!app.hasContentTypeParser('application/x-www-form-urlencoded')) await app.register(formbody, { bodyLimit: 16_384 });
   app.setErrorHandler((error: FastifyError, request, reply) => {
-    const status = typeof error.statusCode === 'number' && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500;
-    if (status === 500) request.log.error({ err: error }, `${what} failed`);
-    return message(reply, status, status === 500 ? 'Something went wrong' : 'Request refused', status === 500 ? 'Please try again.' : 'The request could not be handled.');
+    const failure = pageFailure(error, request, reply, what);
+    return message(reply, failure.status, failure.title, failure.text);
   });
 }
 

@@ -8,6 +8,7 @@ import type { FastifyError, FastifyReply } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import type Stripe from 'stripe';
 import { z } from 'zod';
+import { pageFailure } from '../../pages/errors.ts';
 import { html, sendPage as sendLayoutPage, type Html } from '../../pages/layout.ts';
 
 const Id = z.string().regex(/^[a-z]+_[A-Za-z0-9_]{8,80}$/);
@@ -55,12 +56,9 @@ const billingSandboxPages: FastifyPluginAsyncZod = async (app) => {
   const sandbox = app.billing.sandbox;
   // Errors as pages: a malformed id is simply a link that does not exist.
   app.setErrorHandler((error: FastifyError, request, reply) => {
-    const status = typeof error.statusCode === 'number' && error.statusCode >= 400 && error.statusCode < 500 ? error.statusCode : 500;
-    if (status === 500) {
-      request.log.error({ err: error }, 'billing sandbox page failed');
-      return sendPage(reply, 500, 'Something went wrong', html`<p>Please try again.</p>`, [], sandbox !== null);
-    }
-    return error.validation ? notFound(reply) : sendPage(reply, status, 'Request refused', html`<p>The request could not be handled.</p>`, [], sandbox !== null);
+    if (error.validation) return notFound(reply);
+    const failure = pageFailure(error, request, reply, 'billing sandbox page');
+    return sendPage(reply, failure.status, failure.title, html`<p>${failure.text}</p>`, [], sandbox !== null);
   });
 
   // Where the default success, cancel and portal-return URLs lead: needed
