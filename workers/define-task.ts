@@ -36,9 +36,9 @@ export type TaskDeps = {
   /** Sends stream deltas to websocket subscribers (core/jobs/deltas.ts). */
   deltas: DeltaPublisher;
   /** While the later jobs of this queue that came in this job's batch are being given back (serial-batches.ts). */
-  siblingsReturned?: (queueId: string) => Promise<void> | undefined;
+  siblingsReturned: (queueId: string) => Promise<void> | undefined;
   /** Every kind this worker process runs (a queue's earlier job of another kind is not waited for). */
-  kinds?: readonly string[];
+  kinds: readonly string[];
 };
 
 /** A Retry-After is honoured up to a day (a reply that late is still sent, not lost). */
@@ -143,9 +143,9 @@ export function defineTask<S extends z.ZodType>(
       // still to run (core/jobs/queue-order.ts); otherwise it waits behind it.
       // First the later jobs of its batch go back, so none is held here once it ends.
       if (helpers.job.job_queue_id != null && holder.lockedBy) {
-        await deps.siblingsReturned?.(String(helpers.job.job_queue_id));
+        await deps.siblingsReturned(String(helpers.job.job_queue_id));
         const lockedBy = holder.lockedBy;
-        const turn = await durable(() => takeQueueTurn(deps.db, { graphileJobId: String(helpers.job.id), queueId: helpers.job.job_queue_id!, lockedBy }, deps.kinds ?? [kind]));
+        const turn = await durable(() => takeQueueTurn(deps.db, { graphileJobId: String(helpers.job.id), queueId: helpers.job.job_queue_id!, lockedBy }, deps.kinds));
         if (turn.ahead !== null) {
           if (!turn.until) {
             logger.info('job was let go before it started; its next attempt decides');

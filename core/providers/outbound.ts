@@ -14,7 +14,6 @@ import { isIP, type LookupFunction } from 'node:net';
 import { Agent, buildConnector, fetch as undiciFetch } from 'undici';
 import { classifyAddress, describeClass, type AddressClass } from './addresses.ts';
 
-/** A destination the policy refused; the SDKs keep it as the cause of their connection error. */
 /** host:port of an outbound address, for log lines and messages: never its path, query or credentials. */
 export function hostOf(url: string, fallback = 'the remote address'): string {
   try {
@@ -24,6 +23,7 @@ export function hostOf(url: string, fallback = 'the remote address'): string {
   }
 }
 
+/** A destination the policy refused; the SDKs keep it as the cause of their connection error. */
 export class OutboundBlockedError extends Error {
   override name = 'OutboundBlockedError';
   readonly code = 'ERR_OUTBOUND_BLOCKED';
