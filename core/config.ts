@@ -55,7 +55,8 @@ const envSchema = z.object({
   SHUTDOWN_TIMEOUT_MS: intFromEnv(100, 600_000).default(10_000),
   WORKER_CONCURRENCY: intFromEnv(1, 100).default(8),
   WORKER_IO_CONCURRENCY: intFromEnv(1, 20_000).default(1_000),
-  WORKER_PARK_SWEEP_MS: intFromEnv(100, 60_000).default(1_000),
+  WORKER_FETCH_BATCH: intFromEnv(1, 1_000).default(32),
+  WORKER_IO_FETCH_BATCH: intFromEnv(1, 1_000).default(4),
   WORKER_POLL_INTERVAL_MS: intFromEnv(50, 600_000).default(2_000),
   WORKER_HEARTBEAT_MS: intFromEnv(100, 600_000).default(5_000),
   WORKER_STALE_AFTER_MS: intFromEnv(500, 3_600_000).default(20_000),
@@ -152,8 +153,10 @@ export type Config = {
     sweepIntervalMs: number;
     /** Slots of the I/O pool: jobs that wait on a model or a channel (core/jobs/pools.ts). */
     ioConcurrency: number;
-    /** How often each worker process wakes parked jobs that are due (besides its own timers). */
-    parkSweepMs: number;
+    /** Jobs the short pool fetches at once (at least its concurrency). */
+    fetchBatch: number;
+    /** Jobs the I/O pool fetches at once: small, since a full process holds them until a slot frees. */
+    ioFetchBatch: number;
     /** How long a running job may take to stop after it is cancelled before it is cut off. */
     cancelGraceMs: number;
     /** A job still at work after this long is marked 'running' (quicker ones go from queued to their result). */
@@ -343,7 +346,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       staleAfterMs: e.WORKER_STALE_AFTER_MS,
       sweepIntervalMs: e.WORKER_SWEEP_INTERVAL_MS,
       ioConcurrency: e.WORKER_IO_CONCURRENCY,
-      parkSweepMs: e.WORKER_PARK_SWEEP_MS,
+      fetchBatch: e.WORKER_FETCH_BATCH,
+      ioFetchBatch: e.WORKER_IO_FETCH_BATCH,
       cancelGraceMs: e.JOB_CANCEL_GRACE_MS,
       runningAfterMs: e.WORKER_RUNNING_AFTER_MS,
     },

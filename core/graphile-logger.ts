@@ -15,20 +15,10 @@ export function graphileLogger(logger: Logger): WorkerLogger {
   return new WorkerLogger((scope) => (level, message, meta) => {
     const fields: Record<string, unknown> = { ...scope, ...(meta ?? {}) };
     if (fields.job && typeof fields.job === 'object') fields.job = summarizeJob(fields.job as JobLike);
-    // A parked job (core/jobs/park.ts) reaches Graphile as a thrown JobParked:
-    // not a failure, and the task logged why it waits.
-    if ((fields.error as { name?: unknown } | undefined)?.name === 'JobParked') {
-      logger.debug({ job: fields.job, until: (fields.error as { until?: Date }).until }, 'job parked; its slot is free');
-      return;
-    }
-    // JobLost: another attempt has the job; the task logged it already.
-    if ((fields.error as { name?: unknown } | undefined)?.name === 'JobLost') {
-      logger.debug({ job: fields.job }, 'job let go: another attempt has it');
-      return;
-    }
-    // The I/O pool runs a thousand slots on a few connections on purpose: its
-    // jobs wait on the outside world, and it fetches for all its slots at once.
-    if (message.startsWith('WARNING: having maxPoolSize')) {
+    // The I/O pool runs a thousand slots on a few connections, and fetches a
+    // few jobs at a time, on purpose: its jobs wait on the outside world, and a
+    // full process would hold a large batch until its slots free (workers/lanes.ts).
+    if (message.startsWith('WARNING: having maxPoolSize') || message.startsWith('Your job batch size')) {
       logger.debug(fields, message);
       return;
     }

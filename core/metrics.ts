@@ -139,18 +139,18 @@ export function registerApiMetrics(
   return { registry, httpDuration };
 }
 
-type JobEvent = { job: { id: string; task_identifier: string } };
-type JobEventSource = {
-  on(name: 'job:start', listener: (event: JobEvent) => void): unknown;
-  on(name: 'job:complete', listener: (event: JobEvent & { error: unknown }) => void): unknown;
-};
+/** How an attempt ended (workers/attempt.ts): a result, a failure (final or retried), a wait, a cancel, or another attempt had ended the job. */
+export type AttemptOutcome = 'succeeded' | 'failed' | 'waited' | 'cancelled' | 'lost';
 
 /**
  * platform_job_duration_seconds{kind,outcome}: one observation per attempt,
- * from Graphile Worker's job:start to job:complete (outcome failed when the
- * attempt threw, parked when it gave its slot back to wait). The task identifier is the platform job kind.
+ * from its start to the write that ended it. platform_jobs_refused_total:
+ * wake-ups dropped without a platform job.
  */
-export function registerWorkerMetrics(registry: Registry, events: JobEventSource): { forget: () => void; refused: (kind: string, reason: string) => void } {
+export function registerWorkerMetrics(registry: Registry): {
+  observe: (kind: string, outcome: AttemptOutcome, seconds: number) => void;
+  refused: (kind: string, reason: string) => void;
+} {
   const refusedJobs = new Counter({
     name: 'platform_jobs_refused_total',
     help: 'Jobs this worker process dropped without running them, by kind and reason (no_platform_job: added with graphile_worker.add_job directly)',
@@ -159,27 +159,15 @@ export function registerWorkerMetrics(registry: Registry, events: JobEventSource
   });
   const duration = new Histogram({
     name: 'platform_job_duration_seconds',
-    help: 'Job attempts run by this worker process, by kind and outcome',
+    help: 'Job attempts run by this worker process, by kind and outcome (succeeded, failed, waited, cancelled, lost)',
     labelNames: ['kind', 'outcome'] as const,
     buckets: [0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900],
     registers: [registry],
   });
-  const started = new Map<string, number>();
-  events.on('job:start', ({ job }) => {
-    started.set(String(job.id), performance.now());
-  });
-  events.on('job:complete', ({ job, error }) => {
-    const key = String(job.id);
-    const since = started.get(key);
-    if (since === undefined) return;
-    started.delete(key);
-    // 'parked': the attempt gave its slot back to wait (a retry's backoff, a Retry-After; core/jobs/park.ts).
-    // 'lost': another attempt had the job (core/jobs/park.ts JobLost).
-    const name = (error as { name?: unknown } | undefined)?.name;
-    const outcome = !error ? 'succeeded' : name === 'JobParked' ? 'parked' : name === 'JobLost' ? 'lost' : 'failed';
-    duration.observe({ kind: job.task_identifier, outcome }, (performance.now() - since) / 1000);
-  });
-  return { forget: () => started.clear(), refused: (kind, reason) => refusedJobs.inc({ kind, reason }) };
+  return {
+    observe: (kind, outcome, seconds) => duration.observe({ kind, outcome }, seconds),
+    refused: (kind, reason) => refusedJobs.inc({ kind, reason }),
+  };
 }
 
 /**

@@ -8,19 +8,18 @@ import { Gauge, type Registry } from 'prom-client';
 import { z } from 'zod';
 import { sql, type CommonQueryMethods, type DatabasePool } from './db/pool.ts';
 import type { Config } from './config.ts';
-import { PARKED_BY } from './jobs/park.ts';
 import { POOLS, poolOf, type PoolName } from './jobs/pools.ts';
 
 /**
- * The ready / running / waiting counts of Graphile jobs aliased `g`: ready is
+ * The ready / running / waiting counts of Graphile jobs aliased `g` (each a
+ * wake-up: of one platform job, or of a serial queue's next job): ready is
  * due, unlocked and with attempts left; running is locked by a worker;
- * waiting is due later, or parked (core/jobs/park.ts: locked by
- * PARKED_BY until its time, its slot given back).
+ * waiting is due later (a delayed step, a retry's backoff, a Retry-After).
  */
 export const QUEUE_STATE_COUNTS = sql.fragment`
   count(*) filter (where g.locked_at is null and g.run_at <= now() and g.attempts < g.max_attempts)::int as ready,
-  count(*) filter (where g.locked_at is not null and g.locked_by is distinct from ${PARKED_BY})::int as running,
-  count(*) filter (where (g.locked_at is null and g.run_at > now()) or g.locked_by = ${PARKED_BY})::int as waiting`;
+  count(*) filter (where g.locked_at is not null)::int as running,
+  count(*) filter (where g.locked_at is null and g.run_at > now())::int as waiting`;
 
 const QueueRow = z.object({ kind: z.string(), ready: z.number(), running: z.number(), waiting: z.number(), oldest_ready_s: z.number().nullable() });
 export type QueueRow = z.infer<typeof QueueRow>;
@@ -28,11 +27,16 @@ const WorkerRow = z.object({ stale: z.boolean(), age_s: z.number(), concurrency:
 
 export type QueueSnapshot = { queue: readonly QueueRow[]; workers: ReadonlyArray<z.infer<typeof WorkerRow>> };
 
-/** Open jobs by kind as Graphile Worker holds them: ready, running, waiting (parked jobs wait), and the oldest ready one's wait. */
+/**
+ * Open jobs by kind as Graphile Worker holds them: ready, running, waiting,
+ * and how long the oldest ready one has waited since it was due (a fair
+ * start tag may lie before the job was added: its wait counts from then).
+ */
 export async function readQueueByKind(db: CommonQueryMethods): Promise<readonly QueueRow[]> {
   return db.any(sql.type(QueueRow)`
     select g.task_identifier as kind, ${QUEUE_STATE_COUNTS},
-      extract(epoch from now() - min(g.run_at) filter (where g.locked_at is null and g.run_at <= now() and g.attempts < g.max_attempts))::float8 as oldest_ready_s
+      extract(epoch from now() - min(greatest(g.run_at, g.created_at))
+        filter (where g.locked_at is null and g.run_at <= now() and g.attempts < g.max_attempts))::float8 as oldest_ready_s
     from graphile_worker.jobs g group by g.task_identifier`);
 }
 

@@ -2,14 +2,14 @@
 // worker replicas. An identifier is fixed forever (it is how Graphile Worker
 // remembers what already ran); change the schedule, never the identifier.
 import type { CronItem } from 'graphile-worker';
-import { DEAD_WORKER_SWEEP_KEY } from '../workers/tasks/maintenance-dead-workers.ts';
+import { DEAD_WORKER_SWEEP_KEY } from '../core/maintenance/dead-worker-sweep.ts';
 
 export const CRON_ITEMS: CronItem[] = [
   {
     identifier: 'sweep_expired_rows',
     task: 'maintenance.sweep_expired',
     match: '17 * * * *', // hourly, off the top of the hour
-    options: { backfillPeriod: 0, maxAttempts: 3, queueName: 'maintenance' },
+    options: { backfillPeriod: 0, maxAttempts: 3 },
   },
   {
     // Restarts the self-scheduling dead-worker sweep if its chain was lost.

@@ -1,8 +1,8 @@
 // Linking a channel: POST /link starts a pending link (a code, its hash kept)
-// and the channel.link job; the binding (Telegram "/start <code>", a webhook
-// message with the session token, Slack's OAuth redirect) arrives later and
-// wakes the job's last step, which finishes the job; at the expiry the same
-// step ends it as expired.
+// and the channel.link job (link-job.ts); the binding (Telegram "/start
+// <code>", a webhook message with the session token, Slack's OAuth redirect)
+// arrives later and wakes the job, which finishes; at the expiry it ends the
+// link as expired.
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import type { Config } from '../config.ts';
@@ -10,7 +10,8 @@ import type { Keyring } from '../crypto/keyring.ts';
 import { constantTimeEqual } from '../crypto/tokens.ts';
 import { sql, type CommonQueryMethods, type DatabasePool } from '../db/pool.ts';
 import { defaultAgent } from '../chat/sessions.ts';
-import { enqueueJob, type TaskEnvelope } from '../jobs/enqueue.ts';
+import { enqueueJob } from '../jobs/enqueue.ts';
+import { wakeJob } from '../jobs/lifecycle.ts';
 import { linkRow, sealSecret, type LinkRow, openSettings } from './store.ts';
 import type { ChannelAdapter } from './types.ts';
 
@@ -57,13 +58,9 @@ export async function startLink(db: DatabasePool, keyring: Keyring, config: Conf
   });
 }
 
-/** Schedules (or moves to now) the link job's last step. */
-export async function scheduleLinkFinish(tx: CommonQueryMethods, row: Pick<LinkRow, 'tenant_id' | 'link_job_id'>, at: 'now' | string): Promise<void> {
-  if (!row.link_job_id) return;
-  const payload: TaskEnvelope = { jobId: row.link_job_id, tenantId: row.tenant_id, input: { phase: 'finish' } };
-  await tx.query(sql.unsafe`
-    select graphile_worker.add_job(${LINK_JOB}, ${sql.json(payload as never)}, run_at => ${at === 'now' ? sql.fragment`now()` : sql.fragment`${at}::timestamptz`},
-      job_key => ${`channel-link:${row.link_job_id}`}, max_attempts => 5)`);
+/** The binding is there: the link job, waiting for it, runs its last step now. */
+export async function wakeLinkJob(tx: CommonQueryMethods, row: Pick<LinkRow, 'link_job_id'>): Promise<void> {
+  if (row.link_job_id) await wakeJob(tx, row.link_job_id, 'now');
 }
 
 const SessionId = z.object({ id: z.string() });
@@ -92,7 +89,7 @@ export async function bindLink(tx: CommonQueryMethods, row: LinkRow, adapter: Ch
     update channel_links set state = 'linked', bound_ref = ${boundRef}, account = coalesce(account, '{}'::jsonb) || ${sql.jsonb(account as never)},
       session_id = ${sessionId}, linked_at = now(), link_code_hash = null, updated_at = now()
     where id = ${row.id} returning *`);
-  if (row.link_awaiting) await scheduleLinkFinish(tx, row, 'now');
+  if (row.link_awaiting) await wakeLinkJob(tx, row);
   return bound;
 }
 
@@ -106,7 +103,7 @@ export async function acceptOAuthCode(db: DatabasePool, keyring: Keyring, channe
     const sealed = sealSecret(keyring, row.tenant_id, channel, 'oauthCode', oauthCode);
     await tx.query(sql.unsafe`
       update channel_links set secrets = secrets || ${sql.jsonb({ oauthCode: sealed })}, link_code_hash = null, updated_at = now() where id = ${row.id}`);
-    if (row.link_awaiting) await scheduleLinkFinish(tx, row, 'now');
+    if (row.link_awaiting) await wakeLinkJob(tx, row);
     return true;
   });
 }

@@ -1,17 +1,16 @@
 // Sending a chat turn: the user message (which carries the send's
 // Idempotency-Key) and the chat.turn job commit together, in one statement
 // per batch of sends (the api's group committer gathers the batch;
-// chat_send_round, 0033 and since 0036, writes it).
-// The turn runs in the session's own Graphile queue, so turns of one session
+// chat_send_round, migration 0043, writes it).
+// The turn runs in the session's own serial queue, so turns of one session
 // are answered in order.
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { sqlState } from '../db/errors.ts';
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
 import { fingerprint } from '../idempotency.ts';
-import { jobRecords, type JobSpec } from '../jobs/enqueue.ts';
+import { jobRecord, type JobSpec } from '../jobs/enqueue.ts';
 import type { BatchHandler } from '../jobs/group-commit.ts';
-import { poolOf } from '../jobs/pools.ts';
 import { OFFLINE_MODEL, PLANS } from '../plans.ts';
 import { PROVIDER_IDS } from '../providers/types.ts';
 
@@ -112,29 +111,23 @@ async function sendRound(
   inTransaction: boolean,
 ): Promise<void> {
   const specs = new Map(round.map((i) => [i, turnJob(prepared[i]!.input, prepared[i]!.body)]));
-  const turns = jobRecords([...specs.values()]);
   // Everything of one send in one element: the statement parses one array.
-  const sends = JSON.stringify(round.map((i, n) => {
+  const sends = JSON.stringify(round.map((i) => {
     const { input, print, body } = prepared[i]!;
-    const job = turns.rows[n]!;
-    const spec = turns.workerSpecs[n]!;
+    const job = jobRecord(specs.get(i)!);
     return {
       i, tenant_id: input.tenantId, session_id: input.sessionId, key: input.idempotencyKey, fingerprint: print,
       message_id: body.messageId, content: input.message, attachments: input.attachments,
       company_scope: input.companyScope ?? null, user_id: input.userId,
-      // The turn job's own fields above give its Graphile task, queue and
-      // attempts; its payload and tenant flag come from the spec (0036).
-      job_id: job.id, kind: job.kind, queue_name: job.queue_name, max_attempts: job.max_attempts,
-      payload: spec.payload, flag: spec.flags![0], pool: poolOf(job.kind),
+      job_id: job.id, kind: job.kind, queue: job.queue, pool: job.pool, max_attempts: job.max_attempts, input: job.input,
     };
   }));
-  // One call of chat_send_round (0033, 0038): the quota of every send, then the
-  // message (carrying its key) and the turn job of each it accepts, at its
-  // place in the fair order. A refused send writes nothing and spends no key.
-  // It first reads the counts (messages this month, the account's unfinished
-  // jobs) without a lock; a counting trigger fails the statement (QT001) if a
-  // concurrent send took the room meanwhile. Then, and only then, the round
-  // runs again with the counter rows locked before they are read.
+  // One call of chat_send_round (migration 0043): the quota of every send,
+  // then the message (carrying its key) and the turn job of each it accepts,
+  // at its place in the fair order. A refused send writes nothing and spends
+  // no key. It reads the month's message counts without a lock and fails
+  // (QT001) if a concurrent send took the room meanwhile; then, and only
+  // then, the round runs again with the counter rows locked before they are read.
   const run = (lockFirst: boolean) => db.any(sql.type(BatchRow)`
     select i, session_found, created, refusal, plan, message_limit, record_message_id, record_job_id, record_fingerprint
     from chat_send_round(${sends}::jsonb, ${sql.jsonb(MESSAGE_LIMITS)}, ${PLANS.free.monthlyMessages},

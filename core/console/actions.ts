@@ -3,9 +3,8 @@
 // nor a record of something that did not happen.
 import { z } from 'zod';
 import { sql, type DatabasePool } from '../db/pool.ts';
-import { jobRecords } from '../jobs/enqueue.ts';
+import { enqueueJob } from '../jobs/enqueue.ts';
 import { requestCancel } from '../jobs/lifecycle.ts';
-import { poolOf } from '../jobs/pools.ts';
 import { resumeTenant, suspendTenant } from '../tenants/suspension.ts';
 import { recordAction, type Operator } from './audit.ts';
 
@@ -15,39 +14,28 @@ export type ActionOutcome = { ok: true; outcome: string } | { ok: false; status:
 export const RETRY_ATTEMPTS = 3;
 
 const Locked = z.object({
-  id: z.string(), tenant_id: z.string(), account_id: z.string(), kind: z.string(), status: z.string(),
-  queue_name: z.string().nullable(), attempts: z.number(), retry_input: z.record(z.string(), z.unknown()).nullable(),
+  id: z.string(), tenant_id: z.string(), kind: z.string(), status: z.string(),
+  queue_name: z.string().nullable(), attempts: z.number(), input: z.record(z.string(), z.unknown()).nullable(),
 });
 
 /**
- * Runs a failed job again: a new Graphile job with the input its final
- * failure kept, numbered on from its last attempt (so the attempt fencing of
- * core/jobs/lifecycle.ts holds and its history reads on), a place in its
- * account's fair order, and the job back to 'queued'.
+ * Runs a failed job again, through the one way jobs are queued
+ * (core/jobs/enqueue.ts): its own input, numbered on from its last attempt
+ * (so the attempt fencing of core/jobs/lifecycle.ts holds and its history
+ * reads on), a place in its account's fair order, after the jobs already in
+ * its serial queue, and the job back to 'queued'.
  */
 export async function retryJob(db: DatabasePool, operator: Operator, jobId: string, reason: string): Promise<ActionOutcome> {
   return db.transaction(async (tx) => {
     const job = await tx.maybeOne(sql.type(Locked)`
-      select j.id, j.tenant_id, t.account_id::text, j.kind, j.status, j.queue_name, j.attempts, j.retry_input
-      from jobs j join tenants t on t.id = j.tenant_id where j.id = ${jobId} for update of j`);
+      select id, tenant_id, kind, status, queue_name, attempts, input from jobs where id = ${jobId} for update`);
     if (!job) return { ok: false, status: 404, message: 'There is no such job (it may have been removed by retention).' };
     if (job.status !== 'failed') return { ok: false, status: 409, message: `Only a failed job can be retried; this one is ${job.status}.` };
-    if (!job.retry_input) return { ok: false, status: 409, message: 'This job failed before its input was kept for retries; it cannot be run again from here.' };
-    const maxAttempts = job.attempts + RETRY_ATTEMPTS;
-    const [spec] = jobRecords([{
-      id: job.id, kind: job.kind, tenantId: job.tenant_id, input: job.retry_input, maxAttempts, ...(job.queue_name ? { queueName: job.queue_name } : {}),
-    }]).workerSpecs;
-    const graphileId = await tx.oneFirst(sql.type(z.object({ id: z.string() }))`
-      select a.id::text from graphile_worker.add_jobs(array[json_populate_record(null::graphile_worker.job_spec,
-        (${sql.jsonb(spec as never)}::jsonb || jsonb_build_object('run_at',
-          (select run_at from fair_run_at(array[${job.tenant_id}]::uuid[], array[${poolOf(job.kind)}]::text[]))))::json)]) a`);
-    // Graphile counts this run's attempts on from the job's last one.
-    await tx.query(sql.unsafe`update graphile_worker._private_jobs set attempts = ${job.attempts} where id = ${graphileId}`);
-    await tx.query(sql.unsafe`
-      update jobs set status = 'queued', max_attempts = ${maxAttempts}, error = null, result = null, progress = null,
-        finished_at = null, retry_input = null, graphile_job_id = ${graphileId}
-      where id = ${jobId}`);
-    await tx.query(sql.unsafe`select account_open_jobs_add(array[${job.account_id}]::uuid[], array[1])`);
+    if (!job.input) return { ok: false, status: 409, message: 'This job failed before its input was kept for retries; it cannot be run again from here.' };
+    await enqueueJob(tx, {
+      id: job.id, kind: job.kind, tenantId: job.tenant_id, input: job.input, maxAttempts: job.attempts + RETRY_ATTEMPTS,
+      again: { afterAttempts: job.attempts }, ...(job.queue_name ? { queueName: job.queue_name } : {}),
+    });
     await tx.query(sql.unsafe`insert into job_history (job_id, event, attempt) values (${jobId}, 'queued', ${job.attempts})`);
     const outcome = `queued again as attempt ${job.attempts + 1} (up to ${RETRY_ATTEMPTS} attempts)`;
     await recordAction(tx, operator, { action: 'job.retry', tenantId: job.tenant_id, jobId, reason, outcome });

@@ -1,9 +1,30 @@
-// Graphile Worker's open jobs with their payloads. Its public view
-// (graphile_worker.jobs) leaves the payload out; the console needs it to
-// tell whose job it is (tenantId) and which platform job it runs (jobId).
+// What the console shows of the queue, from the platform's own jobs table:
+// whose a job is and where it stands are the platform's rows; Graphile
+// Worker's jobs are only wake-ups (docs/engine.md), read through its public
+// view (graphile_worker.jobs) where the console names one.
 import { sql } from '../db/pool.ts';
 
-export const GRAPHILE_JOBS = sql.fragment`(
-  select j.id, t.identifier as task_identifier, j.run_at, j.attempts, j.max_attempts, j.last_error,
-    j.locked_at, j.locked_by, j.payload
-  from graphile_worker._private_jobs j join graphile_worker._private_tasks t on t.id = j.task_id)`;
+/**
+ * Ready / running / waiting counts of open platform jobs aliased `j`:
+ * running is held by an attempt; ready is queued, due and next in its serial
+ * queue (if it has one); waiting is the rest (its time to come, or behind
+ * the job ahead of it in its queue).
+ */
+export const JOB_STATE_COUNTS = sql.fragment`
+  count(*) filter (where j.status = 'queued' and j.claimed_by is null and (j.not_before is null or j.not_before <= now())
+    and (j.queue_name is null or not exists (select 1 from jobs e where e.queue_name = j.queue_name
+      and e.status in ('queued', 'running', 'cancelling') and e.seq < j.seq)))::int as ready,
+  count(*) filter (where j.status <> 'queued' or j.claimed_by is not null)::int as running,
+  count(*) filter (where j.status = 'queued' and j.claimed_by is null and (j.not_before > now()
+    or (j.queue_name is not null and exists (select 1 from jobs e where e.queue_name = j.queue_name
+      and e.status in ('queued', 'running', 'cancelling') and e.seq < j.seq))))::int as waiting`;
+
+/** Open platform jobs, aliased `j` (the partial index of open jobs serves it). */
+export const OPEN_JOBS = sql.fragment`jobs j where j.status in ('queued', 'running', 'cancelling')`;
+
+/** The Graphile wake-up of platform job `j`: its own, a wait's (keyed by its id), or its serial queue's. */
+export const WAKE_UP_OF_JOB = sql.fragment`(
+  select g.id, g.task_identifier, g.run_at, g.attempts, g.max_attempts, g.last_error, g.locked_at, g.locked_by, g.key
+  from graphile_worker.jobs g
+  where g.id = j.graphile_job_id or g.key = 'j:' || j.id::text or g.key = 'q:' || j.queue_name
+  order by g.locked_at desc nulls last, g.run_at limit 1)`;

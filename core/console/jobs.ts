@@ -4,7 +4,8 @@
 // while it has one, its history and the operator actions taken on it.
 import { z } from 'zod';
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
-import { GRAPHILE_JOBS } from './graphile.ts';
+import { PLATFORM_JOB_KINDS } from '../jobs/pools.ts';
+import { WAKE_UP_OF_JOB } from './graphile.ts';
 import { JOB_STATUSES } from '../jobs/schema.ts';
 
 export const JOB_STATE_FILTERS = ['any', 'open', ...JOB_STATUSES] as const;
@@ -60,10 +61,9 @@ export async function listJobs(db: CommonQueryMethods, filter: JobFilter, limit 
   return { rows: rows.slice(0, limit), more: rows.length > limit };
 }
 
-/** Every job kind Graphile Worker has seen (its task table: one row per kind), for the filter's list. */
-export async function knownKinds(db: CommonQueryMethods): Promise<readonly string[]> {
-  return db.anyFirst(sql.type(z.object({ kind: z.string() }))`
-    select identifier as kind from graphile_worker._private_tasks order by identifier limit 500`);
+/** Every kind of platform job, for the filter's list. */
+export function knownKinds(): readonly string[] {
+  return [...PLATFORM_JOB_KINDS].sort();
 }
 
 const Detail = z.object({
@@ -80,14 +80,14 @@ const Detail = z.object({
   progress: z.unknown(),
   result: z.unknown(),
   error: z.unknown(),
-  retry_input: z.unknown(),
+  input: z.unknown(),
   locked_by: z.string().nullable(),
   created_at: z.string(),
   started_at: z.string().nullable(),
   finished_at: z.string().nullable(),
   updated_at: z.string(),
   graphile: z
-    .object({ run_at: z.string(), locked_by: z.string().nullable(), locked_at: z.string().nullable(), attempts: z.number(), last_error: z.string().nullable(), payload: z.unknown() })
+    .object({ run_at: z.string(), locked_by: z.string().nullable(), locked_at: z.string().nullable(), attempts: z.number(), last_error: z.string().nullable(), key: z.string().nullable() })
     .nullable(),
   worker: z.object({ hostname: z.string(), pid: z.number(), last_seen_at: z.string() }).nullable(),
 });
@@ -99,14 +99,14 @@ export type HistoryRow = z.infer<typeof HistoryRow>;
 export async function jobDetail(db: CommonQueryMethods, jobId: string): Promise<{ job: JobDetail; history: readonly HistoryRow[] } | null> {
   const job = await db.maybeOne(sql.type(Detail)`
     select j.id, j.tenant_id, t.name as tenant_name, t.account_id::text, j.kind, j.status, j.queue_name, j.session_id,
-      j.attempts, j.max_attempts, j.progress, j.result, j.error, j.retry_input, j.locked_by,
+      j.attempts, j.max_attempts, j.progress, j.result, j.error, j.input, j.locked_by,
       j.created_at, j.started_at, j.finished_at, j.updated_at,
       case when g.id is null then null else json_build_object('run_at', g.run_at, 'locked_by', g.locked_by, 'locked_at', g.locked_at,
-        'attempts', g.attempts, 'last_error', g.last_error, 'payload', g.payload) end as graphile,
+        'attempts', g.attempts, 'last_error', g.last_error, 'key', g.key) end as graphile,
       (select json_build_object('hostname', h.hostname, 'pid', h.pid, 'last_seen_at', h.last_seen_at)
        from worker_heartbeats h where h.worker_id = coalesce(g.locked_by, j.locked_by)) as worker
     from jobs j join tenants t on t.id = j.tenant_id
-    left join lateral (select * from ${GRAPHILE_JOBS} g where g.id = j.graphile_job_id) g on true
+    left join lateral ${WAKE_UP_OF_JOB} g on j.status in ('queued', 'running', 'cancelling')
     where j.id = ${jobId}`);
   if (!job) return null;
   // Failures (and operator retries) are in job_history (0041); a chat

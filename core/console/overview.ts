@@ -4,8 +4,8 @@
 // and each busy account's place in the fair order.
 import { z } from 'zod';
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
-import { QUEUE_STATE_COUNTS, readQueueByKind } from '../queue-metrics.ts';
-import { GRAPHILE_JOBS } from './graphile.ts';
+import { readQueueByKind } from '../queue-metrics.ts';
+import { JOB_STATE_COUNTS, OPEN_JOBS } from './graphile.ts';
 
 const KindRow = z.object({
   kind: z.string(),
@@ -87,9 +87,8 @@ export async function readOverview(db: CommonQueryMethods): Promise<Overview> {
   }
   const accounts = await db.any(sql.type(AccountRow)`
     with queue as (
-      select t.account_id, ${QUEUE_STATE_COUNTS}
-      from ${GRAPHILE_JOBS} g join tenants t on t.id = (g.payload ->> 'tenantId')::uuid
-      where g.payload ->> 'tenantId' ~ '^[0-9a-f-]{36}$'
+      select t.account_id, ${JOB_STATE_COUNTS}
+      from ${OPEN_JOBS} join tenants t on t.id = j.tenant_id
       group by t.account_id
       order by count(*) desc limit ${TOP_ACCOUNTS}
     )
@@ -97,8 +96,8 @@ export async function readOverview(db: CommonQueryMethods): Promise<Overview> {
       (select count(*)::int from tenants t where t.account_id = q.account_id) as tenants,
       l.fair_weight::float8 as weight, q.ready, q.running, q.waiting,
       account_open_count(q.account_id) as open_jobs, l.max_open_jobs,
-      (select extract(epoch from max(a.vtime - c.vtime))::float8 from fair_accounts a join fair_clock c on c.pool = a.pool
-       where a.account_id = q.account_id) as ahead_s
+      (select max(x.n) * 16e-6 / coalesce(l.fair_weight, 1) from (select c.pool, sum(c.open)::float8 as n
+         from account_job_counts c where c.account_id = q.account_id group by c.pool) x)::float8 as ahead_s
     from queue q
     left join users u on u.id = q.account_id
     left join lateral (select * from account_limits(q.account_id)) l on true

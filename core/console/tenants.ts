@@ -2,8 +2,7 @@
 // work they have in the queue (Graphile's open jobs, by the payload's tenant).
 import { z } from 'zod';
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
-import { QUEUE_STATE_COUNTS } from '../queue-metrics.ts';
-import { GRAPHILE_JOBS } from './graphile.ts';
+import { JOB_STATE_COUNTS } from './graphile.ts';
 
 const TenantRow = z.object({
   id: z.string(),
@@ -30,12 +29,12 @@ const columns = sql.fragment`
   coalesce((select c.messages from tenant_message_counts c where c.tenant_id = t.id and c.month = date_trunc('month', now())::date), 0) as messages_this_month,
   coalesce(q.ready, 0) as ready, coalesce(q.running, 0) as running, coalesce(q.waiting, 0) as waiting, t.created_at::text || '|' || t.id as cursor`;
 
-/** The given tenants with their work in the queue: one pass over Graphile's open jobs for the whole page. */
+/** The given tenants with their work in the queue: one pass over their open jobs for the whole page. */
 const withQueue = (page: ReturnType<typeof sql.fragment>) => sql.fragment`
   with page as (${page}),
   queue as (
-    select g.payload ->> 'tenantId' as tenant_id, ${QUEUE_STATE_COUNTS}
-    from ${GRAPHILE_JOBS} g where g.payload ->> 'tenantId' = any(array(select id::text from page))
+    select j.tenant_id::text as tenant_id, ${JOB_STATE_COUNTS}
+    from jobs j where j.tenant_id = any(array(select id from page)) and j.status in ('queued', 'running', 'cancelling')
     group by 1
   )
   select ${columns} from page t left join users u on u.id = t.owner_id left join queue q on q.tenant_id = t.id::text

@@ -3,7 +3,6 @@
 // the jobs Graphile holds locked under their ids.
 import { z } from 'zod';
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
-import { GRAPHILE_JOBS } from './graphile.ts';
 
 const ProcessRow = z.object({
   hostname: z.string(),
@@ -28,8 +27,9 @@ export async function listWorkerProcesses(db: CommonQueryMethods, staleAfterMs: 
     )
     select p.hostname, p.pid, p.version, p.concurrency, p.io_concurrency, p.started_at, p.last_seen_at,
       extract(epoch from now() - p.last_seen_at)::float8 as seen_s_ago, p.ids,
-      coalesce((select json_agg(json_build_object('job_id', g.payload ->> 'jobId', 'kind', g.task_identifier, 'locked_at', g.locked_at) order by g.locked_at)
-        from ${GRAPHILE_JOBS} g where g.locked_by = any(p.ids)), '[]'::json) as running
+      coalesce((select json_agg(json_build_object('job_id', j.id, 'kind', j.kind, 'locked_at', coalesce(j.started_at, j.updated_at)) order by j.updated_at)
+        from jobs j where j.status in ('queued', 'running', 'cancelling')
+          and (j.claimed_by = any(p.ids) or (j.status <> 'queued' and j.locked_by = any(p.ids)))), '[]'::json) as running
     from procs p
     order by p.hostname, p.started_at, p.pid`);
   return rows.map((r) => ({ ...r, stale: r.seen_s_ago * 1000 > staleAfterMs }));

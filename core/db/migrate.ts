@@ -78,32 +78,11 @@ export async function migrate(databaseUrl: string, logger: Logger, directory = M
       applied.push(migration.name);
       logger.info({ migration: migration.name }, 'migration applied');
     }
-    await ensureAddJobsPlansFresh(client, logger);
   } finally {
     await client.query('select pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]).catch(() => undefined);
     await client.end();
   }
   return { applied };
-}
-
-// Graphile Worker's add_jobs (which every enqueue calls, ours and Graphile's
-// own) first clears the key of any locked job that a spec names. With a
-// cached generic plan that statement is a hash join whose first outer fetch
-// reads the whole queue, even when no spec has a key: under a backlog of
-// 8,000 jobs it cost 1.4 ms per call. A custom plan sees the specs and reads
-// nothing. Planning each call costs less than the scan saves even when the
-// queue is short: batches of chat sends took 0.56x the database CPU while a
-// backlog grew to 26,000 jobs, and 0.94x-0.98x with under 400 queued. This is a
-// setting on Graphile's function, not a change to it; a Graphile migration
-// that replaces the function drops it, so every migrate run puts it back.
-const ADD_JOBS = 'graphile_worker.add_jobs(graphile_worker.job_spec[], boolean)';
-const ADD_JOBS_PLANS = 'force_custom_plan';
-
-async function ensureAddJobsPlansFresh(client: pg.Client, logger: Logger): Promise<void> {
-  const { rows } = await client.query<{ config: string[] | null }>(`select proconfig as config from pg_proc where oid = $1::regprocedure`, [ADD_JOBS]);
-  if (rows[0]?.config?.includes(`plan_cache_mode=${ADD_JOBS_PLANS}`)) return;
-  await client.query(`alter function ${ADD_JOBS} set plan_cache_mode = ${ADD_JOBS_PLANS}`);
-  logger.info({ function: ADD_JOBS }, 'graphile add_jobs set to plan each call');
 }
 
 export type MigrationState = { current: boolean; pending: string[]; workerSchemaCurrent: boolean };

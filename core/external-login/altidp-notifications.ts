@@ -8,6 +8,7 @@ import { deleteAccount } from '../accounts/users.ts';
 import { sha256 } from '../crypto/tokens.ts';
 import { sql, type DatabasePool } from '../db/pool.ts';
 import { hasOtherSignIn } from './accounts.ts';
+import { enqueueSystemJob } from '../jobs/enqueue.ts';
 
 export const ALTIDP_NOTIFICATION_JOB = 'auth.altidp-notification';
 export const KNOWN_EVENTS = ['email-disabled', 'email-enabled', 'consent-revoked', 'account-delete'] as const;
@@ -52,9 +53,9 @@ export async function storeNotification(db: DatabasePool, jws: string, payload: 
       return { ...existing, duplicate: true };
     }
     if (known) {
-      await tx.query(sql.unsafe`
-        select graphile_worker.add_job(${ALTIDP_NOTIFICATION_JOB}, json_build_object('notificationId', ${inserted.id}::text),
-          job_key => ${`altidp-notification:${inserted.id}`}, max_attempts => 10)`);
+      await enqueueSystemJob(tx, {
+        kind: ALTIDP_NOTIFICATION_JOB, payload: { notificationId: String(inserted.id) }, key: `altidp-notification:${inserted.id}`, maxAttempts: 10,
+      });
     }
     return { ...inserted, duplicate: false };
   });

@@ -1,6 +1,7 @@
 // What a worker process writes for its jobs, batched across the jobs that
 // start or finish at about the same time (core/db/batcher.ts): the status
-// reads that open attempts, and the results; and the progress they report. A batch that fails is written
+// reads that open attempts, the claims of serial queues, and the results;
+// and the progress they report. A batch that fails is written
 // again item by item, so one bad result fails only its own job.
 //
 // These statements run on a small pool of their own, in plain node-postgres
@@ -13,7 +14,7 @@
 // statement, the two choices halve the CPU a completion costs.
 import type { Logger } from 'pino';
 import { StatementBatcher } from '../db/batcher.ts';
-import { completeJobs, openAttempts, reportProgress, type Completion, type Holder, type PreparedQueryable } from './lifecycle.ts';
+import { claimQueues, completeJobs, openAttempts, reportProgress, type AttemptStart, type Completion, type Holder, type PreparedQueryable, type QueueClaim } from './lifecycle.ts';
 
 /** A pool that hands out connections (workers/graphile-pool.ts waits through outages). */
 export type ConnectionSource = {
@@ -21,7 +22,8 @@ export type ConnectionSource = {
 };
 
 export class JobCompletions {
-  private readonly opens: StatementBatcher<string, boolean>;
+  private readonly opens: StatementBatcher<string, AttemptStart>;
+  private readonly claims: StatementBatcher<{ queue: string; holder: string }, QueueClaim>;
   private readonly results: StatementBatcher<Completion, boolean>;
   private readonly db: PreparedQueryable;
 
@@ -44,6 +46,10 @@ export class JobCompletions {
       async (ids) => (await openAttempts(db, ids)).map((value) => ({ ok: true as const, value })),
       { key: (id) => id, what: 'attempt start', logger },
     );
+    this.claims = new StatementBatcher(
+      async (items) => (await claimQueues(db, items)).map((value) => ({ ok: true as const, value })),
+      { key: (c) => c.queue, what: 'queue claim', logger },
+    );
     this.results = new StatementBatcher(
       async (completions) => {
         const recorded = await completeJobs(db, completions);
@@ -53,9 +59,14 @@ export class JobCompletions {
     );
   }
 
-  /** Whether an attempt of this job should run (see openAttempts). */
-  open(jobId: string): Promise<boolean> {
+  /** What a wake-up of this job finds (see openAttempts). */
+  open(jobId: string): Promise<AttemptStart> {
     return this.opens.submit(jobId);
+  }
+
+  /** Claims the next job of a serial queue for this worker pool (see claimQueues). */
+  claim(queue: string, holder: string): Promise<QueueClaim> {
+    return this.claims.submit({ queue, holder });
   }
 
   /** Publishes a job's progress (not batched: a task awaits each before the next, so they stay in order). */

@@ -31,9 +31,11 @@ export class RetryableJobError extends Error {
 
 /**
  * Not a failure: the task has to wait for the outside world (a runner to
- * pick up work, say) and asks to run again after `delayMs`. The job gives
- * its worker slot back meanwhile and keeps its attempt and its place
- * (core/jobs/park.ts); `progress` is published first when given.
+ * pick up work, say) and asks to run again after `delayMs`. The attempt ends
+ * and gives its worker slot back; the job runs again then as the same
+ * attempt (core/jobs/lifecycle.ts waitJob), with `progress` kept for it when
+ * given. A job of a serial queue holds its queue while it waits, unless
+ * `leaveQueue` (it then runs on outside the queue).
  */
 export class JobWait extends Error {
   override name = 'JobWait';
@@ -41,7 +43,11 @@ export class JobWait extends Error {
     public readonly delayMs: number,
     public readonly reason: string,
     public readonly progress?: unknown,
+    public readonly leaveQueue = false,
   ) {
     super(reason);
   }
 }
+
+/** The backoff before attempt `attempt + 1` after a failure: e^min(attempt, 10) seconds, as Graphile Worker's own. */
+export const backoffMs = (attempt: number) => Math.round(Math.exp(Math.min(attempt, 10)) * 1000);

@@ -6,11 +6,12 @@
 // finished job. Each change fires the jobs_notify trigger, which is how
 // websocket subscribers hear about it.
 //
-// 'running' is written lazily: a first attempt starts with no read, a retry
-// with one (openAttempts); either marks the job running only with its first
-// progress, after WORKER_RUNNING_AFTER_MS, or not at all when its final write
-// comes first. A quick job so costs one write (its result) instead of two.
+// 'running' is written lazily: an attempt starts with one read (openAttempts,
+// batched) or a queue's claim (claimQueues), and marks the job running only
+// with its first progress, after WORKER_RUNNING_AFTER_MS, or not at all when
+// its final write comes first. A quick job so costs one write (its result).
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
+import { z } from 'zod';
 import { JobRow } from './schema.ts';
 
 const jobRow = sql.type(JobRow);
@@ -50,17 +51,45 @@ const OPEN_ATTEMPTS = `
     where id = any($1::uuid[]) and status = 'cancelling'
     returning id
   )
-  select id::text, status from jobs where id = any($1::uuid[]) and id not in (select id from stopping)`;
+  select id::text, status, queue_name, not_before > now() as later from jobs
+  where id = any($1::uuid[]) and id not in (select id from stopping)`;
 
 /**
- * Whether attempts of these jobs should run (one answer per id): one read,
- * no write. A job that is final (or gone) is skipped; one asked to stop while
- * it waited ends as cancelled here.
+ * What a wake-up of a platform job finds: 'run' (it is open and due),
+ * 'skip' (final, gone, or asked to stop, which ends it as cancelled here),
+ * 'later' (it waits: its own wake-up comes at its time), or its serial
+ * queue (a job of a queue runs when its queue's turn claims it).
  */
-export async function openAttempts(db: PreparedQueryable, jobIds: readonly string[]): Promise<boolean[]> {
+export type AttemptStart = { state: 'run' } | { state: 'skip' } | { state: 'later' } | { state: 'serial'; queue: string };
+
+/** One read for the wake-ups that start together, no write but the cancels it completes. */
+export async function openAttempts(db: PreparedQueryable, jobIds: readonly string[]): Promise<AttemptStart[]> {
   const { rows } = await db.query({ name: 'platform_open_attempts', text: OPEN_ATTEMPTS, values: [jobIds] });
-  const status = new Map(rows.map((r) => [r.id as string, r.status as string]));
-  return jobIds.map((id) => status.get(id) === 'queued' || status.get(id) === 'running');
+  const byId = new Map(rows.map((r) => [r.id as string, r]));
+  return jobIds.map((id): AttemptStart => {
+    const row = byId.get(id);
+    if (!row || (row.status !== 'queued' && row.status !== 'running')) return { state: 'skip' };
+    if (row.queue_name) return { state: 'serial', queue: row.queue_name as string };
+    return row.later ? { state: 'later' } : { state: 'run' };
+  });
+}
+
+const CLAIM_QUEUES = `
+  select queue, outcome, job_id::text, tenant_id::text, kind, input, attempt, max_attempts
+  from queue_claim($1::text[], $2::text[])`;
+
+/** What a queue's wake-up found (queue_claim, migration 0043). */
+export type QueueClaim =
+  | { queue: string; outcome: 'claimed'; jobId: string; tenantId: string; kind: string; input: Record<string, unknown>; attempt: number; maxAttempts: number }
+  | { queue: string; outcome: 'busy' | 'later' | 'empty' };
+
+/** Claims the next job of each queue for the worker pool beside it (one statement for many queues). */
+export async function claimQueues(db: PreparedQueryable, claims: ReadonlyArray<{ queue: string; holder: string }>): Promise<QueueClaim[]> {
+  const { rows } = await db.query({ name: 'platform_claim_queues', text: CLAIM_QUEUES, values: [claims.map((c) => c.queue), claims.map((c) => c.holder)] });
+  return rows.map((r): QueueClaim => r.outcome === 'claimed'
+    ? { queue: r.queue as string, outcome: 'claimed', jobId: r.job_id as string, tenantId: r.tenant_id as string, kind: r.kind as string,
+      input: (r.input ?? {}) as Record<string, unknown>, attempt: Number(r.attempt), maxAttempts: Number(r.max_attempts) }
+    : { queue: r.queue as string, outcome: r.outcome as 'busy' | 'later' | 'empty' });
 }
 
 /** Marks the attempt as running (idempotent); false when it may no longer write. */
@@ -142,40 +171,38 @@ export async function completeJobs(db: PreparedQueryable, completions: readonly 
   return new Set(rows.map((r) => r.id as string));
 }
 
-/**
- * A failed attempt: final failures end the job, others put it back to
- * 'queued' with the error marked as retrying, so clients can show it.
- */
-export async function failAttempt(
-  db: CommonQueryMethods, jobId: string, attempt: number, failure: JobFailure, final: boolean, holder: Holder = NO_HOLDER, retryAt?: Date,
-  /** A final failure keeps the task's input, so an operator can retry the job after Graphile let it go. */
-  input?: Record<string, unknown>,
-): Promise<void> {
-  const error = { code: failure.code, message: failure.message, retrying: !final, ...(retryAt ? { retryAt: retryAt.toISOString() } : {}) };
-  const kept = final && input ? sql.jsonb(input as never) : null;
-  await db.query(sql.unsafe`
-    update jobs
-    set status = ${final ? 'failed' : 'queued'},
-        error = ${sql.jsonb(error)},
-        retry_input = ${kept}::jsonb,
-        finished_at = case when ${final} then now() else null end,
-        ${attemptColumns(attempt, holder)}
+/** A failed attempt that ends the job: 'failed', with its code and message. */
+export async function failJob(db: CommonQueryMethods, jobId: string, attempt: number, failure: JobFailure, holder: Holder = NO_HOLDER): Promise<boolean> {
+  const error = { code: failure.code, message: failure.message, retrying: false };
+  const updated = await db.query(sql.unsafe`
+    update jobs set status = 'failed', error = ${sql.jsonb(error)}, finished_at = now(), ${attemptColumns(attempt, holder)}
     where id = ${jobId} and ${mayWrite(attempt)}`);
+  return updated.rowCount === 1;
 }
 
 /**
- * An attempt that waits parked (JobWait, core/jobs/park.ts): the job is
- * 'queued' meanwhile (so a cancel ends it at once, and the dead-worker sweep
- * leaves it alone) and counts the attempt as not yet made, so the same
- * attempt may write again when it resumes. Its progress, when given, is kept
- * for it. False when the attempt may no longer write.
+ * Ends an attempt that must wait (JobWait, or a failure to retry): the job
+ * is 'queued' until `until` (a cancel ends it at once meanwhile), and wakes
+ * then (job_wait, migration 0043). `keepAttempt`: a wait, not a failure; the
+ * next run is the same attempt. `error` is shown meanwhile (a retry's, with
+ * retrying and retryAt); `progress`, when given, is kept for the next run.
+ * `leaveQueue`: a serial job lets its queue go on while it waits. False when
+ * the attempt may no longer write.
  */
-export async function waitAttempt(db: CommonQueryMethods, jobId: string, attempt: number, progress: unknown): Promise<boolean> {
-  const updated = await db.query(sql.unsafe`
-    update jobs set status = 'queued', attempts = ${attempt - 1},
-      progress = case when ${progress === undefined} then progress else ${sql.jsonb((progress ?? null) as never)} end
-    where id = ${jobId} and ${mayWrite(attempt)}`);
-  return updated.rowCount === 1;
+export async function waitJob(db: CommonQueryMethods, wait: {
+  jobId: string; attempt: number; keepAttempt: boolean; until: Date; error?: Record<string, unknown>; progress?: unknown; holder?: Holder; leaveQueue?: boolean;
+}): Promise<boolean> {
+  const holder = wait.holder ?? NO_HOLDER;
+  const waited = await db.oneFirst(sql.type(z.object({ ok: z.boolean() }))`
+    select job_wait(${wait.jobId}, ${wait.attempt}, ${wait.keepAttempt}, ${wait.until.toISOString()}::timestamptz,
+      ${wait.error ? sql.jsonb(wait.error as never) : null}::jsonb, ${sql.jsonb((wait.progress ?? null) as never)}::jsonb, ${wait.progress !== undefined},
+      ${holder.lockedBy}, ${holder.lockedAt?.toISOString() ?? null}::timestamptz, ${wait.leaveQueue ?? false}) as ok`);
+  return waited;
+}
+
+/** Moves a waiting job's next run to `at` (now, when what it waits for arrived). */
+export async function wakeJob(db: CommonQueryMethods, jobId: string, at: Date | 'now'): Promise<void> {
+  await db.query(sql.unsafe`select job_wake(${jobId}, ${at === 'now' ? sql.fragment`now()` : sql.fragment`${at.toISOString()}::timestamptz`})`);
 }
 
 /**

@@ -7,7 +7,6 @@ import { hostname } from 'node:os';
 import { z } from 'zod';
 import { sql, type CommonQueryMethods, type DatabasePool } from '../db/pool.ts';
 import { PLATFORM_VERSION } from '../version.ts';
-import { PARKED_BY } from './park.ts';
 
 /** What a worker process tells about itself (shown in the console). */
 export type WorkerInfo = { concurrency: number; ioConcurrency: number };
@@ -44,9 +43,6 @@ export async function sweepDeadWorkers(db: DatabasePool, staleAfterMs: number): 
       union
       select distinct j.locked_by from graphile_worker.jobs j
       where j.locked_by is not null and j.locked_at < ${stale}
-        -- A parked job is nobody's: its wake time passing is the waker's business, and
-        -- unlocking 'platform:parked' would let go of every queue a parked job holds.
-        and j.locked_by <> ${PARKED_BY}
         and not exists (select 1 from worker_heartbeats h where h.worker_id = j.locked_by and h.last_seen_at >= ${stale})`);
     if (dead.length === 0) return { unlockedWorkers: [], requeuedJobs: 0 };
     return { unlockedWorkers: [...dead], requeuedJobs: await releaseWorkerJobs(tx, dead) };
@@ -54,21 +50,34 @@ export async function sweepDeadWorkers(db: DatabasePool, staleAfterMs: number): 
 }
 
 /**
- * Gives the jobs locked by these Graphile worker ids back to the queue. Only
- * for ids whose handlers have stopped (a dead process, or a pool the worker
- * itself stopped): clients are told the attempt was lost and the next worker
- * sets it running again; a job that was asked to stop ends as cancelled.
- * Returns how many platform jobs were requeued.
+ * Gives the jobs held by these Graphile worker pool ids back to the queue.
+ * Only for ids whose handlers have stopped (a dead process, or a pool the
+ * worker itself stopped): clients are told the attempt was lost and the next
+ * attempt sets it running again; a job that was asked to stop ends as
+ * cancelled; a serial queue's claim is let go (its queue wakes); Graphile's
+ * own locks go with graphile_worker.force_unlock_workers. Returns how many
+ * platform jobs were queued again.
  */
 export async function releaseWorkerJobs(tx: CommonQueryMethods, workerIds: readonly string[]): Promise<number> {
   const ids = sql.array(workerIds, 'text');
-  const requeued = await tx.query(sql.unsafe`
-    update jobs set status = 'queued',
-      error = '{"code":"worker_lost","message":"The worker running this job stopped; it will run again.","retrying":true}'::jsonb
-    where status = 'running' and locked_by = any(${ids})`);
+  const held = sql.fragment`(locked_by = any(${ids}) or claimed_by = any(${ids}))`;
   await tx.query(sql.unsafe`
     update jobs set status = 'cancelled', finished_at = now(), error = null
-    where status = 'cancelling' and locked_by = any(${ids})`);
+    where status = 'cancelling' and ${held}`);
+  const requeued = await tx.query(sql.unsafe`
+    update jobs set status = 'queued', claimed_by = null,
+      error = '{"code":"worker_lost","message":"The worker running this job stopped; it will run again.","retrying":true}'::jsonb
+    where status = 'running' and ${held}`);
+  await tx.query(sql.unsafe`update jobs set claimed_by = null where claimed_by = any(${ids})`);
   await tx.query(sql.unsafe`select graphile_worker.force_unlock_workers(${ids})`);
   return requeued.rowCount;
+}
+
+/**
+ * Wakes unfinished jobs that have no wake-up in Graphile's queue any more
+ * (jobs_rewake_orphans, migration 0043): a safety net behind every other
+ * path, so a job never stays queued for good. How many it woke.
+ */
+export async function rewakeOrphans(db: CommonQueryMethods): Promise<number> {
+  return db.oneFirst(sql.type(z.object({ n: z.number() }))`select jobs_rewake_orphans() as n`);
 }

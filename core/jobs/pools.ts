@@ -13,3 +13,9 @@ export const IO_BOUND_KINDS: ReadonlySet<string> = new Set([
 ]);
 
 export const poolOf = (kind: string): PoolName => (IO_BOUND_KINDS.has(kind) ? 'io' : 'short');
+
+/** Every kind of platform job (a row of `jobs` that clients follow); the rest of the worker's tasks are the platform's own. */
+export const PLATFORM_JOB_KINDS: readonly string[] = [
+  'agent.restore', 'billing.webhook', 'channel.deliver', 'channel.disconnect', 'channel.link', 'chat.turn', 'company.run',
+  'diag.noop', 'diag.steps', 'diag.wait',
+];

@@ -1,6 +1,6 @@
 // auth.altidp-notification: applies one stored altidp notification (see
 // core/external-login/altidp-notifications.ts). Added by the notification
-// route with graphile_worker.add_job; no tenant, no platform job: the
+// route as a job of the platform (enqueueSystemJob); no tenant, no platform job: the
 // notification row itself records the outcome, and applying twice is a no-op.
 import { z } from 'zod';
 import { ALTIDP_NOTIFICATION_JOB, applyNotification } from '../../core/external-login/altidp-notifications.ts';

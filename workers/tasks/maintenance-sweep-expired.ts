@@ -1,14 +1,20 @@
 // maintenance.sweep_expired (hourly, schedules/): deletes expired rows, and
-// Graphile Worker's queue rows that no job uses. Every chat session (and
-// channel) leaves a named queue behind, and each fetch that meets a queued
-// job locks every idle queue row: with 20,000 of them a fetch took 11 ms
-// instead of 0.15 ms. A queue row comes back with the next job of its queue.
-import { collectIdleQueues } from '../../core/jobs/idle-queues.ts';
+// tidies Graphile Worker's tables with its own cleanup: queue rows no job
+// uses (the platform adds no named queues; older versions left one per chat
+// session) and jobs that used up their attempts (a platform job whose
+// wake-up did is woken again by the dead-worker sweep).
+import { makeWorkerUtils } from 'graphile-worker';
+import { graphileLogger } from '../../core/graphile-logger.ts';
 import { sweepExpiredRows } from '../../core/maintenance/expired-rows.ts';
 import { defineScheduledTask } from '../define-scheduled-task.ts';
 
-export default defineScheduledTask('maintenance.sweep_expired', async ({ db, config }) => {
+export default defineScheduledTask('maintenance.sweep_expired', async ({ db, config, graphilePool, logger }) => {
   const removed = await sweepExpiredRows(db, config);
-  const idle = await collectIdleQueues(db);
-  return { removed, idleQueuesCollected: idle ?? 'not this time: queue rows were being written for longer than the lock wait' };
+  const utils = await makeWorkerUtils({ pgPool: graphilePool, logger: graphileLogger(logger) });
+  try {
+    await utils.cleanup({ tasks: ['GC_JOB_QUEUES', 'DELETE_PERMAFAILED_JOBS'] });
+  } finally {
+    await utils.release();
+  }
+  return { removed };
 });

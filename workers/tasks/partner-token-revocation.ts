@@ -1,6 +1,6 @@
 // partner.token-revocation: revokes a removed partner account's tokens at the
 // provider (see core/partner-accounts/revocation.ts). Added by DELETE
-// /api/partner-accounts/:accountId with graphile_worker.add_job (job_key per
+// /api/partner-accounts/:accountId as a job of the platform (enqueueSystemJob, job key per
 // account, 8 attempts with Graphile's backoff); no platform job: the
 // partner_token_revocations row is the state, and running twice is a no-op.
 import { z } from 'zod';

@@ -2,7 +2,6 @@
 import { RETRY_ATTEMPTS } from '../../../../core/console/actions.ts';
 import { listAudit } from '../../../../core/console/audit.ts';
 import { JOB_STATE_FILTERS, jobDetail, knownKinds, listJobs, maskSecrets, type HistoryRow, type JobDetail, type JobStateFilter } from '../../../../core/console/jobs.ts';
-import { PARKED_BY } from '../../../../core/jobs/park.ts';
 import { html, type Html } from '../../../pages/layout.ts';
 import { duration, jsonBlock, parseCursor, shortId, stateBadge, utc, UUID, withQuery } from '../format.ts';
 import { auditTable } from './audit.ts';
@@ -42,7 +41,7 @@ export const jobsView: ViewFn = async (ctx, { query }) => {
     to: f.to ? `${f.to}${f.to.length === 10 ? 'T00:00:00' : ''}Z` : undefined,
     before: cursor,
   });
-  const kinds = ctx.csrf === null ? [] : await knownKinds(ctx.db);
+  const kinds = ctx.csrf === null ? [] : knownKinds();
   const base = { state: f.state === 'any' ? undefined : f.state, kind: f.kind, tenant: f.tenant, account: f.account, from: f.from, to: f.to };
   const top = html`<form method="get" action="/console/jobs" class="filters">
 <label>State <select name="state">${JOB_STATE_FILTERS.map((s) => html`<option value="${s}"${s === f.state ? html` selected` : ''}>${s === 'open' ? 'open (queued, running, cancelling)' : s}</option>`)}</select></label>
@@ -91,11 +90,10 @@ function errorText(error: unknown): string {
   return `${String(e.code ?? 'error')}: ${String(e.message ?? '')}${e.retrying ? ' (retrying)' : ''}`;
 }
 
-/** Where a job stands in Graphile's table. A parked job's lock time is when it wakes (core/jobs/park.ts). */
+/** Where a job's wake-up stands in Graphile's queue (its own, or its serial queue's). */
 function queuePlace(g: NonNullable<JobDetail['graphile']>): Html {
-  if (g.locked_by === PARKED_BY) return html`parked until ${utc(g.locked_at)}`;
-  if (g.locked_at) return html`locked since ${utc(g.locked_at)} by <code>${g.locked_by}</code>`;
-  return html`runs at ${utc(g.run_at)}`;
+  if (g.locked_at) return html`taken since ${utc(g.locked_at)} by <code>${g.locked_by}</code>`;
+  return html`wakes at ${utc(g.run_at)}`;
 }
 
 export const jobView: ViewFn = async (ctx, { params }) => {
@@ -106,7 +104,7 @@ export const jobView: ViewFn = async (ctx, { params }) => {
   const { job, history } = found;
   const audit = await listAudit(ctx.db, { jobId: id }, 20);
   const open = job.status === 'queued' || job.status === 'running';
-  const payload = job.graphile ? (job.graphile.payload as { input?: unknown } | null)?.input : job.retry_input;
+  const payload = job.input;
   const g = job.graphile;
   const live = html`
 <dl>

@@ -1,0 +1,696 @@
+-- One job engine on Graphile Worker's public interface (docs/engine.md).
+--
+-- Graphile Worker jobs become wake-ups: each names what to run, a platform
+-- job ({jobId, tenantId, input}) or a serial queue ({queue, tenantId}), and
+-- everything the platform decides by lives in its own tables:
+-- - a serial queue's order is the data: its next job is its oldest open one
+--   (jobs.seq); a worker claims it (jobs.claimed_by) and, when it ends, a
+--   trigger wakes the queue's next job with a wake-up keyed by the queue;
+-- - a job that waits (a retry's backoff, a Retry-After, a runner not ready)
+--   ends its attempt and is woken by a new wake-up at its time;
+-- - the fair order is written as each wake-up's run_at, computed from the
+--   account's unfinished jobs (account_job_counts) when it is added;
+-- - every Graphile job is added through graphile_worker.add_jobs, called by
+--   platform_add_tickets only; new jobs come in through platform_enqueue.
+-- Graphile's schema is left exactly as its own migrations make it.
+
+-- 1. What the old engine put into Graphile Worker's schema goes. -------------
+drop trigger if exists announce_unlock on graphile_worker._private_job_queues;
+drop trigger if exists platform_drop_finished_on_unlock on graphile_worker._private_jobs;
+drop index if exists graphile_worker.platform_parked_jobs;
+drop index if exists graphile_worker.platform_queue_order;
+drop index if exists graphile_worker.platform_parked_queues;
+drop function if exists announce_unlocked_job_queue();
+drop function if exists graphile_drop_finished_on_unlock();
+drop function if exists wake_parked_jobs();
+alter function graphile_worker.add_jobs(graphile_worker.job_spec[], boolean) reset plan_cache_mode;
+-- Jobs the old engine parked go back to the queue, by Graphile's own function.
+select graphile_worker.force_unlock_workers(array['platform:parked']);
+
+-- 2. What a job row carries for the engine. -------------------------------------
+create sequence jobs_seq;
+alter table jobs
+  -- The pool of slots that runs it (core/jobs/pools.ts); its account's counts are per pool.
+  add column pool text not null default 'short' check (pool in ('short', 'io')),
+  -- Order within its serial queue.
+  add column seq bigint default nextval('jobs_seq'),
+  -- The Graphile worker pool whose attempt holds it (serial jobs), and how many attempts were claimed.
+  add column claimed_by text,
+  add column claims integer not null default 0,
+  -- A job that waits is not run before this.
+  add column not_before timestamptz,
+  -- The task's input: a serial job's wake-up does not carry it, and a retry from the console reuses it.
+  add column input jsonb;
+update jobs set pool = 'io'
+where status in ('queued', 'running', 'cancelling')
+  and kind in ('chat.turn', 'company.run', 'channel.deliver', 'channel.link', 'channel.disconnect', 'partner.token-revocation', 'diag.wait');
+with ordered as (
+  select id, row_number() over (order by created_at, id) as n from jobs
+  where queue_name is not null and status in ('queued', 'running', 'cancelling')
+)
+update jobs j set seq = o.n, claims = j.attempts from ordered o where o.id = j.id;
+select setval('jobs_seq', greatest(coalesce((select max(seq) from jobs), 0), 1));
+update jobs set input = retry_input where retry_input is not null;
+-- Unfinished jobs from before this migration keep the input their Graphile job carried (read once, here).
+update jobs j set input = (g.payload -> 'input')::jsonb
+from graphile_worker._private_jobs g
+where j.input is null and j.status in ('queued', 'running', 'cancelling') and g.payload ->> 'jobId' = j.id::text;
+alter table jobs drop column retry_input;
+create index jobs_queue_head_idx on jobs (queue_name, seq)
+  where queue_name is not null and status in ('queued', 'running', 'cancelling');
+create index jobs_claimed_idx on jobs (claimed_by) where claimed_by is not null;
+
+-- 3. Unfinished jobs per account and pool, in a few rows each. -------------------
+-- An account's count is the sum of its rows ("stripes"): a write takes
+-- whichever stripe nobody holds, so concurrent requests of one account never
+-- wait for each other's commit. The counts decide the quota of unfinished
+-- jobs and each new job's place in the fair order.
+create table account_job_counts (
+  account_id uuid not null,
+  pool text not null check (pool in ('short', 'io')),
+  stripe smallint not null check (stripe between 0 and 63),
+  open integer not null default 0,
+  primary key (account_id, pool, stripe)
+);
+insert into account_job_counts (account_id, pool, stripe, open)
+select t.account_id, j.pool, 0, count(*) from jobs j join tenants t on t.id = j.tenant_id
+where job_is_open(j.status) group by 1, 2;
+
+drop trigger if exists jobs_count_open_inserted on jobs;
+drop trigger if exists jobs_count_open_finished on jobs;
+drop trigger if exists jobs_count_open_deleted on jobs;
+drop function if exists jobs_count_open_inserted();
+drop function if exists jobs_count_open_finished();
+drop function if exists jobs_count_open_deleted();
+drop function if exists fold_open_job_drops();
+drop function if exists check_open_job_room(uuid[]);
+drop function if exists account_open_jobs_add(uuid[], integer[]);
+drop function if exists chat_send_round(jsonb, jsonb, integer, text[], text, boolean);
+drop function if exists chat_send_quota_race(uuid);
+drop function if exists fair_run_at(uuid[], text[]);
+drop table if exists account_open_job_drops, account_open_jobs, fair_accounts;
+
+-- Adds `delta` to one stripe of (account, pool): the first one no other
+-- transaction holds; a new stripe when all are held (up to 64, then it waits).
+create function account_count_add(p_account uuid, p_pool text, p_delta integer) returns void
+language plpgsql as $$
+declare
+  v_next integer;
+begin
+  if p_delta = 0 or p_account is null then return; end if;
+  update account_job_counts set open = open + p_delta
+  where (account_id, pool, stripe) = (
+    select c.account_id, c.pool, c.stripe from account_job_counts c
+    where c.account_id = p_account and c.pool = p_pool order by c.stripe for update skip locked limit 1);
+  if found then return; end if;
+  select coalesce(max(stripe) + 1, 0) into v_next from account_job_counts where account_id = p_account and pool = p_pool;
+  insert into account_job_counts as c (account_id, pool, stripe, open)
+  values (p_account, p_pool, least(v_next, 63), p_delta)
+  on conflict (account_id, pool, stripe) do update set open = c.open + excluded.open;
+end;
+$$;
+
+-- Adds the jobs of these (tenant, pool) pairs to their accounts' counts, in key order.
+create function account_counts_add(p_tenants uuid[], p_pools text[], p_sign integer) returns void
+language plpgsql as $$
+declare
+  r record;
+begin
+  for r in
+    select t.account_id, x.pool, count(*)::int as n
+    from unnest(p_tenants, p_pools) as x(tenant_id, pool) join tenants t on t.id = x.tenant_id
+    group by 1, 2 order by 1, 2
+  loop
+    perform account_count_add(r.account_id, r.pool, p_sign * r.n);
+  end loop;
+end;
+$$;
+
+create or replace function account_open_count(p_account uuid) returns integer language sql stable as $$
+  select greatest(0, coalesce(sum(open), 0))::int from account_job_counts where account_id = p_account
+$$;
+
+-- A workspace deleted with its jobs, or changing hands: its unfinished jobs leave (or move between) accounts.
+create or replace function tenants_move_open_jobs() returns trigger language plpgsql as $$
+declare
+  r record;
+begin
+  for r in select pool, count(*)::int as n from jobs where tenant_id = old.id and job_is_open(status) group by pool order by pool loop
+    perform account_count_add(old.account_id, r.pool, -r.n);
+    if tg_op = 'UPDATE' then perform account_count_add(new.account_id, r.pool, r.n); end if;
+  end loop;
+  return case when tg_op = 'DELETE' then old end;
+end;
+$$;
+
+-- 4. Graphile Worker jobs: added here only. -----------------------------------------
+-- add_jobs first clears the key of a locked job a spec names; with a cached
+-- generic plan that statement read the whole queue even when no spec had a
+-- key (1.4 ms a call at 8,000 jobs queued), so calls from here plan each time.
+-- That is this transaction's setting, put back at once, not a change to Graphile's function.
+create function platform_add_tickets(p_specs graphile_worker.job_spec[], p_preserve_run_at boolean)
+returns table (id bigint, job_key text, job_id text)
+language plpgsql as $$
+declare
+  v_mode text := current_setting('plan_cache_mode');
+begin
+  if coalesce(cardinality(p_specs), 0) = 0 then return; end if;
+  perform set_config('plan_cache_mode', 'force_custom_plan', true);
+  return query select a.id, a.key, a.payload ->> 'jobId' from graphile_worker.add_jobs(p_specs, p_preserve_run_at) a;
+  perform set_config('plan_cache_mode', v_mode, true);
+end;
+$$;
+
+-- 5. The fair order. ------------------------------------------------------------------
+-- A new job's start tag, written as its wake-up's run_at: the pool's position
+-- (the latest tag a worker started, fair_clock) plus 16 µs per unfinished job
+-- its account has in the pool, divided by its plan's weight; never later than
+-- now(), so no job waits for its tag. A quiet account's job goes to the head.
+create function fair_position(p_pool text) returns timestamptz language sql stable as $$
+  select least(now(), coalesce((select vtime from fair_clock where pool = p_pool), now()))
+$$;
+
+create function fair_tag(p_account uuid, p_pool text, p_ahead bigint) returns timestamptz language sql stable as $$
+  select least(now(), fair_position(p_pool)
+    + greatest(p_ahead, 0) * (16.0 / coalesce((select l.fair_weight from account_limits(p_account) l), 1)) * interval '1 microsecond')
+$$;
+
+-- 6. New jobs. ---------------------------------------------------------------------------
+-- What new jobs would be given, read without a lock: each one's start tag
+-- (null when it has a time of its own) and, for work that counts against the
+-- account's limit of unfinished jobs (quota), whether it is refused. Jobs
+-- are counted in input order, so once an account reaches its limit every
+-- later quota job is refused.
+create function platform_decide(p_items jsonb)
+returns table (i integer, run_at timestamptz, refused boolean, plan text, max_open integer, open integer)
+language sql stable as $$
+  with input as (
+    select x.i, x.pool, coalesce(x.fair, true) as fair, coalesce(x.quota, false) as quota, t.account_id
+    from jsonb_to_recordset(p_items) as x(i integer, tenant_id uuid, pool text, fair boolean, quota boolean)
+    left join lateral (select t.account_id from tenants t where t.id = x.tenant_id limit 1) t on true
+  ), accounts as (
+    select a.account_id, l.plan, l.max_open_jobs, l.fair_weight, account_open_count(a.account_id) as open
+    from (select distinct x.account_id from input x where x.account_id is not null) a
+    cross join lateral account_limits(a.account_id) l
+  ), keys as (
+    select k.account_id, k.pool, fair_position(k.pool) as position,
+      (select coalesce(sum(c.open), 0) from account_job_counts c where c.account_id = k.account_id and c.pool = k.pool) as pool_open
+    from (select distinct x.account_id, x.pool from input x where x.account_id is not null) k
+  ), decided as (
+    select x.i, x.pool, x.fair, x.account_id, a.plan, a.max_open_jobs, a.fair_weight, a.open,
+      coalesce(x.quota and a.open + count(*) over (partition by x.account_id order by x.i
+        rows between unbounded preceding and 1 preceding) >= a.max_open_jobs, false) as refused
+    from input x left join accounts a on a.account_id = x.account_id
+  )
+  select d.i,
+    case when d.fair and not d.refused then least(now(), k.position + (k.pool_open
+      + count(*) filter (where d.fair and not d.refused) over (partition by d.account_id, d.pool order by d.i
+          rows between unbounded preceding and 1 preceding))
+      * (16.0 / coalesce(d.fair_weight, 1)) * interval '1 microsecond') end,
+    d.refused, d.plan, d.max_open_jobs, d.open
+  from decided d left join keys k on k.account_id = d.account_id and k.pool = d.pool
+  order by d.i
+$$;
+
+-- Writes decided jobs: their rows, their wake-ups, their accounts' counts.
+-- A job outside a serial queue gets a wake-up of its own (its id kept on the
+-- row, so a cancel can take it out); a serial queue gets one keyed by the
+-- queue, which keeps an earlier time it already has. `retry` names a failed
+-- job to queue again (the console): its row is reset instead of inserted,
+-- its attempts counted on from `base`. Rows are written in input order, so a
+-- queue's jobs run in that order.
+create function platform_write_jobs(p_jobs jsonb) returns void
+language plpgsql as $$
+declare
+  v_ids jsonb;
+begin
+  select coalesce(jsonb_object_agg(t.job_id, t.id), '{}'::jsonb) into v_ids
+  from platform_add_tickets(array(
+    select row(x.kind,
+        json_build_object('jobId', x.id, 'tenantId', x.tenant_id, 'input', coalesce(x.input, '{}'::jsonb), 'base', coalesce(x.base, 0)),
+        null, x.run_at, greatest(1, x.max_attempts - coalesce(x.base, 0)), null, null,
+        case when x.run_at is not null and x.fair then array['fair'] end)::graphile_worker.job_spec
+    from jsonb_to_recordset(p_jobs) as x(i integer, id uuid, tenant_id uuid, kind text, queue text, input jsonb,
+      run_at timestamptz, fair boolean, max_attempts integer, base integer)
+    where x.queue is null order by x.i), false) t;
+  perform platform_add_tickets(array(
+    select row(y.kind, json_build_object('queue', y.queue, 'tenantId', y.tenant_id), null, y.run_at, 25, 'q:' || y.queue, null,
+        case when y.fair then array['fair'] end)::graphile_worker.job_spec
+    from (select distinct on (x.queue) x.* from jsonb_to_recordset(p_jobs) as x(i integer, tenant_id uuid, kind text, queue text, run_at timestamptz, fair boolean)
+          where x.queue is not null order by x.queue, x.i) y
+    order by y.queue), true);
+  insert into jobs (id, tenant_id, kind, pool, queue_name, input, max_attempts, session_id, graphile_job_id)
+  select x.id, x.tenant_id, x.kind, x.pool, x.queue, coalesce(x.input, '{}'::jsonb), x.max_attempts, x.session_id, (v_ids ->> x.id::text)::bigint
+  from jsonb_to_recordset(p_jobs) as x(i integer, id uuid, tenant_id uuid, kind text, pool text, queue text, input jsonb,
+    max_attempts integer, session_id uuid, retry boolean)
+  where not coalesce(x.retry, false) order by x.i;
+  update jobs j set status = 'queued', max_attempts = x.max_attempts, error = null, result = null, progress = null,
+    finished_at = null, not_before = null, seq = nextval('jobs_seq'), graphile_job_id = (v_ids ->> x.id::text)::bigint
+  from jsonb_to_recordset(p_jobs) as x(id uuid, max_attempts integer, retry boolean)
+  where x.retry and j.id = x.id and j.status = 'failed';
+  perform account_counts_add(array(select (e ->> 'tenant_id')::uuid from jsonb_array_elements(p_jobs) e),
+    array(select e ->> 'pool' from jsonb_array_elements(p_jobs) e), 1);
+end;
+$$;
+
+-- The one way in for new jobs (core/jobs/enqueue.ts calls it; so do
+-- chat_send_round and the partner-revocation trigger). Each element is a
+-- platform job ({id, tenant_id, kind, pool, queue?, input, run_at?,
+-- max_attempts, session_id?, quota?, retry?, base?}) or a job of the
+-- platform itself with no tenant ({system: true, kind, payload, key?,
+-- run_at?, max_attempts?, preserve_run_at?}). A quota job over its account's
+-- limit fails the statement with SQLSTATE QJ001, the numbers in the detail
+-- (core/jobs/quota.ts), and nothing is written.
+create function platform_enqueue(p_jobs jsonb) returns void
+language plpgsql as $$
+declare
+  v_platform jsonb;
+  v_over record;
+begin
+  select coalesce(jsonb_agg(e || jsonb_build_object('i', n) order by n), '[]'::jsonb) into v_platform
+  from jsonb_array_elements(p_jobs) with ordinality as x(e, n) where not coalesce((e ->> 'system')::boolean, false);
+  if jsonb_array_length(v_platform) > 0 then
+    select d.* into v_over from platform_decide(v_platform) d where d.refused limit 1;
+    if found then
+      raise exception 'the account has % unfinished jobs; its % plan allows %', v_over.open, v_over.plan, v_over.max_open
+        using errcode = 'QJ001', detail = json_build_object('plan', v_over.plan, 'limit', v_over.max_open, 'open', v_over.open)::text;
+    end if;
+    select jsonb_agg(e || jsonb_build_object('run_at', coalesce(e -> 'run_at', to_jsonb(d.run_at)), 'fair', e -> 'run_at' is null) order by (e ->> 'i')::int)
+    into v_platform
+    from jsonb_array_elements(v_platform) e join platform_decide(v_platform) d on d.i = (e ->> 'i')::int;
+    perform platform_write_jobs(v_platform);
+  end if;
+  perform platform_add_tickets(array(
+    select row(e ->> 'kind', coalesce(e -> 'payload', '{}'::jsonb)::json, null, (e ->> 'run_at')::timestamptz,
+        coalesce((e ->> 'max_attempts')::int, 25), e ->> 'key', null, null)::graphile_worker.job_spec
+    from jsonb_array_elements(p_jobs) e
+    where coalesce((e ->> 'system')::boolean, false) and not coalesce((e ->> 'preserve_run_at')::boolean, false)), false);
+  perform platform_add_tickets(array(
+    select row(e ->> 'kind', coalesce(e -> 'payload', '{}'::jsonb)::json, null, (e ->> 'run_at')::timestamptz,
+        coalesce((e ->> 'max_attempts')::int, 25), e ->> 'key', null, null)::graphile_worker.job_spec
+    from jsonb_array_elements(p_jobs) e
+    where coalesce((e ->> 'system')::boolean, false) and coalesce((e ->> 'preserve_run_at')::boolean, false)), true);
+end;
+$$;
+
+-- 7. Serial queues: order by the data. ---------------------------------------------------
+-- A queue's next job is its oldest unfinished one. Waking a queue gives
+-- that job a wake-up keyed by the queue (replacing a pending one): at its
+-- not_before when it waits, else at its account's place in the fair order
+-- (ahead of new work once it has run before: it held its place then).
+-- Nothing when the job is held by an attempt or the queue is empty.
+create function queue_wake(p_queues text[]) returns void
+language plpgsql as $$
+begin
+  perform platform_add_tickets(array(
+    select row(h.kind, json_build_object('queue', q.queue, 'tenantId', h.tenant_id), null,
+        case when h.not_before > now() then h.not_before
+          else fair_tag(t.account_id, h.pool, (select coalesce(sum(c.open), 0) - 1 from account_job_counts c where c.account_id = t.account_id and c.pool = h.pool)) end,
+        25, 'q:' || q.queue, case when h.claims > 0 then -1 else 0 end,
+        case when h.not_before is null or h.not_before <= now() then array['fair'] end)::graphile_worker.job_spec
+    from (select distinct x.queue from unnest(p_queues) as x(queue) where x.queue is not null order by 1) q
+    cross join lateral (
+      select j.tenant_id, j.kind, j.pool, j.status, j.claimed_by, j.not_before, j.claims from jobs j
+      where j.queue_name = q.queue and j.status in ('queued', 'running', 'cancelling') order by j.seq limit 1) h
+    join tenants t on t.id = h.tenant_id
+    where h.status = 'queued' and h.claimed_by is null), false);
+end;
+$$;
+
+-- Wake-ups of queues run here: each queue's oldest unfinished job is claimed
+-- for the attempt of the worker pool named beside it when nobody holds it
+-- and its time has come. The row lock makes claims of one queue take turns, and a claim that
+-- meets a job's final write waits for it and then sees the next job.
+-- Outcomes: 'claimed' (with the job), 'busy' (an attempt holds it; its end
+-- wakes the queue), 'later' (it waits; woken again at its time), 'empty'.
+create function queue_claim(p_queues text[], p_holders text[])
+returns table (queue text, outcome text, job_id uuid, tenant_id uuid, kind text, input jsonb, attempt integer,
+  max_attempts integer, error jsonb)
+language plpgsql as $$
+#variable_conflict use_column
+declare
+  q text;
+  n integer;
+  h record;
+begin
+  for n in 1 .. coalesce(cardinality(p_queues), 0) loop
+    q := p_queues[n];
+    select j.id, j.tenant_id, j.kind, j.status, j.claimed_by, j.not_before, j.claims, j.input, j.max_attempts, j.error into h
+    from jobs j where j.queue_name = q and j.status in ('queued', 'running', 'cancelling') order by j.seq limit 1 for update;
+    if not found then
+      return query select q, 'empty', null::uuid, null::uuid, null::text, null::jsonb, null::int, null::int, null::jsonb;
+    elsif h.claimed_by is not null or h.status <> 'queued' then
+      return query select q, 'busy', h.id, h.tenant_id, h.kind, null::jsonb, null::int, null::int, null::jsonb;
+    elsif h.not_before > now() then
+      perform queue_wake(array[q]);
+      return query select q, 'later', h.id, h.tenant_id, h.kind, null::jsonb, null::int, null::int, null::jsonb;
+    else
+      update jobs set claimed_by = p_holders[n], claims = h.claims + 1, not_before = null where id = h.id;
+      return query select q, 'claimed', h.id, h.tenant_id, h.kind, h.input, h.claims + 1, h.max_attempts, h.error;
+    end if;
+  end loop;
+end;
+$$;
+
+-- 8. Waits. -----------------------------------------------------------------------------
+-- An attempt that waits (JobWait, or a failure to retry) ends: its job is
+-- queued again until p_until, the attempt counted as made or not
+-- (p_keep_attempt), its error and progress as given. A serial job lets its
+-- queue's claim go (the trigger below wakes the queue at p_until), unless it
+-- leaves its queue while it waits (p_leave_queue: a channel link waiting for
+-- its binding); any other job gets a wake-up of its own at p_until, keyed by its id. False when the
+-- attempt may no longer write (job_attempt_may_write).
+create function job_wait(p_job uuid, p_attempt integer, p_keep_attempt boolean, p_until timestamptz,
+  p_error jsonb, p_progress jsonb, p_set_progress boolean, p_locked_by text, p_locked_at timestamptz, p_leave_queue boolean)
+returns boolean
+language plpgsql as $$
+declare
+  r record;
+  v_base integer := case when p_keep_attempt then p_attempt - 1 else p_attempt end;
+begin
+  update jobs set status = 'queued', not_before = p_until, attempts = v_base, claimed_by = null,
+    queue_name = case when p_leave_queue then null else queue_name end,
+    claims = case when p_keep_attempt then greatest(claims - 1, 0) else claims end,
+    error = coalesce(p_error, error),
+    progress = case when p_set_progress then p_progress else progress end,
+    locked_by = coalesce(p_locked_by, locked_by), started_at = coalesce(started_at, p_locked_at, now())
+  where id = p_job and job_attempt_may_write(status, attempts, p_attempt)
+  returning id, tenant_id, kind, queue_name, input, max_attempts into r;
+  if not found then return false; end if;
+  if r.queue_name is null then
+    update jobs set graphile_job_id = t.id
+    from platform_add_tickets(array[row(r.kind,
+        json_build_object('jobId', r.id, 'tenantId', r.tenant_id, 'input', coalesce(r.input, '{}'::jsonb), 'base', v_base),
+        null, p_until, greatest(1, r.max_attempts - v_base), 'j:' || r.id::text, -1, null)::graphile_worker.job_spec], false) t
+    where jobs.id = r.id;
+  end if;
+  return true;
+end;
+$$;
+
+-- Moves a waiting job's wake-up to p_at (the binding of a channel link wakes its last step).
+create function job_wake(p_job uuid, p_at timestamptz) returns void
+language plpgsql as $$
+declare
+  r record;
+begin
+  update jobs set not_before = case when p_at > now() then p_at end
+  where id = p_job and status = 'queued' and claimed_by is null
+  returning id, tenant_id, kind, queue_name, input, max_attempts, attempts into r;
+  if not found then return; end if;
+  if r.queue_name is not null then
+    perform queue_wake(array[r.queue_name]);
+  else
+    update jobs set graphile_job_id = t.id
+    from platform_add_tickets(array[row(r.kind,
+        json_build_object('jobId', r.id, 'tenantId', r.tenant_id, 'input', coalesce(r.input, '{}'::jsonb), 'base', r.attempts),
+        null, p_at, greatest(1, r.max_attempts - r.attempts), 'j:' || r.id::text, -1, null)::graphile_worker.job_spec], false) t
+    where jobs.id = r.id;
+  end if;
+end;
+$$;
+
+-- 9. Triggers on jobs. ------------------------------------------------------------------
+-- A final job holds nothing and waits for nothing.
+create or replace function jobs_touch() returns trigger language plpgsql as $$
+begin
+  new.version := old.version + 1;
+  new.updated_at := now();
+  if new.status in ('succeeded', 'failed', 'cancelled') then
+    new.claimed_by := null;
+    new.not_before := null;
+  end if;
+  return new;
+end;
+$$;
+
+-- After any update of jobs: jobs that ended leave their accounts' counts,
+-- and a serial queue whose job ended, left it, or was let go wakes its next.
+create function jobs_after_update() returns trigger language plpgsql as $$
+declare
+  v_ended record;
+  v_queues text[];
+begin
+  select array_agg(n.tenant_id) as tenants, array_agg(n.pool) as pools into v_ended
+  from changed_new n join changed_old o on o.id = n.id
+  where o.status in ('queued', 'running', 'cancelling') and n.status not in ('queued', 'running', 'cancelling');
+  if v_ended.tenants is not null then perform account_counts_add(v_ended.tenants, v_ended.pools, -1); end if;
+  select array_agg(distinct o.queue_name) into v_queues
+  from changed_new n join changed_old o on o.id = n.id
+  where o.queue_name is not null and o.status in ('queued', 'running', 'cancelling')
+    and (n.status not in ('queued', 'running', 'cancelling') or n.queue_name is distinct from o.queue_name
+      or (o.claimed_by is not null and n.claimed_by is null));
+  if v_queues is not null then perform queue_wake(v_queues); end if;
+  return null;
+end;
+$$;
+create trigger jobs_after_update after update on jobs
+  referencing old table as changed_old new table as changed_new
+  for each statement execute function jobs_after_update();
+
+-- Unfinished jobs deleted (retention never deletes those; a workspace's
+-- deletion does, after tenants_move_open_jobs counted them out, when their
+-- tenant is no longer found here).
+create function jobs_after_delete() returns trigger language plpgsql as $$
+declare
+  v_gone record;
+  v_queues text[];
+begin
+  select array_agg(o.tenant_id) as tenants, array_agg(o.pool) as pools into v_gone
+  from changed_old o where o.status in ('queued', 'running', 'cancelling');
+  if v_gone.tenants is not null then perform account_counts_add(v_gone.tenants, v_gone.pools, -1); end if;
+  select array_agg(distinct o.queue_name) into v_queues from changed_old o
+  where o.queue_name is not null and o.status in ('queued', 'running', 'cancelling');
+  if v_queues is not null then perform queue_wake(v_queues); end if;
+  return null;
+end;
+$$;
+create trigger jobs_after_delete after delete on jobs
+  referencing old table as changed_old
+  for each statement execute function jobs_after_delete();
+
+-- A job cancelled while queued, or deleted unfinished, takes its wake-up out
+-- of Graphile's queue (one a worker holds already is left to it: the cancel
+-- reaches that worker by job_cancel). A serial job's queue is woken above.
+create or replace function jobs_release_graphile_job() returns trigger language plpgsql as $$
+begin
+  if old.graphile_job_id is not null then perform graphile_worker.complete_jobs(array[old.graphile_job_id]); end if;
+  perform graphile_worker.remove_job('j:' || old.id::text);
+  return null;
+end;
+$$;
+drop trigger if exists jobs_release_graphile_on_cancel on jobs;
+drop trigger if exists jobs_release_graphile_on_delete on jobs;
+create trigger jobs_release_graphile_on_cancel after update of status on jobs
+  for each row when (old.status = 'queued' and new.status = 'cancelled' and old.queue_name is null)
+  execute function jobs_release_graphile_job();
+create trigger jobs_release_graphile_on_delete after delete on jobs
+  for each row when (old.status in ('queued', 'running', 'cancelling') and old.queue_name is null)
+  execute function jobs_release_graphile_job();
+
+-- 10. Jobs added by triggers of the platform go through the one way in. ----------------
+create or replace function partner_accounts_revoke_on_delete() returns trigger language plpgsql as $$
+begin
+  insert into partner_token_revocations (account_id, tenant_id, access_token_sealed, refresh_token_sealed)
+  values (old.id, old.tenant_id, old.access_token_sealed, old.refresh_token_sealed)
+  on conflict (account_id) do nothing;
+  perform platform_enqueue(jsonb_build_array(jsonb_build_object('system', true, 'kind', 'partner.token-revocation',
+    'payload', jsonb_build_object('accountId', old.id::text), 'key', 'partner-revocation:' || old.id::text, 'max_attempts', 8)));
+  return case when tg_op = 'DELETE' then old end;
+end;
+$$;
+
+-- 11. Counting a month's user messages needs no limits from its caller any more:
+-- chat_send_round checks them itself after its insert.
+create or replace function count_user_messages() returns trigger language plpgsql as $$
+begin
+  insert into tenant_message_counts (tenant_id, month, messages)
+  select tenant_id, date_trunc('month', created_at at time zone 'UTC')::date, count(*)
+  from inserted where role = 'user'
+  group by 1, 2 order by 1, 2
+  on conflict (tenant_id, month) do update set messages = tenant_message_counts.messages + excluded.messages;
+  return null;
+end;
+$$;
+
+-- 12. A round of chat sends (core/chat/send.ts), in steps. ---------------------------------
+-- What decides each send: its session, its month's message count, the
+-- platform credits and provider keys its model needs, and an earlier send
+-- with its Idempotency-Key. Read without locks, except with p_lock_first
+-- (the round run again after a concurrent round took the month's room, or
+-- inside a transaction block), which locks the tenants' counters first. Its
+-- plan does not depend on the arguments (every lookup is an index probe per send).
+create function chat_send_facts(p_sends jsonb, p_plan_limits jsonb, p_default_limit integer,
+  p_credit_providers text[], p_default_model text, p_lock_first boolean)
+returns table (i integer, tenant_id uuid, session_id uuid, key text, fingerprint text, message_id uuid, content text,
+  attachments jsonb, company_scope text, user_id uuid, job_id uuid, kind text, queue text, pool text, max_attempts integer,
+  input jsonb, tenant_plan text, monthly_limit integer, found boolean, is_new boolean, first_refusal text,
+  record_message_id uuid, record_job_id uuid, record_fingerprint text)
+language plpgsql
+set plan_cache_mode = force_generic_plan
+as $$
+#variable_conflict use_column
+begin
+  return query
+  with input as (
+    select * from jsonb_to_recordset(p_sends) as r(i int, tenant_id uuid, session_id uuid, key text, fingerprint text,
+      message_id uuid, content text, attachments jsonb, company_scope text, user_id uuid,
+      job_id uuid, kind text, queue text, pool text, max_attempts integer, input jsonb)
+  ), tenant_ids as (
+    select distinct x.tenant_id from input x
+  ), locked_counts as (
+    -- The upsert's no-op update locks each row and returns the latest count,
+    -- waiting for a concurrent round's commit. Without p_lock_first it selects nothing.
+    insert into tenant_message_counts (tenant_id, month, messages)
+    select k.tenant_id, date_trunc('month', now() at time zone 'UTC')::date, 0
+    from tenant_ids k cross join lateral (select 1 from tenants t where t.id = k.tenant_id limit 1) t
+    where p_lock_first order by 1
+    on conflict (tenant_id, month) do update set messages = tenant_message_counts.messages
+    returning tenant_message_counts.tenant_id, tenant_message_counts.messages
+  ), counts as (
+    select l.tenant_id, l.messages from locked_counts l
+    union all
+    select k.tenant_id, c.messages from tenant_ids k
+    cross join lateral (select c.messages from tenant_message_counts c
+      where c.tenant_id = k.tenant_id and c.month = date_trunc('month', now() at time zone 'UTC')::date limit 1) c
+    where not p_lock_first
+  ), facts as (
+    select x.*, t.plan as tenant_plan, coalesce(n.messages, 0) as used, s.id is not null as found,
+      coalesce((p_plan_limits ->> t.plan)::int, p_default_limit) as monthly_limit,
+      -- What '^([^/]+)/.' would capture: a name, a slash and something after it.
+      case when strpos(coalesce(s.model, p_default_model), '/') > 1
+        and length(coalesce(s.model, p_default_model)) > strpos(coalesce(s.model, p_default_model), '/')
+        then split_part(coalesce(s.model, p_default_model), '/', 1) end as provider,
+      h.id as record_message_id, h.turn_job_id as record_job_id, h.request_fingerprint as record_fingerprint
+    from input x
+    cross join lateral (select t.plan from tenants t where t.id = x.tenant_id limit 1) t
+    left join counts n on n.tenant_id = x.tenant_id
+    left join lateral (select s.id, coalesce(s.model, (select a.model from agents a where a.id = s.agent_id)) as model
+      from chat_sessions s where s.id = x.session_id and s.tenant_id = x.tenant_id limit 1) s on true
+    left join lateral (select m.id, m.turn_job_id, m.request_fingerprint from chat_messages m
+      where m.tenant_id = x.tenant_id and m.idempotency_key = x.key limit 1) h on true
+  ), keyed as (
+    -- Whether the tenant brings its own key for the model's provider, and whether nobody has one.
+    select f.*, own.found as own_key,
+      f.provider = any(p_credit_providers) and not own.found
+        and exists (select 1 from platform_provider_keys pk where pk.provider = f.provider and not pk.configured) as no_key
+    from facts f
+    cross join lateral (select exists (select 1 from provider_keys k where k.tenant_id = f.tenant_id and k.provider = f.provider) as found) own
+  ), priced as (
+    select f.*, f.found and f.record_message_id is null as is_new,
+      f.provider = any(p_credit_providers) and not f.own_key and not f.no_key
+        and coalesce((select c.balance_micros from tenant_credits c where c.tenant_id = f.tenant_id), 0) <= 0 as no_credit
+    from keyed f
+  )
+  -- New sends count in order; once the month's limit is reached every later one is refused.
+  select p.i, p.tenant_id, p.session_id, p.key, p.fingerprint, p.message_id, p.content, p.attachments, p.company_scope,
+    p.user_id, p.job_id, p.kind, p.queue, p.pool, p.max_attempts, p.input, p.tenant_plan, p.monthly_limit, p.found, p.is_new,
+    case
+      when not p.is_new then null
+      when p.used + count(*) filter (where p.is_new and not p.no_credit and not p.no_key)
+        over (partition by p.tenant_id order by p.i rows between unbounded preceding and 1 preceding) >= p.monthly_limit then 'MESSAGE_LIMIT_REACHED'
+      when p.no_key then 'PROVIDER_KEY_MISSING'
+      when p.no_credit then 'CREDITS_DEPLETED'
+    end,
+    p.record_message_id, p.record_job_id, p.record_fingerprint
+  from priced p;
+end;
+$$;
+
+-- One round of sends (their Idempotency-Keys distinct), one call: each
+-- send's facts, then its account's room for unfinished jobs and its turn's
+-- place in the fair order (platform_decide), then the messages and the turn
+-- jobs of the sends it accepts (platform_write_jobs). A refused send writes
+-- nothing. Read without locks, the month's count may have missed a
+-- concurrent round: if the counts after this round's messages pass a
+-- tenant's limit, the call fails with SQLSTATE QT001 and core/chat/send.ts
+-- runs it again with p_lock_first.
+create function chat_send_round(p_sends jsonb, p_plan_limits jsonb, p_default_limit integer,
+  p_credit_providers text[], p_default_model text, p_lock_first boolean)
+returns table (i integer, session_found boolean, created boolean, refusal text, plan text, message_limit integer,
+  record_message_id uuid, record_job_id uuid, record_fingerprint text)
+language plpgsql as $$
+#variable_conflict use_column
+declare
+  v_facts jsonb;
+  v_decided jsonb;
+  v_created jsonb;
+  v_over uuid;
+begin
+  select coalesce(jsonb_agg(to_jsonb(f) order by f.i), '[]'::jsonb) into v_facts
+  from chat_send_facts(p_sends, p_plan_limits, p_default_limit, p_credit_providers, p_default_model, p_lock_first) f;
+  select coalesce(jsonb_object_agg(d.i::text, to_jsonb(d)), '{}'::jsonb) into v_decided
+  from platform_decide((
+    select coalesce(jsonb_agg(jsonb_build_object('i', f -> 'i', 'tenant_id', f -> 'tenant_id', 'pool', f -> 'pool', 'quota', true)
+      order by (f ->> 'i')::int), '[]'::jsonb)
+    from jsonb_array_elements(v_facts) f where (f ->> 'is_new')::boolean and f ->> 'first_refusal' is null)) d;
+  -- A key another api process wrote since this round began conflicts here:
+  -- that send gets no message, and the caller reads the winner's.
+  with accepted as (
+    select f.* from jsonb_to_recordset(v_facts) as f(i int, tenant_id uuid, session_id uuid, key text, fingerprint text,
+      message_id uuid, content text, attachments jsonb, company_scope text, user_id uuid, job_id uuid, is_new boolean, first_refusal text)
+    where f.is_new and f.first_refusal is null and not coalesce((v_decided -> f.i::text ->> 'refused')::boolean, false)
+  ), inserted as (
+    insert into chat_messages (id, tenant_id, session_id, role, content, attachments, company_scope, created_by,
+      idempotency_key, request_fingerprint, turn_job_id)
+    select a.message_id, a.tenant_id, a.session_id, 'user', a.content, a.attachments, a.company_scope, a.user_id,
+      a.key, a.fingerprint, a.job_id
+    from accepted a order by a.i
+    on conflict (tenant_id, idempotency_key) where idempotency_key is not null do nothing
+    returning chat_messages.id
+  )
+  select coalesce(jsonb_agg(to_jsonb(id)), '[]'::jsonb) into v_created from inserted;
+  perform platform_write_jobs((
+    select coalesce(jsonb_agg(jsonb_build_object('id', f -> 'job_id', 'tenant_id', f -> 'tenant_id', 'kind', f -> 'kind',
+        'pool', f -> 'pool', 'queue', f -> 'queue', 'input', f -> 'input', 'max_attempts', f -> 'max_attempts',
+        'session_id', f -> 'session_id', 'run_at', v_decided -> (f ->> 'i') -> 'run_at', 'fair', true, 'i', f -> 'i')
+      order by (f ->> 'i')::int), '[]'::jsonb)
+    from jsonb_array_elements(v_facts) f where v_created @> jsonb_build_array(f -> 'message_id')));
+  if not p_lock_first then
+    select c.tenant_id into v_over
+    from (select distinct (f ->> 'tenant_id')::uuid as tenant_id, (f ->> 'monthly_limit')::int as monthly_limit
+          from jsonb_array_elements(v_facts) f where v_created @> jsonb_build_array(f -> 'message_id')) x
+    join tenant_message_counts c on c.tenant_id = x.tenant_id and c.month = date_trunc('month', now() at time zone 'UTC')::date
+    where c.messages > x.monthly_limit limit 1;
+    if v_over is not null then
+      raise exception 'a concurrent send reached the monthly message limit of tenant %', v_over
+        using errcode = 'QT001', hint = 'decide the quota again with the counter locked';
+    end if;
+  end if;
+  return query
+  select (f ->> 'i')::int, (f ->> 'found')::boolean, v_created @> jsonb_build_array(f -> 'message_id'),
+    case when (d ->> 'refused')::boolean then 'QUEUE_LIMIT_REACHED' else f ->> 'first_refusal' end,
+    case when (d ->> 'refused')::boolean then d ->> 'plan' else f ->> 'tenant_plan' end,
+    case when (d ->> 'refused')::boolean then (d ->> 'max_open')::int else (f ->> 'monthly_limit')::int end,
+    (f ->> 'record_message_id')::uuid, (f ->> 'record_job_id')::uuid, f ->> 'record_fingerprint'
+  from jsonb_array_elements(v_facts) f left join lateral (select v_decided -> (f ->> 'i') as d) x on true
+  order by 1;
+end;
+$$;
+
+-- 13. A safety net: unfinished jobs whose wake-up is gone (a Graphile job
+-- that used up its attempts, or one completed by a worker that had lost it
+-- while another ran it) are woken again. The dead-worker sweep calls it and
+-- logs what it woke; normally nothing.
+create function jobs_rewake_orphans() returns integer language plpgsql as $$
+declare
+  v_jobs uuid[];
+  v_queues text[];
+  v_id uuid;
+begin
+  select array_agg(j.id) into v_jobs from jobs j
+  where j.status = 'queued' and j.queue_name is null and j.updated_at < now() - interval '5 seconds'
+    and not exists (select 1 from graphile_worker.jobs g where g.id = j.graphile_job_id and (g.locked_at is not null or g.attempts < g.max_attempts))
+    and not exists (select 1 from graphile_worker.jobs g where g.key = 'j:' || j.id::text and (g.locked_at is not null or g.attempts < g.max_attempts));
+  foreach v_id in array coalesce(v_jobs, '{}'::uuid[]) loop
+    perform job_wake(v_id, coalesce((select not_before from jobs where id = v_id), now()));
+  end loop;
+  select array_agg(h.queue_name) into v_queues from (
+    select distinct on (j.queue_name) j.queue_name, j.status, j.claimed_by, j.updated_at from jobs j
+    where j.queue_name is not null and j.status in ('queued', 'running', 'cancelling') order by j.queue_name, j.seq) h
+  where h.status = 'queued' and h.claimed_by is null and h.updated_at < now() - interval '5 seconds'
+    and not exists (select 1 from graphile_worker.jobs g where g.key = 'q:' || h.queue_name and (g.locked_at is not null or g.attempts < g.max_attempts));
+  if v_queues is not null then perform queue_wake(v_queues); end if;
+  return coalesce(cardinality(v_jobs), 0) + coalesce(cardinality(v_queues), 0);
+end;
+$$;

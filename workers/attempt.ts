@@ -1,0 +1,199 @@
+// One attempt of a platform job, from its start to the one write that ends
+// it: a result, a final failure, or a wait. A wait (JobWait, or a failure
+// that will be retried) ends the attempt at once and the job is woken again
+// at its time (core/jobs/lifecycle.ts waitJob), so waiting never holds a
+// slot. 'running' is written only for work that lasts
+// (WORKER_RUNNING_AFTER_MS) or reports progress. Every write is fenced by
+// the attempt number, so an attempt given up on never records over the one
+// that replaced it.
+import type { JobHelpers } from 'graphile-worker';
+import type { Logger } from 'pino';
+import { z } from 'zod';
+import { retryWhileUnavailable } from '../core/db/unavailable.ts';
+import { backoffMs, JobWait, PermanentJobError, RetryableJobError } from '../core/jobs/errors.ts';
+import { completeJob, failJob, finishCancelled, markRunning, waitJob, type Holder } from '../core/jobs/lifecycle.ts';
+import type { AttemptOutcome } from '../core/metrics.ts';
+import { JobNotRecordedError, type PlatformTask, type TaskContext, type TaskDeps } from './define-task.ts';
+
+/** The job an attempt runs, as its wake-up or its queue's claim found it. */
+export type AttemptJob = { jobId: string; tenantId: string; kind: string; input: unknown; attempt: number; maxAttempts: number };
+
+/** A Retry-After is honoured up to a day (a reply that late is still sent, not lost). */
+const MAX_RETRY_AFTER_MS = 86_400_000;
+
+const CUT = Symbol('cut');
+
+/**
+ * The handler's outcome, or CUT when the job was cancelled and the handler
+ * did not stop within the grace time. A cut handler runs on unobserved; what
+ * it writes later is refused by the job's state.
+ */
+function untilCancelled<T>(work: Promise<T>, cancel: AbortSignal, graceMs: number, logger: Logger): Promise<T | typeof CUT> {
+  const cut = new Promise<typeof CUT>((resolve) => {
+    const arm = () => setTimeout(resolve, graceMs, CUT).unref();
+    if (cancel.aborted) arm();
+    else cancel.addEventListener('abort', arm, { once: true });
+  });
+  return Promise.race([work, cut]).then((outcome) => {
+    if (outcome === CUT) {
+      logger.warn({ graceMs }, 'cancelled job did not stop within the grace time; cut off');
+      work.catch(() => undefined); // it may still fail later: nobody is waiting
+    }
+    return outcome;
+  });
+}
+
+/** The attempt's own bookkeeping: PostgreSQL away is waited out, the job staying this attempt's meanwhile. */
+export function durableFor(logger: Logger, signal: AbortSignal | undefined) {
+  return <T>(write: () => Promise<T>) =>
+    retryWhileUnavailable(write, {
+      signal,
+      onWait: (e) => logger.warn({ reason: (e as Error).message }, 'database unreachable while starting or ending the attempt; waiting for it'),
+    });
+}
+
+export async function runAttempt(task: PlatformTask, job: AttemptJob, deps: TaskDeps, helpers: JobHelpers): Promise<void> {
+  const started = performance.now();
+  const logger = deps.logger.child({ kind: job.kind, jobId: job.jobId, attempt: job.attempt });
+  const outcome = await attempt(task, job, deps, helpers, logger);
+  deps.observe(job.kind, outcome, (performance.now() - started) / 1000);
+}
+
+async function attempt(task: PlatformTask, job: AttemptJob, deps: TaskDeps, helpers: JobHelpers, logger: Logger): Promise<AttemptOutcome> {
+  const { jobId, attempt: n } = job;
+  const durable = durableFor(logger, helpers.abortSignal);
+  const holder: Holder = { lockedBy: helpers.job.locked_by, lockedAt: helpers.job.locked_at ? new Date(helpers.job.locked_at) : null };
+  const parsed = task.input.safeParse(job.input);
+  if (!parsed.success) {
+    await durable(() => failJob(deps.db, jobId, n, { code: 'invalid_input', message: z.prettifyError(parsed.error) }, holder));
+    logger.error('job failed: its input does not match its kind');
+    return 'failed';
+  }
+  const cancel = deps.cancels.track(jobId);
+  if (cancel.signal.aborted) {
+    // Cancelled between its wake-up and here: the handler never starts.
+    cancel.untrack();
+    await durable(() => finishCancelled(deps.db, jobId));
+    logger.info('job cancelled before it started; no result recorded');
+    return 'cancelled';
+  }
+  // 'running' only for work that lasts; a first progress writes it too.
+  let markedRunning: Promise<unknown> | null = null;
+  const runningTimer = setTimeout(() => {
+    markedRunning ??= markRunning(deps.db, jobId, n, holder).catch((error) => logger.warn({ err: error }, 'could not mark the job running'));
+  }, deps.config.worker.runningAfterMs);
+  /** Before progress or the final write: no 'running' may land after it. */
+  const settleRunning = async () => {
+    clearTimeout(runningTimer);
+    await markedRunning;
+  };
+  /** The attempt's end written by the handler in its own transaction. */
+  let endedWithin: 'succeeded' | 'waited' | null = null;
+  const ctx: TaskContext = {
+    ...deps,
+    logger,
+    jobId,
+    tenantId: job.tenantId,
+    attempt: n,
+    maxAttempts: job.maxAttempts,
+    helpers,
+    signal: helpers.abortSignal ? AbortSignal.any([helpers.abortSignal, cancel.signal]) : cancel.signal,
+    progress: async (value) => {
+      await settleRunning();
+      await deps.completions.progress(jobId, n, value, holder);
+    },
+    delta: (offset, text) => deps.deltas.publish({ jobId, attempt: n, offset, text }),
+    flushDeltas: () => deps.deltas.flush(),
+    completeWithin: async (tx, result) => {
+      await settleRunning();
+      if (!(await completeJob(tx, jobId, n, result, holder))) throw new JobNotRecordedError('The job is no longer this attempt\'s to finish.');
+      endedWithin = 'succeeded';
+    },
+    waitWithin: async (tx, wait) => {
+      await settleRunning();
+      const until = new Date(Date.now() + Math.max(0, wait.delayMs));
+      if (!(await waitJob(tx, { jobId, attempt: n, keepAttempt: true, until, progress: wait.progress, holder, leaveQueue: wait.leaveQueue }))) {
+        throw new JobNotRecordedError('The job is no longer this attempt\'s to end.');
+      }
+      logger.debug({ delayMs: wait.delayMs, reason: wait.reason }, 'job waits; its slot is free meanwhile');
+      endedWithin = 'waited';
+    },
+  };
+  /** The job was ended elsewhere: by a cancel (recorded here), or by another attempt. */
+  const endedElsewhere = async (what: string): Promise<AttemptOutcome> => {
+    if (await durable(() => finishCancelled(deps.db, jobId))) {
+      logger.info(`job cancelled as it ${what}; no result recorded`);
+      return 'cancelled';
+    }
+    logger.info(`job finished by another attempt as this one ${what}; nothing recorded twice`);
+    return 'lost';
+  };
+  try {
+    const result = await untilCancelled(task.run(parsed.data, ctx), cancel.signal, deps.config.worker.cancelGraceMs, logger);
+    if (cancel.signal.aborted && !endedWithin) {
+      await durable(() => finishCancelled(deps.db, jobId));
+      logger.info('job cancelled; no result recorded');
+      return 'cancelled';
+    }
+    await settleRunning();
+    if (endedWithin === 'waited') return 'waited';
+    const recorded = endedWithin === 'succeeded' || (await durable(() => deps.completions.complete({ jobId, attempt: n, result, holder })));
+    if (!recorded) return await endedElsewhere('finished');
+    logger.info('job succeeded');
+    return 'succeeded';
+  } catch (error) {
+    await settleRunning();
+    if (cancel.signal.aborted) {
+      await durable(() => finishCancelled(deps.db, jobId));
+      logger.info('job cancelled; no result recorded');
+      return 'cancelled';
+    }
+    if (error instanceof JobNotRecordedError) return await endedElsewhere('finished');
+    if (error instanceof JobWait) {
+      // Not a failure: the same attempt goes on later, its slot free meanwhile.
+      const until = new Date(Date.now() + Math.max(0, error.delayMs));
+      const waited = await durable(() => waitJob(deps.db, { jobId, attempt: n, keepAttempt: true, until, progress: error.progress, holder, leaveQueue: error.leaveQueue }));
+      if (!waited) return await endedElsewhere('began to wait');
+      logger.debug({ delayMs: error.delayMs, reason: error.reason }, 'job waits; its slot is free meanwhile');
+      return 'waited';
+    }
+    return await recordFailure(error, job, deps, holder, durable, logger);
+  } finally {
+    clearTimeout(runningTimer);
+    cancel.untrack();
+  }
+}
+
+/** A failed attempt: final (its code recorded), or retried after a backoff or the other side's Retry-After. */
+async function recordFailure(
+  error: unknown, job: AttemptJob, deps: TaskDeps, holder: Holder,
+  durable: ReturnType<typeof durableFor>, logger: Logger,
+): Promise<AttemptOutcome> {
+  const permanent = error instanceof PermanentJobError;
+  const final = permanent || job.attempt >= job.maxAttempts;
+  const code = error instanceof PermanentJobError || error instanceof RetryableJobError ? error.code : 'task_failed';
+  const message = permanent || error instanceof RetryableJobError ? (error as Error).message : 'The task failed unexpectedly.';
+  const retryAfterMs = error instanceof RetryableJobError ? error.retryAfterMs : undefined;
+  const delayMs = retryAfterMs === undefined ? backoffMs(job.attempt) : Math.min(retryAfterMs, MAX_RETRY_AFTER_MS);
+  const written = final
+    ? await durable(() => failJob(deps.db, job.jobId, job.attempt, { code, message }, holder))
+    : await durable(() => {
+        const until = new Date(Date.now() + delayMs);
+        return waitJob(deps.db, { jobId: job.jobId, attempt: job.attempt, keepAttempt: false, until, holder,
+          error: { code, message, retrying: true, retryAt: until.toISOString() } });
+      });
+  if (!written) {
+    if (await durable(() => finishCancelled(deps.db, job.jobId))) {
+      logger.info('job cancelled as its attempt failed; no result recorded');
+      return 'cancelled';
+    }
+    logger.info({ code }, 'job attempt failed after another attempt ended the job; nothing recorded');
+    return 'lost';
+  }
+  // One line: an expected failure (a RetryableJobError names its cause) needs no stack.
+  const expected = error instanceof PermanentJobError || error instanceof RetryableJobError;
+  const detail = error instanceof RetryableJobError && error.detail ? { detail: error.detail } : {};
+  logger[final ? 'error' : 'warn']({ ...(expected ? { code, reason: message, ...detail } : { err: error }), final },
+    final ? 'job failed' : `job attempt failed; retry in ${Math.round(delayMs / 100) / 10} s`);
+  return 'failed';
+}
