@@ -15,8 +15,11 @@ import { completeJob, failJob, finishCancelled, markRunning, waitJob, type Holde
 import type { AttemptOutcome } from '../core/metrics.ts';
 import { JobNotRecordedError, type PlatformTask, type TaskContext, type TaskDeps } from './define-task.ts';
 
-/** The job an attempt runs, as its wake-up or its queue's claim found it. */
-export type AttemptJob = { jobId: string; tenantId: string; kind: string; input: unknown; attempt: number; maxAttempts: number };
+/**
+ * The job an attempt runs, as its wake-up or its queue's claim found it;
+ * `running`: the claim marked it running already (a serial job).
+ */
+export type AttemptJob = { jobId: string; tenantId: string; kind: string; input: unknown; attempt: number; maxAttempts: number; running?: boolean };
 
 /** A Retry-After is honoured up to a day (a reply that late is still sent, not lost). */
 const MAX_RETRY_AFTER_MS = 86_400_000;
@@ -80,6 +83,7 @@ async function attempt(task: PlatformTask, job: AttemptJob, deps: TaskDeps, help
   // 'running' only for work that lasts; a first progress writes it too.
   let markedRunning: Promise<unknown> | null = null;
   const runningTimer = setTimeout(() => {
+    if (job.running) return;
     markedRunning ??= markRunning(deps.db, jobId, n, holder).catch((error) => logger.warn({ err: error }, 'could not mark the job running'));
   }, deps.config.worker.runningAfterMs);
   /** Before progress or the final write: no 'running' may land after it. */

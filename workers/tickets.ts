@@ -60,5 +60,5 @@ async function runQueue(queue: string, tasks: ReadonlyMap<string, PlatformTask>,
     await waitJob(deps.db, { jobId: claim.jobId, attempt: claim.attempt, keepAttempt: true, until: new Date(Date.now() + UNKNOWN_KIND_WAIT_MS) });
     return;
   }
-  await runAttempt(task, claim, deps, helpers);
+  await runAttempt(task, { ...claim, running: true }, deps, helpers);
 }

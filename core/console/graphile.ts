@@ -6,18 +6,18 @@ import { sql } from '../db/pool.ts';
 
 /**
  * Ready / running / waiting counts of open platform jobs aliased `j`:
- * running is held by an attempt; ready is queued, due and next in its serial
+ * running is held by an attempt (marked running); ready is queued, due and next in its serial
  * queue (if it has one); waiting is the rest (its time to come, or behind
  * the job ahead of it in its queue).
  */
 export const JOB_STATE_COUNTS = sql.fragment`
-  count(*) filter (where j.status = 'queued' and j.claimed_by is null and (j.not_before is null or j.not_before <= now())
-    and (j.queue_name is null or not exists (select 1 from jobs e where e.queue_name = j.queue_name
-      and e.status in ('queued', 'running', 'cancelling') and e.seq < j.seq)))::int as ready,
-  count(*) filter (where j.status <> 'queued' or j.claimed_by is not null)::int as running,
-  count(*) filter (where j.status = 'queued' and j.claimed_by is null and (j.not_before > now()
-    or (j.queue_name is not null and exists (select 1 from jobs e where e.queue_name = j.queue_name
-      and e.status in ('queued', 'running', 'cancelling') and e.seq < j.seq))))::int as waiting`;
+  count(*) filter (where j.status = 'queued' and (j.not_before is null or j.not_before <= now())
+    and (j.queue_name is null or j.seq is null or not exists (select 1 from jobs e where e.queue_name = j.queue_name
+      and e.seq is not null and e.status in ('queued', 'running', 'cancelling') and e.seq < j.seq)))::int as ready,
+  count(*) filter (where j.status <> 'queued')::int as running,
+  count(*) filter (where j.status = 'queued' and (j.not_before > now()
+    or (j.queue_name is not null and j.seq is not null and exists (select 1 from jobs e where e.queue_name = j.queue_name
+      and e.seq is not null and e.status in ('queued', 'running', 'cancelling') and e.seq < j.seq))))::int as waiting`;
 
 /** Open platform jobs, aliased `j` (the partial index of open jobs serves it). */
 export const OPEN_JOBS = sql.fragment`jobs j where j.status in ('queued', 'running', 'cancelling')`;

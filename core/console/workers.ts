@@ -29,7 +29,7 @@ export async function listWorkerProcesses(db: CommonQueryMethods, staleAfterMs: 
       extract(epoch from now() - p.last_seen_at)::float8 as seen_s_ago, p.ids,
       coalesce((select json_agg(json_build_object('job_id', j.id, 'kind', j.kind, 'locked_at', coalesce(j.started_at, j.updated_at)) order by j.updated_at)
         from jobs j where j.status in ('queued', 'running', 'cancelling')
-          and (j.claimed_by = any(p.ids) or (j.status <> 'queued' and j.locked_by = any(p.ids)))), '[]'::json) as running
+          and j.status <> 'queued' and j.locked_by = any(p.ids)), '[]'::json) as running
     from procs p
     order by p.hostname, p.started_at, p.pid`);
   return rows.map((r) => ({ ...r, stale: r.seen_s_ago * 1000 > staleAfterMs }));

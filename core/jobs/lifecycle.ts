@@ -51,7 +51,7 @@ const OPEN_ATTEMPTS = `
     where id = any($1::uuid[]) and status = 'cancelling'
     returning id
   )
-  select id::text, status, queue_name, not_before > now() as later from jobs
+  select id::text, status, case when seq is not null then queue_name end as queue_name, not_before > now() as later from jobs
   where id = any($1::uuid[]) and id not in (select id from stopping)`;
 
 /**

@@ -54,21 +54,19 @@ export async function sweepDeadWorkers(db: DatabasePool, staleAfterMs: number): 
  * Only for ids whose handlers have stopped (a dead process, or a pool the
  * worker itself stopped): clients are told the attempt was lost and the next
  * attempt sets it running again; a job that was asked to stop ends as
- * cancelled; a serial queue's claim is let go (its queue wakes); Graphile's
+ * cancelled; a serial queue's job queued again wakes its queue; Graphile's
  * own locks go with graphile_worker.force_unlock_workers. Returns how many
  * platform jobs were queued again.
  */
 export async function releaseWorkerJobs(tx: CommonQueryMethods, workerIds: readonly string[]): Promise<number> {
   const ids = sql.array(workerIds, 'text');
-  const held = sql.fragment`(locked_by = any(${ids}) or claimed_by = any(${ids}))`;
   await tx.query(sql.unsafe`
     update jobs set status = 'cancelled', finished_at = now(), error = null
-    where status = 'cancelling' and ${held}`);
+    where status = 'cancelling' and locked_by = any(${ids})`);
   const requeued = await tx.query(sql.unsafe`
-    update jobs set status = 'queued', claimed_by = null,
+    update jobs set status = 'queued',
       error = '{"code":"worker_lost","message":"The worker running this job stopped; it will run again.","retrying":true}'::jsonb
-    where status = 'running' and ${held}`);
-  await tx.query(sql.unsafe`update jobs set claimed_by = null where claimed_by = any(${ids})`);
+    where status = 'running' and locked_by = any(${ids})`);
   await tx.query(sql.unsafe`select graphile_worker.force_unlock_workers(${ids})`);
   return requeued.rowCount;
 }

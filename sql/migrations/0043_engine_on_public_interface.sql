@@ -4,7 +4,7 @@
 -- job ({jobId, tenantId, input}) or a serial queue ({queue, tenantId}), and
 -- everything the platform decides by lives in its own tables:
 -- - a serial queue's order is the data: its next job is its oldest open one
---   (jobs.seq); a worker claims it (jobs.claimed_by) and, when it ends, a
+--   (jobs.seq); a worker claims it (marks it running) and, when it ends, a
 --   trigger wakes the queue's next job with a wake-up keyed by the queue;
 -- - a job that waits (a retry's backoff, a Retry-After, a runner not ready)
 --   ends its attempt and is woken by a new wake-up at its time;
@@ -32,11 +32,8 @@ create sequence jobs_seq;
 alter table jobs
   -- The pool of slots that runs it (core/jobs/pools.ts); its account's counts are per pool.
   add column pool text not null default 'short' check (pool in ('short', 'io')),
-  -- Order within its serial queue.
+  -- Its place in its serial queue; null while it waits outside the queue (a channel link waiting for its binding).
   add column seq bigint default nextval('jobs_seq'),
-  -- The Graphile worker pool whose attempt holds it (serial jobs), and how many attempts were claimed.
-  add column claimed_by text,
-  add column claims integer not null default 0,
   -- A job that waits is not run before this.
   add column not_before timestamptz,
   -- The task's input: a serial job's wake-up does not carry it, and a retry from the console reuses it.
@@ -48,7 +45,7 @@ with ordered as (
   select id, row_number() over (order by created_at, id) as n from jobs
   where queue_name is not null and status in ('queued', 'running', 'cancelling')
 )
-update jobs j set seq = o.n, claims = j.attempts from ordered o where o.id = j.id;
+update jobs j set seq = o.n from ordered o where o.id = j.id;
 select setval('jobs_seq', greatest(coalesce((select max(seq) from jobs), 0), 1));
 update jobs set input = retry_input where retry_input is not null;
 -- Unfinished jobs from before this migration keep the input their Graphile job carried (read once, here).
@@ -57,8 +54,7 @@ from graphile_worker._private_jobs g
 where j.input is null and j.status in ('queued', 'running', 'cancelling') and g.payload ->> 'jobId' = j.id::text;
 alter table jobs drop column retry_input;
 create index jobs_queue_head_idx on jobs (queue_name, seq)
-  where queue_name is not null and status in ('queued', 'running', 'cancelling');
-create index jobs_claimed_idx on jobs (claimed_by) where claimed_by is not null;
+  where queue_name is not null and seq is not null and status in ('queued', 'running', 'cancelling');
 
 -- 3. Unfinished jobs per account and pool, in a few rows each. -------------------
 -- An account's count is the sum of its rows ("stripes"): a write takes
@@ -162,18 +158,29 @@ end;
 $$;
 
 -- 5. The fair order. ------------------------------------------------------------------
--- A new job's start tag, written as its wake-up's run_at: the pool's position
--- (the latest tag a worker started, fair_clock) plus 16 µs per unfinished job
--- its account has in the pool, divided by its plan's weight; never later than
--- now(), so no job waits for its tag. A quiet account's job goes to the head.
-create function fair_position(p_pool text) returns timestamptz language sql stable as $$
-  select least(now(), coalesce((select vtime from fair_clock where pool = p_pool), now()))
+-- A new job's start tag, written as its wake-up's run_at: the pool's
+-- position (the latest tag a worker started, fair_clock) plus 16 µs per
+-- unfinished job its account has in the pool, divided by its plan's weight.
+-- Tags are virtual time: the clock starts at 2000-01-01 and moves only as
+-- jobs start (16 µs a job), so it stays far behind the wall clock and every
+-- tagged job is due at once; Graphile Worker starts due jobs in run_at
+-- order, so in tag order. A quiet account's job is tagged at the position,
+-- ahead of every backlog. Jobs with a time of their own (a wait, a retry,
+-- the platform's own upkeep) have priority -1: due, they go first.
+create or replace function fair_position(p_pool text) returns timestamptz language sql stable as $$
+  select least(now(), coalesce((select vtime from fair_clock where pool = p_pool), timestamptz '2000-01-01 00:00:00+00'))
 $$;
 
 create function fair_tag(p_account uuid, p_pool text, p_ahead bigint) returns timestamptz language sql stable as $$
   select least(now(), fair_position(p_pool)
     + greatest(p_ahead, 0) * (16.0 / coalesce((select l.fair_weight from account_limits(p_account) l), 1)) * interval '1 microsecond')
 $$;
+
+-- The old engine's clock followed the wall clock: start over from the
+-- epoch, and put the jobs it tagged at the head (Graphile's own reschedule_jobs).
+delete from fair_clock;
+select graphile_worker.reschedule_jobs(array(select id from graphile_worker.jobs where locked_at is null and flags ? 'fair'),
+  run_at := timestamptz '2000-01-01 00:00:00+00');
 
 -- 6. New jobs. ---------------------------------------------------------------------------
 -- What new jobs would be given, read without a lock: each one's start tag
@@ -228,8 +235,8 @@ begin
   from platform_add_tickets(array(
     select row(x.kind,
         json_build_object('jobId', x.id, 'tenantId', x.tenant_id, 'input', coalesce(x.input, '{}'::jsonb), 'base', coalesce(x.base, 0)),
-        null, x.run_at, greatest(1, x.max_attempts - coalesce(x.base, 0)), null, null,
-        case when x.run_at is not null and x.fair then array['fair'] end)::graphile_worker.job_spec
+        null, x.run_at, greatest(1, x.max_attempts - coalesce(x.base, 0)), null, case when x.fair then 0 else -1 end,
+        case when x.fair then array['fair'] end)::graphile_worker.job_spec
     from jsonb_to_recordset(p_jobs) as x(i integer, id uuid, tenant_id uuid, kind text, queue text, input jsonb,
       run_at timestamptz, fair boolean, max_attempts integer, base integer)
     where x.queue is null order by x.i), false) t;
@@ -267,7 +274,7 @@ declare
   v_platform jsonb;
   v_over record;
 begin
-  select coalesce(jsonb_agg(e || jsonb_build_object('i', n) order by n), '[]'::jsonb) into v_platform
+  select coalesce(jsonb_agg(e || jsonb_build_object('i', n, 'fair', e ->> 'run_at' is null) order by n), '[]'::jsonb) into v_platform
   from jsonb_array_elements(p_jobs) with ordinality as x(e, n) where not coalesce((e ->> 'system')::boolean, false);
   if jsonb_array_length(v_platform) > 0 then
     select d.* into v_over from platform_decide(v_platform) d where d.refused limit 1;
@@ -275,19 +282,19 @@ begin
       raise exception 'the account has % unfinished jobs; its % plan allows %', v_over.open, v_over.plan, v_over.max_open
         using errcode = 'QJ001', detail = json_build_object('plan', v_over.plan, 'limit', v_over.max_open, 'open', v_over.open)::text;
     end if;
-    select jsonb_agg(e || jsonb_build_object('run_at', coalesce(e -> 'run_at', to_jsonb(d.run_at)), 'fair', e -> 'run_at' is null) order by (e ->> 'i')::int)
+    select jsonb_agg(e || jsonb_build_object('run_at', coalesce(e ->> 'run_at', d.run_at::text)) order by (e ->> 'i')::int)
     into v_platform
     from jsonb_array_elements(v_platform) e join platform_decide(v_platform) d on d.i = (e ->> 'i')::int;
     perform platform_write_jobs(v_platform);
   end if;
   perform platform_add_tickets(array(
     select row(e ->> 'kind', coalesce(e -> 'payload', '{}'::jsonb)::json, null, (e ->> 'run_at')::timestamptz,
-        coalesce((e ->> 'max_attempts')::int, 25), e ->> 'key', null, null)::graphile_worker.job_spec
+        coalesce((e ->> 'max_attempts')::int, 25), e ->> 'key', -1, null)::graphile_worker.job_spec
     from jsonb_array_elements(p_jobs) e
     where coalesce((e ->> 'system')::boolean, false) and not coalesce((e ->> 'preserve_run_at')::boolean, false)), false);
   perform platform_add_tickets(array(
     select row(e ->> 'kind', coalesce(e -> 'payload', '{}'::jsonb)::json, null, (e ->> 'run_at')::timestamptz,
-        coalesce((e ->> 'max_attempts')::int, 25), e ->> 'key', null, null)::graphile_worker.job_spec
+        coalesce((e ->> 'max_attempts')::int, 25), e ->> 'key', -1, null)::graphile_worker.job_spec
     from jsonb_array_elements(p_jobs) e
     where coalesce((e ->> 'system')::boolean, false) and coalesce((e ->> 'preserve_run_at')::boolean, false)), true);
 end;
@@ -306,26 +313,27 @@ begin
     select row(h.kind, json_build_object('queue', q.queue, 'tenantId', h.tenant_id), null,
         case when h.not_before > now() then h.not_before
           else fair_tag(t.account_id, h.pool, (select coalesce(sum(c.open), 0) - 1 from account_job_counts c where c.account_id = t.account_id and c.pool = h.pool)) end,
-        25, 'q:' || q.queue, case when h.claims > 0 then -1 else 0 end,
+        25, 'q:' || q.queue, case when h.attempts > 0 then -1 else 0 end,
         case when h.not_before is null or h.not_before <= now() then array['fair'] end)::graphile_worker.job_spec
     from (select distinct x.queue from unnest(p_queues) as x(queue) where x.queue is not null order by 1) q
     cross join lateral (
-      select j.tenant_id, j.kind, j.pool, j.status, j.claimed_by, j.not_before, j.claims from jobs j
-      where j.queue_name = q.queue and j.status in ('queued', 'running', 'cancelling') order by j.seq limit 1) h
+      select j.tenant_id, j.kind, j.pool, j.status, j.not_before, j.attempts from jobs j
+      where j.queue_name = q.queue and j.seq is not null and j.status in ('queued', 'running', 'cancelling') order by j.seq limit 1) h
     join tenants t on t.id = h.tenant_id
-    where h.status = 'queued' and h.claimed_by is null), false);
+    where h.status = 'queued'), false);
 end;
 $$;
 
 -- Wake-ups of queues run here: each queue's oldest unfinished job is claimed
--- for the attempt of the worker pool named beside it when nobody holds it
--- and its time has come. The row lock makes claims of one queue take turns, and a claim that
--- meets a job's final write waits for it and then sees the next job.
+-- for the attempt of the worker pool named beside it when it is queued and
+-- its time has come: marked running by that attempt (its first write). The
+-- row lock makes claims of one queue take turns, and a claim that meets a
+-- job's final write waits for it and then sees the next job.
 -- Outcomes: 'claimed' (with the job), 'busy' (an attempt holds it; its end
 -- wakes the queue), 'later' (it waits; woken again at its time), 'empty'.
 create function queue_claim(p_queues text[], p_holders text[])
 returns table (queue text, outcome text, job_id uuid, tenant_id uuid, kind text, input jsonb, attempt integer,
-  max_attempts integer, error jsonb)
+  max_attempts integer)
 language plpgsql as $$
 #variable_conflict use_column
 declare
@@ -335,18 +343,20 @@ declare
 begin
   for n in 1 .. coalesce(cardinality(p_queues), 0) loop
     q := p_queues[n];
-    select j.id, j.tenant_id, j.kind, j.status, j.claimed_by, j.not_before, j.claims, j.input, j.max_attempts, j.error into h
-    from jobs j where j.queue_name = q and j.status in ('queued', 'running', 'cancelling') order by j.seq limit 1 for update;
+    select j.id, j.tenant_id, j.kind, j.status, j.not_before, j.attempts, j.input, j.max_attempts into h
+    from jobs j where j.queue_name = q and j.seq is not null and j.status in ('queued', 'running', 'cancelling') order by j.seq limit 1 for update;
     if not found then
-      return query select q, 'empty', null::uuid, null::uuid, null::text, null::jsonb, null::int, null::int, null::jsonb;
-    elsif h.claimed_by is not null or h.status <> 'queued' then
-      return query select q, 'busy', h.id, h.tenant_id, h.kind, null::jsonb, null::int, null::int, null::jsonb;
+      return query select q, 'empty', null::uuid, null::uuid, null::text, null::jsonb, null::int, null::int;
+    elsif h.status <> 'queued' then
+      return query select q, 'busy', h.id, h.tenant_id, h.kind, null::jsonb, null::int, null::int;
     elsif h.not_before > now() then
       perform queue_wake(array[q]);
-      return query select q, 'later', h.id, h.tenant_id, h.kind, null::jsonb, null::int, null::int, null::jsonb;
+      return query select q, 'later', h.id, h.tenant_id, h.kind, null::jsonb, null::int, null::int;
     else
-      update jobs set claimed_by = p_holders[n], claims = h.claims + 1, not_before = null where id = h.id;
-      return query select q, 'claimed', h.id, h.tenant_id, h.kind, h.input, h.claims + 1, h.max_attempts, h.error;
+      update jobs set status = 'running', attempts = h.attempts + 1, locked_by = p_holders[n], not_before = null,
+        started_at = coalesce(started_at, now())
+      where id = h.id;
+      return query select q, 'claimed', h.id, h.tenant_id, h.kind, h.input, h.attempts + 1, h.max_attempts;
     end if;
   end loop;
 end;
@@ -355,10 +365,11 @@ $$;
 -- 8. Waits. -----------------------------------------------------------------------------
 -- An attempt that waits (JobWait, or a failure to retry) ends: its job is
 -- queued again until p_until, the attempt counted as made or not
--- (p_keep_attempt), its error and progress as given. A serial job lets its
--- queue's claim go (the trigger below wakes the queue at p_until), unless it
--- leaves its queue while it waits (p_leave_queue: a channel link waiting for
--- its binding); any other job gets a wake-up of its own at p_until, keyed by its id. False when the
+-- (p_keep_attempt), its error and progress as given. A serial job stays its
+-- queue's next (the trigger below wakes the queue at p_until), unless it
+-- gives up its place (p_leave_queue: a channel link waiting for its binding
+-- lets its channel's replies go on); any other job gets a wake-up of its own
+-- at p_until, keyed by its id. False when the
 -- attempt may no longer write (job_attempt_may_write).
 create function job_wait(p_job uuid, p_attempt integer, p_keep_attempt boolean, p_until timestamptz,
   p_error jsonb, p_progress jsonb, p_set_progress boolean, p_locked_by text, p_locked_at timestamptz, p_leave_queue boolean)
@@ -368,16 +379,15 @@ declare
   r record;
   v_base integer := case when p_keep_attempt then p_attempt - 1 else p_attempt end;
 begin
-  update jobs set status = 'queued', not_before = p_until, attempts = v_base, claimed_by = null,
-    queue_name = case when p_leave_queue then null else queue_name end,
-    claims = case when p_keep_attempt then greatest(claims - 1, 0) else claims end,
+  update jobs set status = 'queued', not_before = p_until, attempts = v_base,
+    seq = case when p_leave_queue then null else seq end,
     error = coalesce(p_error, error),
     progress = case when p_set_progress then p_progress else progress end,
     locked_by = coalesce(p_locked_by, locked_by), started_at = coalesce(started_at, p_locked_at, now())
   where id = p_job and job_attempt_may_write(status, attempts, p_attempt)
-  returning id, tenant_id, kind, queue_name, input, max_attempts into r;
+  returning id, tenant_id, kind, queue_name, seq, input, max_attempts into r;
   if not found then return false; end if;
-  if r.queue_name is null then
+  if r.queue_name is null or r.seq is null then
     update jobs set graphile_job_id = t.id
     from platform_add_tickets(array[row(r.kind,
         json_build_object('jobId', r.id, 'tenantId', r.tenant_id, 'input', coalesce(r.input, '{}'::jsonb), 'base', v_base),
@@ -395,10 +405,10 @@ declare
   r record;
 begin
   update jobs set not_before = case when p_at > now() then p_at end
-  where id = p_job and status = 'queued' and claimed_by is null
-  returning id, tenant_id, kind, queue_name, input, max_attempts, attempts into r;
+  where id = p_job and status = 'queued'
+  returning id, tenant_id, kind, queue_name, seq, input, max_attempts, attempts into r;
   if not found then return; end if;
-  if r.queue_name is not null then
+  if r.queue_name is not null and r.seq is not null then
     perform queue_wake(array[r.queue_name]);
   else
     update jobs set graphile_job_id = t.id
@@ -411,21 +421,19 @@ end;
 $$;
 
 -- 9. Triggers on jobs. ------------------------------------------------------------------
--- A final job holds nothing and waits for nothing.
+-- A final job waits for nothing.
 create or replace function jobs_touch() returns trigger language plpgsql as $$
 begin
   new.version := old.version + 1;
   new.updated_at := now();
-  if new.status in ('succeeded', 'failed', 'cancelled') then
-    new.claimed_by := null;
-    new.not_before := null;
-  end if;
+  if new.status in ('succeeded', 'failed', 'cancelled') then new.not_before := null; end if;
   return new;
 end;
 $$;
 
 -- After any update of jobs: jobs that ended leave their accounts' counts,
--- and a serial queue whose job ended, left it, or was let go wakes its next.
+-- and a serial queue whose running job ended, waits, was let go (its worker
+-- lost) or left the queue wakes its next job (or the same one, at its time).
 create function jobs_after_update() returns trigger language plpgsql as $$
 declare
   v_ended record;
@@ -437,9 +445,9 @@ begin
   if v_ended.tenants is not null then perform account_counts_add(v_ended.tenants, v_ended.pools, -1); end if;
   select array_agg(distinct o.queue_name) into v_queues
   from changed_new n join changed_old o on o.id = n.id
-  where o.queue_name is not null and o.status in ('queued', 'running', 'cancelling')
-    and (n.status not in ('queued', 'running', 'cancelling') or n.queue_name is distinct from o.queue_name
-      or (o.claimed_by is not null and n.claimed_by is null));
+  where o.queue_name is not null and o.seq is not null and o.status in ('queued', 'running', 'cancelling')
+    and (n.status not in ('queued', 'running', 'cancelling') or n.seq is null
+      or (o.status <> 'queued' and n.status = 'queued'));
   if v_queues is not null then perform queue_wake(v_queues); end if;
   return null;
 end;
@@ -460,7 +468,7 @@ begin
   from changed_old o where o.status in ('queued', 'running', 'cancelling');
   if v_gone.tenants is not null then perform account_counts_add(v_gone.tenants, v_gone.pools, -1); end if;
   select array_agg(distinct o.queue_name) into v_queues from changed_old o
-  where o.queue_name is not null and o.status in ('queued', 'running', 'cancelling');
+  where o.queue_name is not null and o.seq is not null and o.status in ('queued', 'running', 'cancelling');
   if v_queues is not null then perform queue_wake(v_queues); end if;
   return null;
 end;
@@ -482,10 +490,10 @@ $$;
 drop trigger if exists jobs_release_graphile_on_cancel on jobs;
 drop trigger if exists jobs_release_graphile_on_delete on jobs;
 create trigger jobs_release_graphile_on_cancel after update of status on jobs
-  for each row when (old.status = 'queued' and new.status = 'cancelled' and old.queue_name is null)
+  for each row when (old.status = 'queued' and new.status = 'cancelled' and (old.queue_name is null or old.seq is null))
   execute function jobs_release_graphile_job();
 create trigger jobs_release_graphile_on_delete after delete on jobs
-  for each row when (old.status in ('queued', 'running', 'cancelling') and old.queue_name is null)
+  for each row when (old.status in ('queued', 'running', 'cancelling') and (old.queue_name is null or old.seq is null))
   execute function jobs_release_graphile_job();
 
 -- 10. Jobs added by triggers of the platform go through the one way in. ----------------
@@ -679,16 +687,16 @@ declare
   v_id uuid;
 begin
   select array_agg(j.id) into v_jobs from jobs j
-  where j.status = 'queued' and j.queue_name is null and j.updated_at < now() - interval '5 seconds'
+  where j.status = 'queued' and (j.queue_name is null or j.seq is null) and j.updated_at < now() - interval '5 seconds'
     and not exists (select 1 from graphile_worker.jobs g where g.id = j.graphile_job_id and (g.locked_at is not null or g.attempts < g.max_attempts))
     and not exists (select 1 from graphile_worker.jobs g where g.key = 'j:' || j.id::text and (g.locked_at is not null or g.attempts < g.max_attempts));
   foreach v_id in array coalesce(v_jobs, '{}'::uuid[]) loop
     perform job_wake(v_id, coalesce((select not_before from jobs where id = v_id), now()));
   end loop;
   select array_agg(h.queue_name) into v_queues from (
-    select distinct on (j.queue_name) j.queue_name, j.status, j.claimed_by, j.updated_at from jobs j
-    where j.queue_name is not null and j.status in ('queued', 'running', 'cancelling') order by j.queue_name, j.seq) h
-  where h.status = 'queued' and h.claimed_by is null and h.updated_at < now() - interval '5 seconds'
+    select distinct on (j.queue_name) j.queue_name, j.status, j.updated_at from jobs j
+    where j.queue_name is not null and j.seq is not null and j.status in ('queued', 'running', 'cancelling') order by j.queue_name, j.seq) h
+  where h.status = 'queued' and h.updated_at < now() - interval '5 seconds'
     and not exists (select 1 from graphile_worker.jobs g where g.key = 'q:' || h.queue_name and (g.locked_at is not null or g.attempts < g.max_attempts));
   if v_queues is not null then perform queue_wake(v_queues); end if;
   return coalesce(cardinality(v_jobs), 0) + coalesce(cardinality(v_queues), 0);
