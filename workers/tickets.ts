@@ -23,7 +23,7 @@ export function ticketTask(tasks: ReadonlyMap<string, PlatformTask>, deps: TaskD
       // Nothing to report to: without a job id there is no platform job.
       deps.logger.error(
         { kind: helpers.job.task_identifier, graphileJobId: helpers.job.id },
-        'refused a job without a platform job row (added with graphile_worker.add_job directly?): enqueue with enqueueJobs() from core/jobs/enqueue.ts so clients can follow it; dropping it',
+        'refused a job without a platform job row (added with graphile_worker.add_job directly?): enqueue with enqueueJob() from core/jobs/enqueue.ts so clients can follow it; dropping it',
       );
       deps.refused(helpers.job.task_identifier, 'no_platform_job');
       return;

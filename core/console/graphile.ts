@@ -19,8 +19,8 @@ export const JOB_STATE_COUNTS = sql.fragment`
     or (j.queue_name is not null and j.seq is not null and exists (select 1 from jobs e where e.queue_name = j.queue_name
       and e.seq is not null and e.status in ('queued', 'running', 'cancelling') and e.seq < j.seq))))::int as waiting`;
 
-/** Open platform jobs, aliased `j` (the partial index of open jobs serves it). */
-export const OPEN_JOBS = sql.fragment`jobs j where j.status in ('queued', 'running', 'cancelling')`;
+/** Whether platform job `j` is open (the partial index of open jobs serves it). */
+export const IS_OPEN = sql.fragment`j.status in ('queued', 'running', 'cancelling')`;
 
 /** The Graphile wake-up of platform job `j`: its own, a wait's (keyed by its id), or its serial queue's. */
 export const WAKE_UP_OF_JOB = sql.fragment`(

@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
 import { readQueueByKind } from '../queue-metrics.ts';
-import { JOB_STATE_COUNTS, OPEN_JOBS } from './graphile.ts';
+import { IS_OPEN, JOB_STATE_COUNTS } from './graphile.ts';
 
 const KindRow = z.object({
   kind: z.string(),
@@ -88,7 +88,7 @@ export async function readOverview(db: CommonQueryMethods): Promise<Overview> {
   const accounts = await db.any(sql.type(AccountRow)`
     with queue as (
       select t.account_id, ${JOB_STATE_COUNTS}
-      from ${OPEN_JOBS} join tenants t on t.id = j.tenant_id
+      from jobs j join tenants t on t.id = j.tenant_id where ${IS_OPEN}
       group by t.account_id
       order by count(*) desc limit ${TOP_ACCOUNTS}
     )

@@ -72,9 +72,7 @@ export const KEPT_TABLES: Record<string, KeptReason> = {
   // The job engine
   session_job_events: 'with_its_job',
   job_history: 'with_its_job',
-  fair_accounts: 'bounded',
   fair_clock: 'bounded',
-  account_open_jobs: 'bounded',
-  account_open_job_drops: 'drained',
+  account_job_counts: 'bounded',
   plan_limits: 'bounded',
 };

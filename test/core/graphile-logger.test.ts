@@ -21,10 +21,10 @@ t.test('a completion batch lost while the database was away is a warning (the po
   t.match(lines[0]!.msg, /could not record finished jobs while the database was away/);
 });
 
-t.test('the same loss for another reason stays an error; a parked job is debug', async (t) => {
+t.test('the same loss for another reason stays an error; the I/O lane\'s small fetch batch is debug', async (t) => {
   const { lines, log } = capture();
   log.error("Failed to complete jobs '303':\nError: syntax error", { fatalError: new Error('syntax error'), jobs: [] });
-  log.error('Failed task 1', { error: Object.assign(new Error('parked'), { name: 'JobParked' }) });
+  log.warn('Your job batch size (4) is smaller than your concurrency setting (1000); this may result in drastically lower performance');
   await new Promise((r) => setImmediate(r));
   t.same(lines.map((l) => l.level), [50, 20]);
 });

@@ -42,7 +42,8 @@ const sample = (text: string, series: string) => {
 t.test('the queue, the workers and the autoscaling signal as Prometheus sees them', async (t) => {
   // Two jobs due and no worker: ready, the oldest waiting, no live process, one process desired.
   for (let i = 0; i < 2; i++) await db.transaction((tx) => enqueueJob(tx, { kind: 'diag.noop', tenantId: member.tenantId }));
-  await db.query(sql.unsafe`update graphile_worker._private_jobs set run_at = now() - interval '90 seconds'`);
+  // As if they had waited 90 s (their wait counts from when they were due, and not before they were added).
+  await db.query(sql.unsafe`update graphile_worker._private_jobs set run_at = now() - interval '90 seconds', created_at = now() - interval '90 seconds'`);
   const idle = await scrape();
   t.equal(sample(idle, 'platform_queue_jobs{kind="diag.noop",state="ready"}'), 2);
   t.ok(sample(idle, 'platform_queue_oldest_ready_seconds')! >= 89);

@@ -93,7 +93,8 @@ function errorText(error: unknown): string {
 /** Where a job's wake-up stands in Graphile's queue (its own, or its serial queue's). */
 function queuePlace(g: NonNullable<JobDetail['graphile']>): Html {
   if (g.locked_at) return html`taken since ${utc(g.locked_at)} by <code>${g.locked_by}</code>`;
-  return html`wakes at ${utc(g.run_at)}`;
+  if (new Date(g.run_at).getTime() > Date.now()) return html`waits until ${utc(g.run_at)}`;
+  return html`due: waiting for a slot, at its place in the fair order`;
 }
 
 export const jobView: ViewFn = async (ctx, { params }) => {
