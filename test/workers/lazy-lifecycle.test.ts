@@ -11,7 +11,7 @@ import { z } from 'zod';
 import { StatementBatcher } from '../../core/db/batcher.ts';
 import { sql } from '../../core/db/pool.ts';
 import { enqueueJobs } from '../../core/jobs/enqueue.ts';
-import { completeJob, completeJobs, failAttempt, markRunning, reportProgress, requestCancel } from '../../core/jobs/lifecycle.ts';
+import { completeJob, completeJobs, markRunning, reportProgress, requestCancel, waitJob } from '../../core/jobs/lifecycle.ts';
 import { startWorker } from '../../workers/worker.ts';
 import { testConfig, testLogger } from '../helpers/config.ts';
 import { createTestDatabase, testPool } from '../helpers/db.ts';
@@ -49,7 +49,7 @@ t.test('fencing: an attempt writes only while no later attempt has written and t
 
   // A failed attempt leaves 'queued' with its number: it cannot write again, the next one can.
   const c = await noop();
-  await failAttempt(db, c, 1, { code: 'x', message: 'transient' }, false, holder);
+  await waitJob(db, { jobId: c, attempt: 1, keepAttempt: false, until: new Date(), error: { code: 'x', message: 'transient', retrying: true }, holder });
   t.match(await row(c), { status: 'queued', attempts: 1, error: { retrying: true } });
   t.notOk(await completeJob(db, c, 1, { late: true }, holder), 'the failed attempt cannot record a result later');
   t.ok(await completeJob(db, c, 2, { by: 2 }, holder), 'the retry can');

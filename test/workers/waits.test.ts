@@ -1,7 +1,8 @@
-// Waiting never holds a worker slot (core/jobs/park.ts): a retry's backoff,
-// a Retry-After from the outside world, a runner not yet there. The job is
-// parked in place (its place in the fair order kept), its slot runs other
-// work meanwhile, and it still runs once, when its time comes.
+// Waiting never holds a worker slot (docs/engine.md): a retry's backoff, a
+// Retry-After from the outside world, a runner not yet there. The attempt
+// ends, the job is queued until its time with a wake-up then (its own, or its
+// serial queue's, which it keeps holding), its slot runs other work
+// meanwhile, and it still runs once, when its time comes.
 import t from 'tap';
 import { z } from 'zod';
 import { sql } from '../../core/db/pool.ts';
@@ -17,18 +18,20 @@ import { startTestWorker } from '../helpers/worker.ts';
 const SECRET = 'webhook-signing-secret-for-waits';
 const receiver = await startWebhookReceiver(t, SECRET);
 const databaseUrl = await createTestDatabase(t);
-const overrides = { PROVIDER_ALLOW_PRIVATE_URLS: 'true', WORKER_PARK_SWEEP_MS: '200' };
+const overrides = { PROVIDER_ALLOW_PRIVATE_URLS: 'true' };
 const api = await startTestServer(t, databaseUrl, overrides);
 const { app, db } = api;
 const member = await createMember(db, 'admin');
 
 const Job = z.object({ status: z.string(), attempts: z.number(), error: z.unknown(), started_at: z.string().nullable(), finished_at: z.string().nullable(), updated_at: z.string() });
 const jobRow = (id: string) => db.one(sql.type(Job)`select status, attempts, error, started_at, finished_at, updated_at from jobs where id = ${id}`);
-const graphileRow = (id: string) => db.maybeOne(sql.type(z.object({ locked_by: z.string().nullable(), due_in_s: z.number().nullable(), queue_locked_by: z.string().nullable() }))`
-  select g.locked_by, extract(epoch from g.locked_at - now())::float8 as due_in_s, q.locked_by as queue_locked_by
-  from graphile_worker._private_jobs g left join graphile_worker._private_job_queues q on q.id = g.job_queue_id where g.payload->>'jobId' = ${id}`);
+/** The job's wake-up in Graphile's queue (public view): its own, a wait's (keyed by its id), or its serial queue's. */
+const wakeUp = (id: string) => db.maybeOne(sql.type(z.object({ key: z.string().nullable(), locked_by: z.string().nullable(), due_in_s: z.number(), priority: z.number() }))`
+  select g.key, g.locked_by, extract(epoch from g.run_at - now())::float8 as due_in_s, g.priority
+  from jobs j join graphile_worker.jobs g on g.id = j.graphile_job_id or g.key = 'j:' || j.id::text or g.key = 'q:' || j.queue_name
+  where j.id = ${id} order by g.id desc limit 1`);
 
-t.test("a failed attempt with a Retry-After waits parked: its one slot runs other jobs meanwhile, then it succeeds", async (t) => {
+t.test("a failed attempt with a Retry-After waits: its one slot runs other jobs meanwhile, then it succeeds", async (t) => {
   await startTestWorker(t, databaseUrl, { ...overrides, WORKER_CONCURRENCY: '1' });
   const failing = await enqueue(db, { kind: 'diag.steps', tenantId: member.tenantId, input: { steps: 1, delayMs: 0, failAttemptsBelow: 2, retryAfterMs: 1_500 } });
   const waiting = await waitFor('the first attempt to fail', async () => {
@@ -38,7 +41,9 @@ t.test("a failed attempt with a Retry-After waits parked: its one slot runs othe
   t.match(waiting, { status: 'queued', attempts: 1, error: { code: 'diag_transient', retrying: true } });
   const retryAt = new Date((waiting.error as { retryAt: string }).retryAt).getTime();
   t.ok(retryAt > Date.now() + 500, 'error.retryAt says when the next attempt comes');
-  t.match(await graphileRow(failing), { locked_by: 'platform:parked' }, 'parked, held by no worker');
+  const wake = await wakeUp(failing);
+  t.match(wake, { key: `j:${failing}`, locked_by: null, priority: -1 }, 'a wake-up of its own, held by no worker, ahead of new work once due');
+  t.ok(wake!.due_in_s > 0.5, `at its Retry-After (in ${wake!.due_in_s.toFixed(1)} s)`);
   const others = await db.transaction((tx) => enqueueJobs(tx, Array.from({ length: 3 }, () => ({ kind: 'diag.noop', tenantId: member.tenantId }))));
   await waitFor('the others to finish on the one slot', async () => {
     for (const job of others) if ((await jobRow(job.id)).status !== 'succeeded') return false;
@@ -52,56 +57,58 @@ t.test("a failed attempt with a Retry-After waits parked: its one slot runs othe
   t.equal(done.attempts, 2, 'on its second attempt');
   t.ok(new Date(done.finished_at!).getTime() >= retryAt - 50, 'not before its Retry-After');
   // Graphile lets its job go once the task has returned, a moment after the row says succeeded.
-  t.ok(await waitFor('the Graphile job to leave the queue', async () => (await graphileRow(failing)) === null), 'and left the queue');
+  t.ok(await waitFor('the wake-up to leave the queue', async () => (await wakeUp(failing)) === null), 'and left the queue');
 });
 
-t.test('a parked job cancelled while it waits ends at once and leaves the queue, with the queue it held', async (t) => {
+t.test('a job of a serial queue cancelled while it waits ends at once, and the next job of its queue runs', async (t) => {
   await startTestWorker(t, databaseUrl, overrides);
   const jobId = await enqueue(db, { kind: 'diag.steps', tenantId: member.tenantId, queueName: 'waits:held', input: { steps: 1, delayMs: 0, failAttemptsBelow: 5, retryAfterMs: 60_000 } });
   const behind = await enqueue(db, { kind: 'diag.noop', tenantId: member.tenantId, queueName: 'waits:held' });
-  await waitFor('the job to park', async () => (await graphileRow(jobId))?.locked_by === 'platform:parked');
-  t.match(await graphileRow(jobId), { queue_locked_by: 'platform:parked' }, 'its queue waits with it');
+  await waitFor('the job to wait', async () => ((await jobRow(jobId)).error as { retrying?: boolean } | null)?.retrying === true);
+  const wake = await wakeUp(jobId);
+  t.match(wake, { key: 'q:waits:held', locked_by: null }, 'its queue wakes with it');
+  t.ok(wake!.due_in_s > 50, 'at its time');
   t.equal((await jobRow(behind)).status, 'queued', 'so the next job of the queue waits behind it');
   const cancelled = await app.inject({ method: 'POST', url: `/api/jobs/${jobId}/cancel`, headers: { authorization: `Bearer ${member.token}` } });
   t.equal(cancelled.json().status, 'cancelled');
-  t.equal(await graphileRow(jobId), null, 'out of the queue');
   await waitFor('the job behind it to run', async () => (await jobRow(behind)).status === 'succeeded');
 });
 
-t.test('a job cancelled while it sat in a worker\'s batch does not run when the batch is given back', async (t) => {
+t.test('a job cancelled while its wake-up sat in a worker\'s batch does not run when the batch is given back', async (t) => {
   const worker = await startTestWorker(t, databaseUrl, { ...overrides, WORKER_CONCURRENCY: '1' });
   // One transaction: the busy job takes the one slot (until it is cancelled
-  // below, however slow the machine), the next fetch puts the held one in the
-  // batch; both go before any other job (the dead-worker sweep's), by priority.
+  // below, however slow the machine), and the held one, after it in the fair
+  // order, waits in the worker's fetched batch.
   const [busyJob, held] = await db.transaction((tx) => enqueueJobs(tx, [
-    { kind: 'diag.steps', tenantId: member.tenantId, input: { steps: 1, delayMs: 60_000 }, priority: -20 },
-    { kind: 'diag.steps', tenantId: member.tenantId, input: { steps: 1, delayMs: 0 }, priority: -10 },
+    { kind: 'diag.steps', tenantId: member.tenantId, input: { steps: 1, delayMs: 60_000 } },
+    { kind: 'diag.steps', tenantId: member.tenantId, input: { steps: 1, delayMs: 0 } },
   ]));
   const busy = busyJob!.id;
   await waitFor('the one slot to be busy', async () => (await jobRow(busy)).status === 'running');
-  await waitFor('the job to be held in the batch', async () => (await graphileRow(held!.id))?.locked_by?.startsWith('pool-')).catch(async (error: Error) => {
+  await waitFor('the job to be held in the batch', async () => (await wakeUp(held!.id))?.locked_by?.startsWith('pool-')).catch(async (error: Error) => {
     throw new Error(`${error.message}: ${JSON.stringify(await db.any(sql.unsafe`select id, task_identifier, run_at, now() as now, locked_by, attempts from graphile_worker.jobs`))}`);
   });
   const cancel = (id: string) => app.inject({ method: 'POST', url: `/api/jobs/${id}/cancel`, headers: { authorization: `Bearer ${member.token}` } });
   await cancel(held!.id);
   await cancel(busy);
   await worker.stop(); // gives the batch back
-  t.equal(await graphileRow(held!.id), null, 'given back, it left the queue');
-  t.match(await jobRow(held!.id), { status: 'cancelled', started_at: null });
+  await startTestWorker(t, databaseUrl, overrides);
+  await waitFor('its wake-up to be taken and dropped', async () => (await wakeUp(held!.id)) === null);
+  t.match(await jobRow(held!.id), { status: 'cancelled', started_at: null }, 'it never ran');
 });
 
-t.test("a channel answering 429 Retry-After: the reply waits parked, the one I/O slot runs another tenant's turn meanwhile, the reply is sent once", async (t) => {
+t.test("a channel answering 429 Retry-After: the reply waits, the one I/O slot runs another tenant's turn meanwhile, the reply is sent once", async (t) => {
   await startTestWorker(t, databaseUrl, { ...overrides, WORKER_IO_CONCURRENCY: '1' });
   const channel = await linkWebhookChannel(api, { authorization: `Bearer ${member.token}`, 'x-tenant-id': member.tenantId }, receiver, SECRET);
   receiver.state.script.push({ status: 429, headers: { 'retry-after': '2' }, body: { error: 'slow down' } });
   const before = receiver.state.replies.length;
   const { jobId: turn } = await channel.say('Hello, slowly');
-  const delivery = await waitFor('the refused delivery to park', async () => {
+  const delivery = await waitFor('the refused delivery to wait', async () => {
     const row = await db.maybeOne(sql.type(z.object({ id: z.string(), error: z.unknown() }))`
       select id, error from jobs where kind = 'channel.deliver' and tenant_id = ${member.tenantId} order by created_at desc limit 1`);
     return row && (row.error as { retrying?: boolean } | null)?.retrying ? row : null;
   });
-  t.match(await graphileRow(delivery.id), { locked_by: 'platform:parked' });
+  t.match(await wakeUp(delivery.id), { locked_by: null }, 'its channel\'s queue wakes at the Retry-After, held by no worker');
 
   const other = await createMember(db, 'admin');
   const headers = { authorization: `Bearer ${other.token}`, 'x-tenant-id': other.tenantId };
@@ -116,19 +123,20 @@ t.test("a channel answering 429 Retry-After: the reply waits parked, the one I/O
   t.same(receiver.state.replies.slice(before).map((r) => r.text), [answer], 'sent once');
 });
 
-t.test("a channel's replies keep their order: a later reply queued while an earlier one waits parked goes after it", async (t) => {
+t.test("a channel's replies keep their order: a later reply queued while an earlier one waits goes after it", async (t) => {
   const worker = await startTestWorker(t, databaseUrl, overrides);
   const other = await createMember(db, 'admin');
   const channel = await linkWebhookChannel(api, { authorization: `Bearer ${other.token}`, 'x-tenant-id': other.tenantId }, receiver, SECRET);
   const before = receiver.state.replies.length;
   receiver.state.script.push({ status: 503, headers: { 'retry-after': '1' }, body: { error: 'busy' } });
   await channel.say('first');
-  const parked = await waitFor('the first reply to park', async () => {
+  const waiting = await waitFor('the first reply to wait', async () => {
     const row = await db.maybeOne(sql.type(z.object({ id: z.string(), error: z.unknown() }))`
       select id, error from jobs where kind = 'channel.deliver' and tenant_id = ${other.tenantId} order by created_at desc limit 1`);
     return row && (row.error as { retrying?: boolean } | null)?.retrying ? row : null;
   });
-  t.match(await graphileRow(parked.id), { locked_by: 'platform:parked', queue_locked_by: 'platform:parked' }, 'parked, holding its queue');
+  t.match(await wakeUp(waiting.id), { key: `q:${(await db.oneFirst(sql.type(z.object({ q: z.string() }))`select queue_name as q from jobs where id = ${waiting.id}`))}`, locked_by: null },
+    'waiting, still the next of its queue');
   const { jobId: secondTurn } = await channel.say('second');
   await waitFor('the second turn', async () => (await jobRow(secondTurn!)).status === 'succeeded');
   await waitFor('both replies', async () => receiver.state.replies.length >= before + 2, 20_000);

@@ -8,13 +8,15 @@ import { graphileLogger } from '../../core/graphile-logger.ts';
 import { sweepExpiredRows } from '../../core/maintenance/expired-rows.ts';
 import { defineScheduledTask } from '../define-scheduled-task.ts';
 
+const GRAPHILE_CLEANUP = ['GC_JOB_QUEUES', 'DELETE_PERMAFAILED_JOBS'] as const;
+
 export default defineScheduledTask('maintenance.sweep_expired', async ({ db, config, graphilePool, logger }) => {
   const removed = await sweepExpiredRows(db, config);
   const utils = await makeWorkerUtils({ pgPool: graphilePool, logger: graphileLogger(logger) });
   try {
-    await utils.cleanup({ tasks: ['GC_JOB_QUEUES', 'DELETE_PERMAFAILED_JOBS'] });
+    await utils.cleanup({ tasks: [...GRAPHILE_CLEANUP] });
   } finally {
     await utils.release();
   }
-  return { removed };
+  return { removed, graphileCleanup: [...GRAPHILE_CLEANUP] };
 });

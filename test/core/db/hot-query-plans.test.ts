@@ -134,21 +134,19 @@ t.test('the operator console: no sequential scan of a big table', async (t) => {
   }
 });
 
-// A job of a named queue checks at its start that no earlier job of its queue
-// is still to run (core/jobs/queue-order.ts): by index, however long the queue.
-t.test('a queued job\'s turn check reads its queue by index', async (t) => {
-  const { takeQueueTurn } = await import('../../../core/jobs/queue-order.ts');
-  // 300 queues of 10 jobs, and a long one of 1,000.
-  await db.query(sql.unsafe`select graphile_worker.add_job('diag.noop', '{}'::json, queue_name => 'plans:' || (n % 300)) from generate_series(1, 3000) n`);
-  await db.query(sql.unsafe`select graphile_worker.add_job('diag.noop', '{}'::json, queue_name => 'plans:long') from generate_series(1, 1000)`);
-  await db.query(sql.unsafe`analyze graphile_worker._private_jobs`);
-  await db.query(sql.unsafe`analyze graphile_worker._private_job_queues`);
-  const last = await db.one(sql.unsafe`select max(id)::text as id, max(job_queue_id) as queue from graphile_worker._private_jobs`) as { id: string; queue: number };
-  recorded.length = 0;
-  recording = true;
-  t.same(await takeQueueTurn(db, { graphileJobId: last.id, queueId: last.queue, lockedBy: 'plans' }, ['diag.noop']), { ahead: null }, 'none of them has a platform job to wait for');
-  t.same(await takeQueueTurn(db, { graphileJobId: '3000', queueId: 1, lockedBy: 'plans' }, ['diag.noop']), { ahead: null }, 'nor in a short queue');
-  recording = false;
-  const tables = ['_private_jobs', '_private_job_queues', ...BIG_TABLES];
-  for (const q of recorded) t.same(seqScans(await planOf(q.sql, q.values), tables), [], q.sql.replace(/\s+/g, ' ').slice(0, 120));
+// A serial queue's wake-up claims its oldest unfinished job, and the end of a
+// job wakes its queue (migration 0043): both by the queue's index, however
+// many queues there are and however long one is.
+t.test('a serial queue is claimed and woken by index', async (t) => {
+  const tenant = await db.oneFirst(sql.unsafe`select id from tenants limit 1`) as string;
+  await db.query(sql.unsafe`
+    insert into jobs (id, tenant_id, kind, pool, queue_name, input)
+    select gen_random_uuid(), ${tenant}, 'diag.noop', 'short', case when n <= 3000 then 'plans:' || (n % 300) else 'plans:long' end, '{}'
+    from generate_series(1, 4000) n`);
+  await db.query(sql.unsafe`analyze jobs`);
+  for (const text of [`select * from queue_claim(array['plans:long', 'plans:7'], array['plans', 'plans'])`, `select queue_wake(array['plans:long', 'plans:7'])`]) {
+    const ran = await executedPlans(text, []);
+    t.ok(ran && ran.length > 1, `${text}: plans inside it recorded`);
+    t.same(ran!.flatMap((plan) => seqScans(plan)), [], `${text}: no sequential scan`);
+  }
 });

@@ -1,15 +1,13 @@
-// A first attempt starts without reading its platform job, and with fairness
-// off jobs are fetched in batches (workers/worker.ts, serial-batches.ts).
-// These tests prove what that could break: a job cancelled (or deleted)
-// before its pick never runs, a cancel that lands between the pick and the
-// handler stops the handler, and a named queue still runs one job at a time,
-// in order, while other jobs are fetched in the same batches.
-import pg from 'pg';
+// A Graphile job is a wake-up: it names a platform job (or a serial queue)
+// and runs it only if one read finds it open and due (docs/engine.md). These
+// tests prove what a wake-up must never do: run a job cancelled (or deleted)
+// before its pick, run on after a cancel that lands between its pick and the
+// handler, run a job twice when it comes twice, or let a serial queue run two
+// jobs at once while wake-ups are fetched in batches.
 import t from 'tap';
 import { z } from 'zod';
-import { loadMigrations } from '../../core/db/migrate.ts';
 import { sql } from '../../core/db/pool.ts';
-import { enqueueJobs } from '../../core/jobs/enqueue.ts';
+import { enqueueJobs, enqueueSystemJob } from '../../core/jobs/enqueue.ts';
 import { completeJob, requestCancel } from '../../core/jobs/lifecycle.ts';
 import { CancelListener } from '../../workers/cancellation.ts';
 import { startTestServerWithFakeOpenAI } from '../helpers/app.ts';
@@ -23,9 +21,10 @@ const { app, db, config, openai, databaseUrl, overrides } = api;
 const member = await createMember(db, 'admin');
 
 const Count = z.object({ n: z.number() });
-/** Graphile jobs (locked or not) that carry this platform job. */
-const graphileJobs = (jobId: string) =>
-  db.oneFirst(sql.type(Count)`select count(*)::int as n from graphile_worker._private_jobs where payload->>'jobId' = ${jobId}`);
+/** Graphile jobs (locked or not) that wake this platform job: its own, or one keyed by its id. */
+const graphileJobs = (jobId: string) => db.oneFirst(sql.type(Count)`
+  select count(*)::int as n from graphile_worker.jobs g
+  where g.id = (select graphile_job_id from jobs where id = ${jobId}) or g.key = ${`j:${jobId}`}`);
 const statusOf = (jobId: string) => db.oneFirst(sql.type(z.object({ status: z.string() }))`select status from jobs where id = ${jobId}`);
 
 t.test('a cancel of a queued job takes its Graphile job out of the queue; a picked one is left to its worker', async (t) => {
@@ -35,11 +34,12 @@ t.test('a cancel of a queued job takes its Graphile job out of the queue; a pick
   t.equal(await graphileJobs(queued), 0, 'nobody can pick it up any more');
 
   const picked = await enqueue(db, { kind: 'diag.noop', tenantId: member.tenantId });
-  // As Graphile's pick leaves it: locked by a worker.
-  await db.query(sql.unsafe`update graphile_worker._private_jobs set locked_at = now(), locked_by = 'some-worker' where payload->>'jobId' = ${picked}`);
+  // As Graphile's pick leaves it: locked by a worker (the test writes Graphile's table to get there).
+  const ofPicked = sql.fragment`id = (select graphile_job_id from jobs where id = ${picked})`;
+  await db.query(sql.unsafe`update graphile_worker._private_jobs set locked_at = now(), locked_by = 'some-worker' where ${ofPicked}`);
   t.match(await requestCancel(db, picked), { status: 'cancelled' });
   t.equal(await graphileJobs(picked), 1, 'the worker holding it hears of the cancel (job_cancel) and lets it go');
-  await db.query(sql.unsafe`delete from graphile_worker._private_jobs where payload->>'jobId' = ${picked}`);
+  await db.query(sql.unsafe`delete from graphile_worker._private_jobs where ${ofPicked}`);
 });
 
 t.test('deleting a tenant takes its unfinished jobs out of the queue', async (t) => {
@@ -48,31 +48,8 @@ t.test('deleting a tenant takes its unfinished jobs out of the queue', async (t)
   await completeJob(db, jobs[0]!.id, 1, { done: true });
   await db.query(sql.unsafe`delete from tenants where id = ${other.tenantId}`);
   for (const job of jobs.slice(1)) t.equal(await graphileJobs(job.id), 0, 'an unfinished job leaves the queue with its row');
-  t.equal(await graphileJobs(jobs[0]!.id), 1, 'a finished job is left to the worker that holds it');
-  await db.query(sql.unsafe`delete from graphile_worker._private_jobs where payload->>'jobId' = ${jobs[0]!.id}`);
-});
-
-t.test('jobs from before 0028: the migration records their Graphile job, or takes it out of the queue when the row is final or gone', async (t) => {
-  const other = await createMember(db, 'admin');
-  const jobs = await db.transaction((tx) => enqueueJobs(tx, Array.from({ length: 3 }, () => ({ kind: 'diag.noop', tenantId: other.tenantId }))));
-  const ids = sql.array(jobs.map((j) => j.id), 'uuid');
-  await db.query(sql.unsafe`update jobs set graphile_job_id = null where id = any(${ids})`); // as enqueued before 0028
-  await db.query(sql.unsafe`update jobs set status = 'cancelled' where id = ${jobs[0]!.id}`); // no trigger without the id
-  await db.query(sql.unsafe`delete from jobs where id = ${jobs[1]!.id}`);
-  t.equal(await graphileJobs(jobs[0]!.id), 1, 'before the backfill the cancelled job is still queued');
-  const migration = loadMigrations().find((m) => m.name === '0028_first_attempt_without_read.sql')!;
-  const backfill = migration.sql.slice(migration.sql.indexOf('update jobs j set graphile_job_id'), migration.sql.indexOf('create function'));
-  const client = new pg.Client({ connectionString: databaseUrl });
-  await client.connect();
-  await client.query(backfill).finally(() => client.end());
-  t.equal(await graphileJobs(jobs[0]!.id), 0, 'a cancelled job leaves the queue');
-  t.equal(await graphileJobs(jobs[1]!.id), 0, 'so does the job of a deleted row');
-  t.equal(await graphileJobs(jobs[2]!.id), 1, 'a queued job stays');
-  t.equal(
-    await db.oneFirst(sql.type(z.object({ n: z.number() }))`
-      select count(*)::int as n from jobs j join graphile_worker._private_jobs g on g.id = j.graphile_job_id where j.id = ${jobs[2]!.id}`),
-    1, 'and knows its Graphile job, so a later cancel takes it out',
-  );
+  t.equal(await graphileJobs(jobs[0]!.id), 1, 'a finished job\'s wake-up is left to the worker that holds it');
+  await db.query(sql.unsafe`select graphile_worker.complete_jobs(array(select id from graphile_worker.jobs))`);
 });
 
 t.test('a worker never starts a job cancelled while it was queued', async (t) => {
@@ -106,7 +83,7 @@ t.test('a cancel heard before the handler starts aborts the handler as it starts
   fresh.untrack();
 });
 
-t.test('with fairness off (batched fetches): a session\'s turns run one at a time, in order, among other jobs', async (t) => {
+t.test('wake-ups fetched in batches: a session\'s turns run one at a time, in order, among other jobs', async (t) => {
   await withOwnOpenAIKey(db, config, member, 'sk-lanes-key-1234');
   const headers = { authorization: `Bearer ${member.token}`, 'x-tenant-id': member.tenantId };
   const sessionId = (await app.inject({ method: 'POST', url: '/api/chat/sessions', headers, payload: { title: 'Lanes', model: 'openai/gpt-4o-mini' } })).json().id as string;
@@ -136,18 +113,17 @@ t.test('with fairness off (batched fetches): a session\'s turns run one at a tim
   t.same(answers, [0, 1, 2, 3, 4].map((i) => `answer ${i}`), 'each turn answered in order');
 });
 
-t.test('queueSiblings: of the jobs of one queue in a batch, all but the first in Graphile\'s order wait', async (t) => {
-  const { queueSiblings } = await import('../../workers/serial-batches.ts');
-  const job = (id: string, queue: number | null, priority: number, runAt: string) =>
-    ({ id, job_queue_id: queue, priority, run_at: new Date(runAt) }) as unknown as Parameters<typeof queueSiblings>[0][number];
-  const batch = [
-    job('5', 1, 0, '2026-01-01T00:00:02Z'),
-    job('3', 1, 0, '2026-01-01T00:00:01Z'), // first of queue 1: earliest run_at
-    job('9', 2, -1, '2026-01-01T00:00:09Z'), // first of queue 2: highest priority
-    job('4', 2, 0, '2026-01-01T00:00:00Z'),
-    job('7', null, 0, '2026-01-01T00:00:00Z'), // no queue: never held back
-    job('6', 1, 0, '2026-01-01T00:00:01Z'), // same run_at as 3: the lower id goes first
-  ];
-  t.same(queueSiblings(batch).map((j) => j.id), ['5', '4', '6']);
-  t.same(queueSiblings([batch[4]!, batch[1]!]), [], 'nothing to hold back');
+t.test('a wake-up that comes twice, or after its job ended, runs nothing again', async (t) => {
+  const done = await enqueue(db, { kind: 'diag.steps', tenantId: member.tenantId, input: { steps: 1, delayMs: 0 } });
+  const worker = await startTestWorker(t, databaseUrl, { WORKER_CONCURRENCY: '2' });
+  await waitFor('the job to succeed', async () => (await statusOf(done)) === 'succeeded');
+  const version = () => db.oneFirst(sql.type(z.object({ v: z.number() }))`select version as v from jobs where id = ${done}`);
+  const before = await version();
+  // The same wake-up again, as a worker that lost its release would leave it.
+  const seen: unknown[] = [];
+  worker.events.on('job:success', ({ job }) => seen.push((job.payload as { jobId?: string }).jobId));
+  await enqueueSystemJob(db, { kind: 'diag.steps', payload: { jobId: done, tenantId: member.tenantId, input: { steps: 1, delayMs: 0 } } });
+  await waitFor('the repeated wake-up to be taken', async () => seen.includes(done));
+  t.equal(await version(), before, 'the finished job was not written again');
+  t.equal(await statusOf(done), 'succeeded');
 });
