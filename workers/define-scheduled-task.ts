@@ -1,5 +1,7 @@
 // Scheduled (cron) tasks have no platform job: each run is recorded in
-// scheduled_job_runs instead, with what it did or why it failed.
+// scheduled_job_runs instead, with what it did or why it failed (a task may
+// keep only the runs that did something), and every run's start in
+// scheduled_job_last_runs (one row per item).
 import type { Task } from 'graphile-worker';
 import { z } from 'zod';
 import { sql } from '../core/db/pool.ts';
@@ -23,6 +25,10 @@ export function defineScheduledTask(
     };
     const identifier = helpers.job.key ?? kind;
     const startedAt = new Date();
+    await deps.db.query(sql.unsafe`
+      insert into scheduled_job_last_runs (identifier, task, scheduled_for, started_at)
+      values (${identifier}, ${kind}, ${info.scheduledFor}, ${startedAt.toISOString()})
+      on conflict (identifier) do update set task = excluded.task, scheduled_for = excluded.scheduled_for, started_at = excluded.started_at`);
     try {
       const detail = await run(deps, info);
       if (options.record?.(detail, info) ?? true) {

@@ -1,6 +1,6 @@
-// Cron items (schedules/index.ts) with when their last recorded run was due,
-// when each fires next (the item's own matcher, UTC as Graphile's cron) and
-// the runs the tasks recorded (scheduled_job_runs).
+// Cron items (schedules/index.ts) with when each last fired (its last run's
+// start, scheduled_job_last_runs), when it fires next (the item's own
+// matcher, UTC as Graphile's cron) and the runs the tasks recorded (scheduled_job_runs).
 import { parseCronItems, type CronItem } from 'graphile-worker';
 import { z } from 'zod';
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
@@ -43,12 +43,11 @@ export function nextMatch(item: CronItem, from: Date): Date | null {
 /** How a run of the item names itself in scheduled_job_runs (define-scheduled-task.ts: its job key, else its task). */
 const runIdentifier = (item: CronItem) => item.options?.jobKey ?? item.task;
 
-/** When the latest recorded run was due (or began, when it did not come from cron). */
-const lastFired = (runs: ReadonlyArray<z.infer<typeof RunRow>>) =>
-  runs.map((r) => r.scheduled_for ?? r.started_at).sort().at(-1) ?? null;
-
 export async function readSchedules(db: CommonQueryMethods, items: readonly CronItem[], runsEach = 5): Promise<ScheduleView[]> {
   const names = items.map(runIdentifier);
+  const fired = await db.any(sql.type(z.object({ identifier: z.string(), at: z.string() }))`
+    select identifier, coalesce(scheduled_for, started_at)::text as at from scheduled_job_last_runs where identifier = any(${sql.array(names, 'text')})`);
+  const firedAt = new Map(fired.map((r) => [r.identifier, r.at]));
   const runs = await db.any(sql.type(RunRow)`
     select r.* from unnest(${sql.array(names, 'text')}) as n(identifier)
     cross join lateral (
@@ -60,7 +59,7 @@ export async function readSchedules(db: CommonQueryMethods, items: readonly Cron
     identifier: item.identifier ?? item.task,
     task: item.task,
     match: typeof item.match === 'string' ? item.match : '(function)',
-    lastFiredAt: lastFired(runs.filter((r) => r.identifier === runIdentifier(item))),
+    lastFiredAt: firedAt.get(runIdentifier(item)) ?? null,
     nextAt: nextMatch(item, now)?.toISOString() ?? null,
     runs: runs.filter((r) => r.identifier === runIdentifier(item)),
   }));

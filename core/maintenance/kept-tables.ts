@@ -73,6 +73,7 @@ export const KEPT_TABLES: Record<string, KeptReason> = {
   session_job_events: 'with_its_job',
   job_history: 'with_its_job',
   fair_clock: 'bounded',
+  scheduled_job_last_runs: 'bounded',
   account_job_counts: 'bounded',
   plan_limits: 'bounded',
 };

@@ -15,7 +15,7 @@ import { JobEventHub } from '../../core/jobs/events.ts';
 import { GroupCommitter } from '../../core/jobs/group-commit.ts';
 import { startWorker } from '../../workers/worker.ts';
 import { percentile, sleep, throughput } from './measure.ts';
-import type { BenchContext } from './scenarios.ts';
+import { truncateQueues, type BenchContext } from './scenarios.ts';
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
 
@@ -73,7 +73,8 @@ export async function billingFigures(ctx: BenchContext, benchEnv: Record<string,
       if (status !== 200) failures++;
     });
     if (failures > 0) throw new Error(`${failures} webhook deliveries failed during the measurement`);
-    await ctx.db.query(sql.unsafe`truncate jobs, graphile_worker._private_jobs, billing_events cascade`);
+    await truncateQueues(ctx.db);
+    await ctx.db.query(sql.unsafe`truncate billing_events cascade`);
 
     // Received -> plan changed, one event at a time, with a worker applying them.
     const worker = await startWorker({ config, databaseUrl: ctx.url, logger: ctx.logger });

@@ -83,10 +83,10 @@ export async function billingInvariants(db: DatabasePool, billing: BillingWorklo
   return out;
 }
 
-/** Minutes at which the every-minute item fired, read from Graphile Worker's own record of its last execution. */
+/** The minute the every-minute item last fired for (its last run's, scheduled_job_last_runs). */
 export async function cronLastExecution(db: DatabasePool): Promise<number | null> {
   const at = await db.maybeOneFirst(sql.type(z.object({ at: z.number().nullable() }))`
-    select extract(epoch from last_execution)::float8 * 1000 as at from graphile_worker._private_known_crontabs where identifier = 'billing_expire'`);
+    select extract(epoch from scheduled_for)::float8 * 1000 as at from scheduled_job_last_runs where identifier = 'billing_expire'`);
   return at ?? null;
 }
 

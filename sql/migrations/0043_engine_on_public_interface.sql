@@ -702,3 +702,13 @@ begin
   return coalesce(cardinality(v_jobs), 0) + coalesce(cardinality(v_queues), 0);
 end;
 $$;
+
+-- 14. When each schedule last ran (one row per cron item, written as each run
+-- starts): the console shows it and the soak checks that every minute fired,
+-- without reading Graphile Worker's own record of it.
+create table scheduled_job_last_runs (
+  identifier text primary key,
+  task text not null,
+  scheduled_for timestamptz,
+  started_at timestamptz not null
+);
