@@ -1,6 +1,6 @@
 // pino everywhere: api, worker, ops scripts. Secrets never reach a log line:
 // the redaction list covers headers and the body fields that carry credentials.
-import pino, { type DestinationStream, type LoggerOptions } from 'pino';
+import pino, { type DestinationStream, type Logger, type LoggerOptions } from 'pino';
 import pinoPretty from 'pino-pretty';
 
 export const REDACT_PATHS = [
@@ -110,4 +110,25 @@ export function safeDatabaseUrl(url: string): string {
   } catch {
     return '(unparseable url)';
   }
+}
+
+const LEVEL_METHODS: ReadonlySet<string> = new Set(['fatal', 'error', 'warn', 'info', 'debug', 'trace']);
+const noop = () => undefined;
+
+/**
+ * A child logger made only when a line is written at an enabled level: a
+ * worker makes one per job, thousands a second, and pino's child (with the
+ * redaction paths) costs more than most jobs' own work.
+ */
+export function lazyChild(parent: Logger, bindings: Record<string, unknown>): Logger {
+  let child: Logger | null = null;
+  const real = () => (child ??= parent.child(bindings));
+  return new Proxy({} as Logger, {
+    get(_target, prop) {
+      if (typeof prop === 'string' && LEVEL_METHODS.has(prop) && child === null && !parent.isLevelEnabled(prop)) return noop;
+      const target = real();
+      const value = Reflect.get(target, prop, target) as unknown;
+      return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
+    },
+  });
 }

@@ -12,6 +12,7 @@ import { z } from 'zod';
 import { retryWhileUnavailable } from '../core/db/unavailable.ts';
 import { backoffMs, JobWait, PermanentJobError, RetryableJobError } from '../core/jobs/errors.ts';
 import { completeJob, failJob, finishCancelled, markRunning, waitJob, type Holder } from '../core/jobs/lifecycle.ts';
+import { lazyChild } from '../core/logger.ts';
 import type { AttemptOutcome } from '../core/metrics.ts';
 import { JobNotRecordedError, type PlatformTask, type TaskContext, type TaskDeps } from './define-task.ts';
 
@@ -57,7 +58,7 @@ export function durableFor(logger: Logger, signal: AbortSignal | undefined) {
 
 export async function runAttempt(task: PlatformTask, job: AttemptJob, deps: TaskDeps, helpers: JobHelpers): Promise<void> {
   const started = performance.now();
-  const logger = deps.logger.child({ kind: job.kind, jobId: job.jobId, attempt: job.attempt });
+  const logger = lazyChild(deps.logger, { kind: job.kind, jobId: job.jobId, attempt: job.attempt });
   const outcome = await attempt(task, job, deps, helpers, logger);
   deps.observe(job.kind, outcome, (performance.now() - started) / 1000);
 }
@@ -140,10 +141,16 @@ async function attempt(task: PlatformTask, job: AttemptJob, deps: TaskDeps, help
       return 'cancelled';
     }
     await settleRunning();
-    if (endedWithin === 'waited') return 'waited';
-    const recorded = endedWithin === 'succeeded' || (await durable(() => deps.completions.complete({ jobId, attempt: n, result, holder })));
-    if (!recorded) return await endedElsewhere('finished');
-    logger.info('job succeeded');
+    if (endedWithin) {
+      if (endedWithin === 'succeeded') logger.info('job succeeded');
+      return endedWithin;
+    }
+    // The slot does not wait for the result's write: it goes in the next
+    // batch of results (core/jobs/completions.ts), and a stopping worker drains them.
+    void durable(() => deps.completions.complete({ jobId, attempt: n, result, holder })).then(
+      async (recorded) => (recorded ? logger.info('job succeeded') : await endedElsewhere('finished')),
+      (error) => logger.error({ err: error }, 'could not record the job\'s result; the dead-worker sweep runs it again'),
+    );
     return 'succeeded';
   } catch (error) {
     await settleRunning();

@@ -54,6 +54,8 @@ export type LaneHooks = {
   events: WorkerEvents;
   /** A runner ended by itself while the worker still wanted it. */
   ended: (why: string) => void;
+  /** The platform jobs a lane just fetched wake-ups for (their reads start at once). */
+  fetched: (jobIds: readonly string[]) => void;
 };
 
 export async function startGeneration(lanes: readonly Lane[], hooks: LaneHooks): Promise<Generation> {
@@ -69,6 +71,13 @@ async function startLane(generation: Generation, lane: Lane, hooks: LaneHooks): 
   const own = new EventEmitter() as WorkerEvents;
   for (const name of FORWARDED) (own as EventEmitter).on(name, (event: unknown) => (hooks.events as EventEmitter).emit(name, event));
   own.on('pool:create', ({ workerPool }) => generation.poolIds.add(workerPool.id));
+  own.on('localQueue:getJobs:complete', ({ jobs }) => {
+    const ids = jobs.flatMap((job) => {
+      const jobId = (job.payload as { jobId?: unknown } | null)?.jobId;
+      return typeof jobId === 'string' ? [jobId] : [];
+    });
+    if (ids.length > 0) hooks.fetched(ids);
+  });
   const runner = await run({
     pgPool: lane.pgPool,
     concurrency: lane.size,

@@ -7,6 +7,7 @@
 import type { JobHelpers, Task } from 'graphile-worker';
 import { QueueEnvelope, TaskEnvelope } from '../core/jobs/enqueue.ts';
 import { waitJob } from '../core/jobs/lifecycle.ts';
+import { lazyChild } from '../core/logger.ts';
 import { durableFor, runAttempt } from './attempt.ts';
 import type { PlatformTask, TaskDeps } from './define-task.ts';
 
@@ -29,7 +30,7 @@ export function ticketTask(tasks: ReadonlyMap<string, PlatformTask>, deps: TaskD
       return;
     }
     const { jobId, tenantId, input, base } = envelope.data;
-    const logger = deps.logger.child({ kind: helpers.job.task_identifier, jobId });
+    const logger = lazyChild(deps.logger, { kind: helpers.job.task_identifier, jobId });
     const start = await durableFor(logger, helpers.abortSignal)(() => deps.completions.open(jobId));
     if (start.state === 'serial') return runQueue(start.queue, tasks, deps, helpers);
     if (start.state !== 'run') {
@@ -46,7 +47,7 @@ export function ticketTask(tasks: ReadonlyMap<string, PlatformTask>, deps: TaskD
 
 /** A queue's wake-up: claim its next job for this worker pool and run it, or end when it is not this one's turn. */
 async function runQueue(queue: string, tasks: ReadonlyMap<string, PlatformTask>, deps: TaskDeps, helpers: JobHelpers): Promise<void> {
-  const logger = deps.logger.child({ queue });
+  const logger = lazyChild(deps.logger, { queue });
   const holder = helpers.job.locked_by ?? `graphile-job-${helpers.job.id}`;
   const claim = await durableFor(logger, helpers.abortSignal)(() => deps.completions.claim(queue, holder));
   if (claim.outcome !== 'claimed') {

@@ -106,7 +106,7 @@ export async function startWorker({ config, databaseUrl, logger, concurrency, io
   let stopping = false;
   let current!: Generation;
   let recovering: Promise<void> | null = null;
-  const hooks = { config, logger, events, ended: (why: string) => void recover(why) };
+  const hooks = { config, logger, events, ended: (why: string) => void recover(why), fetched: (ids: readonly string[]) => completions.prefetch(ids) };
 
   /** New runners now; the old ones' leftover jobs back to the queue once their handlers stopped. */
   const recover = (reason: string) =>
@@ -165,6 +165,7 @@ export async function startWorker({ config, databaseUrl, logger, concurrency, io
       await recovering;
       const ids = [...current.poolIds];
       await stopGeneration(current, config.shutdownTimeoutMs, logger);
+      await completions.drain();
       clearInterval(heartbeat);
       await clock.stop();
       await deltas.stop();

@@ -46,13 +46,8 @@ export type PreparedQueryable = {
 };
 
 const OPEN_ATTEMPTS = `
-  with stopping as (
-    update jobs set status = 'cancelled', finished_at = now(), error = null
-    where id = any($1::uuid[]) and status = 'cancelling'
-    returning id
-  )
-  select id::text, status, case when seq is not null then queue_name end as queue_name, not_before > now() as later from jobs
-  where id = any($1::uuid[]) and id not in (select id from stopping)`;
+  select id::text, status, case when seq is not null then queue_name end as queue_name, not_before > now() as later
+  from jobs where id = any($1::uuid[])`;
 
 /**
  * What a wake-up of a platform job finds: 'run' (it is open and due),
@@ -62,10 +57,15 @@ const OPEN_ATTEMPTS = `
  */
 export type AttemptStart = { state: 'run' } | { state: 'skip' } | { state: 'later' } | { state: 'serial'; queue: string };
 
-/** One read for the wake-ups that start together, no write but the cancels it completes. */
+/**
+ * One read for the wake-ups that start together. A job asked to stop while
+ * it waited (cancelling, its last attempt gone) ends as cancelled here.
+ */
 export async function openAttempts(db: PreparedQueryable, jobIds: readonly string[]): Promise<AttemptStart[]> {
   const { rows } = await db.query({ name: 'platform_open_attempts', text: OPEN_ATTEMPTS, values: [jobIds] });
   const byId = new Map(rows.map((r) => [r.id as string, r]));
+  const stopping = rows.filter((r) => r.status === 'cancelling').map((r) => r.id as string);
+  if (stopping.length > 0) await db.query({ name: 'platform_end_cancelling', text: END_CANCELLING, values: [stopping] });
   return jobIds.map((id): AttemptStart => {
     const row = byId.get(id);
     if (!row || (row.status !== 'queued' && row.status !== 'running')) return { state: 'skip' };
@@ -73,6 +73,9 @@ export async function openAttempts(db: PreparedQueryable, jobIds: readonly strin
     return row.later ? { state: 'later' } : { state: 'run' };
   });
 }
+
+const END_CANCELLING = `
+  update jobs set status = 'cancelled', finished_at = now(), error = null where id = any($1::uuid[]) and status = 'cancelling'`;
 
 const CLAIM_QUEUES = `
   select queue, outcome, job_id::text, tenant_id::text, kind, input, attempt, max_attempts

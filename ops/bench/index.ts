@@ -129,10 +129,11 @@ try {
       await enqueueBacklog(ctx, 5000, fair);
       const t0 = performance.now();
       const drainer = await startWorker({ config, databaseUrl: url, logger });
+      // Until no no-op job is open: one probe of the open jobs' index, not a count of every finished one.
       for (;;) {
-        const succeeded = await db.oneFirst(sql.type(z.object({ n: z.number() }))`
-          select count(*)::int as n from jobs where kind = 'diag.noop' and status = 'succeeded'`);
-        if (succeeded >= 5000) break;
+        const open = await db.oneFirst(sql.type(z.object({ open: z.boolean() }))`
+          select exists (select 1 from jobs where status in ('queued', 'running', 'cancelling') and kind = 'diag.noop') as open`);
+        if (!open) break;
         await sleep(20);
       }
       const perSecond = 5000 / ((performance.now() - t0) / 1000);

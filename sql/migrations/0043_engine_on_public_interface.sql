@@ -86,40 +86,26 @@ drop function if exists chat_send_quota_race(uuid);
 drop function if exists fair_run_at(uuid[], text[]);
 drop table if exists account_open_job_drops, account_open_jobs, fair_accounts;
 
--- Adds `delta` to one stripe of (account, pool): the first one no other
--- transaction holds; a new stripe when all are held (up to 64, then it waits).
+-- Adds `delta` to one stripe of (account, pool): the stripe of this
+-- database connection (its backend's process id, modulo 64), so two
+-- connections writing for one account at once rarely share a row, and a
+-- connection never waits for itself.
 create function account_count_add(p_account uuid, p_pool text, p_delta integer) returns void
-language plpgsql as $$
-declare
-  v_next integer;
-begin
-  if p_delta = 0 or p_account is null then return; end if;
-  update account_job_counts set open = open + p_delta
-  where (account_id, pool, stripe) = (
-    select c.account_id, c.pool, c.stripe from account_job_counts c
-    where c.account_id = p_account and c.pool = p_pool order by c.stripe for update skip locked limit 1);
-  if found then return; end if;
-  select coalesce(max(stripe) + 1, 0) into v_next from account_job_counts where account_id = p_account and pool = p_pool;
+language sql as $$
   insert into account_job_counts as c (account_id, pool, stripe, open)
-  values (p_account, p_pool, least(v_next, 63), p_delta)
-  on conflict (account_id, pool, stripe) do update set open = c.open + excluded.open;
-end;
+  select p_account, p_pool, pg_backend_pid() % 64, p_delta where p_delta <> 0 and p_account is not null
+  on conflict (account_id, pool, stripe) do update set open = c.open + excluded.open
 $$;
 
--- Adds the jobs of these (tenant, pool) pairs to their accounts' counts, in key order.
+-- Adds the jobs of these (tenant, pool) pairs to their accounts' counts
+-- (p_sign -1: takes them away), one row per account and pool, in key order.
 create function account_counts_add(p_tenants uuid[], p_pools text[], p_sign integer) returns void
-language plpgsql as $$
-declare
-  r record;
-begin
-  for r in
-    select t.account_id, x.pool, count(*)::int as n
-    from unnest(p_tenants, p_pools) as x(tenant_id, pool) join tenants t on t.id = x.tenant_id
-    group by 1, 2 order by 1, 2
-  loop
-    perform account_count_add(r.account_id, r.pool, p_sign * r.n);
-  end loop;
-end;
+language sql as $$
+  insert into account_job_counts as c (account_id, pool, stripe, open)
+  select t.account_id, x.pool, pg_backend_pid() % 64, p_sign * count(*)::int
+  from unnest(p_tenants, p_pools) as x(tenant_id, pool) join tenants t on t.id = x.tenant_id
+  group by 1, 2 order by 1, 2
+  on conflict (account_id, pool, stripe) do update set open = c.open + excluded.open
 $$;
 
 create or replace function account_open_count(p_account uuid) returns integer language sql stable as $$
@@ -431,18 +417,24 @@ begin
 end;
 $$;
 
--- After any update of jobs: jobs that ended leave their accounts' counts,
--- and a serial queue whose running job ended, waits, was let go (its worker
--- lost) or left the queue wakes its next job (or the same one, at its time).
-create function jobs_after_update() returns trigger language plpgsql as $$
+-- After any update of jobs, once per statement: jobs that ended leave their
+-- accounts' counts, and a serial queue whose running job ended, waits, was
+-- let go (its worker lost) or left the queue wakes its next job (or the same
+-- one, at its time). (Its joins of the transition tables, which have no
+-- statistics, must not be nested loops: a batch of 500 results would
+-- compare 250,000 pairs.)
+create function jobs_after_update() returns trigger language plpgsql
+set enable_nestloop = off
+as $$
 declare
-  v_ended record;
   v_queues text[];
 begin
-  select array_agg(n.tenant_id) as tenants, array_agg(n.pool) as pools into v_ended
-  from changed_new n join changed_old o on o.id = n.id
-  where o.status in ('queued', 'running', 'cancelling') and n.status not in ('queued', 'running', 'cancelling');
-  if v_ended.tenants is not null then perform account_counts_add(v_ended.tenants, v_ended.pools, -1); end if;
+  insert into account_job_counts as c (account_id, pool, stripe, open)
+  select t.account_id, n.pool, pg_backend_pid() % 64, -count(*)::int
+  from changed_new n join changed_old o on o.id = n.id join tenants t on t.id = n.tenant_id
+  where o.status in ('queued', 'running', 'cancelling') and n.status not in ('queued', 'running', 'cancelling')
+  group by 1, 2 order by 1, 2
+  on conflict (account_id, pool, stripe) do update set open = c.open + excluded.open;
   select array_agg(distinct o.queue_name) into v_queues
   from changed_new n join changed_old o on o.id = n.id
   where o.queue_name is not null and o.seq is not null and o.status in ('queued', 'running', 'cancelling')
