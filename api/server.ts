@@ -11,6 +11,10 @@ import { createLogger, logStream } from '../core/logger.ts';
 import { collectProcessMetrics, maybeStartMetricsServer } from '../core/metrics.ts';
 import { settleListenPort } from '../core/process/listen-port.ts';
 import { ensureSchema, exitWithError, guardUnhandledRejections, isMain, onShutdownSignal } from '../core/process/lifecycle.ts';
+import { keepFoldingAccountCounts } from '../core/jobs/counts.ts';
+
+/** How often the api folds the accounts' job count changes (core/jobs/counts.ts). */
+const COUNT_FOLD_MS = 2_000;
 
 export type RunningApi = { app: FastifyInstance; url: string; stop: () => Promise<void> };
 
@@ -24,6 +28,7 @@ export async function startApi(config: Config, databaseUrl: string, logger: Logg
     throw error;
   }
   const jobs = new GroupCommitter(db, { logger });
+  const stopFolding = keepFoldingAccountCounts(db, logger, COUNT_FOLD_MS);
   // Loaded here, not at the top: the entries' refusals (bad settings, no
   // database, busy port, old schema) answer without loading every route.
   const { buildApp } = await import('./app.ts');
@@ -36,6 +41,7 @@ export async function startApi(config: Config, databaseUrl: string, logger: Logg
       // Stop accepting, let in-flight requests finish, close websockets with
       // a close frame; then the LISTEN connection and the pool.
       await app.close();
+      stopFolding();
       await jobEvents.stop();
       // slonik's end() throws when a connection died during a database
       // outage; everything else is closed by now, so it must not fail the stop.

@@ -15,6 +15,7 @@ import type { Config } from '../core/config.ts';
 import { createDatabasePool, type DatabasePool } from '../core/db/pool.ts';
 import { createMetricsRegistry, registerPoolGauges, registerWorkerMetrics, type Registry } from '../core/metrics.ts';
 import { JobCompletions } from '../core/jobs/completions.ts';
+import { keepFoldingAccountCounts } from '../core/jobs/counts.ts';
 import { DeltaPublisher } from '../core/jobs/deltas.ts';
 import { beatHeart, forgetWorkers, releaseWorkerJobs } from '../core/jobs/liveness.ts';
 import { applyPlanLimits } from '../core/jobs/plan-limits.ts';
@@ -50,6 +51,8 @@ export type RunningWorker = {
 
 export type WorkerOptions = { config: Config; databaseUrl: string; logger: Logger; concurrency?: number; ioConcurrency?: number };
 
+/** How often a worker folds the accounts' job count changes (core/jobs/counts.ts). */
+const COUNT_FOLD_MS = 1_000;
 /** Connections the I/O pool's tasks share: its jobs wait on the outside world, not the database. */
 const IO_DB_CONNECTIONS = 8;
 
@@ -85,6 +88,7 @@ export async function startWorker({ config, databaseUrl, logger, concurrency, io
   // Stream deltas go out by NOTIFY on the same connections (one flush at a time).
   const deltas = new DeltaPublisher(completionPool, logger.child({ component: 'stream-deltas' }));
   const clock = new FairClock(db, logger.child({ component: 'fair-clock' }));
+  const stopFolding = keepFoldingAccountCounts(db, logger.child({ component: 'job-counts' }), COUNT_FOLD_MS);
   const short = createLane('short', size, Math.max(size, config.worker.fetchBatch), databaseUrl, logger);
   const io = createLane('io', ioSize, Math.min(ioSize, config.worker.ioFetchBatch), databaseUrl, logger);
   const deps: TaskDeps = {
@@ -167,6 +171,7 @@ export async function startWorker({ config, databaseUrl, logger, concurrency, io
       await stopGeneration(current, config.shutdownTimeoutMs, logger);
       await completions.drain();
       clearInterval(heartbeat);
+      stopFolding();
       await clock.stop();
       await deltas.stop();
       await forgetWorkers(db, ids).catch(() => undefined);

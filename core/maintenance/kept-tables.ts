@@ -75,5 +75,6 @@ export const KEPT_TABLES: Record<string, KeptReason> = {
   fair_clock: 'bounded',
   scheduled_job_last_runs: 'bounded',
   account_job_counts: 'bounded',
+  account_job_count_changes: 'drained',
   plan_limits: 'bounded',
 };

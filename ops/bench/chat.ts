@@ -8,6 +8,7 @@ import { buildApp } from '../../api/app.ts';
 import { signPlatformToken } from '../../core/auth/platform-token.ts';
 import type { Config } from '../../core/config.ts';
 import { sql } from '../../core/db/pool.ts';
+import { turnQueue } from '../../core/chat/send.ts';
 import { JobEventHub } from '../../core/jobs/events.ts';
 import { GroupCommitter } from '../../core/jobs/group-commit.ts';
 import { startWorker } from '../../workers/worker.ts';
@@ -109,9 +110,10 @@ export async function chatFigures(ctx: BenchContext, config: Config, samples: nu
     });
     await new Promise((resolve, reject) => socket.once('open', resolve).once('error', reject));
     // The worker runs in this process: its events time the pickup and the end of the task (after its final commit).
+    // A turn's Graphile job is its session queue's wake-up: the samples go one at a time, so it stands for the turn.
     const marks = new Map<string, { start?: number; success?: number }>();
     const mark = (what: 'start' | 'success') => ({ job }: { job: { payload: unknown } }) => {
-      const id = (job.payload as { jobId?: string } | null)?.jobId;
+      const id = (job.payload as { queue?: string } | null)?.queue;
       if (id) marks.set(id, { ...marks.get(id), [what]: performance.now() });
     };
     worker.events.on('job:start', mark('start'));
@@ -134,14 +136,14 @@ export async function chatFigures(ctx: BenchContext, config: Config, samples: nu
       const { entry, final } = follow(jobId);
       const done = await final;
       finals.push(done - sent);
-      const m = marks.get(jobId);
+      const m = marks.get(turnQueue(session));
       if (m?.start !== undefined && m.success !== undefined) {
         parts.accepted.push(accepted - sent);
         parts.pickedUp.push(m.start - accepted); // negative when the worker had it before the 202 was read
         parts.ran.push(m.success - m.start);
         parts.delivered.push(done - m.success); // negative when the message came before the worker heard its commit
       }
-      marks.delete(jobId);
+      marks.delete(turnQueue(session));
       if (entry.progress !== undefined) firsts.push(entry.progress - sent);
       waiting.delete(jobId);
       await sleep(2);

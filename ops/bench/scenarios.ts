@@ -27,7 +27,7 @@ export async function resetQueues(ctx: BenchContext): Promise<void> {
  * triggers), and Graphile Worker's jobs by its own functions.
  */
 export async function truncateQueues(db: DatabasePool, raw = false): Promise<void> {
-  await db.query(sql.unsafe`truncate jobs, account_job_counts cascade`);
+  await db.query(sql.unsafe`truncate jobs, account_job_counts, account_job_count_changes cascade`);
   await db.query(sql.unsafe`select graphile_worker.force_unlock_workers(array(select distinct locked_by from graphile_worker.jobs where locked_by is not null))`);
   await db.query(sql.unsafe`select graphile_worker.complete_jobs(array(select id from graphile_worker.jobs))`);
   if (raw) await db.query(sql.unsafe`truncate bench_raw`);

@@ -56,20 +56,27 @@ alter table jobs drop column retry_input;
 create index jobs_queue_head_idx on jobs (queue_name, seq)
   where queue_name is not null and seq is not null and status in ('queued', 'running', 'cancelling');
 
--- 3. Unfinished jobs per account and pool, in a few rows each. -------------------
--- An account's count is the sum of its rows ("stripes"): a write takes
--- whichever stripe nobody holds, so concurrent requests of one account never
--- wait for each other's commit. The counts decide the quota of unfinished
--- jobs and each new job's place in the fair order.
+-- 3. Unfinished jobs per account and pool. -------------------------------------------
+-- A change of an account's count is a row appended to account_job_count_changes
+-- (no lock: requests of one account never wait for each other's commit);
+-- api and worker processes fold them into account_job_counts every second or
+-- two (account_job_counts_fold). An account's count is its folded count plus
+-- its changes not folded yet. The counts decide the quota of unfinished jobs
+-- and each new job's place in the fair order.
 create table account_job_counts (
   account_id uuid not null,
   pool text not null check (pool in ('short', 'io')),
-  stripe smallint not null check (stripe between 0 and 63),
   open integer not null default 0,
-  primary key (account_id, pool, stripe)
+  primary key (account_id, pool)
 );
-insert into account_job_counts (account_id, pool, stripe, open)
-select t.account_id, j.pool, 0, count(*) from jobs j join tenants t on t.id = j.tenant_id
+create table account_job_count_changes (
+  account_id uuid not null,
+  pool text not null check (pool in ('short', 'io')),
+  delta integer not null
+);
+create index account_job_count_changes_idx on account_job_count_changes (account_id, pool);
+insert into account_job_counts (account_id, pool, open)
+select t.account_id, j.pool, count(*) from jobs j join tenants t on t.id = j.tenant_id
 where job_is_open(j.status) group by 1, 2;
 
 drop trigger if exists jobs_count_open_inserted on jobs;
@@ -86,30 +93,47 @@ drop function if exists chat_send_quota_race(uuid);
 drop function if exists fair_run_at(uuid[], text[]);
 drop table if exists account_open_job_drops, account_open_jobs, fair_accounts;
 
--- Adds `delta` to one stripe of (account, pool): the stripe of this
--- database connection (its backend's process id, modulo 64), so two
--- connections writing for one account at once rarely share a row, and a
--- connection never waits for itself.
+-- Appends a change of `delta` jobs to (account, pool).
 create function account_count_add(p_account uuid, p_pool text, p_delta integer) returns void
 language sql as $$
-  insert into account_job_counts as c (account_id, pool, stripe, open)
-  select p_account, p_pool, pg_backend_pid() % 64, p_delta where p_delta <> 0 and p_account is not null
-  on conflict (account_id, pool, stripe) do update set open = c.open + excluded.open
+  insert into account_job_count_changes (account_id, pool, delta)
+  select p_account, p_pool, p_delta where p_delta <> 0 and p_account is not null
 $$;
 
--- Adds the jobs of these (tenant, pool) pairs to their accounts' counts
--- (p_sign -1: takes them away), one row per account and pool, in key order.
+-- Appends the jobs of these (tenant, pool) pairs to their accounts' counts
+-- (p_sign -1: takes them away), one row per account and pool.
 create function account_counts_add(p_tenants uuid[], p_pools text[], p_sign integer) returns void
 language sql as $$
-  insert into account_job_counts as c (account_id, pool, stripe, open)
-  select t.account_id, x.pool, pg_backend_pid() % 64, p_sign * count(*)::int
+  insert into account_job_count_changes (account_id, pool, delta)
+  select t.account_id, x.pool, p_sign * count(*)::int
   from unnest(p_tenants, p_pools) as x(tenant_id, pool) join tenants t on t.id = x.tenant_id
-  group by 1, 2 order by 1, 2
-  on conflict (account_id, pool, stripe) do update set open = c.open + excluded.open
+  group by 1, 2
+$$;
+
+-- Folds the changes appended so far into the counts, in one statement (a
+-- reader sees the changes or their sum, never both); how many it folded.
+create function account_job_counts_fold() returns integer
+language sql as $$
+  with moved as (
+    delete from account_job_count_changes returning account_id, pool, delta
+  ), summed as (
+    select account_id, pool, sum(delta)::int as delta, count(*)::int as n from moved group by 1, 2
+  ), folded as (
+    insert into account_job_counts as c (account_id, pool, open)
+    select account_id, pool, delta from summed order by 1, 2
+    on conflict (account_id, pool) do update set open = c.open + excluded.open
+  )
+  select coalesce(sum(n), 0)::int from summed
+$$;
+
+-- An account's unfinished jobs in a pool (all pools when p_pool is null).
+create function account_pool_count(p_account uuid, p_pool text) returns integer language sql stable as $$
+  select (coalesce((select sum(c.open) from account_job_counts c where c.account_id = p_account and (p_pool is null or c.pool = p_pool)), 0)
+    + coalesce((select sum(d.delta) from account_job_count_changes d where d.account_id = p_account and (p_pool is null or d.pool = p_pool)), 0))::int
 $$;
 
 create or replace function account_open_count(p_account uuid) returns integer language sql stable as $$
-  select greatest(0, coalesce(sum(open), 0))::int from account_job_counts where account_id = p_account
+  select greatest(0, account_pool_count(p_account, null))
 $$;
 
 -- A workspace deleted with its jobs, or changing hands: its unfinished jobs leave (or move between) accounts.
@@ -126,20 +150,12 @@ end;
 $$;
 
 -- 4. Graphile Worker jobs: added here only. -----------------------------------------
--- add_jobs first clears the key of a locked job a spec names; with a cached
--- generic plan that statement read the whole queue even when no spec had a
--- key (1.4 ms a call at 8,000 jobs queued), so calls from here plan each time.
--- That is this transaction's setting, put back at once, not a change to Graphile's function.
 create function platform_add_tickets(p_specs graphile_worker.job_spec[], p_preserve_run_at boolean)
 returns table (id bigint, job_key text, job_id text)
 language plpgsql as $$
-declare
-  v_mode text := current_setting('plan_cache_mode');
 begin
   if coalesce(cardinality(p_specs), 0) = 0 then return; end if;
-  perform set_config('plan_cache_mode', 'force_custom_plan', true);
   return query select a.id, a.key, a.payload ->> 'jobId' from graphile_worker.add_jobs(p_specs, p_preserve_run_at) a;
-  perform set_config('plan_cache_mode', v_mode, true);
 end;
 $$;
 
@@ -169,25 +185,35 @@ select graphile_worker.reschedule_jobs(array(select id from graphile_worker.jobs
   run_at := timestamptz '2000-01-01 00:00:00+00');
 
 -- 6. New jobs. ---------------------------------------------------------------------------
+-- A platform job as the functions below pass it: its place in the request
+-- (i), its row, its own time (run_at) or its start tag, whether that is a
+-- tag (fair), whether it counts against its account's limit (quota), and a
+-- failed job to queue again (retry) with the attempts it had made (base).
+create type platform_job as (
+  i integer, id uuid, tenant_id uuid, kind text, pool text, queue text, input jsonb, run_at timestamptz,
+  fair boolean, max_attempts integer, session_id uuid, quota boolean, retry boolean, base integer
+);
+-- What platform_decide says of one.
+create type platform_decision as (i integer, run_at timestamptz, refused boolean, plan text, max_open integer, open integer);
+
 -- What new jobs would be given, read without a lock: each one's start tag
--- (null when it has a time of its own) and, for work that counts against the
--- account's limit of unfinished jobs (quota), whether it is refused. Jobs
--- are counted in input order, so once an account reaches its limit every
--- later quota job is refused.
-create function platform_decide(p_items jsonb)
-returns table (i integer, run_at timestamptz, refused boolean, plan text, max_open integer, open integer)
+-- (null when it has a time of its own) and, for work that counts against
+-- the account's limit of unfinished jobs (quota), whether it is refused.
+-- Jobs are counted in input order, so once an account reaches its limit
+-- every later quota job is refused.
+create function platform_decide(p_jobs platform_job[])
+returns setof platform_decision
 language sql stable as $$
   with input as (
-    select x.i, x.pool, coalesce(x.fair, true) as fair, coalesce(x.quota, false) as quota, t.account_id
-    from jsonb_to_recordset(p_items) as x(i integer, tenant_id uuid, pool text, fair boolean, quota boolean)
+    select x.i, x.pool, x.fair, coalesce(x.quota, false) as quota, t.account_id
+    from unnest(p_jobs) x
     left join lateral (select t.account_id from tenants t where t.id = x.tenant_id limit 1) t on true
   ), accounts as (
     select a.account_id, l.plan, l.max_open_jobs, l.fair_weight, account_open_count(a.account_id) as open
     from (select distinct x.account_id from input x where x.account_id is not null) a
     cross join lateral account_limits(a.account_id) l
   ), keys as (
-    select k.account_id, k.pool, fair_position(k.pool) as position,
-      (select coalesce(sum(c.open), 0) from account_job_counts c where c.account_id = k.account_id and c.pool = k.pool) as pool_open
+    select k.account_id, k.pool, fair_position(k.pool) as position, account_pool_count(k.account_id, k.pool) as pool_open
     from (select distinct x.account_id, x.pool from input x where x.account_id is not null) k
   ), decided as (
     select x.i, x.pool, x.fair, x.account_id, a.plan, a.max_open_jobs, a.fair_weight, a.open,
@@ -208,11 +234,10 @@ $$;
 -- Writes decided jobs: their rows, their wake-ups, their accounts' counts.
 -- A job outside a serial queue gets a wake-up of its own (its id kept on the
 -- row, so a cancel can take it out); a serial queue gets one keyed by the
--- queue, which keeps an earlier time it already has. `retry` names a failed
--- job to queue again (the console): its row is reset instead of inserted,
--- its attempts counted on from `base`. Rows are written in input order, so a
--- queue's jobs run in that order.
-create function platform_write_jobs(p_jobs jsonb) returns void
+-- queue, which keeps an earlier time it already has. A retry's row is reset
+-- instead of inserted, and goes to the back of its queue. Rows are written
+-- in input order, so a queue's jobs run in that order.
+create function platform_write_jobs(p_jobs platform_job[]) returns void
 language plpgsql as $$
 declare
   v_ids jsonb;
@@ -223,26 +248,22 @@ begin
         json_build_object('jobId', x.id, 'tenantId', x.tenant_id, 'input', coalesce(x.input, '{}'::jsonb), 'base', coalesce(x.base, 0)),
         null, x.run_at, greatest(1, x.max_attempts - coalesce(x.base, 0)), null, case when x.fair then 0 else -1 end,
         case when x.fair then array['fair'] end)::graphile_worker.job_spec
-    from jsonb_to_recordset(p_jobs) as x(i integer, id uuid, tenant_id uuid, kind text, queue text, input jsonb,
-      run_at timestamptz, fair boolean, max_attempts integer, base integer)
-    where x.queue is null order by x.i), false) t;
+    from unnest(p_jobs) x where x.queue is null order by x.i), false) t;
   perform platform_add_tickets(array(
     select row(y.kind, json_build_object('queue', y.queue, 'tenantId', y.tenant_id), null, y.run_at, 25, 'q:' || y.queue, null,
         case when y.fair then array['fair'] end)::graphile_worker.job_spec
-    from (select distinct on (x.queue) x.* from jsonb_to_recordset(p_jobs) as x(i integer, tenant_id uuid, kind text, queue text, run_at timestamptz, fair boolean)
-          where x.queue is not null order by x.queue, x.i) y
+    from (select distinct on (x.queue) x.* from unnest(p_jobs) x where x.queue is not null order by x.queue, x.i) y
     order by y.queue), true);
   insert into jobs (id, tenant_id, kind, pool, queue_name, input, max_attempts, session_id, graphile_job_id)
   select x.id, x.tenant_id, x.kind, x.pool, x.queue, coalesce(x.input, '{}'::jsonb), x.max_attempts, x.session_id, (v_ids ->> x.id::text)::bigint
-  from jsonb_to_recordset(p_jobs) as x(i integer, id uuid, tenant_id uuid, kind text, pool text, queue text, input jsonb,
-    max_attempts integer, session_id uuid, retry boolean)
-  where not coalesce(x.retry, false) order by x.i;
+  from unnest(p_jobs) x where not coalesce(x.retry, false) order by x.i;
   update jobs j set status = 'queued', max_attempts = x.max_attempts, error = null, result = null, progress = null,
     finished_at = null, not_before = null, seq = nextval('jobs_seq'), graphile_job_id = (v_ids ->> x.id::text)::bigint
-  from jsonb_to_recordset(p_jobs) as x(id uuid, max_attempts integer, retry boolean)
-  where x.retry and j.id = x.id and j.status = 'failed';
-  perform account_counts_add(array(select (e ->> 'tenant_id')::uuid from jsonb_array_elements(p_jobs) e),
-    array(select e ->> 'pool' from jsonb_array_elements(p_jobs) e), 1);
+  from unnest(p_jobs) x where x.retry and j.id = x.id and j.status = 'failed';
+  insert into account_job_count_changes (account_id, pool, delta)
+  select t.account_id, x.pool, count(*)::int
+  from unnest(p_jobs) x join tenants t on t.id = x.tenant_id
+  group by 1, 2;
 end;
 $$;
 
@@ -257,32 +278,41 @@ $$;
 create function platform_enqueue(p_jobs jsonb) returns void
 language plpgsql as $$
 declare
-  v_platform jsonb;
-  v_over record;
+  v_jobs platform_job[];
+  v_decisions platform_decision[];
+  v_over platform_decision;
 begin
-  select coalesce(jsonb_agg(e || jsonb_build_object('i', n, 'fair', e ->> 'run_at' is null) order by n), '[]'::jsonb) into v_platform
-  from jsonb_array_elements(p_jobs) with ordinality as x(e, n) where not coalesce((e ->> 'system')::boolean, false);
-  if jsonb_array_length(v_platform) > 0 then
-    select d.* into v_over from platform_decide(v_platform) d where d.refused limit 1;
+  select array_agg(row(e.n, x.id, x.tenant_id, x.kind, x.pool, x.queue, x.input, x.run_at, x.run_at is null,
+      x.max_attempts, x.session_id, x.quota, x.retry, x.base)::platform_job order by e.n)
+  into v_jobs
+  from jsonb_array_elements(p_jobs) with ordinality as e(v, n)
+  cross join lateral jsonb_to_record(e.v) as x(id uuid, tenant_id uuid, kind text, pool text, queue text, input jsonb,
+    run_at timestamptz, max_attempts integer, session_id uuid, quota boolean, retry boolean, base integer, system boolean)
+  where not coalesce(x.system, false);
+  if v_jobs is not null then
+    select array_agg(d order by d.i) into v_decisions from platform_decide(v_jobs) d;
+    select d.* into v_over from unnest(v_decisions) d where d.refused limit 1;
     if found then
       raise exception 'the account has % unfinished jobs; its % plan allows %', v_over.open, v_over.plan, v_over.max_open
         using errcode = 'QJ001', detail = json_build_object('plan', v_over.plan, 'limit', v_over.max_open, 'open', v_over.open)::text;
     end if;
-    select jsonb_agg(e || jsonb_build_object('run_at', coalesce(e ->> 'run_at', d.run_at::text)) order by (e ->> 'i')::int)
-    into v_platform
-    from jsonb_array_elements(v_platform) e join platform_decide(v_platform) d on d.i = (e ->> 'i')::int;
-    perform platform_write_jobs(v_platform);
+    perform platform_write_jobs(array(
+      select row(j.i, j.id, j.tenant_id, j.kind, j.pool, j.queue, j.input, coalesce(j.run_at, d.run_at), j.fair,
+          j.max_attempts, j.session_id, j.quota, j.retry, j.base)::platform_job
+      from unnest(v_jobs) j join unnest(v_decisions) d on d.i = j.i order by j.i));
   end if;
-  perform platform_add_tickets(array(
-    select row(e ->> 'kind', coalesce(e -> 'payload', '{}'::jsonb)::json, null, (e ->> 'run_at')::timestamptz,
-        coalesce((e ->> 'max_attempts')::int, 25), e ->> 'key', -1, null)::graphile_worker.job_spec
-    from jsonb_array_elements(p_jobs) e
-    where coalesce((e ->> 'system')::boolean, false) and not coalesce((e ->> 'preserve_run_at')::boolean, false)), false);
-  perform platform_add_tickets(array(
-    select row(e ->> 'kind', coalesce(e -> 'payload', '{}'::jsonb)::json, null, (e ->> 'run_at')::timestamptz,
-        coalesce((e ->> 'max_attempts')::int, 25), e ->> 'key', -1, null)::graphile_worker.job_spec
-    from jsonb_array_elements(p_jobs) e
-    where coalesce((e ->> 'system')::boolean, false) and coalesce((e ->> 'preserve_run_at')::boolean, false)), true);
+  if jsonb_path_exists(p_jobs, '$[*] ? (@.system == true)') then
+    perform platform_add_tickets(array(
+      select row(e ->> 'kind', coalesce(e -> 'payload', '{}'::jsonb)::json, null, (e ->> 'run_at')::timestamptz,
+          coalesce((e ->> 'max_attempts')::int, 25), e ->> 'key', -1, null)::graphile_worker.job_spec
+      from jsonb_array_elements(p_jobs) e
+      where coalesce((e ->> 'system')::boolean, false) and not coalesce((e ->> 'preserve_run_at')::boolean, false)), false);
+    perform platform_add_tickets(array(
+      select row(e ->> 'kind', coalesce(e -> 'payload', '{}'::jsonb)::json, null, (e ->> 'run_at')::timestamptz,
+          coalesce((e ->> 'max_attempts')::int, 25), e ->> 'key', -1, null)::graphile_worker.job_spec
+      from jsonb_array_elements(p_jobs) e
+      where coalesce((e ->> 'system')::boolean, false) and coalesce((e ->> 'preserve_run_at')::boolean, false)), true);
+  end if;
 end;
 $$;
 
@@ -298,7 +328,7 @@ begin
   perform platform_add_tickets(array(
     select row(h.kind, json_build_object('queue', q.queue, 'tenantId', h.tenant_id), null,
         case when h.not_before > now() then h.not_before
-          else fair_tag(t.account_id, h.pool, (select coalesce(sum(c.open), 0) - 1 from account_job_counts c where c.account_id = t.account_id and c.pool = h.pool)) end,
+          else fair_tag(t.account_id, h.pool, account_pool_count(t.account_id, h.pool) - 1) end,
         25, 'q:' || q.queue, case when h.attempts > 0 then -1 else 0 end,
         case when h.not_before is null or h.not_before <= now() then array['fair'] end)::graphile_worker.job_spec
     from (select distinct x.queue from unnest(p_queues) as x(queue) where x.queue is not null order by 1) q
@@ -429,12 +459,11 @@ as $$
 declare
   v_queues text[];
 begin
-  insert into account_job_counts as c (account_id, pool, stripe, open)
-  select t.account_id, n.pool, pg_backend_pid() % 64, -count(*)::int
+  insert into account_job_count_changes (account_id, pool, delta)
+  select t.account_id, n.pool, -count(*)::int
   from changed_new n join changed_old o on o.id = n.id join tenants t on t.id = n.tenant_id
   where o.status in ('queued', 'running', 'cancelling') and n.status not in ('queued', 'running', 'cancelling')
-  group by 1, 2 order by 1, 2
-  on conflict (account_id, pool, stripe) do update set open = c.open + excluded.open;
+  group by 1, 2;
   select array_agg(distinct o.queue_name) into v_queues
   from changed_new n join changed_old o on o.id = n.id
   where o.queue_name is not null and o.seq is not null and o.status in ('queued', 'running', 'cancelling')
@@ -520,16 +549,18 @@ $$;
 -- (the round run again after a concurrent round took the month's room, or
 -- inside a transaction block), which locks the tenants' counters first. Its
 -- plan does not depend on the arguments (every lookup is an index probe per send).
-create function chat_send_facts(p_sends jsonb, p_plan_limits jsonb, p_default_limit integer,
-  p_credit_providers text[], p_default_model text, p_lock_first boolean)
-returns table (i integer, tenant_id uuid, session_id uuid, key text, fingerprint text, message_id uuid, content text,
+create type chat_send_fact as (
+  i integer, tenant_id uuid, session_id uuid, key text, fingerprint text, message_id uuid, content text,
   attachments jsonb, company_scope text, user_id uuid, job_id uuid, kind text, queue text, pool text, max_attempts integer,
   input jsonb, tenant_plan text, monthly_limit integer, found boolean, is_new boolean, first_refusal text,
-  record_message_id uuid, record_job_id uuid, record_fingerprint text)
+  record_message_id uuid, record_job_id uuid, record_fingerprint text
+);
+create function chat_send_facts(p_sends jsonb, p_plan_limits jsonb, p_default_limit integer,
+  p_credit_providers text[], p_default_model text, p_lock_first boolean)
+returns setof chat_send_fact
 language plpgsql
 set plan_cache_mode = force_generic_plan
 as $$
-#variable_conflict use_column
 begin
   return query
   with input as (
@@ -612,44 +643,36 @@ returns table (i integer, session_found boolean, created boolean, refusal text, 
 language plpgsql as $$
 #variable_conflict use_column
 declare
-  v_facts jsonb;
-  v_decided jsonb;
-  v_created jsonb;
+  v_facts chat_send_fact[];
+  v_decided platform_decision[];
+  v_created uuid[];
   v_over uuid;
 begin
-  select coalesce(jsonb_agg(to_jsonb(f) order by f.i), '[]'::jsonb) into v_facts
+  select array_agg(f order by f.i) into v_facts
   from chat_send_facts(p_sends, p_plan_limits, p_default_limit, p_credit_providers, p_default_model, p_lock_first) f;
-  select coalesce(jsonb_object_agg(d.i::text, to_jsonb(d)), '{}'::jsonb) into v_decided
-  from platform_decide((
-    select coalesce(jsonb_agg(jsonb_build_object('i', f -> 'i', 'tenant_id', f -> 'tenant_id', 'pool', f -> 'pool', 'quota', true)
-      order by (f ->> 'i')::int), '[]'::jsonb)
-    from jsonb_array_elements(v_facts) f where (f ->> 'is_new')::boolean and f ->> 'first_refusal' is null)) d;
+  select array_agg(d order by d.i) into v_decided
+  from platform_decide(array(
+    select row(f.i, f.job_id, f.tenant_id, f.kind, f.pool, f.queue, f.input, null, true, f.max_attempts, f.session_id, true, false, 0)::platform_job
+    from unnest(v_facts) f where f.is_new and f.first_refusal is null order by f.i)) d;
   -- A key another api process wrote since this round began conflicts here:
   -- that send gets no message, and the caller reads the winner's.
-  with accepted as (
-    select f.* from jsonb_to_recordset(v_facts) as f(i int, tenant_id uuid, session_id uuid, key text, fingerprint text,
-      message_id uuid, content text, attachments jsonb, company_scope text, user_id uuid, job_id uuid, is_new boolean, first_refusal text)
-    where f.is_new and f.first_refusal is null and not coalesce((v_decided -> f.i::text ->> 'refused')::boolean, false)
-  ), inserted as (
+  with inserted as (
     insert into chat_messages (id, tenant_id, session_id, role, content, attachments, company_scope, created_by,
       idempotency_key, request_fingerprint, turn_job_id)
-    select a.message_id, a.tenant_id, a.session_id, 'user', a.content, a.attachments, a.company_scope, a.user_id,
-      a.key, a.fingerprint, a.job_id
-    from accepted a order by a.i
+    select f.message_id, f.tenant_id, f.session_id, 'user', f.content, f.attachments, f.company_scope, f.user_id,
+      f.key, f.fingerprint, f.job_id
+    from unnest(v_facts) f join unnest(v_decided) d on d.i = f.i
+    where f.is_new and f.first_refusal is null and not d.refused order by f.i
     on conflict (tenant_id, idempotency_key) where idempotency_key is not null do nothing
     returning chat_messages.id
   )
-  select coalesce(jsonb_agg(to_jsonb(id)), '[]'::jsonb) into v_created from inserted;
-  perform platform_write_jobs((
-    select coalesce(jsonb_agg(jsonb_build_object('id', f -> 'job_id', 'tenant_id', f -> 'tenant_id', 'kind', f -> 'kind',
-        'pool', f -> 'pool', 'queue', f -> 'queue', 'input', f -> 'input', 'max_attempts', f -> 'max_attempts',
-        'session_id', f -> 'session_id', 'run_at', v_decided -> (f ->> 'i') -> 'run_at', 'fair', true, 'i', f -> 'i')
-      order by (f ->> 'i')::int), '[]'::jsonb)
-    from jsonb_array_elements(v_facts) f where v_created @> jsonb_build_array(f -> 'message_id')));
+  select coalesce(array_agg(id), '{}') into v_created from inserted;
+  perform platform_write_jobs(array(
+    select row(f.i, f.job_id, f.tenant_id, f.kind, f.pool, f.queue, f.input, d.run_at, true, f.max_attempts, f.session_id, true, false, 0)::platform_job
+    from unnest(v_facts) f join unnest(v_decided) d on d.i = f.i where f.message_id = any(v_created) order by f.i));
   if not p_lock_first then
     select c.tenant_id into v_over
-    from (select distinct (f ->> 'tenant_id')::uuid as tenant_id, (f ->> 'monthly_limit')::int as monthly_limit
-          from jsonb_array_elements(v_facts) f where v_created @> jsonb_build_array(f -> 'message_id')) x
+    from (select distinct f.tenant_id, f.monthly_limit from unnest(v_facts) f where f.message_id = any(v_created)) x
     join tenant_message_counts c on c.tenant_id = x.tenant_id and c.month = date_trunc('month', now() at time zone 'UTC')::date
     where c.messages > x.monthly_limit limit 1;
     if v_over is not null then
@@ -658,13 +681,13 @@ begin
     end if;
   end if;
   return query
-  select (f ->> 'i')::int, (f ->> 'found')::boolean, v_created @> jsonb_build_array(f -> 'message_id'),
-    case when (d ->> 'refused')::boolean then 'QUEUE_LIMIT_REACHED' else f ->> 'first_refusal' end,
-    case when (d ->> 'refused')::boolean then d ->> 'plan' else f ->> 'tenant_plan' end,
-    case when (d ->> 'refused')::boolean then (d ->> 'max_open')::int else (f ->> 'monthly_limit')::int end,
-    (f ->> 'record_message_id')::uuid, (f ->> 'record_job_id')::uuid, f ->> 'record_fingerprint'
-  from jsonb_array_elements(v_facts) f left join lateral (select v_decided -> (f ->> 'i') as d) x on true
-  order by 1;
+  select f.i, f.found, f.message_id = any(v_created),
+    case when d.refused then 'QUEUE_LIMIT_REACHED' else f.first_refusal end,
+    case when d.refused then d.plan else f.tenant_plan end,
+    case when d.refused then d.max_open else f.monthly_limit end,
+    f.record_message_id, f.record_job_id, f.record_fingerprint
+  from unnest(v_facts) f left join unnest(v_decided) d on d.i = f.i
+  order by f.i;
 end;
 $$;
 
