@@ -126,14 +126,14 @@ language sql as $$
   select coalesce(sum(n), 0)::int from summed
 $$;
 
--- An account's unfinished jobs in a pool (all pools when p_pool is null).
+-- An account's unfinished jobs in a pool: its folded count and its changes not folded yet.
 create function account_pool_count(p_account uuid, p_pool text) returns integer language sql stable as $$
-  select (coalesce((select sum(c.open) from account_job_counts c where c.account_id = p_account and (p_pool is null or c.pool = p_pool)), 0)
-    + coalesce((select sum(d.delta) from account_job_count_changes d where d.account_id = p_account and (p_pool is null or d.pool = p_pool)), 0))::int
+  select (coalesce((select sum(c.open) from account_job_counts c where c.account_id = p_account and c.pool = p_pool), 0)
+    + coalesce((select sum(d.delta) from account_job_count_changes d where d.account_id = p_account and d.pool = p_pool), 0))::int
 $$;
 
 create or replace function account_open_count(p_account uuid) returns integer language sql stable as $$
-  select greatest(0, account_pool_count(p_account, null))
+  select greatest(0, account_pool_count(p_account, 'short') + account_pool_count(p_account, 'io'))
 $$;
 
 -- A workspace deleted with its jobs, or changing hands: its unfinished jobs leave (or move between) accounts.
@@ -585,12 +585,13 @@ create type chat_send_fact as (
 );
 create function chat_send_facts(p_sends jsonb, p_plan_limits jsonb, p_default_limit integer,
   p_credit_providers text[], p_default_model text, p_lock_first boolean)
-returns setof chat_send_fact
+returns chat_send_fact[]
 language plpgsql
 set plan_cache_mode = force_generic_plan
 as $$
+declare
+  v_facts chat_send_fact[];
 begin
-  return query
   with input as (
     select * from jsonb_to_recordset(p_sends) as r(i int, tenant_id uuid, session_id uuid, key text, fingerprint text,
       message_id uuid, content text, attachments jsonb, company_scope text, user_id uuid,
@@ -640,19 +641,23 @@ begin
       f.provider = any(p_credit_providers) and not f.own_key and not f.no_key
         and coalesce((select c.balance_micros from tenant_credits c where c.tenant_id = f.tenant_id), 0) <= 0 as no_credit
     from keyed f
-  )
-  -- New sends count in order; once the month's limit is reached every later one is refused.
-  select p.i, p.tenant_id, p.session_id, p.key, p.fingerprint, p.message_id, p.content, p.attachments, p.company_scope,
-    p.user_id, p.job_id, p.kind, p.queue, p.pool, p.max_attempts, p.input, p.tenant_plan, p.monthly_limit, p.found, p.is_new,
-    case
+  ), decided as (
+    -- New sends count in order; once the month's limit is reached every later one is refused.
+    select p.*, case
       when not p.is_new then null
       when p.used + count(*) filter (where p.is_new and not p.no_credit and not p.no_key)
         over (partition by p.tenant_id order by p.i rows between unbounded preceding and 1 preceding) >= p.monthly_limit then 'MESSAGE_LIMIT_REACHED'
       when p.no_key then 'PROVIDER_KEY_MISSING'
       when p.no_credit then 'CREDITS_DEPLETED'
-    end,
-    p.record_message_id, p.record_job_id, p.record_fingerprint
-  from priced p;
+    end as first_refusal
+    from priced p
+  )
+  select array_agg(row(d.i, d.tenant_id, d.session_id, d.key, d.fingerprint, d.message_id, d.content, d.attachments, d.company_scope,
+    d.user_id, d.job_id, d.kind, d.queue, d.pool, d.max_attempts, d.input, d.tenant_plan, d.monthly_limit, d.found, d.is_new,
+    d.first_refusal, d.record_message_id, d.record_job_id, d.record_fingerprint)::chat_send_fact order by d.i)
+  into v_facts
+  from decided d;
+  return v_facts;
 end;
 $$;
 
@@ -678,8 +683,7 @@ declare
   v_created uuid[];
   v_over uuid;
 begin
-  select array_agg(f order by f.i) into v_facts
-  from chat_send_facts(p_sends, p_plan_limits, p_default_limit, p_credit_providers, p_default_model, p_lock_first) f;
+  v_facts := chat_send_facts(p_sends, p_plan_limits, p_default_limit, p_credit_providers, p_default_model, p_lock_first);
   select array_agg(d order by d.i) into v_decided
   from platform_decide(array(
     select row(f.i, f.job_id, f.tenant_id, f.kind, f.pool, f.queue, f.input, null, true, f.max_attempts, f.session_id, true, false, 0)::platform_job
