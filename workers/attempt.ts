@@ -81,49 +81,7 @@ async function attempt(task: PlatformTask, job: AttemptJob, deps: TaskDeps, help
     logger.info('job cancelled before it started; no result recorded');
     return 'cancelled';
   }
-  // 'running' only for work that lasts; a first progress writes it too.
-  let markedRunning: Promise<unknown> | null = null;
-  const runningTimer = setTimeout(() => {
-    if (job.running) return;
-    markedRunning ??= markRunning(deps.db, jobId, n, holder).catch((error) => logger.warn({ err: error }, 'could not mark the job running'));
-  }, deps.config.worker.runningAfterMs);
-  /** Before progress or the final write: no 'running' may land after it. */
-  const settleRunning = async () => {
-    clearTimeout(runningTimer);
-    await markedRunning;
-  };
-  /** The attempt's end written by the handler in its own transaction. */
-  let endedWithin: 'succeeded' | 'waited' | null = null;
-  const ctx: TaskContext = {
-    ...deps,
-    logger,
-    jobId,
-    tenantId: job.tenantId,
-    attempt: n,
-    maxAttempts: job.maxAttempts,
-    helpers,
-    signal: helpers.abortSignal ? AbortSignal.any([helpers.abortSignal, cancel.signal]) : cancel.signal,
-    progress: async (value) => {
-      await settleRunning();
-      await deps.completions.progress(jobId, n, value, holder);
-    },
-    delta: (offset, text) => deps.deltas.publish({ jobId, attempt: n, offset, text }),
-    flushDeltas: () => deps.deltas.flush(),
-    completeWithin: async (tx, result) => {
-      await settleRunning();
-      if (!(await completeJob(tx, jobId, n, result, holder))) throw new JobNotRecordedError('The job is no longer this attempt\'s to finish.');
-      endedWithin = 'succeeded';
-    },
-    waitWithin: async (tx, wait) => {
-      await settleRunning();
-      const until = new Date(Date.now() + Math.max(0, wait.delayMs));
-      if (!(await waitJob(tx, { jobId, attempt: n, keepAttempt: true, until, progress: wait.progress, holder, leaveQueue: wait.leaveQueue }))) {
-        throw new JobNotRecordedError('The job is no longer this attempt\'s to end.');
-      }
-      logger.debug({ delayMs: wait.delayMs, reason: wait.reason }, 'job waits; its slot is free meanwhile');
-      endedWithin = 'waited';
-    },
-  };
+  const { ctx, settleRunning, endedWithin } = attemptContext(job, deps, helpers, logger, holder, cancel.signal);
   /** The job was ended elsewhere: by a cancel (recorded here), or by another attempt. */
   const endedElsewhere = async (what: string): Promise<AttemptOutcome> => {
     if (await durable(() => finishCancelled(deps.db, jobId))) {
@@ -135,15 +93,16 @@ async function attempt(task: PlatformTask, job: AttemptJob, deps: TaskDeps, help
   };
   try {
     const result = await untilCancelled(task.run(parsed.data, ctx), cancel.signal, deps.config.worker.cancelGraceMs, logger);
-    if (cancel.signal.aborted && !endedWithin) {
+    if (cancel.signal.aborted && !endedWithin()) {
       await durable(() => finishCancelled(deps.db, jobId));
       logger.info('job cancelled; no result recorded');
       return 'cancelled';
     }
     await settleRunning();
-    if (endedWithin) {
-      if (endedWithin === 'succeeded') logger.info('job succeeded');
-      return endedWithin;
+    const ended = endedWithin();
+    if (ended) {
+      if (ended === 'succeeded') logger.info('job succeeded');
+      return ended;
     }
     // The slot does not wait for the result's write: it goes in the next
     // batch of results (core/jobs/completions.ts), and a stopping worker drains them.
@@ -170,9 +129,60 @@ async function attempt(task: PlatformTask, job: AttemptJob, deps: TaskDeps, help
     }
     return await recordFailure(error, job, deps, holder, durable, logger);
   } finally {
-    clearTimeout(runningTimer);
+    await settleRunning();
     cancel.untrack();
   }
+}
+
+/**
+ * The TaskContext of one attempt, with the 'running' mark written only for
+ * work that lasts (a first progress writes it too) and the end a handler
+ * may write in its own transaction (completeWithin, waitWithin).
+ */
+function attemptContext(job: AttemptJob, deps: TaskDeps, helpers: JobHelpers, logger: Logger, holder: Holder, cancel: AbortSignal) {
+  const { jobId, attempt: n } = job;
+  let markedRunning: Promise<unknown> | null = null;
+  const runningTimer = setTimeout(() => {
+    if (job.running) return;
+    markedRunning ??= markRunning(deps.db, jobId, n, holder).catch((error) => logger.warn({ err: error }, 'could not mark the job running'));
+  }, deps.config.worker.runningAfterMs);
+  /** Before progress or the final write: no 'running' may land after it. */
+  const settleRunning = async () => {
+    clearTimeout(runningTimer);
+    await markedRunning;
+  };
+  let endedWithin: 'succeeded' | 'waited' | null = null;
+  const ctx: TaskContext = {
+    ...deps,
+    logger,
+    jobId,
+    tenantId: job.tenantId,
+    attempt: n,
+    maxAttempts: job.maxAttempts,
+    helpers,
+    signal: helpers.abortSignal ? AbortSignal.any([helpers.abortSignal, cancel]) : cancel,
+    progress: async (value) => {
+      await settleRunning();
+      await deps.completions.progress(jobId, n, value, holder);
+    },
+    delta: (offset, text) => deps.deltas.publish({ jobId, attempt: n, offset, text }),
+    flushDeltas: () => deps.deltas.flush(),
+    completeWithin: async (tx, result) => {
+      await settleRunning();
+      if (!(await completeJob(tx, jobId, n, result, holder))) throw new JobNotRecordedError('The job is no longer this attempt\'s to finish.');
+      endedWithin = 'succeeded';
+    },
+    waitWithin: async (tx, wait) => {
+      await settleRunning();
+      const until = new Date(Date.now() + Math.max(0, wait.delayMs));
+      if (!(await waitJob(tx, { jobId, attempt: n, keepAttempt: true, until, progress: wait.progress, holder, leaveQueue: wait.leaveQueue }))) {
+        throw new JobNotRecordedError('The job is no longer this attempt\'s to end.');
+      }
+      logger.debug({ delayMs: wait.delayMs, reason: wait.reason }, 'job waits; its slot is free meanwhile');
+      endedWithin = 'waited';
+    },
+  };
+  return { ctx, settleRunning, endedWithin: () => endedWithin };
 }
 
 /** A failed attempt: final (its code recorded), or retried after a backoff or the other side's Retry-After. */

@@ -1,13 +1,9 @@
-// startWorker: one worker process's Graphile Worker runners (workers/lanes.ts)
-// with our tasks and cron items, logs through pino, a heartbeat per Graphile
-// pool, cancellation of running jobs, and an orderly stop. Used by
-// workers/runner.ts (the worker process), ops/start.ts (all-in-one), the
-// tests and the bench.
-//
-// Database outages: Graphile runs on a pool that waits for PostgreSQL to come
-// back (graphile-pool.ts). When a runner ends by itself, or Graphile gives up
-// recording a batch of finished jobs, the worker starts new runners and gives
-// the old ones' leftover jobs back to the queue once their handlers stopped.
+// startWorker: one worker process's Graphile Worker runners (workers/lanes.ts,
+// runners.ts) with our tasks and cron items, logs through pino, a heartbeat
+// per Graphile pool, cancellation of running jobs, and an orderly stop. Used
+// by workers/runner.ts (the worker process), ops/start.ts (all-in-one), the
+// tests and the bench. Graphile runs on a pool that waits for PostgreSQL to
+// come back during an outage (graphile-pool.ts).
 import { EventEmitter } from 'node:events';
 import type { Runner, TaskList, WorkerEvents } from 'graphile-worker';
 import type { Logger } from 'pino';
@@ -17,17 +13,16 @@ import { createMetricsRegistry, registerPoolGauges, registerWorkerMetrics, type 
 import { JobCompletions } from '../core/jobs/completions.ts';
 import { keepFoldingAccountCounts } from '../core/jobs/counts.ts';
 import { DeltaPublisher } from '../core/jobs/deltas.ts';
-import { beatHeart, forgetWorkers, releaseWorkerJobs } from '../core/jobs/liveness.ts';
 import { applyPlanLimits } from '../core/jobs/plan-limits.ts';
 import { poolOf, type PoolName } from '../core/jobs/pools.ts';
 import { scheduleDeadWorkerSweep } from '../core/maintenance/dead-worker-sweep.ts';
-import { onLostDatabaseWork } from '../core/process/lifecycle.ts';
 import { recordPlatformProviderKeys } from '../core/provider-keys/platform.ts';
 import { CancelListener } from './cancellation.ts';
 import type { PlatformTask, TaskDeps } from './define-task.ts';
 import { FairClock } from './fair-clock.ts';
 import { PatientPool } from './graphile-pool.ts';
-import { createLane, startGeneration, stopGeneration, type Generation, type Lane } from './lanes.ts';
+import { createLane, type Lane } from './lanes.ts';
+import { Runners } from './runners.ts';
 import { TASKS } from './tasks/index.ts';
 import { ticketTask } from './tickets.ts';
 
@@ -107,56 +102,8 @@ export async function startWorker({ config, databaseUrl, logger, concurrency, io
     running[poolOf(job.task_identifier)]--;
   });
   registerPoolGauges(metrics, { short: size, io: ioSize }, () => ({ ...running }));
-  let stopping = false;
-  let current!: Generation;
-  let recovering: Promise<void> | null = null;
-  const hooks = { config, logger, events, ended: (why: string) => void recover(why), fetched: (ids: readonly string[]) => completions.prefetch(ids) };
-
-  /** New runners now; the old ones' leftover jobs back to the queue once their handlers stopped. */
-  const recover = (reason: string) =>
-    (recovering ??= (async () => {
-      if (stopping || current.retired) return;
-      const old = current;
-      old.retired = true; // its ids stop heart-beating from here on
-      logger.warn({ reason }, 'worker: restarting the Graphile pools to recover jobs they may have left locked');
-      await stopGeneration(old, config.shutdownTimeoutMs, logger);
-      if (stopping) return;
-      current = await startGeneration(lanes, hooks); // waits for the database
-      beat();
-      const oldIds = [...old.poolIds];
-      for (let attempt = 0; !stopping; attempt++) {
-        try {
-          const requeued = await db.transaction((tx) => releaseWorkerJobs(tx, oldIds));
-          await forgetWorkers(db, oldIds);
-          logger.info({ requeued }, 'worker: Graphile pools restarted; jobs the old ones left locked are queued again');
-          return;
-        } catch (error) {
-          logger.debug({ err: error, attempt }, 'worker: releasing the old pools\' jobs failed; retrying');
-          await new Promise((resolve) => setTimeout(resolve, Math.min(2_000, 100 * 2 ** attempt)));
-        }
-      }
-    })()
-      .catch((error) => logger.error({ err: error }, 'worker: recovery failed'))
-      .finally(() => (recovering = null)));
-
-  const beat = () => {
-    if (!current || current.retired || current.poolIds.size === 0) return;
-    const ids = [...current.poolIds];
-    beatHeart(db, ids[0]!, ids, heartbeatInfo).catch((error) => logger.debug({ err: error }, 'heartbeat failed'));
-  };
-  current = await startGeneration(lanes, hooks);
-  beat();
-  const stopListening = onLostDatabaseWork(() => void recover('a job release failed while the database was away'));
-  // Graphile gives up recording a batch of finished or failed jobs after its
-  // retries (PostgreSQL away too long) and shuts that pool down slowly,
-  // leaving the batch's jobs locked: restart the pools now, which queues them
-  // again (found by the soak: a turn stuck locked until the end).
-  events.on('pool:fatalError', ({ action, error }: { action?: string; error?: unknown }) => {
-    void recover(`Graphile gave up on ${action ?? 'recording jobs'}: ${String((error as Error | undefined)?.message ?? error)}`);
-  });
-  const heartbeat = setInterval(beat, config.worker.heartbeatMs);
-  heartbeat.unref();
-
+  const runners = new Runners(lanes, { config, logger, events, fetched: (ids) => completions.prefetch(ids) }, db, heartbeatInfo);
+  await runners.start(events);
   // Start the dead-worker sweep chain now rather than at the next cron minute.
   await scheduleDeadWorkerSweep(db, 0, true);
   logger.info({ concurrency: size, ioConcurrency: ioSize, pools: Object.fromEntries(lanes.map((l) => [l.pool, Object.keys(l.tasks)])) }, 'worker started');
@@ -164,17 +111,10 @@ export async function startWorker({ config, databaseUrl, logger, concurrency, io
   let stopped: Promise<void> | null = null;
   const stop = () =>
     (stopped ??= (async () => {
-      stopping = true;
-      stopListening();
-      await recovering;
-      const ids = [...current.poolIds];
-      await stopGeneration(current, config.shutdownTimeoutMs, logger);
-      await completions.drain();
-      clearInterval(heartbeat);
+      await runners.stop(() => completions.drain());
       stopFolding();
       await clock.stop();
       await deltas.stop();
-      await forgetWorkers(db, ids).catch(() => undefined);
       await cancels.stop();
       for (const lane of lanes) await lane.pgPool.end().catch(() => undefined);
       await completionPool.end().catch(() => undefined);
@@ -185,12 +125,12 @@ export async function startWorker({ config, databaseUrl, logger, concurrency, io
 
   return {
     get runner() {
-      return current.runners.get('short') ?? [...current.runners.values()][0]!;
+      return runners.runner;
     },
     events,
     metrics,
     db,
-    workerIds: () => [...current.poolIds],
+    workerIds: () => runners.poolIds(),
     load: () => ({ ...running }),
     deltas,
     stop,

@@ -1,0 +1,116 @@
+// The Graphile runners of a worker process over its life: one generation
+// (a runner per lane, workers/lanes.ts) at a time, each of its pools beating
+// a heartbeat. When a runner ends by itself, a job release was lost, or
+// Graphile gave up recording a batch of finished jobs (the database away too
+// long), the worker starts a new generation and gives the old one's leftover
+// jobs back to the queue once its handlers stopped, so they run again.
+import type { Runner, WorkerEvents } from 'graphile-worker';
+import type { Logger } from 'pino';
+import type { Config } from '../core/config.ts';
+import type { DatabasePool } from '../core/db/pool.ts';
+import { beatHeart, forgetWorkers, releaseWorkerJobs, type WorkerInfo } from '../core/jobs/liveness.ts';
+import { onLostDatabaseWork } from '../core/process/lifecycle.ts';
+import { startGeneration, stopGeneration, type Generation, type Lane, type LaneHooks } from './lanes.ts';
+
+export class Runners {
+  private current!: Generation;
+  private recovering: Promise<void> | null = null;
+  private stopping = false;
+  private heartbeat: NodeJS.Timeout | null = null;
+  private stopListening: () => void = () => undefined;
+
+  constructor(
+    private readonly lanes: readonly Lane[],
+    private readonly hooks: Omit<LaneHooks, 'ended'>,
+    private readonly db: DatabasePool,
+    private readonly info: WorkerInfo,
+  ) {}
+
+  private get config(): Config {
+    return this.hooks.config;
+  }
+
+  private get logger(): Logger {
+    return this.hooks.logger;
+  }
+
+  private laneHooks(): LaneHooks {
+    return { ...this.hooks, ended: (why) => void this.recover(why) };
+  }
+
+  async start(events: WorkerEvents): Promise<void> {
+    this.current = await startGeneration(this.lanes, this.laneHooks());
+    this.beat();
+    this.stopListening = onLostDatabaseWork(() => void this.recover('a job release failed while the database was away'));
+    // Graphile gives up recording a batch of finished or failed jobs after its
+    // retries (PostgreSQL away too long) and shuts that pool down slowly,
+    // leaving the batch's jobs locked: restart the pools now, which queues them
+    // again (found by the soak: a turn stuck locked until the end).
+    events.on('pool:fatalError', ({ action, error }: { action?: string; error?: unknown }) => {
+      void this.recover(`Graphile gave up on ${action ?? 'recording jobs'}: ${String((error as Error | undefined)?.message ?? error)}`);
+    });
+    this.heartbeat = setInterval(() => this.beat(), this.config.worker.heartbeatMs);
+    this.heartbeat.unref();
+  }
+
+  /** The short pool's runner (addJob works for any task). */
+  get runner(): Runner {
+    return this.current.runners.get('short') ?? [...this.current.runners.values()][0]!;
+  }
+
+  /** The ids Graphile locks this process's jobs with (its pools'). */
+  poolIds(): string[] {
+    return [...this.current.poolIds];
+  }
+
+  private beat(): void {
+    if (!this.current || this.current.retired || this.current.poolIds.size === 0) return;
+    const ids = this.poolIds();
+    beatHeart(this.db, ids[0]!, ids, this.info).catch((error) => this.logger.debug({ err: error }, 'heartbeat failed'));
+  }
+
+  /** New runners now; the old ones' leftover jobs back to the queue once their handlers stopped. */
+  recover(reason: string): Promise<void> {
+    return (this.recovering ??= this.replace(reason)
+      .catch((error) => this.logger.error({ err: error }, 'worker: recovery failed'))
+      .finally(() => (this.recovering = null)));
+  }
+
+  private async replace(reason: string): Promise<void> {
+    if (this.stopping || this.current.retired) return;
+    const old = this.current;
+    old.retired = true; // its ids stop heart-beating from here on
+    this.logger.warn({ reason }, 'worker: restarting the Graphile pools to recover jobs they may have left locked');
+    await stopGeneration(old, this.config.shutdownTimeoutMs, this.logger);
+    if (this.stopping) return;
+    this.current = await startGeneration(this.lanes, this.laneHooks()); // waits for the database
+    this.beat();
+    const oldIds = [...old.poolIds];
+    for (let attempt = 0; !this.stopping; attempt++) {
+      try {
+        const requeued = await this.db.transaction((tx) => releaseWorkerJobs(tx, oldIds));
+        await forgetWorkers(this.db, oldIds);
+        this.logger.info({ requeued }, 'worker: Graphile pools restarted; jobs the old ones left locked are queued again');
+        return;
+      } catch (error) {
+        this.logger.debug({ err: error, attempt }, 'worker: releasing the old pools\' jobs failed; retrying');
+        await new Promise((resolve) => setTimeout(resolve, Math.min(2_000, 100 * 2 ** attempt)));
+      }
+    }
+  }
+
+  /**
+   * Lets running jobs finish (up to the shutdown timeout), then `settle`
+   * (their results written), then stops beating and forgets this process's ids.
+   */
+  async stop(settle: () => Promise<void>): Promise<void> {
+    this.stopping = true;
+    this.stopListening();
+    await this.recovering;
+    const ids = this.poolIds();
+    await stopGeneration(this.current, this.config.shutdownTimeoutMs, this.logger);
+    await settle();
+    if (this.heartbeat) clearInterval(this.heartbeat);
+    await forgetWorkers(this.db, ids).catch(() => undefined);
+  }
+}
