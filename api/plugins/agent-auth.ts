@@ -105,8 +105,9 @@ export class AgentAuthenticator {
     }
     let live = this.cache.registration(claims.registrationId);
     if (!live) {
+      const readStarted = this.cache.readStarted();
       live = (await agentContext(this.app.db, claims.registrationId)) ?? undefined;
-      if (live) this.cache.rememberRegistration(claims.registrationId, live);
+      if (live) this.cache.rememberRegistration(claims.registrationId, live, readStarted);
     }
     if (!live || live.registration_status === 'revoked') {
       throw this.unauthorized('registration_revoked', 'The registration behind this token was revoked; register again.', 'invalid_token');

@@ -21,6 +21,8 @@ export class AgentAuthCache {
   private tokens = new Map<string, AccessClaims>();
   private registrations = new Map<string, { snapshot: RegistrationSnapshot; at: number }>();
   private enabled = false;
+  // Counts invalidations, so a snapshot read while one arrived is not kept.
+  private invalidations = 0;
 
   constructor(hub: JobEventHub) {
     hub.onConnectionChange((connected) => {
@@ -29,7 +31,10 @@ export class AgentAuthCache {
       this.clear();
     });
     // Cache nothing until invalidations can reach us.
-    void hub.listen('agent_auth_events', (registrationId) => this.registrations.delete(registrationId)).then(() => {
+    void hub.listen('agent_auth_events', (registrationId) => {
+      this.invalidations += 1;
+      this.registrations.delete(registrationId);
+    }).then(() => {
       this.enabled = hub.connected;
     });
   }
@@ -56,13 +61,20 @@ export class AgentAuthCache {
     return entry.snapshot;
   }
 
-  rememberRegistration(id: string, snapshot: RegistrationSnapshot): void {
-    if (!this.enabled) return;
+  /** Taken before reading a snapshot; pass it to rememberRegistration. */
+  readStarted(): number {
+    return this.invalidations;
+  }
+
+  /** Keeps the snapshot unless an invalidation arrived since its read started (it may predate the change). */
+  rememberRegistration(id: string, snapshot: RegistrationSnapshot, readStarted: number): void {
+    if (!this.enabled || readStarted !== this.invalidations) return;
     if (this.registrations.size >= MAX_REGISTRATIONS) this.registrations.delete(this.registrations.keys().next().value!);
     this.registrations.set(id, { snapshot, at: Date.now() });
   }
 
   clear(): void {
+    this.invalidations += 1;
     this.tokens.clear();
     this.registrations.clear();
   }

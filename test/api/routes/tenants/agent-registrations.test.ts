@@ -55,7 +55,11 @@ t.test('a claimed agent works in the organization chosen at its claim', async (t
   t.match(res.json(), { workspace: { id: org.id, name: 'Pat Org' }, own_workspace: { id: a.ownTenantId }, registration: { claim_state: 'claimed' } });
   await db.query(sql.unsafe`update tenants set plan = 'pro' where id = ${org.id}`);
   const { companyId } = await createBoardScopes(db, org.id);
-  const companies = await app.inject({ url: '/api/agent/v1/companies', headers: { authorization: `Bearer ${a.token}` } });
+  // The plan change reaches the api's cache by NOTIFY, a moment after the commit.
+  const companies = await waitFor('the api to see the pro plan', async () => {
+    const res = await app.inject({ url: '/api/agent/v1/companies', headers: { authorization: `Bearer ${a.token}` } });
+    return res.statusCode === 402 ? null : res;
+  });
   t.equal(companies.statusCode, 200);
   t.same(companies.json().items.map((c: { id: string }) => c.id), [companyId]);
 });
