@@ -56,7 +56,7 @@ const envSchema = z.object({
   WORKER_CONCURRENCY: intFromEnv(1, 100).default(8),
   WORKER_IO_CONCURRENCY: intFromEnv(1, 20_000).default(1_000),
   WORKER_FETCH_BATCH: intFromEnv(1, 1_000).default(64),
-  WORKER_IO_FETCH_BATCH: intFromEnv(1, 1_000).default(4),
+  WORKER_IO_FETCH_BATCH: intFromEnv(1, 1_000).default(1),
   WORKER_POLL_INTERVAL_MS: intFromEnv(50, 600_000).default(2_000),
   WORKER_HEARTBEAT_MS: intFromEnv(100, 600_000).default(5_000),
   WORKER_STALE_AFTER_MS: intFromEnv(500, 3_600_000).default(20_000),
