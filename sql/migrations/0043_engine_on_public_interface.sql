@@ -246,17 +246,28 @@ $$;
 
 -- Writes decided jobs: their rows, their wake-ups, their accounts' counts.
 -- A job outside a serial queue gets a wake-up of its own (its id kept on the
--- row, so a cancel can take it out); a serial queue gets one keyed by the
--- queue, which keeps an earlier time it already has. A retry's row is reset
--- instead of inserted, and goes to the back of its queue. Rows are written
--- in input order, so a queue's jobs run in that order.
+-- row, so a cancel can take it out). A serial queue that has an unfinished
+-- job already needs none: that job's end wakes the queue (jobs_after_update),
+-- and the row is locked FOR SHARE here so that its end waits for this commit
+-- and then sees the new job. A row being changed right now is skipped (SKIP
+-- LOCKED: no waiting, so no deadlock with a worker ending several jobs), and
+-- a queue with no such row gets a wake-up keyed by the queue, which keeps an
+-- earlier time it already has. A retry's row is reset instead of inserted,
+-- and goes to the back of its queue. Rows are written in input order, so a
+-- queue's jobs run in that order.
 create function platform_write_jobs(p_jobs platform_job[]) returns void
 language plpgsql
 set plan_cache_mode = force_generic_plan
 as $$
 declare
   v_ids jsonb;
+  v_busy text[];
 begin
+  select coalesce(array_agg(q.queue), '{}') into v_busy
+  from (select distinct x.queue from unnest(p_jobs) x where x.queue is not null) q
+  where exists (select 1 from jobs j
+    where j.queue_name = q.queue and j.seq is not null and j.status in ('queued', 'running', 'cancelling')
+    for share of j skip locked);
   select coalesce(jsonb_object_agg(t.job_id, t.id), '{}'::jsonb) into v_ids
   from platform_add_tickets(array(
     select row(x.kind,
@@ -267,14 +278,17 @@ begin
   perform platform_add_tickets(array(
     select row(y.kind, json_build_object('queue', y.queue, 'tenantId', y.tenant_id), null, y.run_at, 25, 'q:' || y.queue, null,
         case when y.fair then array['fair'] end)::graphile_worker.job_spec
-    from (select distinct on (x.queue) x.* from unnest(p_jobs) x where x.queue is not null order by x.queue, x.i) y
+    from (select distinct on (x.queue) x.* from unnest(p_jobs) x
+      where x.queue is not null and x.queue <> all (v_busy) order by x.queue, x.i) y
     order by y.queue), true);
   insert into jobs (id, tenant_id, kind, pool, queue_name, input, max_attempts, session_id, graphile_job_id)
   select x.id, x.tenant_id, x.kind, x.pool, x.queue, coalesce(x.input, '{}'::jsonb), x.max_attempts, x.session_id, (v_ids ->> x.id::text)::bigint
   from unnest(p_jobs) x where not coalesce(x.retry, false) order by x.i;
-  update jobs j set status = 'queued', max_attempts = x.max_attempts, error = null, result = null, progress = null,
-    finished_at = null, not_before = null, seq = nextval('jobs_seq'), graphile_job_id = (v_ids ->> x.id::text)::bigint
-  from unnest(p_jobs) x where x.retry and j.id = x.id and j.status = 'failed';
+  if exists (select 1 from unnest(p_jobs) x where x.retry) then
+    update jobs j set status = 'queued', max_attempts = x.max_attempts, error = null, result = null, progress = null,
+      finished_at = null, not_before = null, seq = nextval('jobs_seq'), graphile_job_id = (v_ids ->> x.id::text)::bigint
+    from unnest(p_jobs) x where x.retry and j.id = x.id and j.status = 'failed';
+  end if;
   insert into account_job_count_changes (account_id, pool, delta)
   select t.account_id, x.pool, count(*)::int
   from unnest(p_jobs) x join tenants t on t.id = x.tenant_id

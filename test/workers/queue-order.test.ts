@@ -65,6 +65,38 @@ t.test('a claim that meets the end of the job ahead waits for its commit, then t
   t.match(await racing, { outcome: 'claimed', jobId: second!.id }, 'the second job, after the first one\'s end committed');
 });
 
+t.test('a job added behind an unfinished one adds no wake-up: that job\'s end wakes the queue, also an end racing the add', async (t) => {
+  const queue = 'order:behind';
+  const add = (tx: Parameters<typeof enqueueJobs>[0]) => enqueueJobs(tx, [{ kind: 'diag.noop', tenantId: member.tenantId, queueName: queue }]).then(([job]) => job!);
+  const head = await db.transaction(add);
+  t.match(await claim(queue, 'pool-h'), { outcome: 'claimed', jobId: head.id });
+  // As a worker would: the wake-up that led to the claim is done.
+  await db.query(sql.unsafe`select graphile_worker.remove_job(${`q:${queue}`})`);
+  const second = await db.transaction(add);
+  t.equal(await wakeUp(queue), null, 'added behind the running head: no wake-up of its own');
+  t.ok(await completeJob(db, head.id, 1, null));
+  t.ok(await wakeUp(queue), 'the head\'s end woke the queue');
+  t.match(await claim(queue, 'pool-h'), { outcome: 'claimed', jobId: second.id });
+
+  // A job added while the head ends: the add locked the head, so the end waits for the add's commit and then sees it.
+  let commit!: () => void;
+  const gate = new Promise<void>((resolve) => (commit = resolve));
+  let third: { id: string } | null = null;
+  const adding = db.transaction(async (tx) => {
+    third = await add(tx);
+    await gate;
+  });
+  await waitFor('the add to hold its transaction open', async () => third);
+  const ending = completeJob(db, second.id, 1, null);
+  await waitFor('the end to wait for the add', async () => (await db.oneFirst(sql.type(z.object({ n: z.number() }))`
+    select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like '%update jobs%'`)) > 0);
+  commit();
+  await adding;
+  t.ok(await ending);
+  t.ok(await wakeUp(queue), 'the end, after the add committed, woke the queue for the new job');
+  t.match(await claim(queue, 'pool-h'), { outcome: 'claimed', jobId: third!.id });
+});
+
 t.test('three busy queues, retries, three workers fetching in batches: each job starts only after the one ahead of it succeeded', async (t) => {
   for (let w = 0; w < 3; w++) await startTestWorker(t, databaseUrl, { WORKER_CONCURRENCY: '3' });
   let seed = 7;
