@@ -35,7 +35,8 @@ if (unavailable) {
 
     await page.getByRole('link', { name: 'API reference' }).first().click();
     await page.waitForURL(`${url}/docs`);
-    await page.waitForSelector('.opblock-summary');
+    // Swagger UI parses the whole document before it draws: on a busy machine that alone takes seconds.
+    await page.waitForSelector('.opblock-summary', { timeout: 120_000 });
     const spec = (await (await fetch(`${url}/openapi.json`)).json()) as { paths: Record<string, Record<string, unknown>> };
     const expected = Object.entries(spec.paths).flatMap(([path, methods]) => Object.keys(methods).map((m) => `${m.toUpperCase()} ${path}`)).sort();
     // The UI mounts only the operations in view: walk down the page and collect what it shows.
