@@ -83,6 +83,9 @@ async function main(): Promise<number> {
       TEST_TEMPLATE_DB: template,
       TEST_SCRATCH_DIR: scratch,
       TEST_SOURCE_ROOT: root,
+      // Node's on-disk cache of compiled code: every test process after the
+      // first loads the same ~1,800 modules with less CPU.
+      NODE_COMPILE_CACHE: path.join(scratch, 'compile-cache'),
     },
   });
   let tail = '';

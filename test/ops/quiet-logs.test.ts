@@ -4,7 +4,7 @@
 // every event is one line.
 import { createServer, type AddressInfo } from 'node:net';
 import t from 'tap';
-import { createDatabasePool } from '../../core/db/pool.ts';
+import { createDatabasePool, sql } from '../../core/db/pool.ts';
 import { testEnv } from '../helpers/config.ts';
 import { startTestServer } from '../helpers/app.ts';
 import { createTestDatabase } from '../helpers/db.ts';
@@ -13,20 +13,28 @@ import { waitFor, waitForOutput } from '../helpers/wait.ts';
 import { linkWebhookChannel } from '../helpers/webhook-channel.ts';
 import { spawnEntry, spawnWorkerProcess } from '../helpers/worker.ts';
 
-const IDLE_MS = 61_000; // every schedule fires at least once: the every-minute cron, the sweeps, the heartbeats
+// Idle until every schedule has fired at least once: the every-minute cron
+// has fired (billing_expire's run recorded), and a sweep interval and a
+// heartbeat interval have passed.
+const SWEEP_MS = 15_000;
+const HEARTBEAT_MS = 10_000;
 const databaseUrl = await createTestDatabase(t);
 const db = await createDatabasePool(databaseUrl, { maximumPoolSize: 2 });
 t.teardown(() => db.end());
 
 t.test('idle for a minute: no line; 20 requests: 20 lines, one each', async (t) => {
   // The production heartbeat and sweep timings, not the tests' fast ones.
-  const env = testEnv(databaseUrl, { LOG_LEVEL: 'info', LOG_FORMAT: 'pretty', WORKER_HEARTBEAT_MS: '10000', WORKER_STALE_AFTER_MS: '60000', WORKER_SWEEP_INTERVAL_MS: '15000' });
+  const env = testEnv(databaseUrl, { LOG_LEVEL: 'info', LOG_FORMAT: 'pretty', WORKER_HEARTBEAT_MS: String(HEARTBEAT_MS), WORKER_STALE_AFTER_MS: '60000', WORKER_SWEEP_INTERVAL_MS: String(SWEEP_MS) });
   const platform = spawnEntry(t, 'ops/start.ts', env);
   const [, base] = await waitForOutput(platform, /platform ready .*"url":"(http:\/\/127\.0\.0\.1:\d+)"/);
   const lines = () => platform.output().split('\n').filter((l) => l.trim() !== '');
   const atReady = lines().length;
 
-  await new Promise((r) => setTimeout(r, IDLE_MS));
+  const readyAt = Date.now();
+  await waitFor('the every-minute cron to fire', () => db.exists(sql.unsafe`
+    select from scheduled_job_last_runs where identifier = 'billing_expire' and started_at >= to_timestamp(${readyAt / 1000})`), 90_000);
+  const intervals = readyAt + Math.max(SWEEP_MS, HEARTBEAT_MS) + 1000 - Date.now();
+  if (intervals > 0) await new Promise((r) => setTimeout(r, intervals));
   const idle = lines().slice(atReady);
   t.same(idle, [], 'nothing logged while idle');
 
