@@ -4,7 +4,6 @@
 // code is accepted once even when two requests race with it. Recovery codes
 // are stored as SHA-256, shown once, and each is spent by a guarded UPDATE.
 import { generateSecret, generateURI, verify } from 'otplib';
-import QRCode from 'qrcode';
 import { z } from 'zod';
 import { open, seal } from '../crypto/secretbox.ts';
 import { normalizeRecoveryCode, recoveryCode, sha256 } from '../crypto/tokens.ts';
@@ -96,6 +95,8 @@ export async function beginTotpSetup(
 ): Promise<TotpSetup> {
   const secret = generateSecret();
   const otpauthUri = generateURI({ issuer: TOTP_ISSUER, label: license.purchaserEmail, secret, period: TOTP_PERIOD_S, digits: 6 });
+  // Loaded here, at the one place it draws: most processes never do.
+  const { default: QRCode } = await import('qrcode');
   const qrCodeDataUrl = await QRCode.toDataURL(otpauthUri, { errorCorrectionLevel: 'M', margin: 2, width: 256 });
   const stored = await db.maybeOne(sql.type(z.object({ id: z.string() }))`
     update dashboard_licenses set totp_pending_secret = ${seal(key, secret, associatedData(license.id))}

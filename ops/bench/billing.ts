@@ -39,7 +39,8 @@ export async function billingFigures(ctx: BenchContext, benchEnv: Record<string,
   await app.listen({ host: '127.0.0.1', port: 0 });
   const port = (app.server.address() as { port: number }).port;
   const secret = config.billing.stripe.webhookSecret;
-  const sign = (payload: string) => app.billing.stripe.webhooks.generateTestHeaderString({ payload, secret });
+  const stripe = await app.billing.stripe();
+  const sign = (payload: string) => stripe.webhooks.generateTestHeaderString({ payload, secret });
   const send = (event: unknown) => {
     const payload = JSON.stringify(event);
     return post(port, '/api/billing/webhook', { 'content-type': 'application/json', 'stripe-signature': sign(payload) }, payload);
@@ -51,8 +52,8 @@ export async function billingFigures(ctx: BenchContext, benchEnv: Record<string,
   /** A tenant with a paid sandbox subscription whose events have not been delivered. */
   const subscribedTenant = async () => {
     const tenantId = await ctx.db.oneFirst(sql.type(z.object({ id: z.string() }))`insert into tenants (name) values ('bench billing') returning id`);
-    const customer = await app.billing.stripe.customers.create({ metadata: { tenant_id: tenantId } });
-    const session = await app.billing.stripe.checkout.sessions.create({
+    const customer = await stripe.customers.create({ metadata: { tenant_id: tenantId } });
+    const session = await stripe.checkout.sessions.create({
       mode: 'subscription', customer: customer.id, client_reference_id: tenantId,
       line_items: [{ price: config.billing.stripe.prices.pro, quantity: 1 }],
       success_url: config.billing.successUrl, cancel_url: config.billing.cancelUrl,

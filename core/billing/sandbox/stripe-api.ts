@@ -4,7 +4,7 @@
 // worker processes share one sandbox. Each request runs in one transaction;
 // the events it causes are delivered after that transaction commits.
 import { createHash, timingSafeEqual } from 'node:crypto';
-import Stripe from 'stripe';
+import type Stripe from 'stripe';
 import type { DatabasePool, DatabaseTransactionConnection } from '../../db/pool.ts';
 import { isDatabaseUnavailable } from '../../db/unavailable.ts';
 import { decodeForm, FormDecodeError, type FormObject, type FormValue } from './form-decoding.ts';
@@ -13,6 +13,9 @@ import { ROUTES, type Context } from './routes.ts';
 import { completeSession, sessionAsOfNow, SESSION_TTL_S } from './sessions.ts';
 import { cancelNow } from './subscriptions.ts';
 import { claimIdempotencyKey, loadObject, publicView, saveObject, storeIdempotentResponse, subscriptionsOfCustomer } from './store.ts';
+
+/** The API version of the SDK this sandbox answers for (the SDK is loaded at first use). */
+const stripeApiVersion = async () => (await import('stripe')).default.API_VERSION;
 
 export type SandboxDelivery = (event: Stripe.Event) => Promise<void>;
 export type SandboxOptions = { baseUrl: string; secretKey: string; prices: { pro: string; enterprise: string; agentAddon: string }; deliver?: SandboxDelivery | undefined };
@@ -59,7 +62,7 @@ export class SandboxStripeApi {
           ? { status: 503, body: { error: { type: 'api_error', code: SANDBOX_DATABASE_UNAVAILABLE, message: 'The billing sandbox could not reach the database.' } } }
           : { status: 500, body: { error: { type: 'api_error', message: `The billing sandbox failed: ${(error as Error).message}` } } };
     }
-    const headers: Record<string, string> = { 'content-type': 'application/json', 'request-id': requestId, 'stripe-version': Stripe.API_VERSION };
+    const headers: Record<string, string> = { 'content-type': 'application/json', 'request-id': requestId, 'stripe-version': await stripeApiVersion() };
     if (idempotencyKey) headers['idempotency-key'] = idempotencyKey;
     if (answer.replayed) headers['idempotent-replayed'] = 'true';
     return new Response(JSON.stringify(answer.body), { status: answer.status, headers });
@@ -125,11 +128,12 @@ export class SandboxStripeApi {
    */
   private async inTransaction<T>(request: RequestInfo, work: (ctx: Context) => Promise<T>): Promise<{ result: T; events: Stripe.Event[] }> {
     let events: Stripe.Event[] = [];
+    const apiVersion = await stripeApiVersion();
     const result = await this.db.transaction(async (tx: DatabaseTransactionConnection) => {
       events = [];
       const emit: Context['emit'] = async (type, object, previous) => {
         const event = {
-          id: newId('evt_'), object: 'event', api_version: Stripe.API_VERSION, created: nowSeconds(),
+          id: newId('evt_'), object: 'event', api_version: apiVersion, created: nowSeconds(),
           // A copy: the object may change again later in this transaction.
           data: { object: publicView(structuredClone(object)), ...(previous && Object.keys(previous).length > 0 ? { previous_attributes: structuredClone(previous) } : {}) },
           livemode: false, pending_webhooks: 1, request, type,
