@@ -174,8 +174,8 @@ export class IdentityHttpError extends Error {
 /** A shared admission limit refused the request; rendered in the surface's shape with Retry-After. */
 export class RateLimitedError extends Error {
   override name = 'RateLimitedError';
-  constructor(public readonly retryAfterSeconds: number) {
-    super(`Too many requests; retry in ${retryAfterSeconds} s.`);
+  constructor(public readonly retryAfterSeconds: number, message = `Too many requests; retry in ${retryAfterSeconds} s.`) {
+    super(message);
   }
 }
 

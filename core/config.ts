@@ -7,6 +7,7 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'n
 import path from 'node:path';
 import { z } from 'zod';
 import { externalLoginEnv, externalLoginSettings, type ExternalLoginSettings } from './external-login/settings.ts';
+import { loginThrottleEnv, loginThrottleSettings, type LoginThrottleSettings } from './accounts/login-throttle.ts';
 import { planLimitsEnv, planLimitSettings, type PlanLimitSettings } from './jobs/plan-limits.ts';
 
 const boolFromEnv = z
@@ -127,6 +128,7 @@ const envSchema = z.object({
   SKILLS_DIR: z.string().min(1).optional(),
   ...externalLoginEnv,
   ...planLimitsEnv,
+  ...loginThrottleEnv,
   DATA_ENCRYPTION_KEY_PREVIOUS: secret32.optional(),
   PLATFORM_JWT_SECRET: secret32.optional(),
   DATA_ENCRYPTION_KEY: secret32.optional(),
@@ -178,6 +180,8 @@ export type Config = {
   eventRetentionDays: number;
   /** Fair-order weights and quotas per plan to write at start (only those configured). */
   planLimits: PlanLimitSettings;
+  /** The login budget: failures per account and per address (core/accounts/login-throttle.ts). */
+  loginThrottle: LoginThrottleSettings;
   identity: {
     /** Switches agent authentication off: the Agent API answers 503 temporarily_disabled. */
     agentAuthDisabled: boolean;
@@ -361,6 +365,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     usageRecordRetentionDays: e.USAGE_RECORD_RETENTION_DAYS,
     eventRetentionDays: e.EVENT_RETENTION_DAYS,
     planLimits: planLimitSettings(e),
+    loginThrottle: loginThrottleSettings(e),
     identity: {
       agentAuthDisabled: e.AGENT_AUTH_DISABLED,
       agentRateLimit: e.AGENT_API_RATE_LIMIT,

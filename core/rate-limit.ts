@@ -8,7 +8,10 @@ export type RateLimitRule = { bucket: string; limit: number; windowMs: number };
 
 /** The limits of the spec's Limits table. */
 export const LIMITS = {
-  login: { bucket: 'login', limit: 10, windowMs: 15 * 60_000 },
+  /** Starts and callbacks of external logins (OpenID Connect): per IP. Password and code logins count failures instead (accounts/login-throttle.ts). */
+  externalLogin: { bucket: 'external-login', limit: 60, windowMs: 15 * 60_000 },
+  /** A signed-in dashboard license confirming a TOTP code: per license. */
+  secondFactorCheck: { bucket: 'second-factor-check', limit: 10, windowMs: 15 * 60_000 },
   contact: { bucket: 'contact', limit: 5, windowMs: 15 * 60_000 },
   tracking: { bucket: 'tracking', limit: 30, windowMs: 60_000 },
   /** New agent registrations (each makes a workspace): per IP. */

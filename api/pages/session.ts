@@ -3,14 +3,14 @@
 // scoped to the page's path, a new session id at every start (also at
 // sign-in, so a planted cookie never becomes a signed-in one), CSRF tokens
 // bound to the session, the signed-in user and what the form acts on, and
-// the login endpoints' per-IP sign-in budget. Also the HTML error handler
-// and form parser these pages share.
+// sign-in under the login budget every login shares. Also the HTML error
+// handler and form parser these pages share.
 import { createHmac } from 'node:crypto';
 import formbody from '@fastify/formbody';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { constantTimeEqual, randomToken } from '../../core/crypto/tokens.ts';
-import type { CommonQueryMethods } from '../../core/db/pool.ts';
-import { hitRateLimit, LIMITS } from '../../core/rate-limit.ts';
+import { lockoutMessage, throttledLogin } from '../../core/accounts/login-throttle.ts';
+import { checkPassword, type UserRow } from '../../core/accounts/users.ts';
 import { pageFailure } from './errors.ts';
 
 export type PageSession = { sid: string; userId: string | null };
@@ -73,12 +73,25 @@ export function pageSessions(options: PageSessionOptions): PageSessions {
   };
 }
 
-/** One sign-in attempt against the login endpoints' per-IP budget (spec: login attempts). */
-export async function signInAllowed(db: CommonQueryMethods, request: FastifyRequest, reply: FastifyReply): Promise<{ allowed: true } | { allowed: false; minutes: number }> {
-  const limit = await hitRateLimit(db, LIMITS.login, request.ip);
-  if (limit.allowed) return { allowed: true };
-  reply.header('retry-after', String(limit.retryAfterSeconds));
-  return { allowed: false, minutes: Math.ceil(limit.retryAfterSeconds / 60) };
+/**
+ * A sign-in with e-mail and password under the login budget of
+ * `POST /api/auth/login`: a wrong password counts, a correct one does not.
+ * A lockout sets Retry-After and answers what the person should read.
+ */
+export async function passwordSignIn(
+  app: FastifyInstance,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  email: string,
+  password: string,
+): Promise<{ user: UserRow } | { wrong: true } | { locked: string }> {
+  const outcome = await throttledLogin(app.db, app.config.loginThrottle, { account: { kind: 'login', email }, address: request.ip }, () => checkPassword(app.db, email, password));
+  if ('locked' in outcome) {
+    request.log.warn({ scope: outcome.locked.scope, retryAfter: outcome.locked.retryAfterSeconds }, 'sign-in refused: locked out');
+    reply.header('retry-after', String(outcome.locked.retryAfterSeconds));
+    return { locked: lockoutMessage(outcome.locked) };
+  }
+  return 'failed' in outcome ? { wrong: true } : { user: outcome.ok };
 }
 
 /**

@@ -1,4 +1,4 @@
-// `onRequest: app.rateLimit(LIMITS.login)`: counts every request to the route
+// `onRequest: app.rateLimit(LIMITS.contact)`: counts every request to the route
 // (malformed ones too) per client IP, before anything else runs. The client
 // IP honours X-Forwarded-For only when TRUST_PROXY is set.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';

@@ -1,4 +1,4 @@
-// `npm run user:create` / `operator:create`: how people get accounts.
+// `npm run user:create` / `operator:create`: how people get accounts; `login:unlock`: how they get back in.
 import t from 'tap';
 import { buildTestApp } from '../helpers/app.ts';
 import { testEnv } from '../helpers/config.ts';
@@ -70,4 +70,28 @@ t.test('keys:rotate makes a new signing key and keeps the old one published', as
   const after = (await app.inject('/.well-known/jwks.json')).json().keys as Array<{ kid: string }>;
   t.equal(after.length, Math.max(before, 1) + 1);
   t.ok(after.some((k) => k.kid === kid));
+});
+
+t.test('login:unlock lifts an account lockout and an address lockout', async (t) => {
+  const { perAccount } = app.config.loginThrottle;
+  const login = (password: string, remoteAddress: string) =>
+    app.inject({ method: 'POST', url: '/api/auth/login', payload: { email: 'grace@example.test', password }, remoteAddress });
+  for (let i = 0; i < perAccount; i++) await login('a wrong guess', `10.31.0.${i + 1}`);
+  t.equal((await login('a long enough password', '10.31.1.1')).statusCode, 429, 'locked');
+
+  const unlock = spawnEntry(t, 'ops/login-unlock.ts', env, { args: ['--email', 'Grace@example.test'] });
+  t.equal(await unlock.exited, 0, unlock.output());
+  t.match(unlock.output(), /cleared the failed logins of account Grace@example\.test/);
+  t.equal((await login('a long enough password', '10.31.1.1')).statusCode, 200, 'in again');
+
+  const again = spawnEntry(t, 'ops/login-unlock.ts', env, { args: ['--address', '10.31.0.1'] });
+  t.equal(await again.exited, 0, again.output());
+  t.match(again.output(), /cleared the failed logins of address 10\.31\.0\.1/);
+  const nothing = spawnEntry(t, 'ops/login-unlock.ts', env, { args: ['--address', '10.31.0.1'] });
+  t.equal(await nothing.exited, 0);
+  t.match(nothing.output(), /nothing to lift/);
+
+  const bad = spawnEntry(t, 'ops/login-unlock.ts', env, { args: ['--address', 'not-an-ip'] });
+  t.equal(await bad.exited, 2, 'a usage error');
+  t.match(bad.output(), /--address must be an IPv4 or IPv6 address/);
 });

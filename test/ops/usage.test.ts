@@ -17,6 +17,7 @@ const commands = {
   'ops/tenant-plan.ts': 'npm run tenant:plan',
   'ops/tenant-suspend.ts': 'npm run tenant:suspend',
   'ops/rotate-keys.ts': 'npm run keys:rotate',
+  'ops/login-unlock.ts': 'npm run login:unlock',
   'ops/runner.ts': 'npm run runner',
 };
 

@@ -91,7 +91,7 @@ const altidpRoutes: FastifyPluginAsyncZod = async (app) => {
   app.post(
     '/api/auth/altidp/callback',
     {
-      onRequest: app.rateLimit(LIMITS.login),
+      onRequest: app.rateLimit(LIMITS.externalLogin),
       schema: {
         operationId: 'altidpCallback',
         security: [],
@@ -172,7 +172,7 @@ const altidpRoutes: FastifyPluginAsyncZod = async (app) => {
   app.post(
     '/api/auth/altidp',
     {
-      onRequest: app.rateLimit(LIMITS.login),
+      onRequest: app.rateLimit(LIMITS.externalLogin),
       schema: {
         operationId: 'loginWithAltidp',
         security: [],

@@ -1,5 +1,6 @@
 // Accounts: e-mail/password login, token renewal, profile, account deletion.
-// Login answers a wrong password and an unknown e-mail alike, in the same time.
+// Login answers a wrong password and an unknown e-mail alike, in the same time;
+// only failures spend the login budget (core/accounts/login-throttle.ts).
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { issueRefreshToken, revokeRefreshToken, rotateRefreshToken } from '../../../core/accounts/refresh-tokens.ts';
@@ -7,8 +8,8 @@ import { checkPassword, deleteAccount, findUser, membershipsOf, type UserRow } f
 import altidpRoutes from './altidp.ts';
 import partnerRoutes from './partner.ts';
 import { publicUser, sessionPayload } from './session.ts';
-import { LIMITS } from '../../../core/rate-limit.ts';
-import { PlatformError, PlatformHttpError } from '../../errors.ts';
+import { lockoutMessage, throttledLogin } from '../../../core/accounts/login-throttle.ts';
+import { PlatformError, PlatformHttpError, RateLimitedError } from '../../errors.ts';
 import { AccountDeleted, LoginBody, Me, RefreshBody, Session } from './schemas.ts';
 
 const errors = { 400: PlatformError, 401: PlatformError, 429: PlatformError };
@@ -22,19 +23,25 @@ const authRoutes: FastifyPluginAsyncZod = async (app) => {
   app.post(
     '/api/auth/login',
     {
-      onRequest: app.rateLimit(LIMITS.login),
       schema: {
         operationId: 'login',
         security: [],
         tags: ['auth'],
         summary: 'Log in with e-mail and password; returns a platform JWT and a refresh token',
+        description: 'Only failed attempts count: an account locks after too many wrong passwords, and a network address after many more (429 rate_limited with Retry-After and the time to try again). A correct password clears its account\'s count.',
         body: LoginBody,
         response: { 200: Session, ...errors },
       },
     },
     async (request) => {
-      const user = await checkPassword(app.db, request.body.email, request.body.password);
-      if (!user) throw new PlatformHttpError(401, 'invalid_credentials', 'E-mail or password is wrong.');
+      const { email, password } = request.body;
+      const outcome = await throttledLogin(app.db, app.config.loginThrottle, { account: { kind: 'login', email }, address: request.ip }, () => checkPassword(app.db, email, password));
+      if ('locked' in outcome) {
+        request.log.warn({ scope: outcome.locked.scope, retryAfter: outcome.locked.retryAfterSeconds }, 'login refused: locked out');
+        throw new RateLimitedError(outcome.locked.retryAfterSeconds, lockoutMessage(outcome.locked));
+      }
+      if ('failed' in outcome) throw new PlatformHttpError(401, 'invalid_credentials', 'E-mail or password is wrong.');
+      const user = outcome.ok;
       request.log.info({ userId: user.id }, 'login');
       return session(user, await issueRefreshToken(app.db, user.id));
     },

@@ -3,7 +3,7 @@
 //   POST /api/auth/partner        web: we exchange the app's code (PKCE) and validate the ID token
 //   POST /api/auth/partner-ios    iOS: an ID token issued to the iOS client, checked against the JWKS and nonce
 //   POST /api/auth/partner-token  an access token, verified with the provider (introspection, userinfo)
-// Each counts against the shared login limit (10 per 15 minutes per IP).
+// Each counts against the external-login limit (60 per 15 minutes per IP).
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import * as oidc from 'openid-client';
 import { ExternalLoginError, oidcClientsFor, providerFailure } from '../../../core/external-login/clients.ts';
@@ -15,7 +15,7 @@ import { ExternalSession, PartnerIosBody, PartnerTokenBody, PartnerWebBody } fro
 const errors = { 400: PlatformError, 401: PlatformError, 403: PlatformError, 429: PlatformError, 502: PlatformError, 503: PlatformError };
 const ERRORS_TEXT =
   'Errors: 400 invalid_request, invalid_redirect_uri; 401 invalid_code, invalid_id_token, invalid_access_token; ' +
-  '403 email_not_verified, email_required (nothing is created or linked); 429 rate_limited (login limit); ' +
+  '403 email_not_verified, email_required (nothing is created or linked); 429 rate_limited (external-login limit); ' +
   '502 provider_unavailable; 503 auth_method_disabled (names the missing settings).';
 
 const partnerRoutes: FastifyPluginAsyncZod = async (app) => {
@@ -52,7 +52,7 @@ const partnerRoutes: FastifyPluginAsyncZod = async (app) => {
   app.post(
     '/api/auth/partner',
     {
-      onRequest: app.rateLimit(LIMITS.login),
+      onRequest: app.rateLimit(LIMITS.externalLogin),
       schema: {
         operationId: 'loginWithPartner',
         security: [],
@@ -73,7 +73,7 @@ const partnerRoutes: FastifyPluginAsyncZod = async (app) => {
   app.post(
     '/api/auth/partner-ios',
     {
-      onRequest: app.rateLimit(LIMITS.login),
+      onRequest: app.rateLimit(LIMITS.externalLogin),
       schema: {
         operationId: 'loginWithPartnerIos',
         security: [],
@@ -101,7 +101,7 @@ const partnerRoutes: FastifyPluginAsyncZod = async (app) => {
   app.post(
     '/api/auth/partner-token',
     {
-      onRequest: app.rateLimit(LIMITS.login),
+      onRequest: app.rateLimit(LIMITS.externalLogin),
       schema: {
         operationId: 'loginWithPartnerToken',
         security: [],

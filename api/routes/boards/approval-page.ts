@@ -9,12 +9,12 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { checkPassword, findUser, type UserRow } from '../../../core/accounts/users.ts';
+import { findUser, type UserRow } from '../../../core/accounts/users.ts';
 import { approvalForPage, decideApprovalAsAdmin, memberRole, type ApprovalDetail } from '../../../core/boards/approvals.ts';
 import { boardContent } from '../../../core/boards/boards.ts';
 import { html, sendPage, type Html } from '../../pages/layout.ts';
 import { renderReport } from '../../pages/report.ts';
-import { pageSessions, seeOther, setUpFormPages, signInAllowed, type PageSession } from '../../pages/session.ts';
+import { pageSessions, seeOther, setUpFormPages, passwordSignIn, type PageSession } from '../../pages/session.ts';
 
 export const APPROVAL_PAGE_PREFIX = '/boards/approvals';
 export const approvalPageUrl = (baseUrl: string, approvalId: string) => `${baseUrl}${APPROVAL_PAGE_PREFIX}/${approvalId}`;
@@ -159,11 +159,11 @@ ${signOut(id, s, user)}`);
   });
 
   async function signIn(request: FastifyRequest, reply: FastifyReply, id: string, s: PageSession, form: Form): Promise<FastifyReply> {
-    const budget = await signInAllowed(app.db, request, reply);
-    if (!budget.allowed) return message(reply, 429, 'Too many sign-in attempts', `Try again in ${budget.minutes} minutes.`);
     if (!form.email || !form.password) return signInPage(reply, 400, id, s, 'Enter your e-mail and password.');
-    const user = await checkPassword(app.db, form.email.trim(), form.password);
-    if (!user) return signInPage(reply, 401, id, s, 'E-mail or password is wrong.');
+    const signedIn = await passwordSignIn(app, request, reply, form.email.trim(), form.password);
+    if ('locked' in signedIn) return message(reply, 429, 'Too many sign-in attempts', signedIn.locked);
+    if ('wrong' in signedIn) return signInPage(reply, 401, id, s, 'E-mail or password is wrong.');
+    const { user } = signedIn;
     sessions.start(reply, user.id);
     request.log.info({ approvalId: id, userId: user.id }, 'signed in on the approval page');
     return seeOther(reply, pathOf(id));

@@ -6,10 +6,10 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { checkPassword, type UserRow } from '../../../core/accounts/users.ts';
+import type { UserRow } from '../../../core/accounts/users.ts';
 import { cancelJob, retryJob, setTenantSuspended, type ActionOutcome } from '../../../core/console/actions.ts';
 import { html, sendPage, type Html } from '../../pages/layout.ts';
-import { seeOther, setUpFormPages, signInAllowed, type PageSession } from '../../pages/session.ts';
+import { seeOther, setUpFormPages, passwordSignIn, type PageSession } from '../../pages/session.ts';
 import { UUID } from './format.ts';
 import { CONSOLE_SCRIPT } from './script.ts';
 import { consoleSessions, consoleVisitor, CONSOLE_PREFIX, CSRF_SUBJECT } from './session.ts';
@@ -92,11 +92,11 @@ ${view.top ?? ''}<div id="live">${view.live}</div>${view.bottom ?? ''}${signOutF
     const session = sessions.read(request);
     const next = safeNext(form.next);
     if (!sessions.checkCsrf(CSRF_SUBJECT, session, form.csrf)) return expired(reply);
-    const budget = await signInAllowed(app.db, request, reply);
-    if (!budget.allowed) return message(reply, 429, 'Too many sign-in attempts', `Try again in ${budget.minutes} minutes.`);
     if (!form.email || !form.password) return signInPage(reply, 400, session, next, 'Enter your e-mail and password.');
-    const user = await checkPassword(app.db, form.email.trim(), form.password);
-    if (!user) return signInPage(reply, 401, session, next, 'E-mail or password is wrong.');
+    const signedIn = await passwordSignIn(app, request, reply, form.email.trim(), form.password);
+    if ('locked' in signedIn) return message(reply, 429, 'Too many sign-in attempts', signedIn.locked);
+    if ('wrong' in signedIn) return signInPage(reply, 401, session, next, 'E-mail or password is wrong.');
+    const { user } = signedIn;
     sessions.start(reply, user.id); // a new session id at sign-in
     request.log.info({ userId: user.id, operator: user.is_operator }, user.is_operator ? 'operator signed in to the console' : 'a non-operator signed in to the console and is refused');
     return seeOther(reply, next);

@@ -6,7 +6,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { checkPassword, findUser, type UserRow } from '../../../core/accounts/users.ts';
+import { findUser, type UserRow } from '../../../core/accounts/users.ts';
 import {
   ClaimError,
   confirmAttempt,
@@ -18,7 +18,7 @@ import {
   type AttemptView,
 } from '../../../core/identity/claims.ts';
 import { html, sendPage as sendLayoutPage, type Html } from '../../pages/layout.ts';
-import { pageSessions, seeOther, setUpFormPages, signInAllowed, type PageSession } from '../../pages/session.ts';
+import { pageSessions, seeOther, setUpFormPages, passwordSignIn, type PageSession } from '../../pages/session.ts';
 
 export const CLAIM_PAGE_PREFIX = '/agent/identity/claim/verify';
 const COOKIE = 'claim_session';
@@ -206,15 +206,15 @@ ${error ? html`<p class="error">${error}</p>` : ''}${body}
   );
 
   async function signIn(request: FastifyRequest, reply: FastifyReply, a: AttemptView, s: Session, form: Form): Promise<FastifyReply> {
-    const budget = await signInAllowed(app.db, request, reply);
-    if (!budget.allowed) return message(reply, 429, 'Too many sign-in attempts', `Try again in ${budget.minutes} minutes.`);
     if (!form.email || !form.password) return signInPage(reply, 400, a, s, 'Enter your e-mail and password.');
     // A claim never binds to another account, so another e-mail is refused before any password check.
     if (!sameEmail(form.email.trim(), a.login_hint)) {
       return signInPage(reply, 403, a, s, `This claim is for ${a.login_hint}; sign in as that account.`);
     }
-    const user = await checkPassword(app.db, form.email.trim(), form.password);
-    if (!user || !sameEmail(user.email, a.login_hint)) return signInPage(reply, 401, a, s, 'E-mail or password is wrong.');
+    const signedIn = await passwordSignIn(app, request, reply, form.email.trim(), form.password);
+    if ('locked' in signedIn) return message(reply, 429, 'Too many sign-in attempts', signedIn.locked);
+    if ('wrong' in signedIn || !sameEmail(signedIn.user.email, a.login_hint)) return signInPage(reply, 401, a, s, 'E-mail or password is wrong.');
+    const { user } = signedIn;
     startSession(reply, user.id);
     request.log.info({ attemptId: a.id, userId: user.id }, 'signed in on the claim page');
     return seeOther(reply, pathOf(a));

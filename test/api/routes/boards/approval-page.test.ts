@@ -153,13 +153,17 @@ t.test('a Viewer gets the 403 page, an outsider the same 404 as an unknown id', 
   t.equal(state, 'denied');
 });
 
-t.test('sign-in attempts share the login budget', async (t) => {
+t.test('sign-in failures share the login budget of /api/auth/login', async (t) => {
   const { path } = await askToPublish('Budget', { text: 'x' });
   const person = new Person(path);
-  for (let i = 0; i < 10; i++) await person.signIn('admin@example.test', 'wrong password');
-  const limited = await person.signIn('admin@example.test');
+  const email = 'budget@example.test';
+  await createUser(db, { email, password: PASSWORD });
+  for (let i = 0; i < config.loginThrottle.perAccount; i++) t.equal((await person.signIn(email, 'wrong password')).statusCode, 401);
+  const limited = await person.signIn(email);
   t.equal(limited.statusCode, 429);
+  t.match(limited.body, /Too many wrong passwords for this account; try again in \d+ minutes/);
   t.ok(Number(limited.headers['retry-after']) > 0);
-  const login = await app.inject({ method: 'POST', url: '/api/auth/login', remoteAddress: person.ip, payload: { email: 'admin@example.test', password: PASSWORD } });
-  t.equal(login.statusCode, 429, 'the same budget as /api/auth/login');
+  const login = await app.inject({ method: 'POST', url: '/api/auth/login', remoteAddress: '10.200.0.1', payload: { email, password: PASSWORD } });
+  t.equal(login.statusCode, 429, 'the same account budget as /api/auth/login');
+  t.equal((await new Person(path).signIn('admin@example.test')).statusCode, 303, 'another person signs in');
 });

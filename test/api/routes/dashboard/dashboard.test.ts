@@ -11,18 +11,20 @@ import { signPlatformToken } from '../../../../core/auth/platform-token.ts';
 import { createLicense, type NewLicense } from '../../../../core/dashboard/licenses.ts';
 import { normalizeRecoveryCode, sha256 } from '../../../../core/crypto/tokens.ts';
 import { sql } from '../../../../core/db/pool.ts';
+import { liftLockout } from '../../../../core/accounts/login-throttle.ts';
 import { buildTestApp } from '../../../helpers/app.ts';
 import { createTestDatabase } from '../../../helpers/db.ts';
 
 const databaseUrl = await createTestDatabase(t);
-const { app, db, config, logs } = await buildTestApp(t, databaseUrl, { LOG_LEVEL: 'trace' });
+// Small login budgets, so the lockouts below take few attempts.
+const { app, db, config, logs } = await buildTestApp(t, databaseUrl, { LOG_LEVEL: 'trace', LOGIN_FAILURES_PER_ACCOUNT: '30', LOGIN_FAILURES_PER_ADDRESS: '8' });
 
 /** Every secret handed out during the run; none may appear in the logs. */
 const secrets = new Set<string>();
 const remember = (...values: string[]) => values.forEach((v) => secrets.add(v));
 
-// Login routes are limited to 10 per 15 min per IP: each request comes from
-// its own address unless a test pins one.
+// Failed logins are counted per address: each request comes from its own
+// address unless a test pins one.
 let nextIp = 0;
 const freshIp = () => `10.77.${Math.floor(++nextIp / 250)}.${(nextIp % 250) + 1}`;
 
@@ -292,17 +294,27 @@ t.test('an unknown e-mail and a wrong code get the same answer', async (t) => {
   t.match(answers[0]!.json(), { error: 'invalid_code', status: 401 });
 });
 
-t.test('the login endpoints share one limit per client address', async (t) => {
+t.test('failed dashboard logins count against the address, wrong codes against the purchaser too; correct ones spend nothing', async (t) => {
   const ip = '192.0.2.44';
-  for (let i = 0; i < 5; i++) {
+  for (let i = 0; i < 10; i++) t.equal((await post('/api/dashboard/auth/login', { licenseKey: twoFactor.key }, { ip })).statusCode, 200, `correct key ${i + 1}`);
+  for (let i = 0; i < 4; i++) {
     t.equal((await post('/api/dashboard/auth/login', { licenseKey: 'lic_not_a_real_key_0000' }, { ip })).statusCode, 401);
     t.equal((await totpLogin('nobody@example.test', '123456', ip)).statusCode, 401);
   }
   const limited = await post('/api/dashboard/auth/login', { licenseKey: twoFactor.key }, { ip });
-  t.equal(limited.statusCode, 429);
-  t.match(limited.json(), { error: 'rate_limited', status: 429 });
+  t.equal(limited.statusCode, 429, 'eight failures lock the address');
+  t.match(limited.json(), { error: 'rate_limited', status: 429, message: /from your network address; try again in \d+ minutes/ });
   t.ok(Number(limited.headers['retry-after']) > 0);
   t.equal((await post('/api/dashboard/auth/login', { licenseKey: twoFactor.key })).statusCode, 200, 'other addresses are not affected');
+  await liftLockout(db, { email: twoFactor.email }); // the tests above made mistakes too
+  const { perAccount } = config.loginThrottle;
+  for (let i = 0; i < perAccount; i++) {
+    const res = await totpLogin(twoFactor.email, '000000');
+    if (res.statusCode !== 401) t.fail(`wrong code ${i + 1} answered ${res.statusCode}`);
+  }
+  const account = await totpLogin(twoFactor.email, '000000');
+  t.equal(account.statusCode, 429, `${perAccount} wrong codes lock the purchaser's e-mail, from any address`);
+  t.match(account.json().message, /^Too many wrong codes for this license; try again in/);
 });
 
 t.test('no license key, TOTP secret or recovery code reaches a log line', async (t) => {

@@ -143,11 +143,13 @@ t.test('CSRF: a missing, wrong or foreign token is 403 and changes nothing', asy
   t.equal((await attemptRow(browser.path.split('/').pop()!)).status, 'open');
 });
 
-t.test('sign-in on the page is rate-limited per IP', async (t) => {
-  const reg = await register(db, 'service_auth', 'ada@example.test');
-  const browser = new Browser(app, pagePath(await claim(reg.claimToken, 'ada@example.test')));
-  for (let i = 0; i < 10; i++) t.equal((await browser.signIn('ada@example.test', 'wrong password!')).statusCode, 401);
-  const limited = await browser.signIn('ada@example.test');
+t.test('wrong passwords on the page lock the account like /api/auth/login', async (t) => {
+  const email = 'guessed@example.test';
+  await createUser(db, { email, password: PASSWORD });
+  const reg = await register(db, 'service_auth', email);
+  const browser = new Browser(app, pagePath(await claim(reg.claimToken, email)));
+  for (let i = 0; i < config.loginThrottle.perAccount; i++) t.equal((await browser.signIn(email, 'wrong password!')).statusCode, 401);
+  const limited = await browser.signIn(email);
   t.equal(limited.statusCode, 429);
   t.ok(Number(limited.headers['retry-after']) > 0);
 });
