@@ -27,12 +27,19 @@ export type Attachment = z.infer<typeof Attachment>;
 export type SendInput = {
   tenantId: string;
   userId: string;
+  /** Unique per tenant: a person's key is scoped to them (personalKey), a channel's to its update. */
   idempotencyKey: string;
   sessionId: string;
   message: string;
   companyScope?: string | undefined;
   attachments: Attachment[];
 };
+
+/**
+ * A person's Idempotency-Key, as stored: scoped to them, so two members of a
+ * workspace who pick the same key never see each other's sends.
+ */
+export const personalKey = (userId: string, key: string) => `person:${userId}:${key}`;
 
 export type SendAccepted = { jobId: string; messageId: string; sessionId: string; status: 'queued' };
 

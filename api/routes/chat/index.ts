@@ -2,7 +2,7 @@
 // turn runs on a worker) and the turn's job status.
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { CHAT_TURN_KIND, refusalStatus, sendBatch, SessionNotFoundError } from '../../../core/chat/send.ts';
+import { CHAT_TURN_KIND, refusalStatus, personalKey, sendBatch, SessionNotFoundError } from '../../../core/chat/send.ts';
 import {
   createChatSession,
   findSession,
@@ -117,7 +117,7 @@ const chatRoutes: FastifyPluginAsyncZod = async (app) => {
         tags: ['chat'],
         summary: 'Send a message; the turn runs asynchronously and its job id is returned at once',
         description:
-          'Requires `Idempotency-Key` (8-200 printable ASCII, no spaces). Retrying with the same key and the same session, company scope, message and attachments returns the original 202 with `Idempotency-Replayed: true` and creates nothing; the same key with a different request is 409 IDEMPOTENCY_KEY_REUSED.',
+          'Requires `Idempotency-Key` (8-200 printable ASCII, no spaces), scoped to the caller: another member\'s key never collides. Retrying with the same key and the same session, company scope, message and attachments returns the original 202 with `Idempotency-Replayed: true` and creates nothing; the same key with a different request is 409 IDEMPOTENCY_KEY_REUSED.',
         security,
         // Bounds are checked by the handler (400 or, when missing, 428), so they are documented, not validated.
         headers: TenantHeaders.extend({
@@ -138,7 +138,8 @@ const chatRoutes: FastifyPluginAsyncZod = async (app) => {
       const { sessionId, message, companyScope, attachments } = request.body;
 
       // Quota, session, message (it carries the key) and turn job in the group committer's batch (core/chat/send.ts).
-      const input = { tenantId, userId: request.user!.userId, idempotencyKey: key, sessionId, message, companyScope, attachments };
+      const userId = request.user!.userId;
+      const input = { tenantId, userId, idempotencyKey: personalKey(userId, key), sessionId, message, companyScope, attachments };
       const result = (await app.jobs.submitBatched(sendBatch, input)).value;
       if (result instanceof SessionNotFoundError) throw new PlatformHttpError(404, 'not_found', result.message);
       const outcome = result;

@@ -67,6 +67,28 @@ t.test('the same key with anything different is 409 IDEMPOTENCY_KEY_REUSED', asy
   t.same(await counts(), before, 'nothing created');
 });
 
+t.test("a key is the caller's: another member sending the same key gets a send of their own", async (t) => {
+  const colleague = await createMember(db, 'admin');
+  await db.query(sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${owner.tenantId}, ${colleague.userId}, 'admin')`);
+  const colleagueIn = { token: colleague.token, tenantId: owner.tenantId };
+  const mine = await send(owner, 'key-shared-01', { sessionId, message: 'Same words' });
+  t.equal(mine.statusCode, 202);
+  const before = await counts();
+  const theirs = await send(colleagueIn, 'key-shared-01', { sessionId, message: 'Same words' });
+  t.equal(theirs.statusCode, 202);
+  t.notOk(theirs.headers['idempotency-replayed'], 'not a replay of the other member\'s send');
+  t.not(theirs.json().jobId, mine.json().jobId);
+  t.not(theirs.json().messageId, mine.json().messageId);
+  const different = await send(colleagueIn, 'key-shared-02', { sessionId, message: 'Other words' });
+  await send(owner, 'key-shared-02', { sessionId, message: 'Not the same' }).then((res) => t.equal(res.statusCode, 202, 'no 409 from a co-member\'s key'));
+  t.equal(different.statusCode, 202);
+  const after = await counts();
+  t.same([after.messages, after.jobs], [before.messages + 3, before.jobs + 3], 'three messages, three turns');
+  const replay = await send(colleagueIn, 'key-shared-01', { sessionId, message: 'Same words' });
+  t.equal(replay.headers['idempotency-replayed'], 'true', 'each member replays their own');
+  t.same(replay.json(), theirs.json());
+});
+
 t.test('428 without a key, 400 for a malformed one, and nothing written', async (t) => {
   const before = await counts();
   const missing = await send(owner, undefined, { sessionId, message: 'Hi' });
