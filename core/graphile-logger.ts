@@ -48,8 +48,9 @@ export function graphileLogger(logger: Logger): WorkerLogger {
       logger.warn({ reason: message.split('\n')[0] }, 'graphile worker: a database call failed; it tries again');
       return;
     }
-    // One line per finished job is the task's own ('job succeeded'); Graphile's is a repeat.
-    if (message.startsWith('Completed task')) {
+    // One line per finished job is the task's own ('job succeeded'); Graphile's
+    // is a repeat, and so is its start line ('worker started' names the tasks).
+    if (message.startsWith('Completed task') || message.startsWith('Worker connected')) {
       logger.debug(fields, message);
       return;
     }

@@ -75,7 +75,7 @@ export async function recoverFromPreviousRun(directory: string, logger?: Logger)
   if (!existsSync(pidFile)) return;
   const pid = liveServer(directory)?.pid;
   if (pid !== undefined) {
-    logger?.warn({ pid }, 'embedded postgres: stopping a postmaster left running by a previous process');
+    logger?.warn({ postmasterPid: pid }, 'embedded postgres: stopping a postmaster left running by a previous process');
     process.kill(pid, 'SIGINT'); // fast shutdown: roll back open transactions, then exit
     for (let i = 0; i < 100 && processAlive(pid); i++) await sleep(100);
     if (processAlive(pid)) {

@@ -6,6 +6,8 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import fp from 'fastify-plugin';
 import { hasZodFastifySchemaValidationErrors, isResponseSerializationError } from 'fastify-type-provider-zod';
 import { sendNotFoundPage, wantsHtmlPage } from '../pages/not-found.ts';
+import { watchRoutes } from '../allowed-methods.ts';
+import { validationMessage } from '../validation-words.ts';
 import { AgentSlotsExhaustedError } from '../../core/billing/entitlements.ts';
 import { DATABASE_RETRY_AFTER_S, isDatabaseUnavailable } from '../../core/db/unavailable.ts';
 import { QueueLimitError } from '../../core/jobs/quota.ts';
@@ -65,12 +67,23 @@ export function errorPayload(url: string, e: Rendered): { body: Record<string, u
   return { headers, body: { error: e.code ?? d.code, status: e.status, message, ...(e.details ? { details: e.details } : {}) } };
 }
 
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The error code this request was refused with, for its log line. */
+    errorCode: string | null;
+  }
+}
+
 export function sendError(request: FastifyRequest, reply: FastifyReply, e: Rendered): FastifyReply {
   const { body, headers } = errorPayload(request.url, e);
+  const code = body.error ?? body.code;
+  if (typeof code === 'string') request.errorCode = code;
   return reply.code(e.status).headers(headers).type('application/json; charset=utf-8').send(body);
 }
 
 async function errorsPlugin(app: FastifyInstance) {
+  app.decorateRequest('errorCode', null);
+  const allowedMethods = watchRoutes(app);
   app.setErrorHandler((error: FastifyError, request, reply) => {
     if (error instanceof PlatformHttpError) {
       reply.headers(error.headers);
@@ -102,11 +115,7 @@ async function errorsPlugin(app: FastifyInstance) {
       if (first?.path.startsWith('header.idempotency-key') && surfaceOf(request.url) === 'agent') {
         return sendError(request, reply, { status: 400, code: 'invalid_idempotency_key', message: INVALID_IDEMPOTENCY_KEY, next: 'fix_request' });
       }
-      return sendError(request, reply, {
-        status: 400,
-        message: first ? `Invalid request: ${first.path}: ${first.message}` : 'Invalid request.',
-        details,
-      });
+      return sendError(request, reply, { status: 400, message: validationMessage(details), details });
     }
     if (isDatabaseUnavailable(error)) {
       // Not a bug: PostgreSQL is down or restarting. Fast 503 with a hint
@@ -125,6 +134,14 @@ async function errorsPlugin(app: FastifyInstance) {
       return sendError(request, reply, { status: 500 });
     }
     const status = typeof error.statusCode === 'number' ? error.statusCode : 500;
+    if (error.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') {
+      const given = request.headers['content-type']?.split(';')[0]?.trim().slice(0, 100);
+      return sendError(request, reply, {
+        status: 415,
+        code: surfaceOf(request.url) === 'platform' ? 'unsupported_media_type' : 'invalid_request',
+        message: `Send the body as JSON with "content-type: application/json" (this request ${given ? `said ${given}` : 'named no content type'}).`,
+      });
+    }
     if (status >= 400 && status < 500) {
       // Fastify's own client errors (bad JSON, body too large, wrong content
       // type) carry messages written for clients.
@@ -136,11 +153,18 @@ async function errorsPlugin(app: FastifyInstance) {
 
   // A browser navigating to an unknown page gets an HTML page; every API,
   // OAuth, MCP and discovery client keeps its surface's JSON 404.
-  app.setNotFoundHandler((request, reply) =>
-    wantsHtmlPage(request)
+  // A known path asked with another method: 405 with Allow.
+  app.setNotFoundHandler((request, reply) => {
+    const path = request.url.split('?')[0]!;
+    const allowed = allowedMethods(path).filter((m) => m !== 'HEAD');
+    if (allowed.length > 0 && request.method !== 'OPTIONS') {
+      reply.header('allow', [...allowed, ...(allowed.includes('GET') ? ['HEAD'] : [])].join(', '));
+      return sendError(request, reply, { status: 405, code: surfaceOf(request.url) === 'platform' ? 'method_not_allowed' : 'invalid_request', message: `${path} takes ${allowed.join(', ')}, not ${request.method}.`, next: 'fix_request' });
+    }
+    return wantsHtmlPage(request)
       ? sendNotFoundPage(request, reply)
-      : sendError(request, reply, { status: 404, message: `No route for ${request.method} ${request.url.split('?')[0]}` }),
-  );
+      : sendError(request, reply, { status: 404, message: `No route for ${request.method} ${path}` });
+  });
 }
 
 export default fp(errorsPlugin, { name: 'errors' });

@@ -45,14 +45,22 @@ const ROUTINE = new Set(['/healthz', '/readyz', '/metrics']);
 
 /**
  * The request's one line: method, route pattern (never the raw URL: it may
- * carry ids people did not mean to log), status, duration, tenant; the
- * request id is on every line of the request (Fastify's reqId).
+ * carry ids people did not mean to log), status, the error code of a refused
+ * request, duration, tenant; the request id is on every line of the request
+ * (Fastify's reqId). A request no route matched logs its path instead, without
+ * the query string (what was asked for is the point there).
  */
 function logRequest(request: FastifyRequest, route: string, status: number, elapsedMs: number): void {
   const level = ROUTINE.has(route) ? 'debug' : 'info';
   if (!(request.log as { isLevelEnabled?: (level: string) => boolean }).isLevelEnabled?.(level)) return;
   const ms = Math.round(elapsedMs * 10) / 10;
-  request.log[level]({ method: request.method, route, status, ms, ...(request.tenant ? { tenant: request.tenant.id } : {}) }, `${request.method} ${route} ${status} ${ms} ms`);
+  const error = request.errorCode ?? undefined;
+  const path = request.routeOptions.url === undefined ? request.url.split('?')[0]!.slice(0, 200) : undefined;
+  const shown = path === undefined ? route : `${route} ${path}`;
+  request.log[level](
+    { method: request.method, route, ...(path === undefined ? {} : { path }), status, ...(error ? { error } : {}), ms, ...(request.tenant ? { tenant: request.tenant.id } : {}) },
+    `${request.method} ${shown} ${status}${error ? ` ${error}` : ''} ${ms} ms`,
+  );
 }
 
 async function operations(app: FastifyInstance) {

@@ -51,6 +51,7 @@ export async function migrate(databaseUrl: string, logger: Logger, directory = M
   const client = new pg.Client({ connectionString: databaseUrl });
   await client.connect();
   const applied: string[] = [];
+  const started = Date.now();
   try {
     await client.query('select pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
     await runWorkerMigrations({ connectionString: databaseUrl, logger: graphileLogger(logger), maxPoolSize: 1 });
@@ -76,7 +77,11 @@ export async function migrate(databaseUrl: string, logger: Logger, directory = M
         throw new Error(`migration ${migration.name} failed: ${(error as Error).message}`);
       }
       applied.push(migration.name);
-      logger.info({ migration: migration.name }, 'migration applied');
+      logger.debug({ migration: migration.name }, 'migration applied');
+    }
+    // One line however many: a first start applies them all.
+    if (applied.length > 0) {
+      logger.info({ count: applied.length, first: applied[0], last: applied.at(-1), ms: Date.now() - started }, `${applied.length} migration${applied.length === 1 ? '' : 's'} applied`);
     }
   } finally {
     await client.query('select pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]).catch(() => undefined);

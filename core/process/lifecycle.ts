@@ -124,7 +124,8 @@ const EXPECTED = new Set(['ConfigError', 'UnmigratedDatabaseError', 'EmbeddedPos
 export function exitWithError(logger: Logger | null, error: unknown): never {
   const message = error instanceof Error ? error.message : String(error);
   const expected = error instanceof Error && EXPECTED.has(error.name);
-  if (logger) logger.fatal(expected ? {} : { err: error }, message);
-  process.stderr.write(`error: ${message}\n`);
+  // One line per event: the logger's when it writes fatal lines, else a plain one on stderr.
+  if (logger?.isLevelEnabled('fatal')) logger.fatal(expected ? {} : { err: error }, message);
+  else process.stderr.write(`error: ${message}\n`);
   process.exit(1);
 }

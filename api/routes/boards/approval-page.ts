@@ -50,7 +50,7 @@ const approvalPageRoutes: FastifyPluginAsyncZod = async (app) => {
   const { config } = app;
   const sessions = pageSessions({
     purpose: 'board-approval-page', cookie: 'approval_session', path: APPROVAL_PAGE_PREFIX,
-    secure: config.baseUrl.startsWith('https:'), secret: config.secrets.PLATFORM_JWT_SECRET,
+    secure: config.baseUrl.startsWith('https:'), secret: config.secrets.PLATFORM_JWT_SECRET, db: app.db,
   });
   const pathOf = (id: string) => `${APPROVAL_PAGE_PREFIX}/${id}`;
 
@@ -123,9 +123,9 @@ ${signOut(id, s, user)}`);
   app.get(`${APPROVAL_PAGE_PREFIX}/:approvalId`, { schema: { hide: true, params: Params } }, async (request, reply) => {
     const id = request.params.approvalId;
     if (!UUID.test(id)) return notFound(reply);
-    const session = sessions.read(request) ?? sessions.start(reply, null);
+    const session = (await sessions.read(request)) ?? (await sessions.start(reply, null));
     const user = await signedInUser(session);
-    if (!user) return signInPage(reply, 200, id, session.userId ? sessions.start(reply, null) : session);
+    if (!user) return signInPage(reply, 200, id, session.userId ? await sessions.start(reply, null) : session);
     const seen = await visible(reply, id, session, user);
     return 'refused' in seen ? seen.refused : decisionPage(reply, 200, seen.approval, session, user);
   });
@@ -134,13 +134,14 @@ ${signOut(id, s, user)}`);
     const form: Form = request.body ?? {};
     const id = request.params.approvalId;
     if (!UUID.test(id)) return notFound(reply);
-    const session = sessions.read(request);
+    const session = await sessions.read(request);
     if (!sessions.checkCsrf(id, session, form.csrf)) {
       return page(reply, 403, 'Form expired', html`<p>This form has expired or did not come from this page.</p><p><a href="${pathOf(id)}">Open the request again</a></p>`);
     }
     if (form.action === 'signin') return signIn(request, reply, id, session, form);
     if (form.action === 'signout') {
-      sessions.start(reply, null);
+      await sessions.end(session);
+      await sessions.start(reply, null);
       return seeOther(reply, pathOf(id));
     }
     if (form.action !== 'approve' && form.action !== 'deny') return message(reply, 400, 'Unknown action', 'Choose Approve or Deny.');
@@ -164,7 +165,7 @@ ${signOut(id, s, user)}`);
     if ('locked' in signedIn) return message(reply, 429, 'Too many sign-in attempts', signedIn.locked);
     if ('wrong' in signedIn) return signInPage(reply, 401, id, s, 'E-mail or password is wrong.');
     const { user } = signedIn;
-    sessions.start(reply, user.id);
+    await sessions.start(reply, user.id);
     request.log.info({ approvalId: id, userId: user.id }, 'signed in on the approval page');
     return seeOther(reply, pathOf(id));
   }

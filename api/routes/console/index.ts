@@ -30,7 +30,7 @@ type Form = z.infer<typeof Form>;
 const safeNext = (next: string | undefined) => (next && /^\/console(\/[A-Za-z0-9/_.-]*)?(\?[^\s#]*)?$/.test(next) ? next : CONSOLE_PREFIX);
 
 const consoleRoutes: FastifyPluginAsyncZod = async (app) => {
-  const sessions = consoleSessions(app.config);
+  const sessions = consoleSessions(app.config, app.db);
 
   const message = (reply: FastifyReply, status: number, title: string, text: string, extra: Html | '' = '') =>
     sendPage(reply, { status, title, body: html`<p>${text}</p>${extra}` });
@@ -78,7 +78,7 @@ ${view.top ?? ''}<div id="live">${view.live}</div>${view.bottom ?? ''}${signOutF
     const Params = z.object(Object.fromEntries(page.params.map((name) => [name, z.string().max(64)])));
     app.get(page.path, { schema: { hide: true, params: Params, querystring: Query } }, async (request, reply) => {
       const visitor = await consoleVisitor(app.db, sessions, request);
-      if (visitor.kind === 'anonymous') return signInPage(reply, 200, visitor.session ?? sessions.start(reply, null), safeNext(request.url));
+      if (visitor.kind === 'anonymous') return signInPage(reply, 200, visitor.session ?? (await sessions.start(reply, null)), safeNext(request.url));
       if (visitor.kind === 'refused') return refused(reply, visitor.session, visitor.user);
       const csrf = sessions.csrf(CSRF_SUBJECT, visitor.session);
       const view = await page.view({ db: app.db, config: app.config, csrf }, { params: request.params as Record<string, string>, query: request.query });
@@ -89,7 +89,7 @@ ${view.top ?? ''}<div id="live">${view.live}</div>${view.bottom ?? ''}${signOutF
 
   app.post('/console/sign-in', { schema: { hide: true, body: Form.optional() } }, async (request, reply) => {
     const form: Form = request.body ?? {};
-    const session = sessions.read(request);
+    const session = await sessions.read(request);
     const next = safeNext(form.next);
     if (!sessions.checkCsrf(CSRF_SUBJECT, session, form.csrf)) return expired(reply);
     if (!form.email || !form.password) return signInPage(reply, 400, session, next, 'Enter your e-mail and password.');
@@ -97,15 +97,17 @@ ${view.top ?? ''}<div id="live">${view.live}</div>${view.bottom ?? ''}${signOutF
     if ('locked' in signedIn) return message(reply, 429, 'Too many sign-in attempts', signedIn.locked);
     if ('wrong' in signedIn) return signInPage(reply, 401, session, next, 'E-mail or password is wrong.');
     const { user } = signedIn;
-    sessions.start(reply, user.id); // a new session id at sign-in
+    await sessions.start(reply, user.id); // a new session id at sign-in
     request.log.info({ userId: user.id, operator: user.is_operator }, user.is_operator ? 'operator signed in to the console' : 'a non-operator signed in to the console and is refused');
     return seeOther(reply, next);
   });
 
   app.post('/console/sign-out', { schema: { hide: true, body: Form.optional() } }, async (request, reply) => {
-    const session = sessions.read(request);
+    const session = await sessions.read(request);
     if (!sessions.checkCsrf(CSRF_SUBJECT, session, request.body?.csrf)) return expired(reply);
-    sessions.start(reply, null);
+    await sessions.end(session); // the cookie, wherever it was copied, no longer opens the console
+    await sessions.start(reply, null);
+    if (session?.userId) request.log.info({ userId: session.userId }, 'signed out of the console');
     return seeOther(reply, CONSOLE_PREFIX);
   });
 
@@ -119,7 +121,7 @@ ${view.top ?? ''}<div id="live">${view.live}</div>${view.bottom ?? ''}${signOutF
       const back = `${CONSOLE_PREFIX}/${param === 'jobId' ? 'jobs' : 'tenants'}/${id}`;
       const form: Form = (request.body as Form | undefined) ?? {};
       const visitor = await consoleVisitor(app.db, sessions, request);
-      if (visitor.kind === 'anonymous') return signInPage(reply, 401, visitor.session ?? sessions.start(reply, null), back, 'Sign in first.');
+      if (visitor.kind === 'anonymous') return signInPage(reply, 401, visitor.session ?? (await sessions.start(reply, null)), back, 'Sign in first.');
       if (visitor.kind === 'refused') return refused(reply, visitor.session, visitor.user);
       if (!sessions.checkCsrf(CSRF_SUBJECT, visitor.session, form.csrf)) return expired(reply);
       if (!UUID.test(id)) return message(reply, 404, 'Not found', 'There is no such thing to act on.');

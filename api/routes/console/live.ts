@@ -12,6 +12,7 @@ import type { WebSocket } from 'ws';
 import { z } from 'zod';
 import { sql } from '../../../core/db/pool.ts';
 import { PlatformHttpError } from '../../errors.ts';
+import type { PageSessions } from '../../pages/session.ts';
 import { CONSOLE_SESSION_TTL_S, consoleSessions, consoleVisitor } from './session.ts';
 import { findPage } from './views/index.ts';
 
@@ -22,7 +23,7 @@ const CLOSE = { notOperator: 4401, unknownPage: 4404, policy: 1008, busy: 1013 }
 
 const Watch = z.object({ type: z.literal('watch'), path: z.string().min(1).max(1000).startsWith('/console') });
 
-type Client = { userId: string; path: string | null; last: string | null };
+type Client = { userId: string; sid: string; path: string | null; last: string | null };
 
 class ConsoleFeed {
   private readonly clients = new Map<WebSocket, Client>();
@@ -33,14 +34,14 @@ class ConsoleFeed {
   private again = false;
   private listening = false;
 
-  constructor(private readonly app: FastifyInstance) {}
+  constructor(private readonly app: FastifyInstance, private readonly sessions: PageSessions) {}
 
-  add(socket: WebSocket, userId: string): void {
+  add(socket: WebSocket, userId: string, sid: string): void {
     if (this.clients.size >= MAX_SOCKETS) {
       socket.close(CLOSE.busy, 'too many console connections on this server; try again later');
       return;
     }
-    this.clients.set(socket, { userId, path: null, last: null });
+    this.clients.set(socket, { userId, sid, path: null, last: null });
     // A socket outlives no session: at the session's longest life the page reloads (and asks to sign in again).
     const expiry = setTimeout(() => socket.close(CLOSE.notOperator, 'session expired'), CONSOLE_SESSION_TTL_S * 1000);
     expiry.unref();
@@ -156,8 +157,10 @@ class ConsoleFeed {
     try {
       const operators = new Set(await this.app.db.anyFirst(sql.type(z.object({ id: z.string() }))`
         select id from users where id = any(${sql.array(ids, 'uuid')}) and is_operator`));
+      const live = await this.sessions.live([...new Set([...this.clients.values()].map((c) => c.sid))]);
       for (const [socket, client] of this.clients) {
-        if (!operators.has(client.userId)) socket.close(CLOSE.notOperator, 'no longer an operator');
+        if (!live.has(client.sid)) socket.close(CLOSE.notOperator, 'signed out');
+        else if (!operators.has(client.userId)) socket.close(CLOSE.notOperator, 'no longer an operator');
         else socket.ping();
       }
     } catch (error) {
@@ -170,10 +173,10 @@ class ConsoleFeed {
 
 /** Registers the route; call inside the context that registered @fastify/websocket. */
 export async function consoleLiveRoutes(app: FastifyInstance): Promise<void> {
-  const sessions = consoleSessions(app.config);
-  const feed = new ConsoleFeed(app);
+  const sessions = consoleSessions(app.config, app.db);
+  const feed = new ConsoleFeed(app, sessions);
   app.addHook('onClose', async () => feed.stop());
-  const operators = new WeakMap<object, string>();
+  const operators = new WeakMap<object, { userId: string; sid: string }>();
   app.get('/console/live', {
     websocket: true,
     schema: { hide: true },
@@ -190,14 +193,14 @@ export async function consoleLiveRoutes(app: FastifyInstance): Promise<void> {
       const visitor = await consoleVisitor(app.db, sessions, request);
       if (visitor.kind === 'anonymous') throw new PlatformHttpError(401, 'unauthorized', 'Sign in to the console first.');
       if (visitor.kind === 'refused') throw new PlatformHttpError(403, 'forbidden', 'Only the platform operator may use the console.');
-      operators.set(request, visitor.user.id);
+      operators.set(request, { userId: visitor.user.id, sid: visitor.session.sid });
     },
   }, (socket, request) => {
-    const userId = operators.get(request);
-    if (!userId || app.shuttingDown) {
+    const visitor = operators.get(request);
+    if (!visitor || app.shuttingDown) {
       socket.close(1001, 'server shutting down');
       return;
     }
-    feed.add(socket, userId);
+    feed.add(socket, visitor.userId, visitor.sid);
   });
 }

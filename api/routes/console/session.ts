@@ -14,8 +14,9 @@ export const CONSOLE_SESSION_TTL_S = 8 * 3600;
 /** Every console form's CSRF token is bound to this subject, the session and its user. */
 export const CSRF_SUBJECT = 'console';
 
-export function consoleSessions(config: Config): PageSessions {
+export function consoleSessions(config: Config, db: CommonQueryMethods): PageSessions {
   return pageSessions({
+    db,
     purpose: 'operator-console', cookie: 'console_session', path: CONSOLE_PREFIX,
     secure: config.baseUrl.startsWith('https:'), secret: config.secrets.PLATFORM_JWT_SECRET, ttlS: CONSOLE_SESSION_TTL_S,
   });
@@ -27,7 +28,7 @@ export type ConsoleVisitor =
   | { kind: 'operator'; session: PageSession; user: UserRow };
 
 export async function consoleVisitor(db: CommonQueryMethods, sessions: PageSessions, request: FastifyRequest): Promise<ConsoleVisitor> {
-  const session = sessions.read(request);
+  const session = await sessions.read(request);
   if (!session?.userId) return { kind: 'anonymous', session };
   const user = await findUser(db, session.userId);
   if (!user) return { kind: 'anonymous', session: null };

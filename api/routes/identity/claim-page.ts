@@ -56,7 +56,7 @@ const sameEmail = (a: string | null, b: string | null) => !!a && !!b && a.toLowe
 const claimPageRoutes: FastifyPluginAsyncZod = async (app) => {
   const { config } = app;
   const sessions = pageSessions({
-    purpose: 'claim-page', cookie: COOKIE, path: COOKIE_PATH, secure: config.authUrl.startsWith('https:'), secret: config.secrets.PLATFORM_JWT_SECRET,
+    purpose: 'claim-page', cookie: COOKIE, path: COOKIE_PATH, secure: config.authUrl.startsWith('https:'), secret: config.secrets.PLATFORM_JWT_SECRET, db: app.db,
   });
   const readSession = (request: FastifyRequest) => sessions.read(request);
   const startSession = (reply: FastifyReply, userId: string | null) => sessions.start(reply, userId);
@@ -152,9 +152,9 @@ ${error ? html`<p class="error">${error}</p>` : ''}${body}
       const attempt = await findAttempt(app.db, request.params.attemptId);
       const refused = refusal(reply, attempt);
       if (refused || !attempt) return refused;
-      const session = readSession(request) ?? startSession(reply, null);
+      const session = (await readSession(request)) ?? (await startSession(reply, null));
       const user = session.userId ? await findUser(app.db, session.userId) : null;
-      if (!user) return signInPage(reply, 200, attempt, session.userId ? startSession(reply, null) : session);
+      if (!user) return signInPage(reply, 200, attempt, session.userId ? await startSession(reply, null) : session);
       if (!sameEmail(user.email, attempt.login_hint)) {
         return signInPage(reply, 403, attempt, session, `You are signed in as ${user.email}. This claim is for ${attempt.login_hint}; sign in as that account.`);
       }
@@ -170,7 +170,7 @@ ${error ? html`<p class="error">${error}</p>` : ''}${body}
       const attempt = await findAttempt(app.db, request.params.attemptId);
       const refused = refusal(reply, attempt);
       if (refused || !attempt) return refused;
-      const session = readSession(request);
+      const session = await readSession(request);
       if (!sessions.checkCsrf(attempt.id, session, form.csrf)) {
         return message(reply, 403, 'Form expired', 'This form has expired or did not come from this page. Open the claim link again.', pathOf(attempt));
       }
@@ -215,7 +215,7 @@ ${error ? html`<p class="error">${error}</p>` : ''}${body}
     if ('locked' in signedIn) return message(reply, 429, 'Too many sign-in attempts', signedIn.locked);
     if ('wrong' in signedIn || !sameEmail(signedIn.user.email, a.login_hint)) return signInPage(reply, 401, a, s, 'E-mail or password is wrong.');
     const { user } = signedIn;
-    startSession(reply, user.id);
+    await startSession(reply, user.id);
     request.log.info({ attemptId: a.id, userId: user.id }, 'signed in on the claim page');
     return seeOther(reply, pathOf(a));
   }

@@ -167,3 +167,18 @@ t.test('sign-in failures share the login budget of /api/auth/login', async (t) =
   t.equal(login.statusCode, 429, 'the same account budget as /api/auth/login');
   t.equal((await new Person(path).signIn('admin@example.test')).statusCode, 303, 'another person signs in');
 });
+
+t.test('signing out ends the session on the server: a copy of the old cookie can neither see nor decide', async (t) => {
+  const { approvalId, path } = await askToPublish('Signed out', { text: 'x' });
+  const person = new Person(path);
+  t.equal((await person.signIn('admin@example.test')).statusCode, 303);
+  const copy = new Person(path);
+  copy.cookie = person.cookie;
+  const csrf = csrfOf(await copy.get());
+  t.equal((await person.press('signout')).statusCode, 303);
+  const seen = await copy.get();
+  t.match(seen.body, 'Sign in to review a publish request', 'the old cookie is signed out too');
+  const decided = await copy.post({ action: 'approve', csrf });
+  t.not(decided.statusCode, 303);
+  t.equal(await db.oneFirst(sql.unsafe`select state from board_publish_approvals where id = ${approvalId}`), 'pending', 'nothing decided');
+});

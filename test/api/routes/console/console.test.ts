@@ -241,3 +241,28 @@ t.test("a waiting job's page says until when it waits", async (t) => {
   t.match(page.text, `waits until <time datetime="${new Date(until).toISOString()}">`, 'its wake time');
   await operator.act(`/console/jobs/${job.id}`, `/console/jobs/${job.id}/cancel`, 'test over');
 });
+
+t.test('signing out ends the session on the server: the old cookie opens nothing, acts on nothing, and its live socket closes', async (t) => {
+  const person = new ConsoleClient(url);
+  t.equal((await person.signIn('op@example.test', PASSWORD)).status, 303);
+  const copied = new ConsoleClient(url);
+  copied.cookie = person.cookie; // the cookie as someone copied it
+  t.equal((await copied.get('/console/tenants')).status, 200, 'the copy works while the session does');
+  const csrf = ConsoleClient.csrfOf((await copied.get(`/console/tenants/${acme.id}`)).text);
+  const { ws } = await copied.live();
+  const closed = new Promise<[number, string]>((resolve) => ws.on('close', (code, reason) => resolve([code, String(reason)])));
+
+  const page = await person.get('/console');
+  const out = await person.post('/console/sign-out', { csrf: ConsoleClient.csrfOf(page.text.slice(page.text.indexOf('/console/sign-out'))) });
+  t.equal(out.status, 303);
+
+  const after = await copied.get('/console/tenants');
+  t.equal(after.status, 200);
+  t.match(after.text, 'Operator console: sign in', 'the old cookie gets the sign-in page');
+  t.notMatch(after.text, 'Acme Org');
+  const suspend = await copied.post(`/console/tenants/${acme.id}/suspend`, { csrf, reason: 'after sign-out' });
+  t.not(suspend.status, 303, 'no action with the old cookie');
+  t.equal((await db.oneFirst(sql.unsafe`select suspended_at is null as active from tenants where id = ${acme.id}`)) as boolean, true, 'the tenant stays active');
+  t.same(await closed, [4401, 'signed out'], 'the live socket closes at its next check');
+  await t.rejects(copied.live(), /upgrade refused: 401/, 'and cannot open again');
+});
