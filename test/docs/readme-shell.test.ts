@@ -62,7 +62,7 @@ t.test('README and docs runnable shell blocks work against a started service', a
   const api = await startTestServerAtOwnUrl(t, databaseUrl, dev);
   await startTestWorker(t, databaseUrl, dev);
   const env = { ...testEnv(databaseUrl, { NODE_ENV: 'development', LOG_LEVEL: 'warn' }), BASE: api.url, PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/root' };
-  const { code, stdout, stderr } = await runBash(blocks.join('\n'), env, 120_000);
+  const { code, stdout, stderr } = await runBash(`${blocks.join('\n')}\necho "README's session: $SESSION"`, env, 120_000);
   t.equal(code, 0, `the blocks ran to the end${code === 0 ? '' : `\n${stdout}\n${stderr}`}`);
   t.match(stdout, /created user ada@example\.com/);
   t.match(stdout, /Hello!/, 'the chat transcript has the message');
@@ -71,6 +71,7 @@ t.test('README and docs runnable shell blocks work against a started service', a
   t.notMatch(stdout, /sk-test-0000000000000000"/, 'never listed in full');
   t.match(stdout, /reply: \{"id":"[^"]+","to":"me","text":"[^"]+"/, 'the webhook channel delivered the chat turn\'s answer to the receiver');
   t.match(stdout, /"outboundCount": 1/, 'one reply sent');
+  t.match(stdout, /README's session: [0-9a-f-]{36}\n/, "the docs' blocks leave README's SESSION as it was");
 });
 
 t.test("the webhook walkthrough shows the refusal when private addresses are not allowed (nothing piped away)", async (t) => {
@@ -82,6 +83,8 @@ t.test("the webhook walkthrough shows the refusal when private addresses are not
   const member = await createMember(api.db);
   const token = await signPlatformToken({ userId: member.userId }, Buffer.from(TEST_SECRET, 'base64'), api.url);
   const env = { BASE: api.url, TOKEN: token, TENANT: member.tenantId, PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/root' };
-  const { stdout, stderr } = await runBash(block!, env, 60_000);
+  const { code, stdout, stderr } = await runBash(`${block!}\necho "after the block"`, env, 60_000);
   t.match(stdout + stderr, /127\.0\.0\.1 is a loopback address/, 'the reader sees why');
+  t.not(code, 0, 'the block fails');
+  t.notMatch(stdout + stderr, /Could not resolve host|\/jobs\/null|"result": null|after the block/, 'and stops there: no step after the refusal runs');
 });
