@@ -57,7 +57,9 @@ export function offlineReply(messages: readonly ChatMessage[]): string {
   const turns = messages.filter((m) => m.role === 'user').length;
   return (
     `You said: "${quote(lastUser.content)}" (${words} ${words === 1 ? 'word' : 'words'}, message ${turns} of this conversation). ` +
-    'I am the built-in offline model, so I can only echo; add a provider key to talk to a real model.'
+    'I am the built-in offline model of this session, so I can only echo. For a real model, add its provider key ' +
+    '(PUT /api/provider-keys/openai) and start a session with it (POST /api/chat/sessions {"model":"openai/gpt-4o-mini"}): ' +
+    'a session keeps the model it was started with.'
   );
 }
 

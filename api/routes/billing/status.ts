@@ -12,7 +12,8 @@ const BillingStatus = z
   .object({
     plan: z.enum(Object.keys(PLANS) as [keyof typeof PLANS, ...(keyof typeof PLANS)[]]),
     status: z.enum(SUBSCRIPTION_STATUSES).describe('State of the subscription behind the plan; canceled when a paid plan ended'),
-    source: z.enum(ENTITLEMENT_SOURCES).nullable().describe('What grants the plan: stripe, in_app or operator; null for the default free plan'),
+    source: z.enum(ENTITLEMENT_SOURCES).nullable().describe('What grants the plan: stripe, in_app or operator; null for the default free plan. A plan paid in the billing sandbox is stripe too (the sandbox speaks Stripe\'s API): billingMode says which'),
+    billingMode: z.enum(['stripe', 'sandbox', 'disabled']).describe('Where this deployment\'s Stripe is: stripe (api.stripe.com or STRIPE_API_BASE), sandbox (the built-in development sandbox, nothing is charged), or disabled'),
     periodEnd: z.iso.datetime().nullable().describe('End of the paid period (renews unless cancelled)'),
     agentSlots: z.object({
       included: z.int().describe("Agents the plan includes"),
@@ -50,7 +51,7 @@ const billingStatusRoutes: FastifyPluginAsyncZod = async (app) => {
     async (request) => {
       const status = await billingStatus(app.db, request.tenant!.id);
       if (!status) throw new PlatformHttpError(404, 'not_found', 'No such tenant.');
-      return { ...status, limits: { ...status.limits, models: [...status.limits.models] } };
+      return { ...status, billingMode: app.config.billing.mode, limits: { ...status.limits, models: [...status.limits.models] } };
     },
   );
 };

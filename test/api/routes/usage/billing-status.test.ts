@@ -40,10 +40,11 @@ t.test('counts the user messages of this month and shows the plan limits', async
   const empty = await status(viewer);
   t.equal(empty.statusCode, 200, 'a Viewer may read it');
   t.match(empty.json(), {
-    plan: 'free', messageCount: 0, remainingMessages: 200,
+    plan: 'free', source: null, messageCount: 0, remainingMessages: 200,
     limits: { monthlyMessages: 200, models: ['builtin/offline'], companyWork: false }, credits: { balanceMicros: 0 },
   });
   t.match(empty.json().period.start, /^\d{4}-\d{2}-01$/);
+  t.equal(empty.json().billingMode, 'sandbox', 'without Stripe settings billing runs in the sandbox, and the status says so');
 
   await messages(admin.tenantId, 'user', 3, 'now');
   await messages(admin.tenantId, 'assistant', 3, 'now');
