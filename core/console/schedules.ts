@@ -1,6 +1,8 @@
-// Cron items (schedules/index.ts) with when each last fired (its last run's
-// start, scheduled_job_last_runs), when it fires next (the item's own
-// matcher, UTC as Graphile's cron) and the runs the tasks recorded (scheduled_job_runs).
+// Cron items (schedules/index.ts) with their last run (its start, from
+// scheduled_job_last_runs, which every run writes, and its outcome when the
+// task recorded one in scheduled_job_runs: a run that found nothing to do is
+// not recorded), when each fires next (the item's own matcher, UTC as
+// Graphile's cron) and the runs the tasks recorded.
 import { parseCronItems, type CronItem } from 'graphile-worker';
 import { z } from 'zod';
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
@@ -22,7 +24,10 @@ export type ScheduleView = {
   identifier: string;
   task: string;
   match: string;
+  /** When the last run was due (its cron time; its start when it was run by hand). */
   lastFiredAt: string | null;
+  /** The last run's recorded outcome; null when it did nothing worth recording (or has not finished yet). */
+  lastRun: ScheduleRun | null;
   nextAt: string | null;
   runs: readonly ScheduleRun[];
 };
@@ -45,9 +50,9 @@ const runIdentifier = (item: CronItem) => item.options?.jobKey ?? item.task;
 
 export async function readSchedules(db: CommonQueryMethods, items: readonly CronItem[], runsEach = 5): Promise<ScheduleView[]> {
   const names = items.map(runIdentifier);
-  const fired = await db.any(sql.type(z.object({ identifier: z.string(), at: z.string() }))`
-    select identifier, coalesce(scheduled_for, started_at)::text as at from scheduled_job_last_runs where identifier = any(${sql.array(names, 'text')})`);
-  const firedAt = new Map(fired.map((r) => [r.identifier, r.at]));
+  const fired = await db.any(sql.type(z.object({ identifier: z.string(), at: z.string(), started_at: z.string() }))`
+    select identifier, coalesce(scheduled_for, started_at)::text as at, started_at::text from scheduled_job_last_runs where identifier = any(${sql.array(names, 'text')})`);
+  const firedAt = new Map(fired.map((r) => [r.identifier, r]));
   const runs = await db.any(sql.type(RunRow)`
     select r.* from unnest(${sql.array(names, 'text')}) as n(identifier)
     cross join lateral (
@@ -55,12 +60,19 @@ export async function readSchedules(db: CommonQueryMethods, items: readonly Cron
       from scheduled_job_runs s where s.identifier = n.identifier order by s.started_at desc, s.id desc limit ${runsEach}
     ) r`);
   const now = new Date();
-  return items.map((item) => ({
-    identifier: item.identifier ?? item.task,
-    task: item.task,
-    match: typeof item.match === 'string' ? item.match : '(function)',
-    lastFiredAt: firedAt.get(runIdentifier(item)) ?? null,
-    nextAt: nextMatch(item, now)?.toISOString() ?? null,
-    runs: runs.filter((r) => r.identifier === runIdentifier(item)),
-  }));
+  return items.map((item) => {
+    const last = firedAt.get(runIdentifier(item));
+    const own = runs.filter((r) => r.identifier === runIdentifier(item));
+    // The recorded run of that same start, if the task recorded it.
+    const lastRun = last ? (own.find((r) => new Date(r.started_at).getTime() === new Date(last.started_at).getTime()) ?? null) : null;
+    return {
+      identifier: item.identifier ?? item.task,
+      task: item.task,
+      match: typeof item.match === 'string' ? item.match : '(function)',
+      lastFiredAt: last?.at ?? null,
+      lastRun,
+      nextAt: nextMatch(item, now)?.toISOString() ?? null,
+      runs: own,
+    };
+  });
 }

@@ -42,11 +42,12 @@ export const jobsView: ViewFn = async (ctx, { query }) => {
     before: cursor,
   });
   const kinds = ctx.csrf === null ? [] : knownKinds();
+  // A kind given by a link or an old bookmark that no task has any more stays choosable.
+  const choices = f.kind && !kinds.includes(f.kind) ? [...kinds, f.kind] : kinds;
   const base = { state: f.state === 'any' ? undefined : f.state, kind: f.kind, tenant: f.tenant, account: f.account, from: f.from, to: f.to };
   const top = html`<form method="get" action="/console/jobs" class="filters">
 <label>State <select name="state">${JOB_STATE_FILTERS.map((s) => html`<option value="${s}"${s === f.state ? html` selected` : ''}>${s === 'open' ? 'open (queued, running, cancelling)' : s}</option>`)}</select></label>
-<label>Kind <input type="text" name="kind" list="kinds" value="${f.kind ?? ''}" size="16"></label>
-<datalist id="kinds">${kinds.map((k) => html`<option value="${k}">`)}</datalist>
+<label>Kind <select name="kind"><option value="">any kind</option>${choices.map((k) => html`<option value="${k}"${k === f.kind ? html` selected` : ''}>${k}</option>`)}</select></label>
 <label>Tenant id <input type="text" name="tenant" value="${f.tenant ?? ''}" size="36"></label>
 <label>Account id <input type="text" name="account" value="${f.account ?? ''}" size="36"></label>
 <label>Created from (UTC) <input type="text" name="from" value="${f.from ?? ''}" placeholder="2026-11-26T08:00" size="16"></label>

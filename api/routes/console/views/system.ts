@@ -1,6 +1,6 @@
 // Overview, workers and schedules: the state of the platform as a whole.
 import { readOverview, THROUGHPUT_MINUTES } from '../../../../core/console/overview.ts';
-import { readSchedules } from '../../../../core/console/schedules.ts';
+import { readSchedules, type ScheduleRun } from '../../../../core/console/schedules.ts';
 import { listWorkerProcesses } from '../../../../core/console/workers.ts';
 import { CRON_ITEMS } from '../../../../schedules/index.ts';
 import { html } from '../../../pages/layout.ts';
@@ -56,14 +56,21 @@ ${processes.map((p) => html`<tr class="${p.stale ? 'stale' : ''}"><td>${p.hostna
 
 export const schedulesView: ViewFn = async ({ db }) => {
   const items = await readSchedules(db, CRON_ITEMS);
+  const took = (r: ScheduleRun) => (r.finished_at ? duration((new Date(r.finished_at).getTime() - new Date(r.started_at).getTime()) / 1000) : '—');
+  const outcome = (s: (typeof items)[number]) =>
+    !s.lastFiredAt ? html`<span class="muted">not run yet</span>`
+      : s.lastRun ? html`${stateBadge(s.lastRun.status)} <code class="small">${s.lastRun.error ?? JSON.stringify(s.lastRun.detail ?? {})}</code>`
+        : html`<span class="muted">nothing to do</span>`;
   const live = html`
-<p class="muted small">Graphile Worker's cron fires each item once across all worker processes, in UTC. Runs are what the task recorded.</p>
-${items.map((s) => html`<section id="schedule-${s.identifier}"><h2>${s.identifier}</h2>
-<dl><dt>Task</dt><dd><code>${s.task}</code></dd><dt>Schedule (UTC)</dt><dd><code>${s.match}</code></dd>
-<dt>Last fired</dt><dd>${utc(s.lastFiredAt)}</dd><dt>Next</dt><dd>${utc(s.nextAt)}</dd></dl>
-${s.runs.length === 0 ? html`<p class="muted">No recorded run yet.</p>` : html`<table class="small"><thead><tr><th>Started</th><th>Took</th><th>State</th><th>What it did</th></tr></thead><tbody>
-${s.runs.map((r) => html`<tr><td>${utc(r.started_at)}</td><td>${r.finished_at ? duration((new Date(r.finished_at).getTime() - new Date(r.started_at).getTime()) / 1000) : '—'}</td>
-<td>${stateBadge(r.status)}</td><td><code>${r.error ?? JSON.stringify(r.detail ?? {})}</code></td></tr>`)}</tbody></table>`}
-</section>`)}`;
+<p class="muted small">Graphile Worker's cron fires each item once across all worker processes; times are UTC. A run that found nothing to do is not recorded: its outcome says so.</p>
+<table id="schedules"><thead><tr><th>Item</th><th>Task</th><th>Schedule</th><th>Last run</th><th>Its outcome</th><th>Next run</th></tr></thead><tbody>
+${items.map((s) => html`<tr id="schedule-${s.identifier}"><td>${s.identifier}</td><td><code>${s.task}</code></td><td><code>${s.match}</code></td>
+<td>${s.lastFiredAt ? utc(s.lastFiredAt) : '—'}</td><td>${outcome(s)}</td><td>${utc(s.nextAt)}</td></tr>`)}
+</tbody></table>
+<h2>Recorded runs</h2>
+${items.every((s) => s.runs.length === 0) ? html`<p class="muted">No run has recorded anything yet.</p>` : html`
+<table id="schedule-runs" class="small"><thead><tr><th>Item</th><th>Started</th><th>Took</th><th>State</th><th>What it did</th></tr></thead><tbody>
+${items.flatMap((s) => s.runs.map((r) => ({ s, r }))).sort((a, b) => b.r.started_at.localeCompare(a.r.started_at)).map(({ s, r }) => html`<tr><td>${s.identifier}</td><td>${utc(r.started_at)}</td><td>${took(r)}</td>
+<td>${stateBadge(r.status)}</td><td><code>${r.error ?? JSON.stringify(r.detail ?? {})}</code></td></tr>`)}</tbody></table>`}`;
   return { title: 'Schedules', live };
 };

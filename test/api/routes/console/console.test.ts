@@ -90,7 +90,7 @@ t.test('an operator sees every page', async (t) => {
     [`/console/jobs?tenant=${acme.id}&from=2000-01-01`, new RegExp(job.id.slice(0, 8))],
     [`/console/jobs/${job.id}`, /succeeded[\s\S]*Timeline/],
     ['/console/workers', /<table id="workers">[\s\S]*\d+ \/ \d+/],
-    ['/console/schedules', /sweep_expired_rows[\s\S]*Next/],
+    ['/console/schedules', /Next run[\s\S]*sweep_expired_rows/],
     ['/console/tenants', /Acme Org/],
     ['/console/tenants?search=acme', /Acme Org/],
     [`/console/tenants/${acme.id}`, /Acme Org[\s\S]*Recent jobs/],
@@ -265,4 +265,29 @@ t.test('signing out ends the session on the server: the old cookie opens nothing
   t.equal((await db.oneFirst(sql.unsafe`select suspended_at is null as active from tenants where id = ${acme.id}`)) as boolean, true, 'the tenant stays active');
   t.same(await closed, [4401, 'signed out'], 'the live socket closes at its next check');
   await t.rejects(copied.live(), /upgrade refused: 401/, 'and cannot open again');
+});
+
+t.test('Schedules: one table, each item with its last run, that run\'s outcome and its next run', async (t) => {
+  await db.query(sql.unsafe`delete from scheduled_job_last_runs where identifier in ('maintenance.sweep_expired', 'usage_rollup')`);
+  await db.query(sql.unsafe`delete from scheduled_job_runs where identifier in ('maintenance.sweep_expired', 'usage_rollup')`);
+  // A run that found nothing to do (not recorded), and one that did something (recorded).
+  await db.query(sql.unsafe`insert into scheduled_job_last_runs (identifier, task, scheduled_for, started_at) values
+    ('maintenance.sweep_expired', 'maintenance.sweep_expired', '2026-11-27T05:17:00Z', '2026-11-27T05:17:00.2Z'),
+    ('usage_rollup', 'usage.rollup', '2026-11-27T05:20:00Z', '2026-11-27T05:20:00.3Z')`);
+  await db.query(sql.unsafe`insert into scheduled_job_runs (identifier, task, scheduled_for, started_at, finished_at, status, detail) values
+    ('usage_rollup', 'usage.rollup', '2026-11-27T05:20:00Z', '2026-11-27T05:20:00.3Z', '2026-11-27T05:20:01.3Z', 'succeeded', '{"days":2}')`);
+  const page = (await operator.get('/console/schedules')).text;
+  const row = (id: string) => new RegExp(`<tr id="schedule-${id}">[\\s\\S]*?</tr>`).exec(page)?.[0] ?? '';
+  t.match(row('sweep_expired_rows'), /2026-11-27 05:17[\s\S]*nothing to do[\s\S]*UTC/, 'the last run, which did nothing, with the next');
+  t.match(row('usage_rollup'), /2026-11-27 05:20[\s\S]*state-succeeded[\s\S]*days/, 'the last run and what it did');
+  t.match(row('memory_retention'), /not run yet/);
+  t.match(page, /<table id="schedule-runs"[\s\S]*usage_rollup/, 'recorded runs below');
+  t.notMatch(page, /No recorded run yet/);
+});
+
+t.test('the Jobs filter chooses a kind from a list of the kinds that exist', async (t) => {
+  const page = (await operator.get('/console/jobs?kind=diag.noop')).text;
+  t.match(page, /<select name="kind"><option value="">any kind<\/option>/);
+  t.match(page, /<option value="diag\.noop" selected>diag\.noop<\/option>/);
+  t.match(page, /<option value="chat\.turn">chat\.turn<\/option>/);
 });
