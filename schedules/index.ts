@@ -35,6 +35,13 @@ export const CRON_ITEMS: CronItem[] = [
     options: { backfillPeriod: 0, priority: -1, maxAttempts: 1, jobKey: 'billing_expire', jobKeyMode: 'preserve_run_at' },
   },
   {
+    // One sample of the queue a minute for the console's charts.
+    identifier: 'queue_sample',
+    task: 'console.sample_queue',
+    match: '* * * * *',
+    options: { backfillPeriod: 0, priority: -1, maxAttempts: 1, jobKey: 'queue_sample', jobKeyMode: 'preserve_run_at' },
+  },
+  {
     // Deletes memory files past their tenant's retention (days, so daily is enough).
     identifier: 'memory_retention',
     task: 'memory.retention',

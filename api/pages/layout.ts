@@ -29,7 +29,11 @@ main{overflow-wrap:anywhere}h3{font-size:1.05rem}h4{font-size:1rem}section{margi
 .card-value{display:block;font-size:1.4rem;font-weight:700}.num{overflow-wrap:normal;word-break:normal}.card-value small{font-size:.8rem;font-weight:400}
 .preview{border:1px solid #ddd;padding:0 .8rem;margin:1rem 0}
 body.wide{max-width:80rem}nav.console a{margin-right:.9rem}nav.console a[aria-current]{font-weight:700;color:inherit;text-decoration:none}
-.small{font-size:.85rem}.state{font-weight:600}.state-failed,.stale{color:#a40000}.state-succeeded{color:#0a6b2d}.state-running,.state-cancelling{color:#0b57b0}
+.small{font-size:.85rem}.stale{color:#a40000}
+.state{display:inline-block;font-size:.8rem;font-weight:600;line-height:1.4;padding:0 .45rem;border-radius:.7rem;border:1px solid #bbb;background:#f1f1f1;color:#333}
+.state-failed{background:#fdecea;border-color:#e0a9a3;color:#a40000}.state-succeeded{background:#e8f5e9;border-color:#a5d6a7;color:#0a6b2d}
+.state-running,.state-cancelling{background:#e3f0fd;border-color:#9fc3ee;color:#0b57b0}.state-queued,.state-waiting{background:#fff8e1;border-color:#e6cf7a;color:#6d5200}
+.charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(22rem,1fr));gap:1rem}.chart-box{margin:0}.chart{width:100%;height:auto}.legend span{margin-right:.8rem}
 .filters label{display:inline-block;margin:.3rem .6rem .3rem 0}.filters input,.filters select{font:inherit;padding:.2rem}
 input[type=text].reason{width:100%;max-width:30rem;padding:.3rem;font:inherit}.live-status{float:right;font-size:.8rem;color:#555}`;
 

@@ -42,6 +42,11 @@ export const EXPIRING_ROWS: ExpiringRows[] = [
     expired: (config) => sql.fragment`window_start < now() - make_interval(secs => ${config.identity.agentRateWindowMs / 1000 + 60})`,
   },
   {
+    name: 'queue samples older than a day',
+    table: 'queue_samples',
+    expired: () => sql.fragment`at < now() - interval '1 day'`,
+  },
+  {
     name: 'ended or expired page sessions',
     table: 'page_sessions',
     expired: () => sql.fragment`expires_at < now() or ended_at < now() - interval '1 day'`,

@@ -97,6 +97,26 @@ if (unavailable) {
     t.same(errors, [], 'no console error and no CSP violation on any page');
   });
 
+  t.test('the overview draws the last hour as charts, and at a phone\'s width nothing scrolls sideways', async (t) => {
+    const minute = Math.floor(Date.now() / 60_000) * 60_000;
+    for (let i = 1; i <= 30; i++) {
+      await db.query(sql.unsafe`insert into queue_samples (at, ready, running, waiting, oldest_ready_s, succeeded, failed)
+        values (${new Date(minute - i * 60_000).toISOString()}, ${i % 7}, 2, 1, ${i % 5 === 0 ? null : i / 3}, ${20 + i}, ${i % 4}) on conflict (at) do nothing`);
+    }
+    const page = await openPage(t, browser, { viewport: { width: 375, height: 800 } });
+    const errors = watchErrors(page);
+    await signIn(page, 'op@example.test', '/console');
+    await live(page);
+    for (const id of ['chart-finished', 'chart-depth', 'chart-oldest']) {
+      const box = await page.locator(`svg#${id}`).boundingBox();
+      t.ok(box && box.width > 200 && box.height > 40, `${id} is drawn (${box?.width} x ${box?.height})`);
+      t.ok(await page.locator(`svg#${id} title`).first().textContent(), `${id} has a title`);
+    }
+    t.ok(await page.locator('svg#chart-finished g[data-minute] rect').count() >= 30, 'a bar for each sampled minute');
+    t.equal(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth), true, 'no sideways scroll at 375 px');
+    t.same(errors, [], 'no console error and no CSP violation');
+  });
+
   t.test('a person who is not an operator is refused and sees nothing', async (t) => {
     const page = await openPage(t, browser);
     const errors = watchErrors(page);

@@ -3,6 +3,7 @@ import type { TaskDefinition } from '../define-task.ts';
 import agentRestore from './agent-restore.ts';
 import altidpNotification from './altidp-notification.ts';
 import billingExpire from './billing-expire.ts';
+import consoleSample from './console-sample.ts';
 import billingWebhook from './billing-webhook.ts';
 import chatTurn from './chat-turn.ts';
 import channelDeliver from './channel-deliver.ts';
@@ -18,4 +19,4 @@ import deadWorkers from './maintenance-dead-workers.ts';
 import sweepExpired from './maintenance-sweep-expired.ts';
 import usageRollup from './usage-rollup.ts';
 
-export const TASKS: readonly TaskDefinition[] = [chatTurn, companyRun, diagNoop, diagSteps, diagWait, sweepExpired, deadWorkers, usageRollup, agentRestore, billingWebhook, billingExpire, memoryRetention, channelLink, channelDeliver, channelDisconnect, altidpNotification, partnerTokenRevocation];
+export const TASKS: readonly TaskDefinition[] = [chatTurn, companyRun, diagNoop, diagSteps, diagWait, sweepExpired, deadWorkers, usageRollup, agentRestore, billingWebhook, billingExpire, consoleSample, memoryRetention, channelLink, channelDeliver, channelDisconnect, altidpNotification, partnerTokenRevocation];

@@ -1,6 +1,8 @@
 // Overview, workers and schedules: the state of the platform as a whole.
 import { readOverview, THROUGHPUT_MINUTES } from '../../../../core/console/overview.ts';
+import { readQueueSamples, type QueueSample } from '../../../../core/console/samples.ts';
 import { readSchedules, type ScheduleRun } from '../../../../core/console/schedules.ts';
+import { line, stackedBars } from '../charts.ts';
 import { listWorkerProcesses } from '../../../../core/console/workers.ts';
 import { CRON_ITEMS } from '../../../../schedules/index.ts';
 import { html } from '../../../pages/layout.ts';
@@ -9,6 +11,25 @@ import type { ViewFn } from './view.ts';
 
 const card = (label: string, value: string | number, id?: string) =>
   html`<li class="card"${id ? html` id="${id}"` : ''}><span class="card-label">${label}</span><span class="card-value num">${value}</span></li>`;
+
+/** The overview's charts: one sample a minute (core/console/samples.ts), the last hour's 60 minutes. */
+async function hourCharts(db: Parameters<ViewFn>[0]['db']) {
+  const samples = await readQueueSamples(db, 60);
+  if (samples.length === 0) return html`<p class="muted" id="no-samples">No samples yet: the queue is sampled once a minute by the <code>queue_sample</code> schedule, so the charts start within a minute of a worker running.</p>`;
+  const now = Math.floor(Date.now() / 60_000) * 60_000;
+  const minutes = Array.from({ length: 60 }, (_, i) => new Date(now - (59 - i) * 60_000).toISOString().slice(0, 16) + 'Z');
+  const at = new Map(samples.map((s) => [s.at, s]));
+  const pick = (f: (s: QueueSample) => number | null) => minutes.map((m) => { const s = at.get(m); return s ? f(s) : null; });
+  const labels = minutes.map((m) => m.slice(11, 16));
+  return html`<div class="charts">
+${stackedBars('chart-finished', 'Jobs finished per minute', 'Platform jobs that succeeded and failed in each minute of the last hour.', labels,
+    [{ name: 'succeeded', colour: '#2e7d32', values: pick((s) => s.succeeded) }, { name: 'failed', colour: '#c62828', values: pick((s) => s.failed) }])}
+${stackedBars('chart-depth', 'Queue depth', 'Wake-ups in the queue at each minute of the last hour: ready to run, running, and waiting for their time.', labels,
+    [{ name: 'ready', colour: '#1565c0', values: pick((s) => s.ready) }, { name: 'running', colour: '#6a1b9a', values: pick((s) => s.running) }, { name: 'waiting', colour: '#9e9e9e', values: pick((s) => s.waiting) }])}
+${line('chart-oldest', 'Oldest ready job waiting', 'How long the oldest job ready to run had waited, at each minute of the last hour (no point: nothing was waiting).', labels,
+    { name: 'waiting', colour: '#ef6c00', values: pick((s) => s.oldest_ready_s) }, ' s')}
+</div>`;
+}
 
 export const overviewView: ViewFn = async ({ db }) => {
   const o = await readOverview(db);
@@ -26,10 +47,8 @@ ${o.kinds.length === 0 ? html`<p class="muted">No job is in the queue, none fini
 ${o.kinds.map((k) => html`<tr data-kind="${k.kind}"><td><a href="${withQuery('/console/jobs', { kind: k.kind })}">${k.kind}</a></td><td>${k.ready}</td><td>${k.running}</td><td>${k.waiting}</td>
 <td>${duration(k.oldest_ready_s)}</td><td>${k.succeeded_10m}</td><td>${k.failed_1h ? html`<a class="state-failed" href="${withQuery('/console/jobs', { kind: k.kind, state: 'failed' })}">${k.failed_1h}</a>` : 0}</td></tr>`)}
 </tbody></table>`}
-<h2>Throughput</h2>
-<table class="small"><thead><tr><th>Minute (UTC)</th><th>Succeeded</th><th>Failed</th></tr></thead><tbody>
-${o.minutes.map((m) => html`<tr><td>${m.minute.slice(11, 16)}</td><td>${m.succeeded}</td><td>${m.failed}</td></tr>`)}
-</tbody></table>
+<h2>The last hour (UTC)</h2>
+${await hourCharts(db)}
 <h2>Fair share by account</h2>
 <p class="muted small">Accounts with work in the queue (the 20 busiest). Each account's jobs start in the order of its virtual time, which moves on by each job over the account's weight (its best plan); "ahead" is how far it ran before the pool's position, so its next jobs wait that long behind others'. Open jobs count against the plan's limit.</p>
 ${o.accounts.length === 0 ? html`<p class="muted">No account has work in the queue.</p>` : html`

@@ -291,3 +291,21 @@ t.test('the Jobs filter chooses a kind from a list of the kinds that exist', asy
   t.match(page, /<option value="diag\.noop" selected>diag\.noop<\/option>/);
   t.match(page, /<option value="chat\.turn">chat\.turn<\/option>/);
 });
+
+t.test('the overview charts the last hour from one sample a minute, as SVG drawn on the server', async (t) => {
+  await db.query(sql.unsafe`delete from queue_samples`);
+  t.match((await operator.get('/console')).text, /id="no-samples"/, 'before the first sample, the page says when charts start');
+  const { takeQueueSample } = await import('../../../../core/console/samples.ts');
+  const minute = new Date(Math.floor(Date.now() / 60_000) * 60_000);
+  t.same(await takeQueueSample(db, minute), { taken: true });
+  t.same(await takeQueueSample(db, minute), { taken: false }, 'one sample per minute, however many workers fire');
+  await db.query(sql.unsafe`insert into queue_samples (at, ready, running, waiting, oldest_ready_s, succeeded, failed)
+    values (${new Date(minute.getTime() - 120_000).toISOString()}, 7, 2, 1, 4.5, 40, 3)`);
+  const page = (await operator.get('/console')).text;
+  const label = new Date(minute.getTime() - 120_000).toISOString().slice(11, 16);
+  t.match(page, /<svg id="chart-finished" class="chart" viewBox="0 0 640 150" role="img"/);
+  t.match(page, new RegExp(`<g data-minute="${label}" data-total="43"><title>${label} UTC: 40 succeeded, 3 failed</title>`));
+  t.match(page, new RegExp(`<g data-minute="${label}" data-total="10"><title>${label} UTC: 7 ready, 2 running, 1 waiting</title>`));
+  t.match(page, new RegExp(`<circle [^>]*data-minute="${label}"><title>${label} UTC: 4.5 s waiting</title>`));
+  t.notMatch(page, /<script(?! nonce)|https?:\/\/(?!127\.0\.0\.1|localhost)[^"]*\.(js|css|woff)/, 'nothing fetched from elsewhere');
+});
