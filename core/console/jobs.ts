@@ -41,7 +41,8 @@ const ListRow = z.object({
 });
 export type JobListRow = z.infer<typeof ListRow>;
 
-export async function listJobs(db: CommonQueryMethods, filter: JobFilter, limit = JOB_PAGE_SIZE): Promise<{ rows: readonly JobListRow[]; more: boolean }> {
+/** The conditions on `jobs j` a filter names (the list's and the bulk actions'). */
+export function jobFilterWhere(filter: JobFilter) {
   const where = [sql.fragment`true`];
   if (filter.state === 'open') where.push(sql.fragment`j.status in ('queued', 'running', 'cancelling')`);
   else if (filter.state !== 'any') where.push(sql.fragment`j.status = ${filter.state}`);
@@ -51,11 +52,15 @@ export async function listJobs(db: CommonQueryMethods, filter: JobFilter, limit 
   if (filter.from) where.push(sql.fragment`j.created_at >= ${filter.from}::timestamptz`);
   if (filter.to) where.push(sql.fragment`j.created_at < ${filter.to}::timestamptz`);
   if (filter.before) where.push(sql.fragment`(j.created_at, j.id) < (${filter.before.createdAt}::timestamptz, ${filter.before.id}::uuid)`);
+  return sql.join(where, sql.fragment` and `);
+}
+
+export async function listJobs(db: CommonQueryMethods, filter: JobFilter, limit = JOB_PAGE_SIZE): Promise<{ rows: readonly JobListRow[]; more: boolean }> {
   const rows = await db.any(sql.type(ListRow)`
     select j.id, j.tenant_id, t.name as tenant_name, j.kind, j.status, j.attempts, j.max_attempts,
       j.created_at, j.finished_at, j.error ->> 'code' as error_code, j.created_at::text || '|' || j.id as cursor
     from jobs j join tenants t on t.id = j.tenant_id
-    where ${sql.join(where, sql.fragment` and `)}
+    where ${jobFilterWhere(filter)}
     order by j.created_at desc, j.id desc
     limit ${limit + 1}`);
   return { rows: rows.slice(0, limit), more: rows.length > limit };

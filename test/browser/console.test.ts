@@ -117,6 +117,27 @@ if (unavailable) {
     t.same(errors, [], 'no console error and no CSP violation');
   });
 
+  t.test('a bulk retry: filter the failed jobs, see what will happen, give a reason, confirm', async (t) => {
+    const failing = await Promise.all([0, 1].map(() => enqueue({ steps: 1, delayMs: 0, failAttemptsBelow: 2 }, 1)));
+    await waitFor('both failed', async () => (await Promise.all(failing.map((j) => statusOf(j.id)))).every((s) => s === 'failed'));
+    const page = await openPage(t, browser);
+    const errors = watchErrors(page);
+    await signIn(page, 'op@example.test', `/console/jobs?state=failed&tenant=${acme.id}`);
+    await page.getByRole('combobox', { name: 'Kind' }).selectOption('diag.steps');
+    await page.getByRole('button', { name: 'Show' }).click();
+    await page.waitForLoadState();
+    await page.getByRole('button', { name: 'Retry every job this filter matches…' }).click();
+    await page.waitForLoadState();
+    t.equal(await page.locator('h1').innerText(), 'Retry failed jobs');
+    t.match(await page.locator('#bulk-summary').innerText(), /^\d+ jobs? match \(kind diag\.steps, tenant [0-9a-f]{8}\)\. Each is queued again/);
+    await page.getByLabel(/^Why/).fill('the provider is back');
+    await page.getByRole('button', { name: /^Retry these jobs/ }).click();
+    await page.waitForLoadState();
+    t.match(await page.locator('main').innerText(), /\d+ jobs? queued again\. Each job has its line in the audit list\./);
+    await waitFor('both succeeded', async () => (await Promise.all(failing.map((j) => statusOf(j.id)))).every((s) => s === 'succeeded'));
+    t.same(errors, [], 'no console error and no CSP violation');
+  });
+
   t.test('a person who is not an operator is refused and sees nothing', async (t) => {
     const page = await openPage(t, browser);
     const errors = watchErrors(page);

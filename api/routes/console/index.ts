@@ -8,9 +8,11 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import type { UserRow } from '../../../core/accounts/users.ts';
 import { cancelJob, retryJob, setTenantSuspended, type ActionOutcome } from '../../../core/console/actions.ts';
+import { BULK_ACTIONS, runBulk, type BulkAction } from '../../../core/console/bulk.ts';
 import { html, sendPage, type Html } from '../../pages/layout.ts';
 import { seeOther, setUpFormPages, passwordSignIn, type PageSession } from '../../pages/session.ts';
-import { UUID } from './format.ts';
+import { UUID, withQuery } from './format.ts';
+import { jobFilters } from './views/jobs.ts';
 import { CONSOLE_SCRIPT } from './script.ts';
 import { consoleSessions, consoleVisitor, CONSOLE_PREFIX, CSRF_SUBJECT } from './session.ts';
 import { CONSOLE_PAGES, type ConsolePage } from './views/index.ts';
@@ -23,6 +25,14 @@ const Form = z.object({
   password: z.string().max(1024).optional(),
   next: z.string().max(1000).optional(),
   reason: z.string().max(2000).optional(),
+  // A bulk action's filter, as the list's query string has it.
+  action: z.string().max(20).optional(),
+  state: z.string().max(20).optional(),
+  kind: z.string().max(200).optional(),
+  tenant: z.string().max(64).optional(),
+  account: z.string().max(64).optional(),
+  from: z.string().max(40).optional(),
+  to: z.string().max(40).optional(),
 });
 type Form = z.infer<typeof Form>;
 
@@ -135,6 +145,29 @@ ${view.top ?? ''}<div id="live">${view.live}</div>${view.bottom ?? ''}${signOutF
       return seeOther(reply, back);
     });
   }
+  // A bulk action: the filter as the preview page showed it; the jobs that match now, at most BULK_LIMIT, all or none.
+  app.post('/console/jobs/bulk', { schema: { hide: true, body: Form.optional() } }, async (request, reply) => {
+    const form: Form = request.body ?? {};
+    const listed = { state: form.state, kind: form.kind, tenant: form.tenant, account: form.account, from: form.from, to: form.to };
+    const back = withQuery('/console/jobs/bulk', { action: form.action, ...listed });
+    const visitor = await consoleVisitor(app.db, sessions, request);
+    if (visitor.kind === 'anonymous') return signInPage(reply, 401, visitor.session ?? (await sessions.start(reply, null)), back, 'Sign in first.');
+    if (visitor.kind === 'refused') return refused(reply, visitor.session, visitor.user);
+    if (!sessions.checkCsrf(CSRF_SUBJECT, visitor.session, form.csrf)) return expired(reply);
+    const action = (BULK_ACTIONS as readonly string[]).includes(form.action ?? '') ? (form.action as BulkAction) : null;
+    const f = jobFilters(listed);
+    if (!action || f.ignored.length > 0) return message(reply, 400, 'Not a bulk action', `Choose retry or cancel, with the list's filters${f.ignored.length ? ` (not valid: ${f.ignored.join(', ')})` : ''}.`, html`<p><a href="/console/jobs">Back to the list</a></p>`);
+    const reason = form.reason?.trim() ?? '';
+    if (reason.length === 0 || reason.length > 500) {
+      return message(reply, 400, 'Say why', 'Every action needs a reason of 1 to 500 characters; it is kept in the audit list.', html`<p><a href="${back}">Back</a></p>`);
+    }
+    const filter = { state: f.state, kind: f.kind, tenantId: f.tenant, accountId: f.account, from: f.from, to: f.to };
+    const outcome = await runBulk(app.db, { userId: visitor.user.id, email: visitor.user.email }, action, filter, reason);
+    if (!outcome.ok) return message(reply, outcome.status, 'Too many jobs for one action', outcome.message, html`<p><a href="${back}">Back</a></p>`);
+    request.log.info({ action: `bulk ${action}`, operator: visitor.user.id, done: outcome.done, skipped: outcome.skipped }, 'operator action');
+    return message(reply, 200, 'Done', `${outcome.outcome}. Each job has its line in the audit list.`, html`<p><a href="/console/audit">The audit list</a> · <a href="${withQuery('/console/jobs', listed)}">Back to the list</a></p>`);
+  });
+
   action('/console/jobs/:jobId/retry', 'jobId', (op, id, reason) => retryJob(app.db, op, id, reason));
   action('/console/jobs/:jobId/cancel', 'jobId', (op, id, reason) => cancelJob(app.db, op, id, reason));
   action('/console/tenants/:tenantId/suspend', 'tenantId', (op, id, reason) => setTenantSuspended(app.db, op, id, true, reason));

@@ -1,6 +1,7 @@
 // The console's pages by path: the GET routes and the live updates
 // (api/routes/console/live.ts) find a page's view through this one table.
 import { auditView } from './audit.ts';
+import { bulkView } from './bulk.ts';
 import { jobsView, jobView } from './jobs.ts';
 import { overviewView, schedulesView, workersView } from './system.ts';
 import { tenantsView, tenantView } from './tenants.ts';
@@ -17,6 +18,7 @@ const page = (path: string, view: ViewFn, nav?: string): ConsolePage => {
 export const CONSOLE_PAGES: ConsolePage[] = [
   page('/console', overviewView, 'Overview'),
   page('/console/jobs', jobsView, 'Jobs'),
+  page('/console/jobs/bulk', bulkView),
   page('/console/jobs/:jobId', jobView),
   page('/console/workers', workersView, 'Workers'),
   page('/console/schedules', schedulesView, 'Schedules'),

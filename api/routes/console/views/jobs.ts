@@ -10,7 +10,7 @@ import type { ViewFn } from './view.ts';
 const ISO_DAY_OR_TIME = /^\d{4}-\d\d-\d\d(T\d\d:\d\d(:\d\d)?)?$/;
 
 /** The list's filters from the query string; anything malformed is dropped (and said so). */
-function jobFilters(query: Record<string, string | undefined>) {
+export function jobFilters(query: Record<string, string | undefined>) {
   const ignored: string[] = [];
   const pick = (name: string, ok: (v: string) => boolean) => {
     const v = query[name]?.trim();
@@ -42,6 +42,7 @@ export const jobsView: ViewFn = async (ctx, { query }) => {
     before: cursor,
   });
   const kinds = ctx.csrf === null ? [] : knownKinds();
+  const bulk = f.state === 'failed' ? 'retry' : ['open', 'queued', 'running'].includes(f.state) ? 'cancel' : null;
   // A kind given by a link or an old bookmark that no task has any more stays choosable.
   const choices = f.kind && !kinds.includes(f.kind) ? [...kinds, f.kind] : kinds;
   const base = { state: f.state === 'any' ? undefined : f.state, kind: f.kind, tenant: f.tenant, account: f.account, from: f.from, to: f.to };
@@ -53,6 +54,9 @@ export const jobsView: ViewFn = async (ctx, { query }) => {
 <label>Created from (UTC) <input type="text" name="from" value="${f.from ?? ''}" placeholder="2026-11-26T08:00" size="16"></label>
 <label>to <input type="text" name="to" value="${f.to ?? ''}" placeholder="2026-11-27" size="16"></label>
 <button type="submit">Show</button> <a href="/console/jobs">Clear</a></form>
+${bulk ? html`<form method="get" action="/console/jobs/bulk" class="bulk"><input type="hidden" name="action" value="${bulk}">
+${Object.entries(base).filter(([, v]) => v !== undefined).map(([k, v]) => html`<input type="hidden" name="${k}" value="${v!}">`)}
+<button type="submit">${bulk === 'retry' ? 'Retry every job this filter matches…' : 'Cancel every job this filter matches…'}</button></form>` : ''}
 ${f.ignored.length ? html`<p class="error">Ignored filters that were not valid: ${f.ignored.join(', ')}.</p>` : ''}`;
   const live = html`
 ${rows.length === 0 ? html`<p class="muted" id="no-jobs">No job matches${cursor ? ' on this page' : ''}.</p>` : html`

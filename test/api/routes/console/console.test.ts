@@ -309,3 +309,56 @@ t.test('the overview charts the last hour from one sample a minute, as SVG drawn
   t.match(page, new RegExp(`<circle [^>]*data-minute="${label}"><title>${label} UTC: 4.5 s waiting</title>`));
   t.notMatch(page, /<script(?! nonce)|https?:\/\/(?!127\.0\.0\.1|localhost)[^"]*\.(js|css|woff)/, 'nothing fetched from elsewhere');
 });
+
+t.test('bulk retry: the failed jobs a filter matches, shown first, then retried together, each audited', async (t) => {
+  const bulkCo = await createTenant(db, pat.id, 'Bulk Co');
+  const failed: Array<{ id: string }> = [];
+  for (let i = 0; i < 3; i++) failed.push(await db.transaction((tx) => enqueueJob(tx, { kind: 'diag.steps', tenantId: bulkCo.id, input: { steps: 1, delayMs: 0, failAttemptsBelow: 2 }, maxAttempts: 1 })));
+  await waitFor('the three failed', async () => (await Promise.all(failed.map((j) => jobStatus(j.id)))).every((s) => s.status === 'failed'));
+
+  const list = (await operator.get(`/console/jobs?state=failed&tenant=${bulkCo.id}`)).text;
+  t.match(list, /<form method="get" action="\/console\/jobs\/bulk" class="bulk"><input type="hidden" name="action" value="retry">/);
+  const preview = await operator.get(`/console/jobs/bulk?action=retry&state=failed&tenant=${bulkCo.id}`);
+  t.equal(preview.status, 200);
+  t.match(preview.text, /<strong>3<\/strong> jobs match \(tenant [0-9a-f]{8}\)\. Each is queued again as its next attempt/);
+  t.equal([...preview.text.matchAll(/<tr><td><a href="\/console\/jobs\//g)].length, 3, 'the jobs it would take');
+  t.equal((await jobStatus(failed[0]!.id)).status, 'failed', 'looking changes nothing');
+
+  const form = { csrf: ConsoleClient.csrfOf(preview.text), action: 'retry', state: 'failed', tenant: bulkCo.id };
+  t.equal((await operator.post('/console/jobs/bulk', { ...form, reason: ' ' })).status, 400, 'a reason is required');
+  t.equal((await operator.post('/console/jobs/bulk', { ...form, csrf: 'forged', reason: 'x' })).status, 403);
+  const done = await operator.post('/console/jobs/bulk', { ...form, reason: 'the provider is back' });
+  t.equal(done.status, 200);
+  t.match(done.text, '3 jobs queued again');
+  await waitFor('all three succeeded', async () => (await Promise.all(failed.map((j) => jobStatus(j.id)))).every((s) => s.status === 'succeeded'));
+  const audited = await db.anyFirst(sql.unsafe`select reason from operator_actions where tenant_id = ${bulkCo.id} and action = 'job.retry'`);
+  t.same(audited, Array(3).fill('the provider is back (bulk retry of 3 jobs)'), 'one audit row per job, with the reason');
+});
+
+t.test('bulk actions are bounded: over 1,000 matching jobs the preview and the action refuse, naming the count, and change nothing', async (t) => {
+  const big = await createTenant(db, pat.id, 'Big Co');
+  await db.query(sql.unsafe`insert into jobs (id, tenant_id, kind, pool, status, input, finished_at)
+    select gen_random_uuid(), ${big.id}, 'diag.noop', 'short', 'failed', '{}'::jsonb, now() from generate_series(1, 1001)`);
+  const preview = await operator.get(`/console/jobs/bulk?action=retry&state=failed&tenant=${big.id}`);
+  t.match(preview.text, /<p class="error" id="bulk-refused">This filter matches 1,001 jobs, more than the 1,000 one action may change: narrow it/);
+  t.notMatch(preview.text, /id="bulk-form"/, 'no button to press');
+  const csrf = ConsoleClient.csrfOf((await operator.get('/console/jobs')).text);
+  const refused = await operator.post('/console/jobs/bulk', { csrf, action: 'retry', state: 'failed', tenant: big.id, reason: 'try anyway' });
+  t.equal(refused.status, 409);
+  t.match(refused.text, 'This filter matches 1,001 jobs');
+  t.equal(Number(await db.oneFirst(sql.unsafe`select count(*) from jobs where tenant_id = ${big.id} and status = 'failed'`)), 1001, 'nothing changed');
+  t.equal(Number(await db.oneFirst(sql.unsafe`select count(*) from operator_actions where tenant_id = ${big.id}`)), 0, 'nothing audited');
+});
+
+t.test('bulk cancel: the queued and running jobs of a filter', async (t) => {
+  const owner = await createUser(db, { email: 'busy-owner@example.test', password: PASSWORD });
+  const busy = await createTenant(db, owner.id, 'Busy Co');
+  const jobs: Array<{ id: string }> = [];
+  for (let i = 0; i < 2; i++) jobs.push(await db.transaction((tx) => enqueueJob(tx, { kind: 'diag.steps', tenantId: busy.id, input: { steps: 100, delayMs: 1_000 } })));
+  const preview = await operator.get(`/console/jobs/bulk?action=cancel&state=open&tenant=${busy.id}`);
+  t.match(preview.text, /<strong>2<\/strong> jobs match/);
+  const done = await operator.post('/console/jobs/bulk', { csrf: ConsoleClient.csrfOf(preview.text), action: 'cancel', state: 'open', tenant: busy.id, reason: 'runaway test jobs' });
+  t.equal(done.status, 200);
+  t.match(done.text, '2 jobs cancelled or asked to stop');
+  await waitFor('both cancelled', async () => (await Promise.all(jobs.map((j) => jobStatus(j.id)))).every((s) => s.status === 'cancelled'));
+});
