@@ -88,3 +88,15 @@ t.test("the webhook walkthrough shows the refusal when private addresses are not
   t.not(code, 0, 'the block fails');
   t.notMatch(stdout + stderr, /Could not resolve host|\/jobs\/null|"result": null|after the block/, 'and stops there: no step after the refusal runs');
 });
+
+t.test("README's first steps stop at the first failed call, saying so, with nothing after it", async (t) => {
+  const [first] = runnable('README.md');
+  const databaseUrl = await createTestDatabase(t);
+  // The user is made (the database is there), but nothing listens at BASE.
+  const env = { ...testEnv(databaseUrl, { NODE_ENV: 'development', LOG_LEVEL: 'warn' }), BASE: 'http://127.0.0.1:9', PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/root' };
+  const { code, stdout, stderr } = await runBash(`set +e\n${first!}\necho "exit: $?"`, env, 60_000);
+  t.equal(code, 0);
+  t.match(stderr, /Failed to connect[\s\S]*<- stopped here: the call above failed/, 'the failure and where it stopped');
+  t.match(stdout, /exit: 1\n$/, 'the block ends failed');
+  t.notMatch(stdout + stderr, /null|jq: error|api\/chat\/jobs\//, 'no step after the failure ran');
+});
