@@ -31,6 +31,7 @@ t.test('in production an unmigrated database is refused with what to do', async 
     t.equal(await p.exited, 1, entry);
     t.match(p.output(), /schema is not current \(missing: 0001_engine\.sql.*\)\. Run `npm run migrate`/);
     t.notMatch(p.output(), /at .*\.ts:\d+/, 'no stack trace for an expected refusal');
+    t.equal(p.output().match(/schema is not current/g)?.length, 1, 'said once (its log line, not a second copy on stderr)');
   }
 });
 

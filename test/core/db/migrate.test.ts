@@ -25,3 +25,15 @@ t.test('migrations are named NNNN_name.sql and numbered without gaps', async (t)
   names.forEach((name, i) => t.ok(name.startsWith(String(i + 1).padStart(4, '0') + '_'), name));
 });
 
+
+t.test('a first migration logs one line at info, however many migrations it applies', async (t) => {
+  const url = await createTestDatabase(t, { empty: true });
+  const lines: Array<Record<string, unknown>> = [];
+  const { createLogger } = await import('../../../core/logger.ts');
+  const { Writable } = await import('node:stream');
+  const logger = createLogger('info', 'migrate-test', { format: 'json', destination: new Writable({ write: (chunk, _e, done) => (lines.push(JSON.parse(String(chunk))), done()) }) });
+  await migrate(url, logger);
+  const ours = lines.filter((l) => /migration/.test(String(l.msg)));
+  t.equal(ours.length, 1, `one line: ${ours.map((l) => l.msg).join(' | ')}`);
+  t.match(ours[0], { msg: `${loadMigrations().length} migrations applied`, count: loadMigrations().length, first: '0001_engine.sql' });
+});
