@@ -25,7 +25,7 @@ const member = await createMember(db, 'admin');
 const headers = { authorization: `Bearer ${member.token}`, 'x-tenant-id': member.tenantId };
 const CHAT = 4242;
 const worker = spawnWorkerProcess(t, databaseUrl, overrides);
-await waitForOutput(worker, /Worker connected and looking for jobs/);
+await waitForOutput(worker, /worker started/);
 
 const job = (kind: string) => db.maybeOne(sql.type(z.object({ id: z.string(), status: z.string(), attempts: z.number(), error: z.unknown() }))`
   select id, status, attempts, error from jobs where tenant_id = ${member.tenantId} and kind = ${kind} order by created_at desc limit 1`);
