@@ -1,7 +1,11 @@
 // pino everywhere: api, worker, ops scripts. Secrets never reach a log line:
 // the redaction list covers headers and the body fields that carry credentials.
 import pino, { type DestinationStream, type Logger, type LoggerOptions } from 'pino';
-import pinoPretty from 'pino-pretty';
+import type PinoPretty from 'pino-pretty';
+import { lazyRequire } from './lazy-require.ts';
+
+/** pino-pretty, loaded only by a process that prints readable lines. */
+const pinoPretty = lazyRequire<typeof PinoPretty>('pino-pretty');
 
 export const REDACT_PATHS = [
   'req.headers.authorization',
@@ -68,7 +72,7 @@ export function wantsPrettyLogs({ format = 'json', nodeEnv = process.env.NODE_EN
  */
 export function logStream(output: LogOutput = {}): DestinationStream | undefined {
   if (!wantsPrettyLogs(output)) return (output.destination as DestinationStream | undefined) ?? stdoutDestination();
-  return pinoPretty({
+  return pinoPretty()({
     destination: output.destination ?? 1,
     sync: output.destination === undefined, // nothing lost when a process exits right after logging
     colorize: output.isTTY ?? (output.destination === undefined && process.stdout.isTTY === true),

@@ -3,7 +3,7 @@
 // task recorded one in scheduled_job_runs: a run that found nothing to do is
 // not recorded), when each fires next (the item's own matcher, UTC as
 // Graphile's cron) and the runs the tasks recorded.
-import { parseCronItems, type CronItem } from 'graphile-worker';
+import type { CronItem, parseCronItems as ParseCronItems } from 'graphile-worker';
 import { z } from 'zod';
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
 
@@ -33,7 +33,7 @@ export type ScheduleView = {
 };
 
 /** The next minute (UTC, after `from`) the item matches; null if none within a year. */
-export function nextMatch(item: CronItem, from: Date): Date | null {
+export function nextMatch(item: CronItem, from: Date, parseCronItems: typeof ParseCronItems): Date | null {
   const [parsed] = parseCronItems([item]);
   const ts = new Date(from);
   ts.setUTCSeconds(0, 0);
@@ -60,6 +60,8 @@ export async function readSchedules(db: CommonQueryMethods, items: readonly Cron
       from scheduled_job_runs s where s.identifier = n.identifier order by s.started_at desc, s.id desc limit ${runsEach}
     ) r`);
   const now = new Date();
+  // Graphile Worker's own matcher, loaded by the first look at the page (an api process needs it nowhere else).
+  const { parseCronItems } = await import('graphile-worker');
   return items.map((item) => {
     const last = firedAt.get(runIdentifier(item));
     const own = runs.filter((r) => r.identifier === runIdentifier(item));
@@ -71,7 +73,7 @@ export async function readSchedules(db: CommonQueryMethods, items: readonly Cron
       match: typeof item.match === 'string' ? item.match : '(function)',
       lastFiredAt: last?.at ?? null,
       lastRun,
-      nextAt: nextMatch(item, now)?.toISOString() ?? null,
+      nextAt: nextMatch(item, now, parseCronItems)?.toISOString() ?? null,
       runs: own,
     };
   });

@@ -3,11 +3,15 @@
 // Replays: the accepted time step is written with a guarded UPDATE, so a
 // code is accepted once even when two requests race with it. Recovery codes
 // are stored as SHA-256, shown once, and each is spent by a guarded UPDATE.
-import { generateSecret, generateURI, verify } from 'otplib';
+import type * as Otplib from 'otplib';
+import { lazyRequire } from '../lazy-require.ts';
 import { z } from 'zod';
 import { open, seal } from '../crypto/secretbox.ts';
 import { normalizeRecoveryCode, recoveryCode, sha256 } from '../crypto/tokens.ts';
 import { sql, type CommonQueryMethods, type DatabasePool } from '../db/pool.ts';
+
+/** otplib, loaded at the first TOTP check. */
+const otplib = lazyRequire<typeof Otplib>('otplib');
 
 export const TOTP_PERIOD_S = 30;
 /** Codes of the previous and next step are accepted too (clock drift). */
@@ -52,7 +56,7 @@ async function matchCode(secret: string, code: string, lastStep: number | null):
   const epoch = Math.floor(Date.now() / 1000);
   // otplib refuses an afterTimeStep beyond the window; no code can pass then.
   if (lastStep !== null && lastStep >= Math.floor(epoch / TOTP_PERIOD_S) + TOTP_TOLERANCE_STEPS) return null;
-  const result = await verify({
+  const result = await otplib().verify({
     secret,
     token: code,
     epoch,
@@ -93,6 +97,7 @@ export async function beginTotpSetup(
   key: Buffer,
   license: { id: string; purchaserEmail: string },
 ): Promise<TotpSetup> {
+  const { generateSecret, generateURI } = otplib();
   const secret = generateSecret();
   const otpauthUri = generateURI({ issuer: TOTP_ISSUER, label: license.purchaserEmail, secret, period: TOTP_PERIOD_S, digits: 6 });
   // Loaded here, at the one place it draws: most processes never do.
@@ -143,7 +148,7 @@ export async function regenerateRecoveryCodes(db: DatabasePool, key: Buffer, lic
 
 // Checked against when no license matches, so an unknown e-mail costs about
 // as much time as a known one with a wrong code.
-const DECOY_SECRET = generateSecret();
+let decoySecret: string | undefined;
 
 const ACTIVE_WITH_2FA = sql.fragment`
   l.status = 'active' and (l.expires_at is null or l.expires_at > now())
@@ -163,7 +168,7 @@ export async function loginWithSecondFactor(db: DatabasePool, key: Buffer, email
       select l.id, l.totp_secret, l.totp_last_step from dashboard_licenses l
       where lower(l.purchaser_email) = lower(${email.trim()}) and ${ACTIVE_WITH_2FA}
       order by l.created_at, l.id`);
-    if (candidates.length === 0) await matchCode(DECOY_SECRET, typed, null);
+    if (candidates.length === 0) await matchCode((decoySecret ??= otplib().generateSecret()), typed, null);
     for (const candidate of candidates) {
       const step = await matchCode(open(key, candidate.totp_secret, associatedData(candidate.id)), typed, candidate.totp_last_step);
       if (step !== null && (await spendStep(db, candidate.id, candidate.totp_secret, step))) {

@@ -6,12 +6,10 @@ import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { runMigrations as runWorkerMigrations } from 'graphile-worker';
 import pg from 'pg';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { sql, type CommonQueryMethods } from './pool.ts';
-import { graphileLogger } from '../graphile-logger.ts';
 
 export const MIGRATIONS_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../sql/migrations');
 // Any constant works; it only has to be the same in every process.
@@ -54,6 +52,8 @@ export async function migrate(databaseUrl: string, logger: Logger, directory = M
   const started = Date.now();
   try {
     await client.query('select pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
+    // Loaded here: an api process reads migrationState() but never migrates.
+    const [{ runMigrations: runWorkerMigrations }, { graphileLogger }] = await Promise.all([import('graphile-worker'), import('../graphile-logger.ts')]);
     await runWorkerMigrations({ connectionString: databaseUrl, logger: graphileLogger(logger), maxPoolSize: 1 });
     await client.query(ensureTable);
     const done = new Map(

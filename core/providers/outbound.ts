@@ -11,7 +11,8 @@
 // the guarded fetch is undici's own, on an Agent with a checking connector.
 import { lookup as dnsLookup } from 'node:dns';
 import { isIP, type LookupFunction } from 'node:net';
-import { Agent, buildConnector, fetch as undiciFetch } from 'undici';
+import type * as Undici from 'undici';
+import { lazyRequire } from '../lazy-require.ts';
 import { classifyAddress, describeClass, type AddressClass } from './addresses.ts';
 
 /** host:port of an outbound address, for log lines and messages: never its path, query or credentials. */
@@ -124,8 +125,13 @@ function guardedLookup({ lookup = dnsLookup, classify = classifyAddress }: Guard
   };
 }
 
+type Agent = Undici.Agent;
+/** undici, loaded at the first outbound call. */
+export const undici = lazyRequire<typeof Undici>('undici');
+
 /** A pooled Agent whose connector refuses what the policy refuses. */
 export function createGuardedDispatcher(guard: Guard = {}): Agent {
+  const { Agent, buildConnector } = undici();
   const connect = buildConnector({ lookup: guardedLookup(guard) });
   return new Agent({
     connect: (options, callback) => {
@@ -146,7 +152,7 @@ export function createGuardedFetch(guard: Guard = {}): typeof fetch {
     if (form) throw new OutboundBlockedError(`the provider URL is refused: ${form}`);
     agent ??= createGuardedDispatcher(guard);
     // undici's RequestInit and Response are the global ones under other type names.
-    const response = await undiciFetch(input, { ...(init as object), dispatcher: agent });
+    const response = await undici().fetch(input, { ...(init as object), dispatcher: agent });
     return response as unknown as Response;
   };
 }
@@ -163,7 +169,7 @@ let plainAgent: Agent | undefined;
  * plain one (each made at first use, shared by every call).
  */
 export function dispatcherFor(baseUrl: string, policy: OutboundPolicy): Agent {
-  if (policy.allowPrivateUrls || baseUrl === policy.trustedBaseUrl) return (plainAgent ??= new Agent({ keepAliveTimeout: 30_000 }));
+  if (policy.allowPrivateUrls || baseUrl === policy.trustedBaseUrl) return (plainAgent ??= new (undici().Agent)({ keepAliveTimeout: 30_000 }));
   const form = urlFormProblem(new URL(baseUrl));
   if (form) throw new OutboundBlockedError(`the provider URL is refused: ${form}`);
   return (guardedAgent ??= createGuardedDispatcher());

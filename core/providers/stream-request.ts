@@ -7,7 +7,7 @@
 // An HTTP error answer comes back as its status, headers and body text, for
 // the adapter to map to a ProviderError.
 import type { Dispatcher } from 'undici';
-import { request } from 'undici';
+import { undici } from './outbound.ts';
 
 export type StreamFailure = { status: number; headers: { get(name: string): string | null }; body: string };
 
@@ -40,7 +40,7 @@ export async function postEventStream(
   init: { headers: Record<string, string>; body: string; signal: AbortSignal; dispatcher: Dispatcher },
   onEvent: (event: StreamEvent) => void | Promise<void>,
 ): Promise<void> {
-  const response = await request(url, {
+  const response = await undici().request(url, {
     method: 'POST',
     headers: { 'content-type': 'application/json', accept: 'text/event-stream', ...init.headers },
     body: init.body,

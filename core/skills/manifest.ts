@@ -1,7 +1,11 @@
 // SKILL.md: YAML front matter between '---' lines, then the instructions
 // (Markdown). Fields: name and description (required, as in the open Agent
 // Skills layout), version, env (configuration fields) and allowed-tools.
-import { parse } from 'yaml';
+import type * as Yaml from 'yaml';
+import { lazyRequire } from '../lazy-require.ts';
+
+/** yaml, loaded at the first manifest read. */
+const yaml = lazyRequire<typeof Yaml>('yaml');
 import { z } from 'zod';
 import { EnvSchema } from './env-schema.ts';
 
@@ -36,7 +40,7 @@ export function parseManifest(text: string): Manifest {
   if (!match) throw new ManifestError('SKILL.md must start with YAML front matter between --- lines');
   let data: unknown;
   try {
-    data = parse(match[1]!, { maxAliasCount: 10 });
+    data = yaml().parse(match[1]!, { maxAliasCount: 10 });
   } catch (error) {
     throw new ManifestError(`the front matter is not valid YAML (${(error as Error).message.split('\n')[0]})`);
   }
