@@ -20,22 +20,44 @@ export const LIMITS = {
 
 export type RateLimitDecision = { allowed: boolean; remaining: number; retryAfterSeconds: number; resetAt: Date };
 
-const Hit = z.object({ hits: z.number(), reset_at: z.string() });
+/** A window's row: which, how many hits in it, and when it closes. */
+export type WindowKey = { bucket: string; key: string };
+const Window = z.object({ bucket: z.string(), key: z.string(), hits: z.number(), reset_at: z.string() });
+export type WindowRow = z.infer<typeof Window>;
 
-export async function hitRateLimit(db: CommonQueryMethods, rule: RateLimitRule, key: string): Promise<RateLimitDecision> {
-  const window = sql.fragment`make_interval(secs => ${rule.windowMs / 1000})`;
-  const row = await db.one(sql.type(Hit)`
+const intervalOf = (windowMs: number) => sql.fragment`make_interval(secs => ${windowMs / 1000})`;
+
+/** Counts one hit in each window (a window opens with its first hit, again once it has closed); answers the counts. */
+export async function countHits(db: CommonQueryMethods, windowMs: number, keys: readonly WindowKey[]): Promise<readonly WindowRow[]> {
+  const window = intervalOf(windowMs);
+  return db.any(sql.type(Window)`
     insert into rate_limit_windows as w (bucket, key, window_start, hits)
-    values (${rule.bucket}, ${key}, now(), 1)
+    select k.bucket, k.key, now(), 1 from jsonb_to_recordset(${sql.jsonb(keys)}) as k(bucket text, key text)
+    order by k.bucket, k.key
     on conflict (bucket, key) do update set
       window_start = case when w.window_start <= now() - ${window} then now() else w.window_start end,
       hits = case when w.window_start <= now() - ${window} then 1 else w.hits + 1 end
-    returning hits, window_start + ${window} as reset_at`);
-  const resetAt = new Date(row.reset_at);
+    returning w.bucket, w.key, w.hits, (w.window_start + ${window})::text as reset_at`);
+}
+
+/** The open windows of these keys, without counting a hit. */
+export async function openWindows(db: CommonQueryMethods, windowMs: number, keys: readonly WindowKey[]): Promise<readonly WindowRow[]> {
+  const window = intervalOf(windowMs);
+  return db.any(sql.type(Window)`
+    select w.bucket, w.key, w.hits, (w.window_start + ${window})::text as reset_at
+    from rate_limit_windows w join jsonb_to_recordset(${sql.jsonb(keys)}) as k(bucket text, key text) using (bucket, key)
+    where w.window_start > now() - ${window}`);
+}
+
+/** Whole seconds until a window closes (at least 1): a Retry-After. */
+export const secondsUntil = (resetAt: string) => Math.max(1, Math.ceil((new Date(resetAt).getTime() - Date.now()) / 1000));
+
+export async function hitRateLimit(db: CommonQueryMethods, rule: RateLimitRule, key: string): Promise<RateLimitDecision> {
+  const [row] = await countHits(db, rule.windowMs, [{ bucket: rule.bucket, key }]);
   return {
-    allowed: row.hits <= rule.limit,
-    remaining: Math.max(0, rule.limit - row.hits),
-    retryAfterSeconds: Math.max(1, Math.ceil((resetAt.getTime() - Date.now()) / 1000)),
-    resetAt,
+    allowed: row!.hits <= rule.limit,
+    remaining: Math.max(0, rule.limit - row!.hits),
+    retryAfterSeconds: secondsUntil(row!.reset_at),
+    resetAt: new Date(row!.reset_at),
   };
 }

@@ -16,10 +16,11 @@ import { createHash, createHmac } from 'node:crypto';
 import formbody from '@fastify/formbody';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { constantTimeEqual, randomToken } from '../../core/crypto/tokens.ts';
-import { lockoutMessage, throttledLogin } from '../../core/accounts/login-throttle.ts';
 import { checkPassword, type UserRow } from '../../core/accounts/users.ts';
 import { z } from 'zod';
 import { sql, type CommonQueryMethods } from '../../core/db/pool.ts';
+import { RateLimitedError } from '../errors.ts';
+import { loginWithinBudget } from '../login-budget.ts';
 import { pageFailure } from './errors.ts';
 
 export type PageSession = { sid: string; userId: string | null };
@@ -131,13 +132,14 @@ export async function passwordSignIn(
   email: string,
   password: string,
 ): Promise<{ user: UserRow } | { wrong: true } | { locked: string }> {
-  const outcome = await throttledLogin(app.db, app.config.loginThrottle, { account: { kind: 'login', email }, address: request.ip }, () => checkPassword(app.db, email, password));
-  if ('locked' in outcome) {
-    request.log.warn({ scope: outcome.locked.scope, retryAfter: outcome.locked.retryAfterSeconds }, 'sign-in refused: locked out');
-    reply.header('retry-after', String(outcome.locked.retryAfterSeconds));
-    return { locked: lockoutMessage(outcome.locked) };
+  try {
+    const user = await loginWithinBudget(app, request, { kind: 'login', email }, () => checkPassword(app.db, email, password), { what: 'sign-in' });
+    return user ? { user } : { wrong: true };
+  } catch (error) {
+    if (!(error instanceof RateLimitedError)) throw error;
+    reply.header('retry-after', String(error.retryAfterSeconds));
+    return { locked: error.message };
   }
-  return 'failed' in outcome ? { wrong: true } : { user: outcome.ok };
 }
 
 /**

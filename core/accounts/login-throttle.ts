@@ -10,6 +10,7 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
+import { countHits, openWindows, secondsUntil, type WindowKey } from '../rate-limit.ts';
 
 export type LoginThrottleSettings = { perAccount: number; perAddress: number; windowMs: number };
 
@@ -47,21 +48,17 @@ export const accountKey = (account: { kind: string; email: string }) =>
 
 export type Lockout = { scope: 'account' | 'address'; retryAfterSeconds: number };
 
-const Window = z.object({ bucket: z.string(), hits: z.number(), reset_at: z.string() });
+/** The failure counts an attempt is checked against and counted in: its address's, and its account's when it names one. */
+const windowsOf = (subject: LoginSubject): WindowKey[] =>
+  [{ bucket: ADDRESS_BUCKET, key: subject.address }, ...(subject.account ? [{ bucket: ACCOUNT_BUCKET, key: accountKey(subject.account) }] : [])];
 
 /** Whether the attempt may go ahead: null, or the lockout that stands (the later one when both do). */
 export async function loginLockout(db: CommonQueryMethods, settings: LoginThrottleSettings, subject: LoginSubject): Promise<Lockout | null> {
-  const window = sql.fragment`make_interval(secs => ${settings.windowMs / 1000})`;
-  const keys = [{ bucket: ADDRESS_BUCKET, key: subject.address }, ...(subject.account ? [{ bucket: ACCOUNT_BUCKET, key: accountKey(subject.account) }] : [])];
-  const rows = await db.any(sql.type(Window)`
-    select w.bucket, w.hits, (w.window_start + ${window})::text as reset_at
-    from rate_limit_windows w join jsonb_to_recordset(${sql.jsonb(keys)}) as k(bucket text, key text) using (bucket, key)
-    where w.window_start > now() - ${window}`);
   let lockout: Lockout | null = null;
-  for (const row of rows) {
+  for (const row of await openWindows(db, settings.windowMs, windowsOf(subject))) {
     const limit = row.bucket === ACCOUNT_BUCKET ? settings.perAccount : settings.perAddress;
     if (row.hits < limit) continue;
-    const retryAfterSeconds = Math.max(1, Math.ceil((new Date(row.reset_at).getTime() - Date.now()) / 1000));
+    const retryAfterSeconds = secondsUntil(row.reset_at);
     if (!lockout || retryAfterSeconds > lockout.retryAfterSeconds) lockout = { scope: row.bucket === ACCOUNT_BUCKET ? 'account' : 'address', retryAfterSeconds };
   }
   return lockout;
@@ -69,15 +66,7 @@ export async function loginLockout(db: CommonQueryMethods, settings: LoginThrott
 
 /** Counts a failed attempt against its account and its address (a window opens with its first failure). */
 export async function recordLoginFailure(db: CommonQueryMethods, settings: LoginThrottleSettings, subject: LoginSubject): Promise<void> {
-  const window = sql.fragment`make_interval(secs => ${settings.windowMs / 1000})`;
-  const keys = [{ bucket: ADDRESS_BUCKET, key: subject.address }, ...(subject.account ? [{ bucket: ACCOUNT_BUCKET, key: accountKey(subject.account) }] : [])];
-  await db.query(sql.unsafe`
-    insert into rate_limit_windows as w (bucket, key, window_start, hits)
-    select k.bucket, k.key, now(), 1 from jsonb_to_recordset(${sql.jsonb(keys)}) as k(bucket text, key text)
-    order by k.bucket, k.key
-    on conflict (bucket, key) do update set
-      window_start = case when w.window_start <= now() - ${window} then now() else w.window_start end,
-      hits = case when w.window_start <= now() - ${window} then 1 else w.hits + 1 end`);
+  await countHits(db, settings.windowMs, windowsOf(subject));
 }
 
 /** A correct login clears its account's failures (its address keeps its count: it may be trying many accounts). */

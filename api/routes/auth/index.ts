@@ -8,8 +8,8 @@ import { checkPassword, deleteAccount, findUser, membershipsOf, type UserRow } f
 import altidpRoutes from './altidp.ts';
 import partnerRoutes from './partner.ts';
 import { publicUser, sessionPayload } from './session.ts';
-import { lockoutMessage, throttledLogin } from '../../../core/accounts/login-throttle.ts';
-import { PlatformError, PlatformHttpError, RateLimitedError } from '../../errors.ts';
+import { PlatformError, PlatformHttpError } from '../../errors.ts';
+import { loginWithinBudget } from '../../login-budget.ts';
 import { AccountDeleted, LoginBody, Me, RefreshBody, Session } from './schemas.ts';
 
 const errors = { 400: PlatformError, 401: PlatformError, 429: PlatformError };
@@ -35,13 +35,8 @@ const authRoutes: FastifyPluginAsyncZod = async (app) => {
     },
     async (request) => {
       const { email, password } = request.body;
-      const outcome = await throttledLogin(app.db, app.config.loginThrottle, { account: { kind: 'login', email }, address: request.ip }, () => checkPassword(app.db, email, password));
-      if ('locked' in outcome) {
-        request.log.warn({ scope: outcome.locked.scope, retryAfter: outcome.locked.retryAfterSeconds }, 'login refused: locked out');
-        throw new RateLimitedError(outcome.locked.retryAfterSeconds, lockoutMessage(outcome.locked));
-      }
-      if ('failed' in outcome) throw new PlatformHttpError(401, 'invalid_credentials', 'E-mail or password is wrong.');
-      const user = outcome.ok;
+      const user = await loginWithinBudget(app, request, { kind: 'login', email }, () => checkPassword(app.db, email, password));
+      if (!user) throw new PlatformHttpError(401, 'invalid_credentials', 'E-mail or password is wrong.');
       request.log.info({ userId: user.id }, 'login');
       return session(user, await issueRefreshToken(app.db, user.id));
     },

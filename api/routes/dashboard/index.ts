@@ -2,7 +2,6 @@
 // when two-factor is on), read the license and its entitlements, and turn
 // TOTP on. Secrets (the key, the TOTP secret, recovery codes) appear only in
 // the responses that hand them out, never in a log line.
-import type { FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { DASHBOARD_TOKEN_TTL_S, signDashboardToken } from '../../../core/auth/dashboard-token.ts';
 import { entitlementsOf, findLicenseByKey, recoveryCodesRemaining } from '../../../core/dashboard/licenses.ts';
@@ -13,9 +12,9 @@ import {
   regenerateRecoveryCodes,
   TotpStateError,
 } from '../../../core/dashboard/totp.ts';
-import { lockoutMessage, throttledLogin } from '../../../core/accounts/login-throttle.ts';
 import { LIMITS } from '../../../core/rate-limit.ts';
-import { PlatformError, PlatformHttpError, RateLimitedError } from '../../errors.ts';
+import { PlatformError, PlatformHttpError } from '../../errors.ts';
+import { loginWithinBudget } from '../../login-budget.ts';
 import dashboardAuth from '../../plugins/dashboard-auth.ts';
 import {
   DashboardMe,
@@ -54,15 +53,8 @@ const dashboardRoutes: FastifyPluginAsyncZod = async (app) => {
   const encryptionKey = app.config.secrets.DATA_ENCRYPTION_KEY;
   // A signed-in license confirming a code: bounded per license.
   const codeLimit = app.rateLimit(LIMITS.secondFactorCheck, (request) => request.license?.id ?? request.ip);
-  /** A dashboard login under the login budget: a wrong license key counts against the address, a wrong code also against the purchaser's e-mail. */
-  const throttled = async <T>(request: FastifyRequest, email: string | null, attempt: () => Promise<T | null>): Promise<T | null> => {
-    const outcome = await throttledLogin(app.db, app.config.loginThrottle, { account: email ? { kind: 'dashboard', email } : null, address: request.ip }, attempt);
-    if ('locked' in outcome) {
-      request.log.warn({ scope: outcome.locked.scope, retryAfter: outcome.locked.retryAfterSeconds }, 'dashboard login refused: locked out');
-      throw new RateLimitedError(outcome.locked.retryAfterSeconds, lockoutMessage(outcome.locked, 'wrong codes for this license'));
-    }
-    return 'ok' in outcome ? outcome.ok : null;
-  };
+  // Dashboard logins spend the login budget: a wrong license key counts against the address, a wrong code also against the purchaser's e-mail.
+  const budget = { what: 'dashboard login', accountFailures: 'wrong codes for this license' };
   const session = async (licenseId: string) => ({
     token: await signDashboardToken({ licenseId }, app.config.secrets.PLATFORM_JWT_SECRET, app.config.baseUrl),
     tokenType: 'Bearer' as const,
@@ -82,10 +74,10 @@ const dashboardRoutes: FastifyPluginAsyncZod = async (app) => {
       },
     },
     async (request) => {
-      const license = await throttled(request, null, async () => {
+      const license = await loginWithinBudget(app, request, null, async () => {
         const found = await findLicenseByKey(app.db, request.body.licenseKey);
         return found?.active ? found : null;
-      });
+      }, budget);
       if (!license) throw new PlatformHttpError(401, 'invalid_license', 'The license key is unknown, revoked or expired.');
       if (license.twoFactorEnabled) {
         return { totpRequired: true as const, message: 'Two-factor authentication is on: POST /api/dashboard/auth/totp-login with the purchaser e-mail and a code.' };
@@ -109,7 +101,8 @@ const dashboardRoutes: FastifyPluginAsyncZod = async (app) => {
       },
     },
     async (request) => {
-      const found = await throttled(request, request.body.email, () => loginWithSecondFactor(app.db, encryptionKey, request.body.email, request.body.code));
+      const { email, code } = request.body;
+      const found = await loginWithinBudget(app, request, { kind: 'dashboard', email }, () => loginWithSecondFactor(app.db, encryptionKey, email, code), budget);
       if (!found) throw invalidSecondFactor();
       request.log.info({ licenseId: found.licenseId, method: found.method }, 'dashboard login with second factor');
       return session(found.licenseId);
