@@ -5,7 +5,7 @@
 // action on each (actions.ts), with its audit row, all in one transaction:
 // every job of the batch changes, or none does.
 import { z } from 'zod';
-import { sql, type DatabasePool } from '../db/pool.ts';
+import { sql, type CommonQueryMethods, type DatabasePool } from '../db/pool.ts';
 import { cancelJobIn, retryJobIn, RETRY_ATTEMPTS } from './actions.ts';
 import type { Operator } from './audit.ts';
 import { jobFilterWhere, listJobs, type JobFilter, type JobListRow, type JobStateFilter } from './jobs.ts';
@@ -38,14 +38,18 @@ function targetsWhere(action: BulkAction, filter: BulkFilter) {
   return sql.fragment`${jobFilterWhere({ ...filter, state: 'any' })} and j.status = any(${sql.array(states.length ? states : ['none'], 'text')})`;
 }
 
+/** How many jobs the action would take now, counted up to COUNT_CAP + 1. */
+const countTargets = (db: CommonQueryMethods, action: BulkAction, filter: BulkFilter) =>
+  db.oneFirst(sql.type(z.object({ n: z.number() }))`
+    select count(*)::int as n from (select 1 from jobs j where ${targetsWhere(action, filter)} limit ${COUNT_CAP + 1}) x`);
+
 export type BulkPreview = { count: number; capped: boolean; over: boolean; sample: readonly JobListRow[] };
 
 /** What the action would take now: how many (up to COUNT_CAP), and the newest few. */
 export async function previewBulk(db: DatabasePool, action: BulkAction, filter: BulkFilter, sampleSize = 20): Promise<BulkPreview> {
   const states = actionStates(action, filter.state);
   if (states.length === 0) return { count: 0, capped: false, over: false, sample: [] };
-  const count = await db.oneFirst(sql.type(z.object({ n: z.number() }))`
-    select count(*)::int as n from (select 1 from jobs j where ${targetsWhere(action, filter)} limit ${COUNT_CAP + 1}) x`);
+  const count = await countTargets(db, action, filter);
   const sample = states.length === 1 ? (await listJobs(db, { ...filter, state: states[0]! }, sampleSize)).rows : (await listJobs(db, { ...filter, state: 'open' }, sampleSize)).rows.filter((r) => states.includes(r.status));
   return { count: Math.min(count, COUNT_CAP), capped: count > COUNT_CAP, over: count > BULK_LIMIT, sample };
 }
@@ -60,8 +64,7 @@ export async function runBulk(db: DatabasePool, operator: Operator, action: Bulk
     const ids = await tx.anyFirst(sql.type(z.object({ id: z.string() }))`
       select j.id from jobs j where ${targetsWhere(action, filter)} order by j.created_at, j.id limit ${BULK_LIMIT + 1} for update of j`);
     if (ids.length > BULK_LIMIT) {
-      const count = await tx.oneFirst(sql.type(z.object({ n: z.number() }))`
-        select count(*)::int as n from (select 1 from jobs j where ${targetsWhere(action, filter)} limit ${COUNT_CAP + 1}) x`);
+      const count = await countTargets(tx, action, filter);
       return { ok: false, status: 409, message: overLimitMessage(Math.min(count, COUNT_CAP), count > COUNT_CAP) };
     }
     const each = `${reason} (bulk ${action} of ${ids.length} job${ids.length === 1 ? '' : 's'})`;

@@ -63,10 +63,14 @@ export function line(id: string, title: string, description: string, labels: rea
   const max = niceMax(Math.max(0, ...s.values.map((v) => v ?? 0)));
   const plotH = H - TOP - BOTTOM;
   const slot = (W - LEFT) / Math.max(1, labels.length);
-  const point = (i: number, v: number) => `${(LEFT + i * slot + slot / 2).toFixed(1)},${(TOP + plotH - (v / max) * plotH).toFixed(1)}`;
+  const point = (i: number, v: number) => ({ x: (LEFT + i * slot + slot / 2).toFixed(1), y: (TOP + plotH - (v / max) * plotH).toFixed(1) });
   const runs: string[][] = [[]];
-  s.values.forEach((v, i) => (v === null ? runs.push([]) : runs.at(-1)!.push(point(i, v))));
+  const dots = s.values.map((v, i) => {
+    if (v === null) return (runs.push([]), '');
+    const { x, y } = point(i, v);
+    runs.at(-1)!.push(`${x},${y}`);
+    return html`<circle cx="${x}" cy="${y}" r="2.5" fill="${s.colour}" data-minute="${labels[i]}"><title>${labels[i]} UTC: ${fmt(v)}${unit} ${s.name}</title></circle>`;
+  });
   const paths = runs.filter((r) => r.length > 0).map((r) => html`<polyline points="${r.join(' ')}" fill="none" stroke="${s.colour}" stroke-width="2"/>`);
-  const dots = s.values.map((v, i) => (v === null ? '' : html`<circle cx="${point(i, v).split(',')[0]}" cy="${point(i, v).split(',')[1]}" r="2.5" fill="${s.colour}" data-minute="${labels[i]}"><title>${labels[i]} UTC: ${fmt(v)}${unit} ${s.name}</title></circle>`));
   return frame(id, title, description, labels, max, unit, html`${paths}${dots}`);
 }

@@ -75,10 +75,11 @@ ${processes.map((p) => html`<tr class="${p.stale ? 'stale' : ''}"><td>${p.hostna
 
 export const schedulesView: ViewFn = async ({ db }) => {
   const items = await readSchedules(db, CRON_ITEMS);
+  const didText = (r: ScheduleRun) => r.error ?? JSON.stringify(r.detail ?? {});
   const took = (r: ScheduleRun) => (r.finished_at ? duration((new Date(r.finished_at).getTime() - new Date(r.started_at).getTime()) / 1000) : '—');
   const outcome = (s: (typeof items)[number]) =>
     !s.lastFiredAt ? html`<span class="muted">not run yet</span>`
-      : s.lastRun ? html`${stateBadge(s.lastRun.status)} <code class="small">${s.lastRun.error ?? JSON.stringify(s.lastRun.detail ?? {})}</code>`
+      : s.lastRun ? html`${stateBadge(s.lastRun.status)} <code class="small">${didText(s.lastRun)}</code>`
         : html`<span class="muted">nothing to do</span>`;
   const live = html`
 <p class="muted small">Graphile Worker's cron fires each item once across all worker processes; times are UTC. A run that found nothing to do is not recorded: its outcome says so.</p>
@@ -90,6 +91,6 @@ ${items.map((s) => html`<tr id="schedule-${s.identifier}"><td>${s.identifier}</t
 ${items.every((s) => s.runs.length === 0) ? html`<p class="muted">No run has recorded anything yet.</p>` : html`
 <table id="schedule-runs" class="small"><thead><tr><th>Item</th><th>Started</th><th>Took</th><th>State</th><th>What it did</th></tr></thead><tbody>
 ${items.flatMap((s) => s.runs.map((r) => ({ s, r }))).sort((a, b) => b.r.started_at.localeCompare(a.r.started_at)).map(({ s, r }) => html`<tr><td>${s.identifier}</td><td>${utc(r.started_at)}</td><td>${took(r)}</td>
-<td>${stateBadge(r.status)}</td><td><code>${r.error ?? JSON.stringify(r.detail ?? {})}</code></td></tr>`)}</tbody></table>`}`;
+<td>${stateBadge(r.status)}</td><td><code>${didText(r)}</code></td></tr>`)}</tbody></table>`}`;
   return { title: 'Schedules', live };
 };
