@@ -16,7 +16,7 @@ declare module 'fastify' {
 async function billingPlugin(app: FastifyInstance) {
   const deliver = async (event: Stripe.Event) => {
     const payload = JSON.stringify(event);
-    const signature = (await app.billing.stripe()).webhooks.generateTestHeaderString({ payload, secret: app.config.billing.stripe.webhookSecret });
+    const signature = app.billing.stripe().webhooks.generateTestHeaderString({ payload, secret: app.config.billing.stripe.webhookSecret });
     const response = await app.inject({
       method: 'POST',
       url: '/api/billing/webhook',

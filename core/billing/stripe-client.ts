@@ -3,23 +3,19 @@
 // sandbox the same SDK talks to the built-in Stripe-compatible sandbox
 // in-process (its fetch is the sandbox's handler), so every billing code path
 // runs the same SDK calls in development, tests and production. The SDK is
-// loaded at its first use: its ~200 modules cost every process ~0.15 s of CPU
-// at start, and most never call Stripe.
+// loaded and made at its first use (stripe-sdk.ts).
 import type Stripe from 'stripe';
 import type { Config } from '../config.ts';
 import type { DatabasePool } from '../db/pool.ts';
 import { SandboxStripeApi, type SandboxDelivery } from './sandbox/stripe-api.ts';
+import { stripeSdk } from './stripe-sdk.ts';
 
 export type StripeHandle = {
-  /** The SDK, created at the first call. */
-  stripe: () => Promise<Stripe>;
+  /** The SDK, made at the first call. */
+  stripe: () => Stripe;
   /** The sandbox behind the SDK, when billing runs in the sandbox. */
   sandbox: SandboxStripeApi | null;
 };
-
-/** The SDK's module, loaded once per process. */
-let sdk: Promise<typeof Stripe> | undefined;
-export const loadStripeSdk = () => (sdk ??= import('stripe').then((m) => m.default));
 
 export function createStripe(config: Config, db: DatabasePool, deliver?: SandboxDelivery): StripeHandle {
   const { stripe: settings } = config.billing;
@@ -27,8 +23,8 @@ export function createStripe(config: Config, db: DatabasePool, deliver?: Sandbox
   const sandbox = config.billing.mode === 'sandbox' && !settings.apiBase
     ? new SandboxStripeApi(db, { baseUrl: config.baseUrl, secretKey: settings.secretKey, prices: settings.prices, deliver })
     : null;
-  const create = async (): Promise<Stripe> => {
-    const Sdk = await loadStripeSdk();
+  const create = (): Stripe => {
+    const Sdk = stripeSdk();
     if (sandbox) return new Sdk(settings.secretKey, { ...common, httpClient: Sdk.createFetchHttpClient(sandbox.fetch) });
     if (settings.apiBase) {
       const url = new URL(settings.apiBase);
@@ -38,6 +34,6 @@ export function createStripe(config: Config, db: DatabasePool, deliver?: Sandbox
     }
     return new Sdk(settings.secretKey, common);
   };
-  let stripe: Promise<Stripe> | undefined;
+  let stripe: Stripe | undefined;
   return { stripe: () => (stripe ??= create()), sandbox };
 }

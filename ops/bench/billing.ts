@@ -39,7 +39,7 @@ export async function billingFigures(ctx: BenchContext, benchEnv: Record<string,
   await app.listen({ host: '127.0.0.1', port: 0 });
   const port = (app.server.address() as { port: number }).port;
   const secret = config.billing.stripe.webhookSecret;
-  const stripe = await app.billing.stripe();
+  const stripe = app.billing.stripe();
   const sign = (payload: string) => stripe.webhooks.generateTestHeaderString({ payload, secret });
   const send = (event: unknown) => {
     const payload = JSON.stringify(event);

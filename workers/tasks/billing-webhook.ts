@@ -32,7 +32,7 @@ export default defineTask('billing.webhook', Input, async (input, ctx) => {
   };
   try {
     if (row.provider === 'stripe') {
-      return await applyStripeEvent({ db: ctx.db, config: ctx.config, stripe: await stripeFor(ctx.config, ctx.db) }, row, finish);
+      return await applyStripeEvent({ db: ctx.db, config: ctx.config, stripe: stripeFor(ctx.config, ctx.db) }, row, finish);
     }
     return await applyPurchaseEvent({ db: ctx.db, config: ctx.config, logger: ctx.logger }, row, finish);
   } catch (error) {

@@ -36,7 +36,7 @@ const stripeBillingRoutes: FastifyPluginAsyncZod = async (app) => {
   const admin = { onRequest: app.requireUser, preHandler: app.requireTenant('admin') };
   const security = [{ PlatformJWT: [] }];
   const errors = { 400: PlatformError, 401: PlatformError, 403: PlatformError, 404: PlatformError, 409: PlatformError, 502: PlatformError, 503: PlatformError };
-  const deps = async () => ({ db: app.db, config: app.config, stripe: await app.billing.stripe() });
+  const deps = () => ({ db: app.db, config: app.config, stripe: app.billing.stripe() });
   const emailOf = (userId: string) =>
     app.db.maybeOneFirst(sql.type(z.object({ email: z.string() }))`select email from users where id = ${userId}`);
 
@@ -55,7 +55,7 @@ const stripeBillingRoutes: FastifyPluginAsyncZod = async (app) => {
           response: { 200: CheckoutResult, ...errors },
         },
       },
-      async (request) => startCheckout(await deps(), request.tenant!.id, plan, await emailOf(request.user!.userId)).catch(refused),
+      async (request) => startCheckout(deps(), request.tenant!.id, plan, await emailOf(request.user!.userId)).catch(refused),
     );
   }
 
@@ -73,7 +73,7 @@ const stripeBillingRoutes: FastifyPluginAsyncZod = async (app) => {
         response: { 200: PortalResult, ...errors },
       },
     },
-    async (request) => openPortal(await deps(), request.tenant!.id).catch(refused),
+    async (request) => openPortal(deps(), request.tenant!.id).catch(refused),
   );
 
   app.post(
@@ -90,7 +90,7 @@ const stripeBillingRoutes: FastifyPluginAsyncZod = async (app) => {
         response: { 200: AddonResult, ...errors },
       },
     },
-    async (request) => addAgentSlot(await deps(), request.tenant!.id, request.headers['idempotency-key']).catch(refused),
+    async (request) => addAgentSlot(deps(), request.tenant!.id, request.headers['idempotency-key']).catch(refused),
   );
 };
 

@@ -50,10 +50,9 @@ const stripeWebhookRoutes: FastifyPluginAsyncZod = async (app) => {
         request.log.warn('stripe webhook refused: signed in the future');
         throw new PlatformHttpError(400, 'invalid_signature', `The Stripe-Signature timestamp is more than ${SIGNATURE_TOLERANCE_S} s in the future.`);
       }
-      const stripe = await app.billing.stripe();
       let event: Stripe.Event;
       try {
-        event = stripe.webhooks.constructEvent(raw, header, app.config.billing.stripe.webhookSecret, SIGNATURE_TOLERANCE_S);
+        event = app.billing.stripe().webhooks.constructEvent(raw, header, app.config.billing.stripe.webhookSecret, SIGNATURE_TOLERANCE_S);
       } catch (error) {
         request.log.warn({ reason: (error as Error).message }, 'stripe webhook refused: bad signature');
         throw new PlatformHttpError(400, 'invalid_signature', 'The Stripe-Signature header does not match this body, secret and time.');

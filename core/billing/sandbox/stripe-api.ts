@@ -12,10 +12,11 @@ import { newId, nowSeconds, SANDBOX_DATABASE_UNAVAILABLE, StripeApiError, type J
 import { ROUTES, type Context } from './routes.ts';
 import { completeSession, sessionAsOfNow, SESSION_TTL_S } from './sessions.ts';
 import { cancelNow } from './subscriptions.ts';
+import { stripeSdk } from '../stripe-sdk.ts';
 import { claimIdempotencyKey, loadObject, publicView, saveObject, storeIdempotentResponse, subscriptionsOfCustomer } from './store.ts';
 
-/** The API version of the SDK this sandbox answers for (the SDK is loaded at first use). */
-const stripeApiVersion = async () => (await import('stripe')).default.API_VERSION;
+/** The API version of the SDK this sandbox answers for. */
+const stripeApiVersion = () => stripeSdk().API_VERSION;
 
 export type SandboxDelivery = (event: Stripe.Event) => Promise<void>;
 export type SandboxOptions = { baseUrl: string; secretKey: string; prices: { pro: string; enterprise: string; agentAddon: string }; deliver?: SandboxDelivery | undefined };
@@ -62,7 +63,7 @@ export class SandboxStripeApi {
           ? { status: 503, body: { error: { type: 'api_error', code: SANDBOX_DATABASE_UNAVAILABLE, message: 'The billing sandbox could not reach the database.' } } }
           : { status: 500, body: { error: { type: 'api_error', message: `The billing sandbox failed: ${(error as Error).message}` } } };
     }
-    const headers: Record<string, string> = { 'content-type': 'application/json', 'request-id': requestId, 'stripe-version': await stripeApiVersion() };
+    const headers: Record<string, string> = { 'content-type': 'application/json', 'request-id': requestId, 'stripe-version': stripeApiVersion() };
     if (idempotencyKey) headers['idempotency-key'] = idempotencyKey;
     if (answer.replayed) headers['idempotent-replayed'] = 'true';
     return new Response(JSON.stringify(answer.body), { status: answer.status, headers });
@@ -128,12 +129,11 @@ export class SandboxStripeApi {
    */
   private async inTransaction<T>(request: RequestInfo, work: (ctx: Context) => Promise<T>): Promise<{ result: T; events: Stripe.Event[] }> {
     let events: Stripe.Event[] = [];
-    const apiVersion = await stripeApiVersion();
     const result = await this.db.transaction(async (tx: DatabaseTransactionConnection) => {
       events = [];
       const emit: Context['emit'] = async (type, object, previous) => {
         const event = {
-          id: newId('evt_'), object: 'event', api_version: apiVersion, created: nowSeconds(),
+          id: newId('evt_'), object: 'event', api_version: stripeApiVersion(), created: nowSeconds(),
           // A copy: the object may change again later in this transaction.
           data: { object: publicView(structuredClone(object)), ...(previous && Object.keys(previous).length > 0 ? { previous_attributes: structuredClone(previous) } : {}) },
           livemode: false, pending_webhooks: 1, request, type,

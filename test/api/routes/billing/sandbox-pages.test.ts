@@ -8,7 +8,7 @@ import { createTestDatabase } from '../../../helpers/db.ts';
 
 const databaseUrl = await createTestDatabase(t);
 const { app, db, config } = await buildTestApp(t, databaseUrl, { NODE_ENV: 'development' });
-const stripe = await app.billing.stripe();
+const stripe = app.billing.stripe();
 const { prices } = config.billing.stripe;
 const form = { 'content-type': 'application/x-www-form-urlencoded' };
 const SUCCESS = 'http://app.test/done?checkout=success';
