@@ -8,6 +8,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { externalLoginEnv, externalLoginSettings, type ExternalLoginSettings } from './external-login/settings.ts';
 import { loginThrottleEnv, loginThrottleSettings, type LoginThrottleSettings } from './accounts/login-throttle.ts';
+import { teamEnv, teamSettings, type TeamSettings } from './teams/settings.ts';
 import { planLimitsEnv, planLimitSettings, type PlanLimitSettings } from './jobs/plan-limits.ts';
 
 const boolFromEnv = z
@@ -129,6 +130,7 @@ const envSchema = z.object({
   ...externalLoginEnv,
   ...planLimitsEnv,
   ...loginThrottleEnv,
+  ...teamEnv,
   DATA_ENCRYPTION_KEY_PREVIOUS: secret32.optional(),
   PLATFORM_JWT_SECRET: secret32.optional(),
   DATA_ENCRYPTION_KEY: secret32.optional(),
@@ -182,6 +184,8 @@ export type Config = {
   planLimits: PlanLimitSettings;
   /** The login budget: failures per account and per address (core/accounts/login-throttle.ts). */
   loginThrottle: LoginThrottleSettings;
+  /** Invitations' bounds and the SMTP server that mails them (core/teams/settings.ts). */
+  teams: TeamSettings;
   identity: {
     /** Switches agent authentication off: the Agent API answers 503 temporarily_disabled. */
     agentAuthDisabled: boolean;
@@ -399,6 +403,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       linkTtlS: e.CHANNEL_LINK_TTL_S,
     },
     externalLogin: externalLoginSettings(e, baseUrl),
+    teams: teamSettings(e, baseUrl),
     skillsDir: path.resolve(e.SKILLS_DIR ?? path.join(dataDir, 'skills')),
     corsOrigins: e.CORS_ORIGINS ?? [],
     metrics: { token: e.METRICS_TOKEN, port: e.METRICS_PORT, host: e.METRICS_HOST },

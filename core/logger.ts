@@ -15,6 +15,7 @@ export const REDACT_PATHS = [
   'res.headers["set-cookie"]',
   '*.password',
   '*.token',
+  '*.link',
   '*.access_token',
   '*.refresh_token',
   '*.assertion',

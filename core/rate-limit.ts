@@ -16,6 +16,8 @@ export const LIMITS = {
   tracking: { bucket: 'tracking', limit: 30, windowMs: 60_000 },
   /** New agent registrations (each makes a workspace): per IP. */
   agentRegistration: { bucket: 'agent-registration', limit: 20, windowMs: 60 * 60_000 },
+  /** Invitation acceptances and the accept page's forms (each may make an account): per IP. */
+  invitationAccept: { bucket: 'invitation-accept', limit: 60, windowMs: 15 * 60_000 },
 } satisfies Record<string, RateLimitRule>;
 
 export type RateLimitDecision = { allowed: boolean; remaining: number; retryAfterSeconds: number; resetAt: Date };

@@ -2,8 +2,9 @@
 // page, billing sandbox, hosted board): doctype, viewport, one small style
 // sheet sent inline under a per-response CSP nonce, a header linking home
 // and a footer linking the API reference. No script runs on these pages
-// but the operator console's one file of our own (named with the nonce);
-// the CSP says so, and forbids framing and foreign form targets.
+// but two small files of our own, named with the nonce: the operator
+// console's and the invitation page's; the CSP says so, and forbids framing
+// and foreign form targets.
 import { randomBytes } from 'node:crypto';
 import type { FastifyReply } from 'fastify';
 import { html, Html } from './html.ts';

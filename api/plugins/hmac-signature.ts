@@ -100,7 +100,7 @@ async function hmacSignature(app: FastifyInstance) {
   const secret = app.config.secrets.PLATFORM_JWT_SECRET;
 
   app.decorateRequest('rawBody', undefined);
-  // Use after onRequest: app.requireUser and preHandler: app.requireTenant(...).
+  // Use after onRequest: app.requireUser and preValidation: app.requireTenant(...).
   app.decorate('requireSignature', async (request: FastifyRequest) => {
     if (!request.user || !request.tenant) throw new Error('requireSignature runs after requireUser and requireTenant');
     const timestamp = request.headers['x-signature-timestamp'];

@@ -38,6 +38,7 @@ const TAG_DESCRIPTIONS: Record<string, string> = {
   auth: 'Accounts: login, token renewal, profile and account deletion',
   dashboard: 'Dashboard login with a license key and TOTP two-factor authentication',
   tenants: 'Tenants (workspaces), their secrets, sessions and jobs',
+  teams: "A workspace's people: members and their roles, invitations, and the audit of both",
   companies: 'Companies, their agents, tasks and runs',
   boards: 'Saved boards and the approvals of their public publication',
   'managed-agents': 'Managed agents of a tenant',

@@ -1,16 +1,20 @@
-// Tenant context: `preHandler: app.requireTenant('admin' | 'viewer')` after
-// `onRequest: app.requireUser`. Reads x-tenant-id, checks the caller's
-// membership and role, and exposes request.tenant. Routes filter every
-// tenant-scoped query by request.tenant.id, never by anything in the body.
-// Not a member reads exactly like a tenant that does not exist.
+// Tenant context: `preValidation: app.requireTenant('admin' | 'member' |
+// 'viewer')` after `onRequest: app.requireUser`. Reads x-tenant-id, checks
+// the caller's membership and role (before the body is validated: a role
+// too low is 403 whatever the body), and exposes request.tenant. Routes
+// filter every tenant-scoped query by request.tenant.id, never by anything
+// in the body. Not a member reads exactly like a tenant that does not exist.
+// Each route's role is declared once, there: the OpenAPI operation carries it
+// as `x-tenant-role`, and the roles matrix in the docs is made from that.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { z } from 'zod';
 import { InvalidatedCache } from '../../core/cache/invalidated-cache.ts';
 import { sql } from '../../core/db/pool.ts';
+import { roleAtLeast, roleNeeded, TenantRoleSchema, type TenantRole } from '../../core/tenants/roles.ts';
 import { PlatformHttpError } from '../errors.ts';
 
-export type TenantRole = 'admin' | 'viewer';
+export type { TenantRole } from '../../core/tenants/roles.ts';
 export type TenantContext = { id: string; role: TenantRole };
 
 declare module 'fastify' {
@@ -18,14 +22,26 @@ declare module 'fastify' {
     tenant: TenantContext | null;
   }
   interface FastifyInstance {
-    requireTenant: (minimum: TenantRole) => (request: FastifyRequest) => Promise<void>;
+    requireTenant: (minimum: TenantRole) => TenantCheck;
     /**
      * The spec's "Auth" routes: a platform JWT alone works. x-tenant-id when
      * sent (checked like requireTenant), else the caller's workspace (see
      * defaultWorkspace).
      */
-    requireWorkspace: (minimum: TenantRole) => (request: FastifyRequest) => Promise<void>;
+    requireWorkspace: (minimum: TenantRole) => TenantCheck;
   }
+}
+
+/** A route's tenant check; `tenantRole` is the role it declares (read into OpenAPI). */
+export type TenantCheck = ((request: FastifyRequest) => Promise<void>) & { tenantRole: TenantRole };
+
+/** The role a route's hooks declare, if one of them is a tenant check. */
+export function declaredRole(hooks: unknown): TenantRole | null {
+  for (const hook of [hooks].flat()) {
+    const role = (hook as Partial<TenantCheck> | undefined)?.tenantRole;
+    if (role) return role;
+  }
+  return null;
 }
 
 /** The header schema routes declare, so it is validated and documented. */
@@ -41,8 +57,8 @@ export const OptionalTenantHeaders = z.object({
     .describe("The tenant (workspace); without it, the caller's only tenant, else their own workspace (the one POST /api/chat/init returns)"),
 });
 
-const Membership = z.object({ role: z.enum(['admin', 'viewer']), suspended: z.boolean() });
-const Memberships = z.object({ tenant_id: z.string(), role: z.enum(['admin', 'viewer']), suspended: z.boolean() });
+const Membership = z.object({ role: TenantRoleSchema, suspended: z.boolean() });
+const Memberships = z.object({ tenant_id: z.string(), role: TenantRoleSchema, suspended: z.boolean() });
 
 /** An operator suspended the tenant (core/tenants/suspension.ts): its people are refused, members or not of other tenants. */
 const suspended = () =>
@@ -53,7 +69,15 @@ async function tenantPlugin(app: FastifyInstance) {
   // A suspension drops the entries of every member too (0023).
   const memberships = new InvalidatedCache<{ role: TenantRole; suspended: boolean } | null>(app.jobEvents, 'user_cache_events');
   app.decorateRequest('tenant', null);
-  app.decorate('requireTenant', (minimum: TenantRole) => async (request: FastifyRequest) => {
+  const tagged = (check: (request: FastifyRequest) => Promise<void>, minimum: TenantRole): TenantCheck => Object.assign(check, { tenantRole: minimum });
+
+  // The declared role goes into the route's schema, so OpenAPI and the roles matrix show it.
+  app.addHook('onRoute', (route) => {
+    const role = declaredRole(route.preValidation) ?? declaredRole(route.preHandler);
+    if (role && route.schema) (route.schema as Record<string, unknown>)['x-tenant-role'] = role;
+  });
+
+  app.decorate('requireTenant', (minimum: TenantRole) => tagged(async (request: FastifyRequest) => {
     if (!request.user) throw new PlatformHttpError(401, 'unauthorized', 'Authentication required.');
     const header = TenantHeaders.safeParse(request.headers);
     if (!header.success) {
@@ -68,11 +92,9 @@ async function tenantPlugin(app: FastifyInstance) {
     );
     if (!membership) throw new PlatformHttpError(404, 'not_found', 'No such tenant.');
     if (membership.suspended) throw suspended();
-    if (minimum === 'admin' && membership.role !== 'admin') {
-      throw new PlatformHttpError(403, 'forbidden', 'This needs the Admin role in the tenant.');
-    }
+    if (!roleAtLeast(membership.role, minimum)) throw new PlatformHttpError(403, 'forbidden', roleNeeded(minimum));
     request.tenant = { id: tenantId, role: membership.role };
-  });
+  }, minimum));
 
   /**
    * Without x-tenant-id: the only tenant the caller belongs to; else their own
@@ -94,16 +116,14 @@ async function tenantPlugin(app: FastifyInstance) {
 
   app.decorate('requireWorkspace', (minimum: TenantRole) => {
     const inTenant = app.requireTenant(minimum);
-    return async (request: FastifyRequest) => {
+    return tagged(async (request: FastifyRequest) => {
       if (request.headers['x-tenant-id'] !== undefined) return inTenant(request);
       if (!request.user) throw new PlatformHttpError(401, 'unauthorized', 'Authentication required.');
       const workspace = await defaultWorkspace(request.user.userId);
       if (workspace.suspended) throw suspended();
-      if (minimum === 'admin' && workspace.role !== 'admin') {
-        throw new PlatformHttpError(403, 'forbidden', 'This needs the Admin role in the tenant.');
-      }
+      if (!roleAtLeast(workspace.role, minimum)) throw new PlatformHttpError(403, 'forbidden', roleNeeded(minimum));
       request.tenant = { id: workspace.id, role: workspace.role };
-    };
+    }, minimum);
   });
 }
 

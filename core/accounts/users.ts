@@ -2,6 +2,7 @@
 // e-mail and password, may be the platform operator. External identity
 // providers attach later through user_identities (one user, many ways in).
 import { z } from 'zod';
+import { TenantRoleSchema, type TenantRole } from '../tenants/roles.ts';
 import { sql, type CommonQueryMethods, type DatabasePool, type DatabaseTransactionConnection } from '../db/pool.ts';
 import { decoyHash, hashPassword, verifyPassword } from '../crypto/passwords.ts';
 
@@ -24,17 +25,23 @@ export async function createUser(
   input: { email: string; password: string; displayName?: string; operator?: boolean },
 ): Promise<UserRow> {
   const passwordHash = await hashPassword(input.password);
-  return db.transaction(async (tx) => {
-    const taken = await tx.exists(sql.unsafe`select 1 from users where lower(email) = lower(${input.email})`);
-    if (taken) throw new EmailTakenError(`an account with e-mail ${input.email} already exists`);
-    const user = await tx.one(userRow`
-      insert into users (email, display_name, password_hash, is_operator)
-      values (${input.email}, ${input.displayName ?? null}, ${passwordHash}, ${input.operator ?? false})
-      returning id, email, display_name, avatar_url, is_operator`);
-    await tx.query(sql.unsafe`
-      insert into user_identities (user_id, provider, subject, email) values (${user.id}, 'password', ${user.id}, ${user.email})`);
-    return user;
-  });
+  return db.transaction((tx) => createUserIn(tx, { ...input, passwordHash }));
+}
+
+/** Creates the account inside the caller's transaction (the password already hashed, outside it). */
+export async function createUserIn(
+  tx: CommonQueryMethods,
+  input: { email: string; passwordHash: string; displayName?: string; operator?: boolean },
+): Promise<UserRow> {
+  const taken = await tx.exists(sql.unsafe`select 1 from users where lower(email) = lower(${input.email})`);
+  if (taken) throw new EmailTakenError(`an account with e-mail ${input.email} already exists`);
+  const user = await tx.one(userRow`
+    insert into users (email, display_name, password_hash, is_operator)
+    values (${input.email}, ${input.displayName ?? null}, ${input.passwordHash}, ${input.operator ?? false})
+    returning id, email, display_name, avatar_url, is_operator`);
+  await tx.query(sql.unsafe`
+    insert into user_identities (user_id, provider, subject, email) values (${user.id}, 'password', ${user.id}, ${user.email})`);
+  return user;
 }
 
 /**
@@ -54,7 +61,7 @@ export async function findUser(db: CommonQueryMethods, userId: string): Promise<
   return db.maybeOne(userRow`select id, email, display_name, avatar_url, is_operator from users where id = ${userId}`);
 }
 
-export const MembershipRow = z.object({ tenant_id: z.string(), tenant_name: z.string(), role: z.enum(['admin', 'viewer']) });
+export const MembershipRow = z.object({ tenant_id: z.string(), tenant_name: z.string(), role: TenantRoleSchema });
 
 export async function membershipsOf(db: CommonQueryMethods, userId: string) {
   return db.any(sql.type(MembershipRow)`

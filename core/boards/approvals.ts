@@ -1,6 +1,7 @@
 // A tenant Admin's decision on a pending public-publish approval. Only a
 // pending approval can be decided; the decision is recorded with the person.
 import { z } from 'zod';
+import { TenantRoleSchema, type TenantRole } from '../tenants/roles.ts';
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
 
 export const ApprovalRow = z.object({
@@ -92,8 +93,8 @@ export async function approvalForPage(db: CommonQueryMethods, id: string): Promi
 }
 
 /** The person's role in a tenant, read fresh (no cache): null when not a member. */
-export async function memberRole(db: CommonQueryMethods, tenantId: string, userId: string): Promise<'admin' | 'viewer' | null> {
-  return db.maybeOneFirst(sql.type(z.object({ role: z.enum(['admin', 'viewer']) }))`
+export async function memberRole(db: CommonQueryMethods, tenantId: string, userId: string): Promise<TenantRole | null> {
+  return db.maybeOneFirst(sql.type(z.object({ role: TenantRoleSchema }))`
     select role from tenant_memberships where tenant_id = ${tenantId} and user_id = ${userId}`);
 }
 

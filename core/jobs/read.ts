@@ -2,6 +2,7 @@
 // the caller does not belong to reads exactly like a job that does not exist.
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
 import { z } from 'zod';
+import { TenantRoleSchema, type TenantRole } from '../tenants/roles.ts';
 import { JobRow } from './schema.ts';
 
 const jobRow = sql.type(JobRow);
@@ -14,8 +15,8 @@ export async function findJobForUser(db: CommonQueryMethods, jobId: string, user
 }
 
 /** The job and the caller's role in its tenant, when the caller is a member. */
-export async function findJobWithRole(db: CommonQueryMethods, jobId: string, userId: string): Promise<{ job: JobRow; role: 'admin' | 'viewer' } | null> {
-  const row = await db.maybeOne(sql.type(JobRow.extend({ member_role: z.enum(['admin', 'viewer']) }))`
+export async function findJobWithRole(db: CommonQueryMethods, jobId: string, userId: string): Promise<{ job: JobRow; role: TenantRole } | null> {
+  const row = await db.maybeOne(sql.type(JobRow.extend({ member_role: TenantRoleSchema }))`
     select j.*, m.role as member_role from jobs j
     join tenant_memberships m on m.tenant_id = j.tenant_id and m.user_id = ${userId}
     where j.id = ${jobId}`);

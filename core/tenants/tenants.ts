@@ -1,6 +1,7 @@
 // Tenants (workspaces): created by a user who becomes their Admin; read by
 // members only. Secrets for integrations are sealed with AES-256-GCM.
 import { z } from 'zod';
+import { TenantRoleSchema } from './roles.ts';
 import { seal } from '../crypto/secretbox.ts';
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
 import type { Position } from '../paging.ts';
@@ -48,14 +49,14 @@ export async function createTenant(db: CommonQueryMethods, userId: string, name:
 }
 
 export async function findTenantForMember(db: CommonQueryMethods, tenantId: string, userId: string) {
-  return db.maybeOne(sql.type(TenantRow.extend({ member_count: z.number(), role: z.enum(['admin', 'viewer']) }))`
+  return db.maybeOne(sql.type(TenantRow.extend({ member_count: z.number(), role: TenantRoleSchema }))`
     select t.id, t.name, t.plan, t.settings, t.created_at, m.role,
       (select count(*)::int from tenant_memberships c where c.tenant_id = t.id) as member_count
     from tenants t join tenant_memberships m on m.tenant_id = t.id and m.user_id = ${userId}
     where t.id = ${tenantId}`);
 }
 
-export const TenantListRow = TenantRow.extend({ role: z.enum(['admin', 'viewer']), owned: z.boolean(), cursor_t: z.string() });
+export const TenantListRow = TenantRow.extend({ role: TenantRoleSchema, owned: z.boolean(), cursor_t: z.string() });
 
 /** The tenants the user is a member of, newest first, a keyset page (limit + 1 rows). */
 export async function listTenantsOfMember(db: CommonQueryMethods, userId: string, page: { limit: number; after: Position | null }) {

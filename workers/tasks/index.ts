@@ -17,6 +17,7 @@ import memoryRetention from './memory-retention.ts';
 import partnerTokenRevocation from './partner-token-revocation.ts';
 import deadWorkers from './maintenance-dead-workers.ts';
 import sweepExpired from './maintenance-sweep-expired.ts';
+import teamInvitationEmail from './team-invitation-email.ts';
 import usageRollup from './usage-rollup.ts';
 
-export const TASKS: readonly TaskDefinition[] = [chatTurn, companyRun, diagNoop, diagSteps, diagWait, sweepExpired, deadWorkers, usageRollup, agentRestore, billingWebhook, billingExpire, consoleSample, memoryRetention, channelLink, channelDeliver, channelDisconnect, altidpNotification, partnerTokenRevocation];
+export const TASKS: readonly TaskDefinition[] = [chatTurn, companyRun, diagNoop, diagSteps, diagWait, sweepExpired, deadWorkers, usageRollup, agentRestore, billingWebhook, billingExpire, consoleSample, memoryRetention, channelLink, channelDeliver, channelDisconnect, altidpNotification, partnerTokenRevocation, teamInvitationEmail];

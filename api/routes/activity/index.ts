@@ -28,7 +28,7 @@ async function paging<T>(work: () => Promise<T>): Promise<T> {
 }
 
 const activityRoutes: FastifyPluginAsyncZod = async (app) => {
-  const viewer = { onRequest: app.requireUser, preHandler: app.requireTenant('viewer') };
+  const viewer = { onRequest: app.requireUser, preValidation: app.requireTenant('viewer') };
   const errors = { 400: PlatformError, 401: PlatformError, 403: PlatformError, 404: PlatformError };
   const common = { tags: ['activity'], security: [{ PlatformJWT: [] }], headers: TenantHeaders };
 

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { TenantRoleSchema } from '../../../core/tenants/roles.ts';
 import { PASSWORD_MAX_LENGTH } from '../../../core/crypto/passwords.ts';
 
 export const Email = z.email().max(320).describe('E-mail address');
@@ -33,7 +34,7 @@ export const Session = z
 export const Me = PublicUser.extend({
   roles: z.array(z.enum(['operator'])).describe('Platform-wide roles; `operator` is the global Admin'),
   memberships: z.array(
-    z.object({ tenantId: z.uuid(), tenantName: z.string(), role: z.enum(['admin', 'viewer']) }),
+    z.object({ tenantId: z.uuid(), tenantName: z.string(), role: TenantRoleSchema }),
   ),
 }).meta({ id: 'Me' });
 

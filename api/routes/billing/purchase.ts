@@ -75,7 +75,7 @@ const purchaseRoutes: FastifyPluginAsyncZod = async (app) => {
     '/api/billing/purchase-sync',
     {
       onRequest: app.requireUser,
-      preHandler: app.requireTenant('admin'),
+      preValidation: app.requireTenant('admin'),
       schema: {
         operationId: 'syncInAppPurchases',
         tags: ['billing'],

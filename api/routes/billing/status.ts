@@ -38,7 +38,7 @@ const billingStatusRoutes: FastifyPluginAsyncZod = async (app) => {
     '/api/billing/status',
     {
       onRequest: app.requireUser,
-      preHandler: app.requireTenant('viewer'),
+      preValidation: app.requireTenant('viewer'),
       schema: {
         operationId: 'getBillingStatus',
         tags: ['billing'],

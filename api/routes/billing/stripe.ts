@@ -33,7 +33,7 @@ const refused = (error: unknown): never => {
 };
 
 const stripeBillingRoutes: FastifyPluginAsyncZod = async (app) => {
-  const admin = { onRequest: app.requireUser, preHandler: app.requireTenant('admin') };
+  const admin = { onRequest: app.requireUser, preValidation: app.requireTenant('admin') };
   const security = [{ PlatformJWT: [] }];
   const errors = { 400: PlatformError, 401: PlatformError, 403: PlatformError, 404: PlatformError, 409: PlatformError, 502: PlatformError, 503: PlatformError };
   const deps = () => ({ db: app.db, config: app.config, stripe: app.billing.stripe() });

@@ -36,15 +36,16 @@ const ApprovalParams = z.object({ approvalId: z.string().min(1).max(64) });
 
 const boardRoutes: FastifyPluginAsyncZod = async (app) => {
   const security = [{ PlatformJWT: [] }];
-  const viewer = { onRequest: app.requireUser, preHandler: app.requireTenant('viewer') };
-  const admin = { onRequest: app.requireUser, preHandler: app.requireTenant('admin') };
+  const viewer = { onRequest: app.requireUser, preValidation: app.requireTenant('viewer') };
+  const admin = { onRequest: app.requireUser, preValidation: app.requireTenant('admin') };
+  const member = { onRequest: app.requireUser, preValidation: app.requireTenant('member') };
   const errors = { 400: PlatformError, 401: PlatformError, 403: PlatformError, 404: PlatformError };
   // The pages for people are registered with these routes so app.ts needs one line per surface.
   await app.register(hostedBoardRoutes);
   await app.register(approvalPageRoutes);
 
   app.post('/api/boards', {
-    ...admin,
+    ...member,
     schema: { operationId: 'createBoard', tags: ['boards'], summary: 'Create an insight board (with optional first content version)',
       description: 'scopeId names a company of the tenant (scopeType company) or a company agent (scopeType agent); any other id is 404 not_found.', security, headers: TenantHeaders,
       body: z.object({ title: z.string().trim().min(1).max(200), scopeType: z.enum(['company', 'agent']), scopeId: z.string().min(1).max(128), content: Content.optional() }).strict(),
@@ -61,7 +62,7 @@ const boardRoutes: FastifyPluginAsyncZod = async (app) => {
   });
 
   app.put('/api/boards/:boardId/content', {
-    ...admin,
+    ...member,
     schema: { operationId: 'saveBoardContent', tags: ['boards'], summary: 'Save content as the next version', security, headers: TenantHeaders,
       params: z.object({ boardId: z.string().min(1).max(256) }), body: z.object({ content: Content }).strict(), response: { 200: PlatformBoard, ...errors } },
   }, async (request) => {

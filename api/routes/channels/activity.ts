@@ -28,7 +28,7 @@ const iso = (v: string | null) => (v === null ? null : new Date(v).toISOString()
 const channelActivityRoutes: FastifyPluginAsyncZod = async (app) => {
   app.get('/api/activity/channels', {
     onRequest: app.requireUser,
-    preHandler: app.requireTenant('viewer'),
+    preValidation: app.requireTenant('viewer'),
     schema: {
       operationId: 'listChannelActivity', tags: ['activity'], summary: 'Channel activity: state, inbound/outbound counts, last of each, last error',
       security: [{ PlatformJWT: [] }], headers: TenantHeaders, querystring: PageQuery,

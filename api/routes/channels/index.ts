@@ -39,8 +39,8 @@ export function channelOr404(channel: string): ChannelAdapter {
 
 const channelRoutes: FastifyPluginAsyncZod = async (app) => {
   const security = [{ PlatformJWT: [] }];
-  const viewer = { onRequest: app.requireUser, preHandler: app.requireTenant('viewer') };
-  const admin = { onRequest: app.requireUser, preHandler: app.requireTenant('admin') };
+  const viewer = { onRequest: app.requireUser, preValidation: app.requireTenant('viewer') };
+  const admin = { onRequest: app.requireUser, preValidation: app.requireTenant('admin') };
   const errors = { 400: PlatformError, 401: PlatformError, 403: PlatformError, 404: PlatformError };
   const keyring = Keyring.fromConfig(app.config);
   const waiters = new LinkWaiters(app.jobEvents);

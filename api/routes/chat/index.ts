@@ -31,8 +31,8 @@ const Page = z.object({ limit: z.coerce.number().int().min(1).max(100).default(5
 
 const chatRoutes: FastifyPluginAsyncZod = async (app) => {
   const security = [{ PlatformJWT: [] }];
-  const viewer = { onRequest: app.requireUser, preHandler: app.requireTenant('viewer') };
-  const admin = { onRequest: app.requireUser, preHandler: app.requireTenant('admin') };
+  const viewer = { onRequest: app.requireUser, preValidation: app.requireTenant('viewer') };
+  const member = { onRequest: app.requireUser, preValidation: app.requireTenant('member') };
   const errors = { 400: PlatformError, 401: PlatformError, 403: PlatformError, 404: PlatformError };
 
   app.post(
@@ -71,7 +71,7 @@ const chatRoutes: FastifyPluginAsyncZod = async (app) => {
   app.post(
     '/api/chat/sessions',
     {
-      ...admin,
+      ...member,
       schema: { operationId: 'createChatSession', tags: ['chat'], summary: 'Create a session', security, headers: TenantHeaders,
         body: z.object({ title: z.string().trim().min(1).max(200).optional(), agentId: z.uuid().optional(), model: z.string().regex(/^[a-z0-9-]+\/[\w.:-]{1,100}$/).optional() }),
         response: { 201: Session, ...errors } },
@@ -111,7 +111,7 @@ const chatRoutes: FastifyPluginAsyncZod = async (app) => {
   app.post(
     '/api/chat/send',
     {
-      ...admin,
+      ...member,
       schema: {
         operationId: 'sendChatMessage',
         tags: ['chat'],

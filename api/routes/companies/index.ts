@@ -51,8 +51,9 @@ async function mapped<T>(work: () => Promise<T>): Promise<T> {
 const companyRoutes: FastifyPluginAsyncZod = async (app) => {
   const security = [{ PlatformJWT: [] }];
   const tags = ['companies'];
-  const viewer = { onRequest: app.requireUser, preHandler: app.requireTenant('viewer') };
-  const admin = { onRequest: app.requireUser, preHandler: app.requireTenant('admin') };
+  const viewer = { onRequest: app.requireUser, preValidation: app.requireTenant('viewer') };
+  const admin = { onRequest: app.requireUser, preValidation: app.requireTenant('admin') };
+  const member = { onRequest: app.requireUser, preValidation: app.requireTenant('member') };
   const errors = { 400: PlatformError, 401: PlatformError, 403: PlatformError, 404: PlatformError };
   const doc = (operationId: string, summary: string, description: string) => ({ operationId, tags, summary, description, security, headers: TenantHeaders });
   // Company-scoped routes answer 404 for a company that is not the tenant's.
@@ -100,7 +101,7 @@ const companyRoutes: FastifyPluginAsyncZod = async (app) => {
       return toAgent(agent);
     });
 
-  app.post('/api/companies/:companyId/tasks', { ...admin, schema: { ...doc('createCompanyTask', 'Create a task of the company', 'Tenant Admin. assignedAgentId, when given, must be an agent of this company.'), params: CompanyParams, body: TaskBody, response: { 201: CompanyTask, ...errors } } },
+  app.post('/api/companies/:companyId/tasks', { ...member, schema: { ...doc('createCompanyTask', 'Create a task of the company', 'Tenant Member or Admin. assignedAgentId, when given, must be an agent of this company.'), params: CompanyParams, body: TaskBody, response: { 201: CompanyTask, ...errors } } },
     async (request, reply) => mapped(async () => {
       const task = await createCompanyTask(app.db, request.tenant!.id, request.params.companyId, request.body);
       if (!task) throw notFound('company');
@@ -114,7 +115,7 @@ const companyRoutes: FastifyPluginAsyncZod = async (app) => {
       return { items: page.items.map(toTask), nextCursor: page.nextCursor };
     }));
 
-  app.patch('/api/companies/:companyId/tasks/:taskId', { ...admin, schema: { ...doc('updateCompanyTask', 'Change a task of the company', 'Tenant Admin. Status open, in_progress, done or cancelled; assignedAgentId null unassigns.'), params: CompanyParams.extend({ taskId: z.uuid() }), body: TaskPatch, response: { 200: CompanyTask, ...errors } } },
+  app.patch('/api/companies/:companyId/tasks/:taskId', { ...member, schema: { ...doc('updateCompanyTask', 'Change a task of the company', 'Tenant Member or Admin. Status open, in_progress, done or cancelled; assignedAgentId null unassigns.'), params: CompanyParams.extend({ taskId: z.uuid() }), body: TaskPatch, response: { 200: CompanyTask, ...errors } } },
     async (request) => mapped(async () => {
       const task = await updateCompanyTask(app.db, request.tenant!.id, request.params.companyId, request.params.taskId, request.body);
       if (!task) throw notFound('task');
@@ -124,10 +125,10 @@ const companyRoutes: FastifyPluginAsyncZod = async (app) => {
   app.post(
     '/api/companies/:companyId/tasks/:taskId/runs',
     {
-      ...admin,
+      ...member,
       schema: {
         ...doc('startCompanyRun', 'Run a task by one of the company\'s agents',
-          'Tenant Admin. Answers 202 at once with the run and its job; the agent\'s model works on a worker. Follow the job at GET /api/jobs/:jobId (or /api/ws); the run\'s status mirrors it and its output is set once it succeeds. 409 when the agent is paused or the task is done or cancelled; 429 QUEUE_LIMIT_REACHED when the account has as many unfinished jobs as its plan allows.'),
+          'Tenant Member or Admin. Answers 202 at once with the run and its job; the agent\'s model works on a worker. Follow the job at GET /api/jobs/:jobId (or /api/ws); the run\'s status mirrors it and its output is set once it succeeds. 409 when the agent is paused or the task is done or cancelled; 429 QUEUE_LIMIT_REACHED when the account has as many unfinished jobs as its plan allows.'),
         params: CompanyParams.extend({ taskId: z.uuid() }),
         body: z.object({ agentId: z.uuid().describe('An active agent of this company') }),
         response: { 202: RunAccepted, ...errors, 409: PlatformError, 429: PlatformError },

@@ -20,8 +20,9 @@ function checkedName(name: string, where: string): string {
 }
 
 const memoryRoutes: FastifyPluginAsyncZod = async (app) => {
-  const viewer = { onRequest: app.requireUser, preHandler: app.requireWorkspace('viewer') };
-  const admin = { onRequest: app.requireUser, preHandler: app.requireWorkspace('admin') };
+  const viewer = { onRequest: app.requireUser, preValidation: app.requireWorkspace('viewer') };
+  const admin = { onRequest: app.requireUser, preValidation: app.requireWorkspace('admin') };
+  const member = { onRequest: app.requireUser, preValidation: app.requireWorkspace('member') };
   const errors = { 400: PlatformError, 401: PlatformError, 403: PlatformError, 404: PlatformError };
   const common = { tags: ['memory'], security: [{ PlatformJWT: [] }], headers: OptionalTenantHeaders };
 
@@ -84,7 +85,7 @@ const memoryRoutes: FastifyPluginAsyncZod = async (app) => {
   });
 
   app.post('/api/memory/content', {
-    ...admin,
+    ...member,
     schema: {
       ...common,
       operationId: 'writeMemoryContent',

@@ -124,7 +124,7 @@ const onboardingRoutes: FastifyPluginAsyncZod = async (app) => {
     '/api/onboarding/setup',
     {
       onRequest: app.requireUser,
-      preHandler: app.requireTenant('admin'),
+      preValidation: app.requireTenant('admin'),
       schema: {
         operationId: 'setupOnboardingProvider',
         tags,

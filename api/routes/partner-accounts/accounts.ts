@@ -41,8 +41,8 @@ async function platformErrors<T>(step: () => Promise<T>): Promise<T> {
 
 const accountRoutes: FastifyPluginAsyncZod = async (app) => {
   const security = [{ PlatformJWT: [] }];
-  const viewer = { onRequest: app.requireUser, preHandler: app.requireWorkspace('viewer') };
-  const admin = { onRequest: app.requireUser, preHandler: app.requireWorkspace('admin') };
+  const viewer = { onRequest: app.requireUser, preValidation: app.requireWorkspace('viewer') };
+  const admin = { onRequest: app.requireUser, preValidation: app.requireWorkspace('admin') };
   const errors = { 400: PlatformError, 401: PlatformError, 403: PlatformError, 404: PlatformError };
 
   app.get(

@@ -40,7 +40,7 @@ const oauthRoutes: FastifyPluginAsyncZod = async (app) => {
   const keyring = Keyring.fromConfig(app.config);
   const client = () => viaProvider(() => partnerClient(app.config));
   const errors = { 400: PlatformError, 401: PlatformError, 403: PlatformError, 404: PlatformError, 429: PlatformError, 502: PlatformError, 503: PlatformError };
-  const signedIn = { onRequest: [app.rateLimit(START_LIMIT), app.requireUser], preHandler: app.requireWorkspace('admin') };
+  const signedIn = { onRequest: [app.rateLimit(START_LIMIT), app.requireUser], preValidation: app.requireWorkspace('admin') };
 
   /** Creates the flow and its authorization URL; sets the browser cookie on the reply. */
   async function start(request: FastifyRequest, reply: FastifyReply, services: ServiceId[] | undefined) {

@@ -31,9 +31,9 @@ const providerKeyRoutes: FastifyPluginAsyncZod = async (app) => {
   keepRawJsonBody(app);
 
   const keyring = Keyring.fromConfig(app.config);
-  const viewer = { onRequest: app.requireUser, preHandler: app.requireWorkspace('viewer') };
-  const admin = { onRequest: app.requireUser, preHandler: app.requireWorkspace('admin') };
-  const signedAdmin = { onRequest: app.requireUser, preHandler: [app.requireWorkspace('admin'), app.requireSignature] };
+  const viewer = { onRequest: app.requireUser, preValidation: app.requireWorkspace('viewer') };
+  const admin = { onRequest: app.requireUser, preValidation: app.requireWorkspace('admin') };
+  const signedAdmin = { onRequest: app.requireUser, preValidation: app.requireWorkspace('admin'), preHandler: app.requireSignature };
   const tenantErrors = { 400: PlatformError, 401: PlatformError, 403: PlatformError, 404: PlatformError };
 
   app.get(

@@ -43,7 +43,7 @@ declare module 'fastify' {
 
 const runnerRoutes: FastifyPluginAsyncZod = async (app) => {
   const security = [{ PlatformJWT: [] }];
-  const admin = { onRequest: app.requireUser, preHandler: app.requireTenant('admin') };
+  const admin = { onRequest: app.requireUser, preValidation: app.requireTenant('admin') };
   const errors = { 400: PlatformError, 401: PlatformError, 403: PlatformError, 404: PlatformError };
 
   app.decorateRequest('runner', null);

@@ -33,8 +33,8 @@ const notFound = () => new PlatformHttpError(404, 'not_found', 'No such runner.'
 const runnerRegistryRoutes: FastifyPluginAsyncZod = async (app) => {
   const security = [{ PlatformJWT: [] }];
   const tags = ['runners'];
-  const viewer = { onRequest: app.requireUser, preHandler: app.requireTenant('viewer') };
-  const admin = { onRequest: app.requireUser, preHandler: app.requireTenant('admin') };
+  const viewer = { onRequest: app.requireUser, preValidation: app.requireTenant('viewer') };
+  const admin = { onRequest: app.requireUser, preValidation: app.requireTenant('admin') };
   const errors = { 400: PlatformError, 401: PlatformError, 403: PlatformError, 404: PlatformError };
 
   app.get(

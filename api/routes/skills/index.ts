@@ -17,8 +17,8 @@ export const LEGACY_RETIRED = 'legacy_skill_registration_retired';
 
 const skillRoutes: FastifyPluginAsyncZod = async (app) => {
   const keyring = Keyring.fromConfig(app.config);
-  const viewer = { onRequest: app.requireUser, preHandler: app.requireTenant('viewer') };
-  const admin = { onRequest: app.requireUser, preHandler: app.requireTenant('admin') };
+  const viewer = { onRequest: app.requireUser, preValidation: app.requireTenant('viewer') };
+  const admin = { onRequest: app.requireUser, preValidation: app.requireTenant('admin') };
   const errors = { 400: PlatformError, 401: PlatformError, 403: PlatformError, 404: PlatformError };
   const common = { tags: ['skills'], security: [{ PlatformJWT: [] }], headers: TenantHeaders };
 

@@ -44,7 +44,7 @@ const toItem = (r: RegistrationListRow) => ({
 });
 
 const agentRegistrationRoutes: FastifyPluginAsyncZod = async (app) => {
-  const admin = { onRequest: app.requireUser, preHandler: app.requireTenant('admin') };
+  const admin = { onRequest: app.requireUser, preValidation: app.requireTenant('admin') };
   const errors = { 400: PlatformError, 401: PlatformError, 403: PlatformError, 404: PlatformError };
   const security = [{ PlatformJWT: [] }];
   const notFound = () => new PlatformHttpError(404, 'not_found', 'No such agent registration in this tenant.');

@@ -2,6 +2,7 @@
 // tenant-scoped writes: integration secrets, sessions, asynchronous jobs.
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { TenantRoleSchema } from '../../../core/tenants/roles.ts';
 import { DIAG_KINDS, DiagInputs, DiagLimitError, enqueueDiagJob, TENANT_DIAG_OPEN_LIMIT, TenantDiagInputs } from '../../../core/jobs/diagnostics.ts';
 import { findJobInTenant } from '../../../core/jobs/read.ts';
 import { JobStatus, toJobStatus } from '../../../core/jobs/schema.ts';
@@ -19,17 +20,18 @@ import { TenantHeaders } from '../../plugins/tenant.ts';
 
 const Settings = z.record(z.string(), z.unknown()).describe('Tenant settings (defaults: timezone, locale, defaultModel)');
 const Tenant = z
-  .object({ id: z.uuid(), name: z.string(), plan: z.string(), settings: Settings, memberCount: z.int(), role: z.enum(['admin', 'viewer']), createdAt: z.iso.datetime() })
+  .object({ id: z.uuid(), name: z.string(), plan: z.string(), settings: Settings, memberCount: z.int(), role: TenantRoleSchema, createdAt: z.iso.datetime() })
   .meta({ id: 'Tenant' });
 const TenantListItem = z
-  .object({ id: z.uuid(), name: z.string(), plan: z.string(), role: z.enum(['admin', 'viewer']), owned: z.boolean().describe('Whether the caller owns it (it counts for their account)'), createdAt: z.iso.datetime() })
+  .object({ id: z.uuid(), name: z.string(), plan: z.string(), role: TenantRoleSchema, owned: z.boolean().describe('Whether the caller owns it (it counts for their account)'), createdAt: z.iso.datetime() })
   .meta({ id: 'TenantListItem' });
 const TenantPage = z.object({ items: z.array(TenantListItem), nextCursor: z.string().nullable() }).meta({ id: 'TenantPage' });
 const CreatedTenant = z.object({ id: z.uuid(), name: z.string(), settings: Settings }).meta({ id: 'CreatedTenant' });
 const TenantName = z.string().trim().min(1).max(200);
 
 const tenantRoutes: FastifyPluginAsyncZod = async (app) => {
-  const admin = { onRequest: app.requireUser, preHandler: app.requireTenant('admin') };
+  const admin = { onRequest: app.requireUser, preValidation: app.requireTenant('admin') };
+  const member = { onRequest: app.requireUser, preValidation: app.requireTenant('member') };
   const tenantErrors = { 400: PlatformError, 401: PlatformError, 403: PlatformError, 404: PlatformError };
   const security = [{ PlatformJWT: [] }];
 
@@ -139,7 +141,7 @@ const tenantRoutes: FastifyPluginAsyncZod = async (app) => {
   app.post(
     '/api/tenants/sessions',
     {
-      ...admin,
+      ...member,
       schema: {
         operationId: 'createTenantSession',
         tags: ['tenants'],

@@ -24,11 +24,11 @@ const providerOf = (model: string) => {
 };
 
 const usageRoutes: FastifyPluginAsyncZod = async (app) => {
-  const viewer = { onRequest: app.requireUser, preHandler: app.requireWorkspace('viewer') };
-  const admin = { onRequest: app.requireUser, preHandler: app.requireWorkspace('admin') };
+  const viewer = { onRequest: app.requireUser, preValidation: app.requireWorkspace('viewer') };
+  const admin = { onRequest: app.requireUser, preValidation: app.requireWorkspace('admin') };
   // Aggregates over up to a year of records: the spec's tracking/analytics
   // limit (30 per minute per IP) keeps one client from monopolising them.
-  const analytics = { onRequest: [app.rateLimit(LIMITS.tracking), app.requireUser], preHandler: app.requireWorkspace('viewer') };
+  const analytics = { onRequest: [app.rateLimit(LIMITS.tracking), app.requireUser], preValidation: app.requireWorkspace('viewer') };
   const errors = { 400: PlatformError, 401: PlatformError, 403: PlatformError, 404: PlatformError };
   const common = { tags: ['usage'], security: [{ PlatformJWT: [] }], headers: OptionalTenantHeaders };
 

@@ -1,0 +1,222 @@
+// Invitations: an Admin invites an e-mail address with a role; the answer
+// carries a one-time link whose token is kept here only as its SHA-256.
+// The link puts the token in the URL's fragment, which browsers never send
+// to a server, so it reaches no access log or Referer. An invitation is
+// open until it is accepted, revoked or expires; a new one for the same
+// address replaces the open one (the old link stops working). When SMTP is
+// configured, the e-mail goes out from a job (invitation_emails is its
+// outbox; the link waits there sealed, and is cleared once sent).
+import { createHash } from 'node:crypto';
+import { z } from 'zod';
+import { createUserIn, EmailTakenError, type UserRow } from '../accounts/users.ts';
+import type { Keyring } from '../crypto/keyring.ts';
+import { randomToken } from '../crypto/tokens.ts';
+import { sql, type CommonQueryMethods, type DatabasePool } from '../db/pool.ts';
+import { enqueueJobs } from '../jobs/enqueue.ts';
+import type { Position } from '../paging.ts';
+import { TenantRoleSchema, type TenantRole } from '../tenants/roles.ts';
+import { recordAudit } from './audit.ts';
+import type { Actor } from './members.ts';
+import type { TeamSettings } from './settings.ts';
+
+export const INVITATION_EMAIL_JOB = 'team.invitation_email';
+const TOKEN_PREFIX = 'inv_';
+
+export const tokenHash = (token: string) => createHash('sha256').update(token, 'utf8').digest();
+
+/** The page that accepts an invitation; the token rides in the fragment. */
+export const invitationLink = (baseUrl: string, token: string) => `${baseUrl}/invitations/accept#${token}`;
+
+/** Why an invitation cannot be made or used: status and code for the answer. */
+export class InvitationError extends Error {
+  override name = 'InvitationError';
+  constructor(
+    public readonly status: 403 | 404 | 409 | 410 | 429,
+    public readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export const InvitationRow = z.object({
+  id: z.string(),
+  tenant_id: z.string(),
+  email: z.string(),
+  role: TenantRoleSchema,
+  invited_by_email: z.string().nullable(),
+  created_at: z.string(),
+  expires_at: z.string(),
+  email_status: z.string().nullable(),
+  cursor_t: z.string(),
+});
+export type InvitationRow = z.infer<typeof InvitationRow>;
+
+const invitationColumns = sql.fragment`
+  i.id, i.tenant_id, i.email, i.role, (select email from users where id = i.invited_by) as invited_by_email,
+  i.created_at, i.expires_at, (select status from invitation_emails e where e.invitation_id = i.id order by e.created_at desc limit 1) as email_status,
+  i.created_at::text as cursor_t`;
+
+export type CreatedInvitation = { invitation: InvitationRow; link: string; emailed: boolean };
+
+/**
+ * Creates an invitation (replacing an open one for the same address) under
+ * the workspace's bounds, audited; with SMTP configured, its e-mail job too.
+ */
+export async function createInvitation(
+  db: CommonQueryMethods,
+  input: { tenantId: string; actor: Actor; email: string; role: TenantRole; settings: TeamSettings; baseUrl: string; keyring: Keyring },
+): Promise<CreatedInvitation> {
+  const { tenantId, actor, settings } = input;
+  const email = input.email.trim();
+  const token = randomToken(TOKEN_PREFIX);
+  const link = invitationLink(input.baseUrl, token);
+  return db.transaction(async (tx) => {
+    // One workspace's invitations one at a time: the bounds hold under concurrency.
+    await tx.query(sql.unsafe`select 1 from tenants where id = ${tenantId} for update`);
+    const member = await tx.exists(sql.unsafe`
+      select 1 from tenant_memberships m join users u on u.id = m.user_id where m.tenant_id = ${tenantId} and lower(u.email) = lower(${email})`);
+    if (member) throw new InvitationError(409, 'already_member', `${email} is already a member of this workspace; change their role instead.`);
+    const counts = await tx.one(sql.type(z.object({ today: z.number(), open: z.number(), retry_s: z.number() }))`
+      select count(*) filter (where created_at > now() - interval '1 day')::int as today,
+        count(*) filter (where accepted_at is null and revoked_at is null and expires_at > now() and lower(email) <> lower(${email}))::int as open,
+        coalesce(ceil(extract(epoch from min(created_at) filter (where created_at > now() - interval '1 day') + interval '1 day' - now())), 0)::int as retry_s
+      from tenant_invitations where tenant_id = ${tenantId} and created_at > now() - greatest(interval '1 day', make_interval(hours => ${settings.invitationTtlHours}))`);
+    if (counts.today >= settings.invitationsPerDay) {
+      throw new InvitationError(429, 'invitation_limit', `This workspace sent ${counts.today} invitations in the last 24 hours, the most allowed (INVITATIONS_PER_DAY); try again in ${Math.max(1, Math.ceil(counts.retry_s / 60))} minutes.`);
+    }
+    if (counts.open >= settings.pendingInvitations) {
+      throw new InvitationError(409, 'too_many_pending_invitations', `This workspace has ${counts.open} open invitations, the most allowed (INVITATIONS_PENDING_MAX); revoke some first.`);
+    }
+    const replaced = await tx.anyFirst(sql.type(z.object({ id: z.string() }))`
+      update tenant_invitations set revoked_at = now()
+      where tenant_id = ${tenantId} and lower(email) = lower(${email}) and accepted_at is null and revoked_at is null
+      returning id`);
+    for (const id of replaced) {
+      await tx.query(sql.unsafe`update invitation_emails set status = 'cancelled', sealed_link = null where invitation_id = ${id} and status = 'queued'`);
+      await recordAudit(tx, { tenantId, action: 'invitation_revoked', actorId: actor.userId, subjectEmail: email, invitationId: id, requestId: actor.requestId });
+    }
+    const id = await tx.oneFirst(sql.type(z.object({ id: z.string() }))`
+      insert into tenant_invitations (tenant_id, email, role, token_hash, invited_by, expires_at)
+      values (${tenantId}, ${email}, ${input.role}, ${sql.binary(tokenHash(token))}, ${actor.userId}, now() + make_interval(hours => ${settings.invitationTtlHours}))
+      returning id`);
+    await recordAudit(tx, { tenantId, action: 'invitation_created', actorId: actor.userId, subjectEmail: email, invitationId: id, toRole: input.role, requestId: actor.requestId });
+    const emailed = settings.smtpUrl !== null;
+    if (emailed) {
+      const outbox = await tx.oneFirst(sql.type(z.object({ id: z.string() }))`
+        insert into invitation_emails (invitation_id, sealed_link) values (${id}, ${input.keyring.sealPacked(link, `invitation-email:${id}`)}) returning id`);
+      await enqueueJobs(tx, [{ kind: INVITATION_EMAIL_JOB, tenantId, input: { emailId: outbox }, maxAttempts: 8 }]);
+    }
+    const invitation = await tx.one(sql.type(InvitationRow)`select ${invitationColumns} from tenant_invitations i where i.id = ${id}`);
+    return { invitation, link, emailed };
+  });
+}
+
+/** Open invitations (not accepted or revoked; expired ones too, marked by expires_at), newest first. */
+export async function listOpenInvitations(db: CommonQueryMethods, tenantId: string, page: { limit: number; after: Position | null }) {
+  return db.any(sql.type(InvitationRow)`
+    select ${invitationColumns} from tenant_invitations i
+    where i.tenant_id = ${tenantId} and i.accepted_at is null and i.revoked_at is null
+      ${page.after ? sql.fragment`and (i.created_at, i.id) < (${page.after.t}::timestamptz, ${page.after.id}::uuid)` : sql.fragment``}
+    order by i.created_at desc, i.id desc
+    limit ${page.limit + 1}`);
+}
+
+export async function revokeInvitation(db: CommonQueryMethods, tenantId: string, actor: Actor, invitationId: string): Promise<void> {
+  await db.transaction(async (tx) => {
+    const row = await tx.maybeOne(sql.type(z.object({ email: z.string(), accepted: z.boolean(), revoked: z.boolean() }))`
+      select email, accepted_at is not null as accepted, revoked_at is not null as revoked
+      from tenant_invitations where id = ${invitationId} and tenant_id = ${tenantId} for update`);
+    if (!row) throw new InvitationError(404, 'not_found', 'No such invitation.');
+    if (row.accepted) throw new InvitationError(409, 'invitation_used', 'This invitation was already accepted; remove the member instead.');
+    if (row.revoked) return;
+    await tx.query(sql.unsafe`update tenant_invitations set revoked_at = now() where id = ${invitationId}`);
+    await tx.query(sql.unsafe`update invitation_emails set status = 'cancelled', sealed_link = null where invitation_id = ${invitationId} and status = 'queued'`);
+    await recordAudit(tx, { tenantId, action: 'invitation_revoked', actorId: actor.userId, subjectEmail: row.email, invitationId, requestId: actor.requestId });
+  });
+}
+
+/** What the accept page and API show of an invitation before it is accepted. */
+export const InvitationView = z.object({
+  id: z.string(),
+  tenant_id: z.string(),
+  tenant_name: z.string(),
+  email: z.string(),
+  role: TenantRoleSchema,
+  invited_by: z.string().nullable(),
+  expires_at: z.string(),
+  state: z.enum(['open', 'expired', 'revoked', 'accepted']),
+  has_account: z.boolean(),
+  accepted_by: z.string().nullable(),
+});
+export type InvitationView = z.infer<typeof InvitationView>;
+
+/** The invitation behind a token, in whatever state (null: no such token). */
+export async function inspectInvitation(db: CommonQueryMethods, token: string, lock = false): Promise<InvitationView | null> {
+  if (!token.startsWith(TOKEN_PREFIX) || token.length > 200) return null;
+  return db.maybeOne(sql.type(InvitationView)`
+    select i.id, i.tenant_id, t.name as tenant_name, i.email, i.role,
+      coalesce((select coalesce(display_name, email) from users where id = i.invited_by), 'An Admin') as invited_by, i.expires_at,
+      case when i.accepted_at is not null then 'accepted' when i.revoked_at is not null then 'revoked' when i.expires_at <= now() then 'expired' else 'open' end as state,
+      exists (select 1 from users u where lower(u.email) = lower(i.email)) as has_account, i.accepted_by
+    from tenant_invitations i join tenants t on t.id = i.tenant_id
+    where i.token_hash = ${sql.binary(tokenHash(token))}
+    ${lock ? sql.fragment`for update of i` : sql.fragment``}`);
+}
+
+/** The refusal for an invitation that is not open. */
+export function notOpen(view: InvitationView): InvitationError | null {
+  if (view.state === 'expired') return new InvitationError(410, 'invitation_expired', 'This invitation has expired; ask an Admin of the workspace for a new one.');
+  if (view.state === 'revoked') return new InvitationError(410, 'invitation_revoked', 'This invitation was revoked (or replaced by a newer one); ask an Admin of the workspace for a new one.');
+  if (view.state === 'accepted') return new InvitationError(410, 'invitation_used', 'This invitation was already accepted; an invitation works once.');
+  return null;
+}
+
+/** Who accepts: a signed-in person, or a new account made for the invited address. */
+export type Acceptor = { userId: string } | { newAccount: { displayName: string; passwordHash: string } };
+
+/**
+ * Accepts an invitation once: the accepting person's e-mail must be the
+ * invited one; a new account is made for it when asked (and none exists).
+ * Returns the membership made and the user.
+ */
+export async function acceptInvitation(
+  db: DatabasePool,
+  token: string,
+  who: Acceptor,
+): Promise<{ view: InvitationView; user: UserRow; created: boolean }> {
+  return db.transaction(async (tx) => {
+    const view = await inspectInvitation(tx, token, true);
+    if (!view) throw new InvitationError(404, 'not_found', 'No such invitation: check that the whole link was copied.');
+    const closed = notOpen(view);
+    if (closed) throw closed;
+    let user: UserRow;
+    let created = false;
+    if ('userId' in who) {
+      const found = await tx.maybeOne(sql.type(z.object({ id: z.string(), email: z.string(), display_name: z.string().nullable(), avatar_url: z.string().nullable(), is_operator: z.boolean() }))`
+        select id, email, display_name, avatar_url, is_operator from users where id = ${who.userId}`);
+      if (!found) throw new InvitationError(403, 'invitation_email_mismatch', 'This invitation is for another e-mail address.');
+      if (found.email.toLowerCase() !== view.email.toLowerCase()) {
+        throw new InvitationError(403, 'invitation_email_mismatch', `This invitation is for ${view.email}; you are signed in as ${found.email}. Sign in with the invited address, or ask for an invitation to yours.`);
+      }
+      user = found;
+    } else {
+      try {
+        user = await createUserIn(tx, { email: view.email, passwordHash: who.newAccount.passwordHash, displayName: who.newAccount.displayName });
+      } catch (error) {
+        if (error instanceof EmailTakenError) throw new InvitationError(409, 'account_exists', `An account for ${view.email} already exists: sign in and accept the invitation there.`);
+        throw error;
+      }
+      created = true;
+    }
+    await tx.query(sql.unsafe`select 1 from tenants where id = ${view.tenant_id} for update`);
+    const inserted = await tx.maybeOne(sql.unsafe`
+      insert into tenant_memberships (tenant_id, user_id, role) values (${view.tenant_id}, ${user.id}, ${view.role})
+      on conflict do nothing returning user_id`);
+    if (!inserted) throw new InvitationError(409, 'already_member', `You are already a member of ${view.tenant_name}.`);
+    await tx.query(sql.unsafe`update tenant_invitations set accepted_at = now(), accepted_by = ${user.id} where id = ${view.id}`);
+    await tx.query(sql.unsafe`update invitation_emails set status = 'cancelled', sealed_link = null where invitation_id = ${view.id} and status = 'queued'`);
+    await recordAudit(tx, { tenantId: view.tenant_id, action: 'invitation_accepted', actorId: user.id, subjectId: user.id, invitationId: view.id, toRole: view.role });
+    return { view: { ...view, state: 'accepted' as const, accepted_by: user.id }, user, created };
+  });
+}
