@@ -29,6 +29,8 @@ declare module 'fastify' {
      * defaultWorkspace).
      */
     requireWorkspace: (minimum: TenantRole) => TenantCheck;
+    /** After this process changed a membership: its next check reads it again (other replicas hear the NOTIFY). */
+    forgetMembership: (tenantId: string, userId: string) => void;
   }
 }
 
@@ -69,6 +71,7 @@ async function tenantPlugin(app: FastifyInstance) {
   // A suspension drops the entries of every member too (0023).
   const memberships = new InvalidatedCache<{ role: TenantRole; suspended: boolean } | null>(app.jobEvents, 'user_cache_events');
   app.decorateRequest('tenant', null);
+  app.decorate('forgetMembership', (tenantId: string, userId: string) => memberships.forget(`member:${tenantId}:${userId}`));
   const tagged = (check: (request: FastifyRequest) => Promise<void>, minimum: TenantRole): TenantCheck => Object.assign(check, { tenantRole: minimum });
 
   // The declared role goes into the route's schema, so OpenAPI and the roles matrix show it.

@@ -23,6 +23,11 @@ export class InvalidatedCache<V> {
     });
   }
 
+  /** Drops an entry this process changed itself, so its next read need not wait for the NOTIFY. */
+  forget(key: string): void {
+    this.entries.delete(key);
+  }
+
   async get(key: string, load: () => Promise<V>): Promise<V> {
     const hit = this.entries.get(key);
     if (hit && Date.now() - hit.at <= this.ttlMs) return hit.value;

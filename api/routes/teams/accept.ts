@@ -17,6 +17,7 @@ import { AcceptBody, Accepted } from './schemas.ts';
 export async function acceptFor(app: FastifyInstance, request: FastifyRequest, token: string, who: Acceptor) {
   try {
     const { view, user, created } = await acceptInvitation(app.db, token, who);
+    app.forgetMembership(view.tenant_id, user.id);
     request.log.info({ tenantId: view.tenant_id, invitationId: view.id, userId: user.id, role: view.role, newAccount: created }, 'invitation accepted');
     return { view, user, created };
   } catch (error) {

@@ -52,6 +52,7 @@ const teamRoutes: FastifyPluginAsyncZod = async (app) => {
   }, async (request) => {
     try {
       const row = await changeRole(app.db, request.tenant!.id, actorOf(request), request.params.userId, request.body.role);
+      app.forgetMembership(request.tenant!.id, request.params.userId);
       request.log.info({ tenantId: request.tenant!.id, memberId: request.params.userId, role: row.role }, 'member role changed');
       return toMember(row, request.user!.userId);
     } catch (error) {
@@ -72,6 +73,7 @@ const teamRoutes: FastifyPluginAsyncZod = async (app) => {
     } catch (error) {
       throw asHttp(error);
     }
+    app.forgetMembership(request.tenant!.id, request.params.userId);
     request.log.info({ tenantId: request.tenant!.id, memberId: request.params.userId }, 'member removed');
     return reply.code(204).send(null);
   });
@@ -89,6 +91,7 @@ const teamRoutes: FastifyPluginAsyncZod = async (app) => {
     } catch (error) {
       throw asHttp(error);
     }
+    app.forgetMembership(request.tenant!.id, request.user!.userId);
     request.log.info({ tenantId: request.tenant!.id }, 'member left');
     return reply.code(204).send(null);
   });
