@@ -121,7 +121,8 @@ if (unavailable) {
     const shown = await openLink(page, grace.link);
     t.equal(shown.status(), 410);
     t.equal(await heading(page, 'This invitation was already used'), 'This invitation was already used');
-    t.equal(await page.locator('form').count(), 0, 'nothing to fill in');
+    t.equal(await page.getByRole('button').count(), 0, 'nothing to do');
+    t.equal(await page.getByRole('textbox').count(), 0, 'nothing to fill in');
   });
 
   const lin = { page: null as Page | null };
@@ -160,11 +161,21 @@ if (unavailable) {
     const page = lin.page;
     if (!page) return t.fail('no signed-in page from the subtest before');
     const invitation = await invite('kim@example.test', 'member');
-    const shown = await openLink(page, invitation.link);
-    t.equal(shown.status(), 403);
-    t.equal(await heading(page, 'This invitation is for someone else'), 'This invitation is for someone else');
-    t.match(await page.locator('main').innerText(), /This invitation is for kim@example\.test, and you are signed in as lin@example\.test\./);
-    t.equal(await page.getByRole('button', { name: `Join ${WORKSPACE}` }).count(), 0);
+    const refused = async (tab: Page) => {
+      t.equal(await heading(tab, 'This invitation is for someone else'), 'This invitation is for someone else');
+      t.match(await tab.locator('main').innerText(), /This invitation is for kim@example\.test, and you are signed in as lin@example\.test\./);
+      t.equal(await tab.getByRole('button', { name: `Join ${WORKSPACE}` }).count(), 0);
+      t.notMatch(tab.url(), '#inv_');
+    };
+
+    // A new tab of Lin's browser, whose cookie still holds her own (used) invitation.
+    const tab = await page.context().newPage();
+    t.equal((await openLink(tab, invitation.link)).status(), 403, 'the new link is opened, not the one in the cookie');
+    await refused(tab);
+
+    // Lin's first tab is still on the page: the link only changes the fragment.
+    t.equal((await openLink(page, invitation.link)).status(), 403, 'opened from the tab already on the page too');
+    await refused(page);
 
     // Signing out shows the sign-in form for the invited address (Kim's).
     await page.getByRole('button', { name: 'Sign out' }).click();
@@ -181,7 +192,7 @@ if (unavailable) {
     const shown = await openLink(page, invitation.link);
     t.equal(shown.status(), 410);
     t.equal(await heading(page, 'This invitation was revoked'), 'This invitation was revoked');
-    t.equal(await page.locator('form').count(), 0);
+    t.equal(await page.getByRole('button').count(), 0, 'nothing to do');
   });
 
   t.test('without scripts, the person pastes the code', async (t) => {

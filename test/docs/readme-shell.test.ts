@@ -71,6 +71,9 @@ t.test('README and docs runnable shell blocks work against a started service', a
   t.notMatch(stdout, /sk-test-0000000000000000"/, 'never listed in full');
   t.match(stdout, /reply: \{"id":"[^"]+","to":"me","text":"[^"]+"/, 'the webhook channel delivered the chat turn\'s answer to the receiver');
   t.match(stdout, /"outboundCount": 1/, 'one reply sent');
+  t.match(stdout, /grace@example\.com member\n/, 'Grace joined as a member');
+  t.match(stdout, /Grace's next request there: 404\n/, 'and is refused there once removed');
+  t.match(stdout, /member_removed by ada@example\.com: grace@example\.com member -> -/, 'the audit says who removed whom');
   t.match(stdout, /README's session: [0-9a-f-]{36}\n/, "the docs' blocks leave README's SESSION as it was");
 });
 

@@ -1,5 +1,5 @@
 // Callers of every kind the OpenAPI document's security schemes name, for
-// generated tests: tenant Admin and Viewer (platform JWT), operator, agent
+// generated tests: tenant Admin, Member and Viewer (platform JWT), operator, agent
 // access token with every scope, runner token, dashboard license token.
 import { randomUUID } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
@@ -19,6 +19,7 @@ export type Person = { userId: string; token: string };
 export type Workspace = {
   tenantId: string;
   admin: Person;
+  member: Person;
   viewer: Person;
   /** Agent API bearer token (all scopes) of an agent principal acting in this tenant. */
   agent: { token: string; principalId: string; registrationId: string };
@@ -46,8 +47,11 @@ export async function createWorkspace(app: FastifyInstance, db: DatabasePool, co
   const claims = { principalId: registration.principal_id, registrationId: registration.id, tenantId };
   const agentToken = await signAccessToken(app.idpKeys, config.authUrl, `${config.baseUrl}/api/agent`, { ...claims, scopes: [...AGENT_SCOPES] }, 3600);
   const admin = await person(db, config);
+  const member = await person(db, config);
   const viewer = await person(db, config);
-  await db.query(sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${tenantId}, ${admin.userId}, 'admin'), (${tenantId}, ${viewer.userId}, 'viewer')`);
+  await db.query(sql.unsafe`
+    insert into tenant_memberships (tenant_id, user_id, role)
+    values (${tenantId}, ${admin.userId}, 'admin'), (${tenantId}, ${member.userId}, 'member'), (${tenantId}, ${viewer.userId}, 'viewer')`);
   const enrolled = await app.inject({
     method: 'POST',
     url: '/api/runners/enroll',
@@ -60,6 +64,7 @@ export async function createWorkspace(app: FastifyInstance, db: DatabasePool, co
   return {
     tenantId,
     admin,
+    member,
     viewer,
     agent: { token: agentToken, principalId: registration.principal_id, registrationId: registration.id },
     runner: { token: enrolled.json().token, runnerId: enrolled.json().runnerId },

@@ -9,12 +9,22 @@ export type ReceivedMail = {
   to: string[];
   /** The message as it came over DATA. */
   raw: string;
+  /** The Subject header, unfolded. */
+  subject: string;
   /** The same with quoted-printable soft line breaks and escapes undone (good enough for ASCII text). */
   text: string;
 };
 
 /** The reply code to refuse `address` with on its `n`th RCPT TO (1-based), or null to accept it. */
 export type RefuseRule = (address: string, n: number) => number | null;
+
+/** A header of the message's header block, its folded lines joined ('' when absent). */
+function header(raw: string, name: string): string {
+  const end = raw.search(/\r?\n\r?\n/);
+  const block = (end < 0 ? raw : raw.slice(0, end)).replace(/\r?\n[ \t]+/g, ' ');
+  const line = block.split(/\r?\n/).find((l) => l.toLowerCase().startsWith(`${name.toLowerCase()}:`));
+  return line ? line.slice(name.length + 1).trim() : '';
+}
 
 const decodeQuotedPrintable = (raw: string) =>
   raw.replace(/=\r?\n/g, '').replace(/=([0-9A-F]{2})/g, (_, hex: string) => String.fromCharCode(parseInt(hex, 16)));
@@ -45,6 +55,7 @@ export async function startSmtpServer(t: Test, refuse: RefuseRule = () => null) 
           from: envelope.mailFrom ? envelope.mailFrom.address : '',
           to: envelope.rcptTo.map((r) => r.address.toLowerCase()),
           raw,
+          subject: header(raw, 'subject'),
           text: decodeQuotedPrintable(raw),
         });
         callback();

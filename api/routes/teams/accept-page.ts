@@ -28,14 +28,20 @@ const PREFIX = '/invitations';
 const COOKIE = 'invitation_token';
 const COOKIE_TTL_S = 30 * 60;
 
+// Also on a hash change: a link opened in a tab already on this page only
+// changes the fragment, and loads nothing.
 const INVITE_SCRIPT = String.raw`'use strict';
 (function () {
-  var token = location.hash.slice(1);
-  var form = document.getElementById('open-form');
-  if (!token || !form) return;
-  history.replaceState(null, '', location.pathname);
-  form.elements.token.value = decodeURIComponent(token);
-  form.submit();
+  function open() {
+    var token = location.hash.slice(1);
+    var form = document.getElementById('open-form');
+    if (!token || !form) return;
+    history.replaceState(null, '', location.pathname);
+    form.elements.token.value = decodeURIComponent(token);
+    form.submit();
+  }
+  open();
+  window.addEventListener('hashchange', open);
 })();`;
 
 // Everything optional and checked by hand, so a bad form gets a page, not JSON.
@@ -57,8 +63,11 @@ const acceptPageRoutes: FastifyPluginAsyncZod = async (app) => {
   const secure = config.baseUrl.startsWith('https:');
   const sessions = pageSessions({ purpose: 'invitation-page', cookie: 'invitation_session', path: PREFIX, secure, secret: config.secrets.PLATFORM_JWT_SECRET, db: app.db });
 
-  const page = (reply: FastifyReply, status: number, title: string, body: Html, script = false) =>
-    sendPage(reply, { status, title, body, headers: HEADERS, ...(script ? { script: `${PREFIX}/accept.js` } : {}) });
+  // A page shown with a session carries the open form and its script, so a
+  // link opened while the cookie still holds an earlier invitation (used,
+  // revoked, someone else's) opens the new one instead of showing the old.
+  const page = (reply: FastifyReply, status: number, title: string, body: Html, s?: PageSession) =>
+    sendPage(reply, { status, title, body: s ? html`${body}${openForm(s, false)}` : body, headers: HEADERS, ...(s ? { script: `${PREFIX}/accept.js` } : {}) });
   const message = (reply: FastifyReply, status: number, title: string, text: string) => page(reply, status, title, html`<p>${text}</p>`);
 
   const tokenOf = (request: FastifyRequest): string | null => {
@@ -71,14 +80,17 @@ const acceptPageRoutes: FastifyPluginAsyncZod = async (app) => {
   const keepToken = (reply: FastifyReply, token: string | null) =>
     reply.header('set-cookie', `${COOKIE}=${token ? encodeURIComponent(token) : ''}; Path=${PREFIX}; Max-Age=${token ? COOKIE_TTL_S : 0}; HttpOnly; SameSite=Strict${secure ? '; Secure' : ''}`);
 
-  const openPage = (reply: FastifyReply, status: number, s: PageSession, error?: string) =>
-    page(reply, status, 'Accept an invitation', html`
-${error ? html`<p class="error">${error}</p>` : html`<p>Opening your invitation…</p>`}
+  /** The form the script posts a link's token with; shown where the person may paste it, else hidden fields only. */
+  const openForm = (s: PageSession, shown: boolean) => html`
 <form id="open-form" method="post" action="${ACCEPT_PAGE}">
 <input type="hidden" name="csrf" value="${sessions.csrf('open', s)}"><input type="hidden" name="action" value="open">
-<label>Invitation code (the part of the link after <code>#</code>) <input type="text" name="token" required autocomplete="off" class="reason"></label>
-<button type="submit">Continue</button>
-</form>`, true);
+${shown ? html`<label>Invitation code (the part of the link after <code>#</code>) <input type="text" name="token" required autocomplete="off" class="reason"></label>
+<button type="submit">Continue</button>` : html`<input type="hidden" name="token">`}
+</form>`;
+
+  const openPage = (reply: FastifyReply, status: number, s: PageSession, error?: string) =>
+    sendPage(reply, { status, title: 'Accept an invitation', body: html`
+${error ? html`<p class="error">${error}</p>` : html`<p>Opening your invitation…</p>`}${openForm(s, true)}`, headers: HEADERS, script: `${PREFIX}/accept.js` });
 
   const summary = (v: InvitationView) => html`<p>${v.invited_by ?? 'An Admin'} invited <strong>${v.email}</strong> to join the workspace <strong>${v.tenant_name}</strong> as ${ROLE_TITLES[v.role]}.</p>
 <p class="muted">The invitation expires ${when(v.expires_at)}.</p>`;
@@ -87,29 +99,29 @@ ${error ? html`<p class="error">${error}</p>` : html`<p>Opening your invitation�
 <input type="hidden" name="csrf" value="${sessions.csrf('signout', s)}"><p class="muted">Signed in as ${user.email}.
 <button type="submit" name="action" value="signout">Sign out</button></p></form>`;
 
-  const joinedPage = (reply: FastifyReply, v: InvitationView) =>
+  const joinedPage = (reply: FastifyReply, v: InvitationView, s: PageSession) =>
     page(reply, 200, `You joined ${v.tenant_name}`, html`<p class="ok">You are now ${v.role === 'admin' ? 'an' : 'a'} ${ROLE_TITLES[v.role]} of ${v.tenant_name}.</p>
 <p>Sign in to the API with your e-mail and password (<code>POST /api/auth/login</code>) and send the workspace's id as the <code>x-tenant-id</code> header:</p>
 <pre>${v.tenant_id}</pre>
-<p>It is also listed by <code>GET /api/tenants/</code>, with every other workspace you belong to. <a href="/docs">API reference</a></p>`);
+<p>It is also listed by <code>GET /api/tenants/</code>, with every other workspace you belong to. <a href="/docs">API reference</a></p>`, s);
 
   /** What the person sees for the invitation in the cookie, given who is signed in. */
   async function invitationPage(reply: FastifyReply, status: number, v: InvitationView, s: PageSession, user: UserRow | null, error?: string): Promise<FastifyReply> {
-    if (v.state === 'accepted' && user && v.accepted_by === user.id) return joinedPage(reply, v);
+    if (v.state === 'accepted' && user && v.accepted_by === user.id) return joinedPage(reply, v, s);
     const closed = notOpen(v);
     if (closed) {
       const titles = { invitation_expired: 'This invitation has expired', invitation_revoked: 'This invitation was revoked', invitation_used: 'This invitation was already used' } as Record<string, string>;
-      return page(reply, 410, titles[closed.code] ?? 'This invitation does not work', html`<p>${closed.message}</p>`);
+      return page(reply, 410, titles[closed.code] ?? 'This invitation does not work', html`<p>${closed.message}</p>`, s);
     }
     const problem = error ? html`<p class="error">${error}</p>` : '';
     if (user) {
       if (user.email.toLowerCase() !== v.email.toLowerCase()) {
         return page(reply, 403, 'This invitation is for someone else', html`<p>This invitation is for <strong>${v.email}</strong>, and you are signed in as ${user.email}.
-Sign out and sign in with the invited address, or ask an Admin of ${v.tenant_name} to invite ${user.email}.</p>${signOutForm(s, user)}`);
+Sign out and sign in with the invited address, or ask an Admin of ${v.tenant_name} to invite ${user.email}.</p>${signOutForm(s, user)}`, s);
       }
       return page(reply, status, `Join ${v.tenant_name}`, html`${summary(v)}${problem}
 <form method="post" action="${ACCEPT_PAGE}"><input type="hidden" name="csrf" value="${sessions.csrf(`accept:${v.id}`, s)}">
-<button type="submit" name="action" value="accept">Join ${v.tenant_name}</button></form>${signOutForm(s, user)}`);
+<button type="submit" name="action" value="accept">Join ${v.tenant_name}</button></form>${signOutForm(s, user)}`, s);
     }
     if (v.has_account) {
       return page(reply, status, `Sign in to join ${v.tenant_name}`, html`${summary(v)}${problem}
@@ -117,7 +129,7 @@ Sign out and sign in with the invited address, or ask an Admin of ${v.tenant_nam
 <form method="post" action="${ACCEPT_PAGE}"><input type="hidden" name="csrf" value="${sessions.csrf('signin', s)}"><input type="hidden" name="action" value="signin">
 <label>E-mail <input type="email" name="email" value="${v.email}" readonly autocomplete="username"></label>
 <label>Password <input type="password" name="password" required autocomplete="current-password"></label>
-<button type="submit">Sign in</button></form>`);
+<button type="submit">Sign in</button></form>`, s);
     }
     return page(reply, status, `Join ${v.tenant_name}`, html`${summary(v)}${problem}
 <p>Create your account for ${v.email} to accept:</p>
@@ -126,7 +138,7 @@ Sign out and sign in with the invited address, or ask an Admin of ${v.tenant_nam
 <label>Your name <input type="text" name="name" required maxlength="200" autocomplete="name" class="reason"></label>
 <label>Password (at least ${PASSWORD_MIN_LENGTH} characters) <input type="password" name="password" required minlength="${PASSWORD_MIN_LENGTH}" maxlength="${PASSWORD_MAX_LENGTH}" autocomplete="new-password"></label>
 <label>Password again <input type="password" name="confirm" required autocomplete="new-password"></label>
-<button type="submit">Create account and join</button></form>`);
+<button type="submit">Create account and join</button></form>`, s);
   }
 
   const signedIn = async (s: PageSession | null): Promise<UserRow | null> => (s?.userId ? findUser(app.db, s.userId) : null);
