@@ -70,7 +70,12 @@ export async function sendInvitationEmail(emailId: string, ctx: MailContext): Pr
     await ctx.db.query(sql.unsafe`update invitation_emails set status = 'cancelled', sealed_link = null where id = ${emailId}`);
     return { outcome: 'not_sent', reason: 'the invitation is no longer open' };
   }
-  if (!ctx.settings.smtpUrl) throw new PermanentJobError('smtp_not_configured', 'SMTP_URL is no longer set; the invitation e-mail cannot be sent.');
+  if (!ctx.settings.smtpUrl) {
+    // Given up on: the sealed link leaves the table, as after a refusal.
+    await ctx.db.query(sql.unsafe`
+      update invitation_emails set status = 'failed', sealed_link = null, last_error = 'SMTP_URL is not set on the worker' where id = ${emailId}`);
+    throw new PermanentJobError('smtp_not_configured', 'SMTP_URL is no longer set; the invitation e-mail cannot be sent.');
+  }
   const link = ctx.keyring.openPacked(row.sealed_link, `invitation-email:${row.invitation_id}`);
   const message = invitationMessage({ tenantName: row.tenant_name, inviter: row.inviter ?? 'An Admin', role: row.role, link, expiresAt: new Date(row.expires_at) });
   try {

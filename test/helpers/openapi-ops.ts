@@ -50,6 +50,8 @@ export type Operation = {
   params: Param[];
   body: { contentType: string; schema: JsonSchema; required: boolean } | null;
   security: string[];
+  /** The tenant role the route declares (`x-tenant-role`), if it is tenant-scoped. */
+  tenantRole: 'admin' | 'member' | 'viewer' | null;
 };
 
 type RawOperation = {
@@ -57,6 +59,7 @@ type RawOperation = {
   security?: Record<string, string[]>[];
   parameters?: Array<{ name: string; in: string; required?: boolean; schema?: JsonSchema }>;
   requestBody?: { required?: boolean; content: Record<string, { schema?: JsonSchema }> };
+  'x-tenant-role'?: 'admin' | 'member' | 'viewer';
 };
 type Document = { paths: Record<string, Record<string, RawOperation>>; components?: { schemas?: Record<string, JsonSchema> }; security?: Record<string, string[]>[] };
 
@@ -94,6 +97,7 @@ export async function loadOperations(app: FastifyInstance): Promise<Operation[]>
           .map((p) => ({ name: p.name, in: p.in as Param['in'], required: Boolean(p.required), schema: deref(p.schema ?? {}, doc) as JsonSchema })),
         body: contentType ? { contentType, schema: deref(media?.schema ?? {}, doc) as JsonSchema, required: Boolean(raw.requestBody?.required) } : null,
         security: (raw.security ?? doc.security ?? []).flatMap((s) => Object.keys(s)),
+        tenantRole: raw['x-tenant-role'] ?? null,
       });
     }
   }

@@ -3,7 +3,7 @@
 import type { FastifyInstance } from 'fastify';
 import { signRequest } from '../../api/plugins/hmac-signature.ts';
 import { Keyring } from '../../core/crypto/keyring.ts';
-import { sql, type DatabasePool } from '../../core/db/pool.ts';
+import type { DatabasePool } from '../../core/db/pool.ts';
 import { storeGrant } from '../../core/partner-accounts/accounts.ts';
 import type { Workspace } from '../helpers/principals.ts';
 
@@ -47,7 +47,7 @@ export async function createResources(app: FastifyInstance, db: DatabasePool, a:
     tenantId: a.tenantId, userId: a.admin.userId, subject: 'A-partner-subject', email: 'a-partner@example.test', services: ['calendar'],
     grantedScopes: ['openid', 'svc.calendar.read'], accessToken: 'A-partner-secret-access', refreshToken: 'A-partner-secret-refresh', expiresInS: 3600,
   }));
-  await db.query(sql.unsafe`select 1`);
+  const invitation = (await call('POST', '/api/tenants/invitations', { email: 'a-invitee@example.test', role: 'member' })).id!;
   const byParam: Record<string, string> = {
     tenantId: a.tenantId,
     companyId: company,
@@ -64,11 +64,13 @@ export async function createResources(app: FastifyInstance, db: DatabasePool, a:
     filename: 'a-notes.md',
     accountId: partnerAccount,
     registrationId: a.agent.registrationId,
+    invitationId: invitation,
+    userId: a.member.userId,
     ...(approval ? { approvalId: approval } : {}),
   };
   return {
     byParam,
     secrets: [a.tenantId, company, companyAgent, task, board, session, sent.jobId!, managed, 'A-company-secret-name', 'A-agent-secret-name', 'A-task-secret-title',
-      'A-board-secret-title', 'A-session-secret-title', 'A-message-secret-text', 'A-memory-secret-content', 'A-provider-secret', partnerAccount, 'A-partner-secret', 'a-partner@example.test', ...(contact ? [String(contact)] : [])],
+      'A-board-secret-title', 'A-session-secret-title', 'A-message-secret-text', 'A-memory-secret-content', 'A-provider-secret', partnerAccount, 'A-partner-secret', 'a-partner@example.test', 'a-invitee@example.test', invitation, ...(contact ? [String(contact)] : [])],
   };
 }

@@ -1,8 +1,9 @@
 // Isolation suite: every tenant- or user-scoped operation of /openapi.json is
 // tried against tenant A's resources as another tenant B (B's own tenant
 // header with A's ids, and A's tenant id in B's x-tenant-id) and, for
-// changes, as A's Viewer: 404/403, none of A's data in the answer, none of
-// A's rows changed. An operation that cannot be tried generically must be
+// changes, as A's Viewer and (for an Admin's changes) A's Member: 404/403,
+// none of A's data in the answer, none of A's rows changed. Which changes a
+// role may make is what the route declares (x-tenant-role). An operation that cannot be tried generically must be
 // classified below with its reason, or the suite fails naming it. The
 // websocket and the MCP tools are tried in ws-mcp.test.ts.
 import t from 'tap';
@@ -33,11 +34,6 @@ const CLASSIFIED: Record<string, string> = {
   resetSkillConfiguration: 'skills come from SKILLS_DIR, none in this test (test/api/routes/skills)',
 };
 
-/**
- * Changes a tenant's Viewer may make (the rest need Admin: 403), each with its reason.
- */
-const VIEWER_MAY: Record<string, string> = {};
-
 const databaseUrl = await createTestDatabase(t);
 const { app, db, config } = await buildTestApp(t, databaseUrl, { AGENT_API_RATE_LIMIT: '1000000', ...CLOSED_UPSTREAMS });
 const operations = await loadOperations(app);
@@ -49,7 +45,7 @@ const workspace = async () => {
 };
 const a = await workspace();
 const resources = await createResources(app, db, a);
-const watch = await tenantFingerprinter(t, databaseUrl, a.tenantId, [a.admin.userId, a.viewer.userId]);
+const watch = await tenantFingerprinter(t, databaseUrl, a.tenantId, [a.admin.userId, a.member.userId, a.viewer.userId]);
 const attempt = createAttempts(app, resources, watch, SEED);
 
 const scoped = (op: Operation) => op.security.some((s) => SCOPED_SCHEMES.includes(s)) || op.params.some((p) => p.name === 'x-tenant-id');
@@ -82,7 +78,9 @@ for (const op of operations.filter(scoped)) {
   const attempts: Attempt[] = [];
   attempts.push(await attempt(op, 'B with A ids', b, b.admin, hasTenant ? b.tenantId : null, pathValues, namesA ? [403, 404] : null));
   if (hasTenant) attempts.push(await attempt(op, "B naming A's tenant", b, b.admin, a.tenantId, pathValues, [403, 404]));
-  if (hasTenant && op.method !== 'GET' && !VIEWER_MAY[op.id]) attempts.push(await attempt(op, "A's Viewer", a, a.viewer, a.tenantId, pathValues, [403]));
+  const changes = hasTenant && op.method !== 'GET';
+  if (changes && op.tenantRole !== 'viewer') attempts.push(await attempt(op, "A's Viewer", a, a.viewer, a.tenantId, pathValues, [403]));
+  if (changes && op.tenantRole === 'admin') attempts.push(await attempt(op, "A's Member", a, a.member, a.tenantId, pathValues, [403]));
   results.set(op.key, attempts);
   for (const x of attempts) statuses.set(`${x.who} ${x.status}`, (statuses.get(`${x.who} ${x.status}`) ?? 0) + 1);
 }

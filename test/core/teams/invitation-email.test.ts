@@ -3,12 +3,17 @@
 // SMTP server (smtp-server). Sent: the link and the workspace's name arrive,
 // the sealed link leaves the table. A temporary refusal (451) is retried
 // until the mail goes out; a permanent one (550) fails the job at once
-// (smtp_refused). An invitation revoked before the worker runs is not
-// mailed. Without SMTP_URL nothing is queued. No log line carries a token.
+// (smtp_refused); so does a worker without SMTP_URL (smtp_not_configured),
+// and both clear the sealed link. An invitation revoked before the worker
+// runs is not mailed. Without SMTP_URL nothing is queued. No log line
+// carries a token.
 import pino from 'pino';
 import tap, { type Test } from 'tap';
 import { z } from 'zod';
+import { Keyring } from '../../../core/crypto/keyring.ts';
 import { sql } from '../../../core/db/pool.ts';
+import { PermanentJobError } from '../../../core/jobs/errors.ts';
+import { sendInvitationEmail } from '../../../core/teams/mail.ts';
 import { startWorker, type RunningWorker } from '../../../workers/worker.ts';
 import { buildTestApp } from '../../helpers/app.ts';
 import { testConfig } from '../../helpers/config.ts';
@@ -58,7 +63,8 @@ type Created = { id: string; email: string; link: string; emailed: boolean; mess
 
 async function invite(t: Test, w: { headers: Record<string, string> }, email: string, via = app): Promise<Created> {
   const res = await via.inject({ method: 'POST', url: '/api/tenants/invitations', headers: w.headers, payload: { email, role: 'member' } });
-  t.equal(res.statusCode, 201, res.body);
+  // The body carries the token: shown only when something is wrong.
+  t.equal(res.statusCode, 201, res.statusCode === 201 ? `invited ${email}` : res.body);
   const created = res.json() as Created;
   const token = tokenOf(created.link);
   t.match(token, /^inv_[\w-]{20,}$/, 'the link carries the token in its fragment');
@@ -87,9 +93,25 @@ const outboxOf = (invitationId: string) =>
 
 async function listed(t: Test, w: { headers: Record<string, string> }, invitationId: string) {
   const res = await app.inject({ url: '/api/tenants/invitations', headers: w.headers });
-  t.equal(res.statusCode, 200, res.body);
+  t.equal(res.statusCode, 200, res.statusCode === 200 ? 'listed' : res.body);
   return (res.json().items as { id: string; emailStatus: string }[]).find((i) => i.id === invitationId);
 }
+
+tap.test('a worker without SMTP_URL gives the e-mail up: failed, the sealed link gone', async (t) => {
+  // The api has SMTP_URL, the worker not (a deployment whose processes disagree).
+  const w = await workspace();
+  const created = await invite(t, w, 'unconfigured@example.test');
+  const emailId = await db.oneFirst(sql.type(z.object({ id: z.string() }))`select id from invitation_emails where invitation_id = ${created.id}`);
+  const settings = { ...api.config.teams, smtpUrl: null };
+  const error = await sendInvitationEmail(emailId, { db, keyring: Keyring.fromConfig(api.config), settings, attempt: 1, maxAttempts: 8 }).catch((e: unknown) => e);
+  t.ok(error instanceof PermanentJobError, 'a permanent failure');
+  t.equal((error as PermanentJobError).code, 'smtp_not_configured');
+  const rows = await outboxOf(created.id);
+  t.same(rows.map(({ status, sealed_link, sent }) => ({ status, sealed_link, sent })), [{ status: 'failed', sealed_link: null, sent: false }], 'given up: failed, the sealed link gone');
+  t.match(rows[0]?.last_error, /SMTP_URL/);
+  t.equal((await listed(t, w, created.id))?.emailStatus, 'failed', 'the list does not say queued for ever');
+  t.equal(smtp.tries('unconfigured@example.test'), 0);
+});
 
 tap.test('revoked before the worker runs: nothing is sent, the e-mail is cancelled', async (t) => {
   const w = await workspace();
@@ -184,9 +206,11 @@ tap.test('without SMTP_URL: not e-mailed, no outbox row, no job', async (t) => {
 });
 
 tap.test('no log line carries a token', async (t) => {
-  t.equal(tokens.length, 5);
+  t.equal(tokens.length, 6);
   const logs = { api: api.logs(), plain: plain.logs(), worker: workerLog.text() };
-  t.ok(logs.api.length > 0 && logs.worker.length > 0, 'there were logs to check');
+  t.match(logs.api, /invitation created/, 'the api logged the invitations');
+  t.match(logs.plain, /invitation created/);
+  t.match(logs.worker, /invitation e-mail sent/, 'the worker logged its sends');
   for (const token of tokens) {
     for (const [name, text] of Object.entries(logs)) t.notOk(text.includes(token), `the ${name} logs do not carry ${token.slice(0, 8)}…`);
   }
