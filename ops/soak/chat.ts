@@ -38,7 +38,9 @@ export class ChatWorkload {
   private async sendNow(tenant: SoakTenant, sessionId: string, random: () => number): Promise<void> {
     const key = `soak-${randomUUID()}`;
     const order = (this.orders.get(sessionId) ?? 0) + 1;
-    const headers = { authorization: `Bearer ${await tenant.token()}`, 'x-tenant-id': tenant.tenantId, 'idempotency-key': key };
+    // The workspace's Admin or its Member (joined by invitation): both chat.
+    const token = random() < 0.5 ? tenant.token() : tenant.memberToken();
+    const headers = { authorization: `Bearer ${await token}`, 'x-tenant-id': tenant.tenantId, 'idempotency-key': key };
     const body = { sessionId, message: `message ${order} of ${sessionId.slice(0, 8)}` };
     const answer = await this.client.until('POST', '/api/chat/send', { headers, body, deadline: Date.now() + 120_000 });
     if (answer?.status !== 202) {

@@ -1,7 +1,8 @@
-// The soak's tenants, people, sessions and agents. People and their
-// workspaces are written as `npm run user:create` and an invitation would
-// leave them (rows, plus each tenant's own model key); sessions and agents
-// come through the public API, as clients make them.
+// The soak's tenants, people, sessions and agents. A workspace's first
+// person and the workspace are written as `npm run user:create` would leave
+// them (rows, plus each tenant's own model key); its second person, a
+// Member, joins through an invitation and its acceptance, and sessions and
+// agents come through the public API, as clients make them.
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { signPlatformToken } from '../../core/auth/platform-token.ts';
@@ -11,7 +12,14 @@ import { putKey } from '../../core/provider-keys/keys.ts';
 import type { SoakClient } from './client.ts';
 import type { SoakPlatform } from './platform.ts';
 
-export type SoakTenant = { tenantId: string; userId: string; token: () => Promise<string>; sessions: string[] };
+export type SoakTenant = {
+  tenantId: string;
+  userId: string;
+  /** The Admin's (owner's) token, and a Member's, who joined by invitation. */
+  token: () => Promise<string>;
+  memberToken: () => Promise<string>;
+  sessions: string[];
+};
 export type SoakAgent = { tenantId: string; companyId: string; token: () => Promise<string> };
 
 /** A token source that signs again before the old one expires. */
@@ -45,9 +53,23 @@ export async function seedTenants(platform: SoakPlatform, client: SoakClient, co
       if (made?.status !== 201) throw new Error(`soak: creating a session answered ${made?.status}: ${made?.body}`);
       sessions.push((JSON.parse(made.body) as { id: string }).id);
     }
-    tenants.push({ tenantId, userId, token, sessions });
+    const memberId = await inviteMember(client, headers, `soak-member-${plan}-${i}-${userId}@soak.test`);
+    const memberToken = renewing(() => signPlatformToken({ userId: memberId }, config.secrets.PLATFORM_JWT_SECRET, config.authUrl), 15 * 60_000);
+    tenants.push({ tenantId, userId, token, memberToken, sessions });
   }
   return tenants;
+}
+
+/** A Member of the Admin's workspace, joined through POST /api/tenants/invitations and /api/invitations/accept: their user id. */
+async function inviteMember(client: SoakClient, admin: Record<string, string>, email: string): Promise<string> {
+  const deadline = Date.now() + 60_000;
+  const invited = await client.until('POST', '/api/tenants/invitations', { headers: admin, body: { email, role: 'member' }, deadline });
+  if (invited?.status !== 201) throw new Error(`soak: inviting a member answered ${invited?.status}: ${invited?.body}`);
+  const link = (JSON.parse(invited.body) as { link: string }).link;
+  const body = { token: link.slice(link.indexOf('#') + 1), name: 'Soak member', password: `soak-member-${randomUUID()}` };
+  const accepted = await client.until('POST', '/api/invitations/accept', { body, deadline });
+  if (accepted?.status !== 200) throw new Error(`soak: accepting an invitation answered ${accepted?.status}: ${accepted?.body}`);
+  return (JSON.parse(accepted.body) as { session: { user: { id: string } } }).session.user.id;
 }
 
 /** Agents registered over the identity provider, claimed by a person, acting in their own workspace with one company. */
