@@ -116,6 +116,12 @@ export const EXPIRING_ROWS: ExpiringRows[] = [
     expired: (config) => sql.fragment`status <> 'queued' and created_at < now() - make_interval(days => ${config.eventRetentionDays})`,
   },
   {
+    // Its e-mail (invitation_emails) goes with it; the audit keeps its entries (invitation id set null).
+    name: 'invitations accepted, revoked or expired past EVENT_RETENTION_DAYS',
+    table: 'tenant_invitations',
+    expired: (config) => sql.fragment`coalesce(accepted_at, revoked_at, expires_at) < now() - make_interval(days => ${config.eventRetentionDays})`,
+  },
+  {
     // Kept a while to spot a rotated token used again (its family is revoked then).
     name: 'rotated or revoked agent refresh tokens older than 30 days',
     table: 'agent_refresh_tokens',

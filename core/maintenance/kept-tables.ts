@@ -19,6 +19,8 @@ export const KEPT_TABLES: Record<string, KeptReason> = {
   users: 'owned',
   user_identities: 'owned',
   tenant_memberships: 'owned',
+  tenant_member_audit: 'owned',
+  invitation_emails: 'owned',
   dashboard_licenses: 'owned',
   dashboard_recovery_codes: 'bounded',
   tenant_secrets: 'bounded',

@@ -3,9 +3,11 @@
 // the address bar into a form; a person without an account makes one and
 // lands in the workspace (and can then use the API there as a Member); the
 // used link says so (410); a person with an account signs in and joins; a
-// person signed in as another address is refused; a revoked link says so;
-// without scripts the code is pasted. The token reaches no server log. One
-// browser; the subtests build on each other.
+// person signed in as another address is refused (the new link is opened,
+// in a new tab or the tab already on the page, though the cookie still holds
+// her own used invitation); a revoked link says so; without scripts the code
+// is pasted. The token reaches no server log. One browser; the subtests
+// build on each other.
 import type { Page, Response } from 'playwright-core';
 import t from 'tap';
 import { createUser } from '../../core/accounts/users.ts';
@@ -58,9 +60,9 @@ if (unavailable) {
     return { id: res.json.id as string, link, token };
   };
 
-  /** The page's h1 once it reads `heading`. */
+  /** The page's h1 once it reads exactly `text`. */
   const heading = async (page: Page, text: string) => {
-    const h1 = page.locator('h1', { hasText: text });
+    const h1 = page.getByRole('heading', { level: 1, name: text, exact: true });
     await h1.waitFor();
     return (await h1.innerText()).trim();
   };
@@ -71,8 +73,10 @@ if (unavailable) {
    * post, i.e. the invitation's page.
    */
   const openLink = async (page: Page, link: string): Promise<Response> => {
-    const shown = page.waitForResponse((r) => r.url() === ACCEPT && r.request().method() === 'GET' && r.request().redirectedFrom()?.method() === 'POST');
-    await page.goto(link, { waitUntil: 'commit' });
+    const [shown] = await Promise.all([
+      page.waitForResponse((r) => r.url() === ACCEPT && r.request().method() === 'GET' && r.request().redirectedFrom()?.method() === 'POST'),
+      page.goto(link, { waitUntil: 'commit' }),
+    ]);
     return shown;
   };
 
