@@ -103,6 +103,8 @@ export class PlatformHttpError extends Error {
     public readonly code: string,
     message: string,
     public readonly headers: Record<string, string> = {},
+    /** For a 400 found by a check of our own that the validator would otherwise have made. */
+    public readonly details?: ValidationIssue[],
   ) {
     super(message);
   }

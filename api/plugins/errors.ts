@@ -87,7 +87,7 @@ async function errorsPlugin(app: FastifyInstance) {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     if (error instanceof PlatformHttpError) {
       reply.headers(error.headers);
-      return sendError(request, reply, { status: error.status, code: error.code, message: error.message });
+      return sendError(request, reply, { status: error.status, code: error.code, message: error.message, details: error.details });
     }
     if (error instanceof AgentHttpError) {
       reply.headers(error.headers);

@@ -13,6 +13,7 @@ import { InvalidatedCache } from '../../core/cache/invalidated-cache.ts';
 import { sql } from '../../core/db/pool.ts';
 import { roleAtLeast, roleNeeded, TenantRoleSchema, type TenantRole } from '../../core/tenants/roles.ts';
 import { PlatformHttpError } from '../errors.ts';
+import { validationMessage } from '../validation-words.ts';
 
 export type { TenantRole } from '../../core/tenants/roles.ts';
 export type TenantContext = { id: string; role: TenantRole };
@@ -84,7 +85,9 @@ async function tenantPlugin(app: FastifyInstance) {
     if (!request.user) throw new PlatformHttpError(401, 'unauthorized', 'Authentication required.');
     const header = TenantHeaders.safeParse(request.headers);
     if (!header.success) {
-      throw new PlatformHttpError(400, 'invalid_request', 'Send the tenant id as the `x-tenant-id` header (a UUID).');
+      // Checked before the validator runs (a role too low is 403 whatever the body), in its words.
+      const details = [{ path: 'header.x-tenant-id', message: header.error.issues[0]?.message ?? 'Invalid input' }];
+      throw new PlatformHttpError(400, 'invalid_request', validationMessage(details), {}, details);
     }
     const tenantId = header.data['x-tenant-id'];
     const userId = request.user.userId;
