@@ -1,8 +1,10 @@
-// Tenants: a searchable list, and a tenant's page with its recent jobs,
-// its suspension and the actions taken on it.
+// Tenants: a searchable list, and a tenant's page with its people, recent
+// jobs, its suspension and the actions taken on it.
 import { listAudit } from '../../../../core/console/audit.ts';
 import { listJobs } from '../../../../core/console/jobs.ts';
 import { consoleTenant, listTenants, type ConsoleTenant } from '../../../../core/console/tenants.ts';
+import { listMembers } from '../../../../core/teams/members.ts';
+import { ROLE_TITLES } from '../../../../core/tenants/roles.ts';
 import { html, type Html } from '../../../pages/layout.ts';
 import { parseCursor, shortId, stateBadge, utc, UUID, withQuery } from '../format.ts';
 import { auditTable } from './audit.ts';
@@ -31,6 +33,8 @@ ${rows.map((t) => html`<tr><td><a href="/console/tenants/${t.id}">${t.name}</a><
   return { title: 'Tenants', top, live };
 };
 
+const MEMBERS_SHOWN = 50;
+
 export const tenantView: ViewFn = async (ctx, { params }) => {
   const id = params.tenantId ?? '';
   if (!UUID.test(id)) return null;
@@ -38,6 +42,7 @@ export const tenantView: ViewFn = async (ctx, { params }) => {
   if (!t) return null;
   const jobs = await listJobs(ctx.db, { state: 'any', tenantId: id }, 20);
   const audit = await listAudit(ctx.db, { tenantId: id }, 20);
+  const people = await listMembers(ctx.db, id, { limit: MEMBERS_SHOWN, after: null });
   const live = html`<dl>
 <dt>State</dt><dd id="tenant-state">${suspension(t)}${t.suspended_reason ? html` — ${t.suspended_reason}` : ''}</dd>
 <dt>Id</dt><dd><code>${t.id}</code></dd>
@@ -46,6 +51,10 @@ export const tenantView: ViewFn = async (ctx, { params }) => {
 <dt>Messages this month</dt><dd>${t.messages_this_month}</dd>
 <dt>In the queue</dt><dd>${t.ready} ready, ${t.running} running, ${t.waiting} waiting</dd>
 <dt>Created</dt><dd>${utc(t.created_at)}</dd></dl>
+<h2>People</h2>
+${people.length === 0 ? html`<p class="muted">No member.</p>` : html`<table id="members" class="small"><thead><tr><th>E-mail</th><th>Name</th><th>Role</th><th>Joined</th></tr></thead><tbody>
+${people.slice(0, MEMBERS_SHOWN).map((m) => html`<tr><td>${m.email}</td><td>${m.display_name ?? '—'}</td><td>${ROLE_TITLES[m.role]}${m.owner ? ' (owner)' : ''}</td><td>${utc(m.created_at)}</td></tr>`)}
+</tbody></table>${people.length > MEMBERS_SHOWN ? html`<p class="muted">The first ${MEMBERS_SHOWN} of more, in the order they joined.</p>` : ''}`}
 <h2>Recent jobs</h2>
 ${jobs.rows.length === 0 ? html`<p class="muted">No job yet.</p>` : html`<table class="small"><thead><tr><th>Job</th><th>Kind</th><th>State</th><th>Created</th></tr></thead><tbody>
 ${jobs.rows.map((j) => html`<tr><td><a href="/console/jobs/${j.id}">${shortId(j.id)}</a></td><td>${j.kind}</td><td>${stateBadge(j.status)}</td><td>${utc(j.created_at)}</td></tr>`)}

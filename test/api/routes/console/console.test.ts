@@ -93,7 +93,7 @@ t.test('an operator sees every page', async (t) => {
     ['/console/schedules', /Next run[\s\S]*sweep_expired_rows/],
     ['/console/tenants', /Acme Org/],
     ['/console/tenants?search=acme', /Acme Org/],
-    [`/console/tenants/${acme.id}`, /Acme Org[\s\S]*Recent jobs/],
+    [`/console/tenants/${acme.id}`, /Acme Org[\s\S]*<table id="members"[\s\S]*pat@example\.test[\s\S]*Admin \(owner\)[\s\S]*Recent jobs/],
     ['/console/audit', /No operator action has been taken yet/],
   ];
   for (const [path, expected] of pages) {
