@@ -1,0 +1,324 @@
+// A replicated PostgreSQL on one machine, as production runs one on three:
+// etcd, three Patroni members each running Debian's PostgreSQL in a scratch
+// directory (synchronous replication: Patroni's synchronous_mode), and
+// HAProxy sending the platform's DATABASE_URL to whichever member Patroni's
+// REST API calls the primary. Every process is a child of this one, on
+// 127.0.0.1 ports; stop() (and this process's exit) ends them all. The
+// faults a machine or an operator causes are methods here.
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { chownSync, createWriteStream, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import net from 'node:net';
+import pg from 'pg';
+import { freePort } from '../embedded-postgres.ts';
+import { postgresUserIds } from '../embedded-postgres-cluster.ts';
+import { haproxyConfig, patroniConfig, type Member } from './config.ts';
+
+export const HA_COMMANDS = ['etcd', 'patroni', 'patronictl', 'haproxy'] as const;
+
+/** The Debian packages the harness needs that this machine lacks (empty: it can run). */
+export function missingHaPackages(): string[] {
+  const missing: string[] = [];
+  const has = (cmd: string) => {
+    try {
+      execFileSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' });
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  if (!has('etcd')) missing.push('etcd-server');
+  if (!has('patroni')) missing.push('patroni');
+  if (!has('haproxy')) missing.push('haproxy');
+  if (!postgresBinDir()) missing.push('postgresql');
+  return missing;
+}
+
+/** The newest Debian PostgreSQL (14 and newer) installed, if any. */
+export function postgresBinDir(): string | null {
+  const root = '/usr/lib/postgresql';
+  if (!existsSync(root)) return null;
+  const versions = readdirSync(root).map(Number).filter((v) => v >= 14 && existsSync(path.join(root, String(v), 'bin', 'postgres'))).sort((a, b) => b - a);
+  return versions.length ? path.join(root, String(versions[0]), 'bin') : null;
+}
+
+const children = new Set<ChildProcess>();
+process.once('exit', () => {
+  for (const child of children) child.kill('SIGKILL');
+});
+
+type Proc = { child: ChildProcess; exited: Promise<void> };
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export class HaCluster {
+  readonly dir = mkdtempSync(path.join(tmpdir(), 'platform-ha-'));
+  readonly members: Member[] = [];
+  /** postgres://... through HAProxy: always the primary, whichever it is. */
+  url = '';
+  private etcd: Proc | null = null;
+  private etcdPorts = { client: 0, peer: 0 };
+  private haproxy: Proc | null = null;
+  private patronis = new Map<string, Proc>();
+  private readonly ids = postgresUserIds();
+  private readonly binDir = postgresBinDir();
+
+  async start(): Promise<void> {
+    if (!this.binDir) throw new Error('no PostgreSQL 14 or newer under /usr/lib/postgresql (apt-get install postgresql)');
+    if ('uid' in this.ids) chownSync(this.dir, this.ids.uid!, this.ids.gid!);
+    this.etcdPorts = { client: await freePort(), peer: await freePort() };
+    await this.startEtcd();
+    for (let i = 0; i < 3; i++) {
+      this.members.push({ name: `pg${i}`, pgPort: await freePort(), restPort: await freePort(), dataDir: path.join(this.dir, `pg${i}`) });
+    }
+    for (const m of this.members) {
+      writeFileSync(this.configFile(m), patroniConfig(m, { dir: this.dir, binDir: this.binDir, etcdPort: this.etcdPorts.client }));
+      if ('uid' in this.ids) chownSync(this.configFile(m), this.ids.uid!, this.ids.gid!);
+    }
+    // The first member bootstraps; the others clone it once it leads.
+    this.startPatroni(this.members[0]!);
+    const first = await this.waitForPrimary(120_000);
+    for (const m of this.members.slice(1)) this.startPatroni(m);
+    const proxyPort = await freePort();
+    writeFileSync(path.join(this.dir, 'haproxy.cfg'), haproxyConfig(proxyPort, this.members, this.statsSocket));
+    this.haproxy = this.spawnLogged('haproxy', 'haproxy', ['-f', path.join(this.dir, 'haproxy.cfg'), '-db']);
+    const admin = `postgres://postgres:postgres@127.0.0.1:${proxyPort}`;
+    // HAProxy counts a server up until its checks say otherwise: wait until it routes to the primary alone.
+    await this.until('HAProxy routing to the primary alone', 30_000, async () => {
+      const up = await this.routedTo();
+      return up.length === 1 && up[0] === first.name;
+    }, 100);
+    await this.untilConnects(`${admin}/postgres`, 60_000);
+    // The first connections through a just-started HAProxy may still be cut: try again.
+    await this.until('the platform database created', 30_000, async () => {
+      await this.query(`${admin}/postgres`, 'create database platform').catch((error: Error) => {
+        if (!/already exists/.test(error.message)) throw error;
+      });
+      return true;
+    });
+    this.url = `${admin}/platform`;
+    await this.waitForSyncStandby(120_000);
+  }
+
+  private get statsSocket(): string {
+    return path.join(this.dir, 'haproxy.sock');
+  }
+
+  /** The members HAProxy sends new connections to now (its stats socket: servers UP). */
+  async routedTo(): Promise<string[]> {
+    const csv = await new Promise<string>((resolve, reject) => {
+      const socket = net.createConnection(this.statsSocket);
+      let out = '';
+      socket.setEncoding('utf8');
+      socket.on('connect', () => socket.write('show stat\n'));
+      socket.on('data', (d: string) => (out += d));
+      socket.on('end', () => resolve(out));
+      socket.on('error', reject);
+      socket.setTimeout(1_000, () => socket.destroy(new Error('HAProxy stats socket timed out')));
+    });
+    return csv.split('\n').map((line) => line.split(',')).filter((f) => f[0] === 'postgres-primary' && f[1] !== 'BACKEND' && f[1] !== 'FRONTEND' && f[17] === 'UP').map((f) => f[1]!);
+  }
+
+  private configFile(m: Member): string {
+    return path.join(this.dir, `${m.name}.yml`);
+  }
+
+  private spawnLogged(name: string, command: string, args: string[], asPostgres = false): Proc {
+    const child = spawn(command, args, {
+      cwd: this.dir,
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: this.dir, LANG: 'C.UTF-8' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+      ...(asPostgres && 'uid' in this.ids ? { uid: this.ids.uid, gid: this.ids.gid } : {}),
+    });
+    children.add(child);
+    const log = createWriteStream(path.join(this.dir, `${name}.log`), { flags: 'a' });
+    child.stdout!.pipe(log, { end: false });
+    child.stderr!.pipe(log, { end: false });
+    const exited = new Promise<void>((resolve) => child.once('exit', () => {
+      children.delete(child);
+      resolve();
+    }));
+    return { child, exited };
+  }
+
+  private async startEtcd(): Promise<void> {
+    const { client, peer } = this.etcdPorts;
+    this.etcd = this.spawnLogged('etcd', 'etcd', [
+      '--name', 'etcd0', '--data-dir', path.join(this.dir, 'etcd'),
+      '--listen-client-urls', `http://127.0.0.1:${client}`, '--advertise-client-urls', `http://127.0.0.1:${client}`,
+      '--listen-peer-urls', `http://127.0.0.1:${peer}`, '--initial-advertise-peer-urls', `http://127.0.0.1:${peer}`,
+      '--initial-cluster', `etcd0=http://127.0.0.1:${peer}`, '--logger', 'zap', '--log-level', 'warn',
+    ]);
+    await this.until('etcd answering', 30_000, async () => (await fetch(`http://127.0.0.1:${client}/health`)).ok);
+  }
+
+  private startPatroni(m: Member): void {
+    this.patronis.set(m.name, this.spawnLogged(m.name, 'patroni', [this.configFile(m)], true));
+  }
+
+  /** What a member's Patroni says of itself (null: it does not answer). */
+  async memberState(m: Member): Promise<{ role: string; state: string } | null> {
+    try {
+      const res = await fetch(`http://127.0.0.1:${m.restPort}/patroni`, { signal: AbortSignal.timeout(1_000) });
+      return (await res.json()) as { role: string; state: string };
+    } catch {
+      return null;
+    }
+  }
+
+  /** The member Patroni calls the running primary now (null: none). */
+  async primary(): Promise<Member | null> {
+    const answers = await Promise.all(this.members.map(async (m) => {
+      try {
+        const res = await fetch(`http://127.0.0.1:${m.restPort}/primary`, { signal: AbortSignal.timeout(1_000) });
+        return res.status === 200 ? m : null;
+      } catch {
+        return null;
+      }
+    }));
+    return answers.find((m) => m !== null) ?? null;
+  }
+
+  async waitForPrimary(timeoutMs: number, not?: Member): Promise<Member> {
+    let found: Member | null = null;
+    await this.until('a primary', timeoutMs, async () => {
+      found = await this.primary();
+      return found !== null && found !== not;
+    }, 100);
+    return found!;
+  }
+
+  /** Until a standby is the synchronous one (Patroni's /sync answers 200 there). */
+  async waitForSyncStandby(timeoutMs: number): Promise<Member> {
+    let found: Member | null = null;
+    await this.until('a synchronous standby', timeoutMs, async () => {
+      for (const m of this.members) {
+        const res = await fetch(`http://127.0.0.1:${m.restPort}/sync`, { signal: AbortSignal.timeout(1_000) }).catch(() => null);
+        if (res?.status === 200) found = m;
+      }
+      return found !== null;
+    }, 200);
+    return found!;
+  }
+
+  /** Every member running and streaming (after a fault, before the next). */
+  async waitForHealthy(timeoutMs: number): Promise<void> {
+    await this.until('all three members running', timeoutMs, async () => {
+      const states = await Promise.all(this.members.map((m) => this.memberState(m)));
+      return states.every((s) => s?.state === 'running') && (await this.primary()) !== null;
+    }, 250);
+    await this.waitForSyncStandby(timeoutMs);
+  }
+
+  /** A machine lost: SIGKILL its Patroni and its PostgreSQL, no goodbye. */
+  async lose(m: Member): Promise<void> {
+    const proc = this.patronis.get(m.name);
+    const postmaster = this.postmasterPid(m);
+    proc?.child.kill('SIGKILL');
+    if (postmaster) {
+      try {
+        process.kill(postmaster, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+    await proc?.exited;
+    // The backends notice their postmaster is gone and exit; wait until the port is free.
+    await this.until(`${m.name}'s PostgreSQL gone`, 30_000, async () => !(await this.canConnect(m.pgPort)), 100);
+  }
+
+  /** The lost machine back: its Patroni starts again and rejoins (pg_rewind when it must). */
+  bringBack(m: Member): void {
+    const pid = path.join(m.dataDir, 'postmaster.pid');
+    if (existsSync(pid)) rmSync(pid);
+    this.startPatroni(m);
+  }
+
+  /** A planned switchover to `candidate`, as an operator does it. */
+  switchover(leader: Member, candidate: Member): string {
+    return execFileSync('patronictl', ['-c', this.configFile(leader), 'switchover', '--leader', leader.name, '--candidate', candidate.name, '--force'], {
+      encoding: 'utf8', env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: this.dir, LANG: 'C.UTF-8' }, timeout: 60_000,
+    });
+  }
+
+  async restartEtcd(downMs: number): Promise<void> {
+    this.etcd?.child.kill('SIGTERM');
+    await this.etcd?.exited;
+    await sleep(downMs);
+    await this.startEtcd();
+  }
+
+  private postmasterPid(m: Member): number | null {
+    try {
+      return Number(readFileSync(path.join(m.dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]) || null;
+    } catch {
+      return null;
+    }
+  }
+
+  private async canConnect(port: number): Promise<boolean> {
+    const client = new pg.Client({ host: '127.0.0.1', port, user: 'postgres', password: 'postgres', database: 'postgres', connectionTimeoutMillis: 1_000 });
+    try {
+      await client.connect();
+      return true;
+    } catch {
+      return false;
+    } finally {
+      await client.end().catch(() => undefined);
+    }
+  }
+
+  private async query(url: string, text: string): Promise<void> {
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    try {
+      await client.query(text);
+    } finally {
+      await client.end();
+    }
+  }
+
+  private async untilConnects(url: string, timeoutMs: number): Promise<void> {
+    await this.until('PostgreSQL through HAProxy', timeoutMs, async () => {
+      const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 1_000 });
+      try {
+        await client.connect();
+        const { rows } = await client.query('select pg_is_in_recovery() as standby');
+        return rows[0]?.standby === false;
+      } catch {
+        return false;
+      } finally {
+        await client.end().catch(() => undefined);
+      }
+    }, 200);
+  }
+
+  private async until(what: string, timeoutMs: number, check: () => Promise<boolean>, everyMs = 200): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      if (await check().catch(() => false)) return;
+      if (Date.now() > deadline) throw new Error(`HA cluster: no ${what} within ${timeoutMs / 1000} s (logs in ${this.dir})`);
+      await sleep(everyMs);
+    }
+  }
+
+  /** Stops everything and removes the scratch directory (kept when asked, for its logs). */
+  async stop(keep = false): Promise<void> {
+    const procs = [this.haproxy, ...this.patronis.values(), this.etcd].filter((p): p is Proc => p !== null);
+    for (const p of procs) p.child.kill('SIGTERM');
+    const deadline = sleep(15_000).then(() => procs.forEach((p) => p.child.kill('SIGKILL')));
+    await Promise.race([Promise.all(procs.map((p) => p.exited)), deadline]);
+    for (const m of this.members) {
+      const pid = this.postmasterPid(m);
+      if (pid) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          // gone with its Patroni
+        }
+      }
+    }
+    if (!keep) rmSync(this.dir, { recursive: true, force: true });
+  }
+}
