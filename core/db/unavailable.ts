@@ -22,6 +22,9 @@ const CODES = new Set([
   '08003', // connection_does_not_exist
   '08004', // sqlserver_rejected_establishment_of_sqlconnection
   '08006', // connection_failure
+  // read_only_sql_transaction: a demoted primary (a failover under way) still
+  // answers, read-only, until the proxy moves its connections to the new one.
+  '25006',
 ]);
 
 /** pg reports a dropped socket by message only. */

@@ -9,7 +9,8 @@ import { isFinal } from '../../core/jobs/schema.ts';
 import type { SoakClient } from './client.ts';
 import type { SoakTenant } from './seed.ts';
 
-export type Sent = { tenantId: string; sessionId: string; key: string; jobId: string; messageId: string; body: string; order: number };
+/** An accepted send; `sentAt` is when the attempt that was accepted left, `acceptedAt` when its 202 came. */
+export type Sent = { tenantId: string; sessionId: string; key: string; jobId: string; messageId: string; body: string; order: number; sentAt: number; acceptedAt: number };
 export type Replay = { key: string; route: string; same: boolean; first: string; again: string };
 /** What a client last saw of a job it polled: its final state, once it had one. */
 export type Seen = { status: string; version: number };
@@ -50,7 +51,7 @@ export class ChatWorkload {
     }
     this.orders.set(sessionId, order);
     const { jobId, messageId } = JSON.parse(answer.body) as { jobId: string; messageId: string };
-    const sent: Sent = { tenantId: tenant.tenantId, sessionId, key, jobId, messageId, body: answer.body, order };
+    const sent: Sent = { tenantId: tenant.tenantId, sessionId, key, jobId, messageId, body: answer.body, order, sentAt: answer.sentAt, acceptedAt: Date.now() };
     this.sent.push(sent);
     this.onSent(tenant, sent);
     if (random() < 0.25) {

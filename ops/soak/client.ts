@@ -8,8 +8,9 @@ export class RawBody {
   constructor(readonly text: string) {}
 }
 
-export type Answer = { status: number; body: string; headers: Headers };
-export type ServerError = { at: number; status: number; method: string; route: string; body: string };
+/** An answer, and when the attempt that got it was sent. */
+export type Answer = { status: number; body: string; headers: Headers; sentAt: number };
+export type ServerError = { at: number; status: number; method: string; route: string; body: string; retryAfter: string | null };
 
 export class SoakClient {
   readonly statuses = new Map<string, number>();
@@ -23,6 +24,7 @@ export class SoakClient {
     const ports = this.ports();
     if (ports.length === 0) return this.count('unreachable', null);
     const port = ports[this.next++ % ports.length]!;
+    const sentAt = Date.now();
     try {
       const { body } = options;
       // A form (the token endpoint) goes as one, a signed body as it is; any other body as JSON.
@@ -36,8 +38,10 @@ export class SoakClient {
         signal: AbortSignal.timeout(60_000),
       });
       const text = await res.text();
-      if (res.status >= 500) this.serverErrors.push({ at: Date.now(), status: res.status, method, route: route.replace(/[0-9a-f-]{36}/g, ':id'), body: text.slice(0, 300) });
-      return this.count(String(res.status), { status: res.status, body: text, headers: res.headers });
+      if (res.status >= 500) {
+        this.serverErrors.push({ at: Date.now(), status: res.status, method, route: route.replace(/[0-9a-f-]{36}/g, ':id'), body: text.slice(0, 300), retryAfter: res.headers.get('retry-after') });
+      }
+      return this.count(String(res.status), { status: res.status, body: text, headers: res.headers, sentAt });
     } catch {
       return this.count('unreachable', null);
     }

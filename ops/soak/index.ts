@@ -17,10 +17,13 @@ import { memoryInvariant, sampleTables, tableGrowthInvariant, type MemorySample,
 import { billingInvariants, channelInvariants, cronInvariant, cronLastExecution } from './invariants-integrations.ts';
 import { logInvariant } from './invariants-logs.ts';
 import { SoakPlatform } from './platform.ts';
+import { HaCluster } from '../ha/cluster.ts';
+import { firstSends, HA_FAULT_KINDS, haFaultSchedule, recoveryReport, runHaFault, type HaFaultKind, type HaRecovery } from './ha.ts';
 import { seedAgents, seedTenants } from './seed.ts';
 
 const USAGE = `
 usage: npm run soak -- --minutes N [--faults] [--rate R] [--seed S]
+       npm run soak -- --ha [--minutes N] [--ha-faults K,K] [--faults] [--rate R] [--seed S]
 Runs 2 api and 2 worker processes on one PostgreSQL (embedded in a scratch
 directory, or DATABASE_URL's) for N minutes (decimals allowed) under a steady
 load of R chat sends a second (default 4) across 8 tenants and 16 sessions,
@@ -32,11 +35,23 @@ api killed (SIGKILL), a worker stopped (SIGSTOP) past its heartbeat, PostgreSQL
 restarted (fast, then immediate shutdown; embedded only) and the LISTEN
 connections dropped. At the end it checks the invariants, prints each with
 its count, and exits 1 if one was violated.
+--ha runs the same load on a replicated PostgreSQL instead (etcd, three
+Patroni members with synchronous replication, HAProxy to the primary; needs
+Debian's patroni, etcd-server, haproxy and postgresql), 10 minutes unless
+--minutes says otherwise, with its faults on the schedule: the primary's
+machine lost, a switchover, a standby lost and back, etcd restarted
+(--ha-faults picks some: ${HA_FAULT_KINDS.join(', ')}). It prints each
+failover's time without a primary and to the first accepted send.
 `;
 
-const values = commandLine(USAGE, { minutes: { type: 'string' }, faults: { type: 'boolean' }, rate: { type: 'string' }, seed: { type: 'string' } });
-const minutes = Number(values.minutes);
-if (!values.minutes || !(minutes > 0 && minutes <= 24 * 60)) usageError(USAGE, '--minutes must be a number of minutes above 0 (at most a day)');
+const values = commandLine(USAGE, {
+  minutes: { type: 'string' }, faults: { type: 'boolean' }, rate: { type: 'string' }, seed: { type: 'string' }, ha: { type: 'boolean' }, 'ha-faults': { type: 'string' },
+});
+const minutes = Number(values.minutes ?? (values.ha ? 10 : NaN));
+if (!(minutes > 0 && minutes <= 24 * 60)) usageError(USAGE, '--minutes must be a number of minutes above 0 (at most a day)');
+const haKinds = (values['ha-faults']?.split(',').map((k) => k.trim()) ?? [...HA_FAULT_KINDS]) as HaFaultKind[];
+if (haKinds.some((k) => !HA_FAULT_KINDS.includes(k))) usageError(USAGE, `--ha-faults takes ${HA_FAULT_KINDS.join(', ')}, separated by commas`);
+if (values['ha-faults'] && !values.ha) usageError(USAGE, '--ha-faults needs --ha');
 const rate = values.rate === undefined ? 4 : Number(values.rate);
 if (!(rate > 0 && rate <= 500)) usageError(USAGE, '--rate must be sends per second, above 0 and at most 500');
 let seed = values.seed === undefined ? 1 : Number(values.seed);
@@ -51,14 +66,19 @@ function random(): number {
 const say = (line: string) => process.stdout.write(`${line}\n`);
 const logger = createLogger(process.env.LOG_LEVEL ?? 'warn', 'soak');
 const platform = new SoakPlatform(logger);
+const cluster = values.ha ? new HaCluster() : null;
 let exitCode = 1;
-const stop = () => void platform.stop().finally(() => process.exit(130));
+const stop = () => void platform.stop().finally(() => cluster?.stop()).finally(() => process.exit(130));
 process.once('SIGINT', stop);
 process.once('SIGTERM', stop);
 
 try {
   const durationMs = minutes * 60_000;
-  await platform.start({ databaseUrl: process.env.DATABASE_URL, turnSeconds: 1 });
+  if (cluster) {
+    say('soak: starting the replicated PostgreSQL (etcd, 3 Patroni members, HAProxy)');
+    await cluster.start();
+  }
+  await platform.start({ databaseUrl: cluster?.url ?? process.env.DATABASE_URL, turnSeconds: 1 });
   const client = new SoakClient(() => platform.livePorts());
   const tenants = await seedTenants(platform, client, 8, 2);
   const agentList = await seedAgents(platform, client, 4);
@@ -73,11 +93,15 @@ try {
     if (random() < 0.6) followers.follow(tenant, sent.jobId);
   });
   const agents = new AgentWorkload(client);
-  say(`soak: ${minutes} min, ${rate} sends/s (and a channel message every 4th tick), 2 apis (ports ${platform.apis.map((a) => a.port).join(', ')}), 2 workers, PostgreSQL ${platform.ownsDatabase ? 'embedded' : 'of DATABASE_URL'}`);
+  const database = cluster ? 'replicated (3 Patroni members, synchronous, through HAProxy)' : platform.ownsDatabase ? 'embedded' : 'of DATABASE_URL';
+  say(`soak: ${minutes} min, ${rate} sends/s (and a channel message every 4th tick), 2 apis (ports ${platform.apis.map((a) => a.port).join(', ')}), 2 workers, PostgreSQL ${database}`);
 
   const started = Date.now();
   const faults: Fault[] = values.faults ? faultSchedule(durationMs, platform.ownsDatabase) : [];
   for (const f of faults) say(`  fault at ${(f.atMs / 1000).toFixed(0)} s: ${f.label}`);
+  const haFaults = cluster ? haFaultSchedule(durationMs, haKinds) : [];
+  for (const f of haFaults) say(`  fault at ${(f.atMs / 1000).toFixed(0)} s: ${f.label}`);
+  const recoveries: HaRecovery[] = [];
   const outages: Window[] = [];
   const faultWindows: Window[] = [];
   const memory: MemorySample[] = [];
@@ -108,6 +132,18 @@ try {
     say(`  ${((Date.now() - started) / 1000).toFixed(0)} s: ${fault.label} — ${window.detail}`);
     if (window.outage) outages.push(window.outage);
   });
+  // One HA fault at a time, each after the one before it recovered.
+  const haRun = (async () => {
+    for (const fault of haFaults) {
+      await new Promise((r) => setTimeout(r, Math.max(0, started + fault.atMs - Date.now())));
+      const { recovery, outage } = await runHaFault(cluster!, fault);
+      recoveries.push(recovery);
+      outages.push(outage);
+      faultWindows.push(outage);
+      say(`  ${((recovery.at - started) / 1000).toFixed(0)} s: ${fault.label} — ${recovery.detail}`);
+    }
+  })();
+  pending.push(haRun);
   await new Promise((r) => setTimeout(r, durationMs));
   clearInterval(load);
   await Promise.all(pending);
@@ -139,6 +175,11 @@ try {
   const largest = [...tablesAtEnd.tables].sort((a, b) => b[1].mb - a[1].mb).slice(0, 6);
   say(`largest tables at start → end: ${largest.map(([t, end]) => `${t} ${(tablesAtStart.tables.get(t)?.mb ?? 0).toFixed(1)}→${end.mb.toFixed(1)} MiB`).join(', ')}`);
   say(`dead rows and vacuums at the end: ${(await vacuumState(platform)).join(', ')}`);
+  if (cluster) {
+    firstSends(recoveries, chat.sent);
+    say('');
+    for (const line of recoveryReport(recoveries)) say(line);
+  }
   say('');
   say('| invariant | checked | violations |');
   say('|---|---:|---:|');
@@ -155,7 +196,8 @@ try {
   exitCode = 1;
 } finally {
   await platform.stop(exitCode !== 0);
-  if (exitCode !== 0) process.stderr.write(`soak: the processes' logs are in ${platform.logs}, the database (stopped) in ${platform.scratch}/pg\n`);
+  await cluster?.stop(exitCode !== 0);
+  if (exitCode !== 0) process.stderr.write(`soak: the processes' logs are in ${platform.logs}, the database (stopped) in ${cluster ? cluster.dir : `${platform.scratch}/pg`}\n`);
 }
 process.exit(exitCode);
 

@@ -95,11 +95,30 @@ export async function checkInvariants(input: {
   const failed = [...rows.values()].filter((r) => r.status !== 'succeeded').map((r) => `job ${r.id}: ${r.status}`);
   out.push({ name: 'every accepted chat turn succeeded', checked: rows.size, violations: failed });
 
-  // 4. Server errors: only 503, and only while PostgreSQL was away.
+  // 4. Nothing acknowledged was lost (a failover to a standby that lacked the last commits would lose some).
+  const lost: string[] = [];
+  const storedMessages = new Set(await db.anyFirst(sql.type(z.object({ id: z.string() }))`
+    select id from chat_messages where id = any(${sql.array(sent.map((s) => s.messageId), 'uuid')})`));
+  for (const s of sent) {
+    if (!storedMessages.has(s.messageId)) lost.push(`send ${s.key}: its message ${s.messageId} (answered 202) is gone`);
+    if (!rows.has(s.jobId)) lost.push(`send ${s.key}: its job ${s.jobId} (answered 202) is gone`);
+  }
+  const boardVersions = new Map(boards.map((b) => [b.id, b.latest_version]));
+  for (const m of agents.mutations) {
+    const version = boardVersions.get(m.boardId);
+    if (version === undefined || version < m.version) lost.push(`${m.kind} ${m.key}: board ${m.boardId} answered version ${m.version}, holds ${version ?? 'nothing'}`);
+  }
+  out.push({ name: 'nothing acknowledged was lost (every 2xx send and mutation is there)', checked: sent.length * 2 + agents.mutations.length, violations: lost });
+  const locked = await db.anyFirst(sql.type(z.object({ id: z.string() }))`select id::text from graphile_worker.jobs where locked_at is not null limit 20`);
+  out.push({ name: 'no Graphile Worker job is left locked', checked: 1, violations: locked.map((id) => `graphile job ${id} still locked`) });
+
+  // 5. Server errors: only 503 (with Retry-After), and only while PostgreSQL was away.
   const during = (at: number) => input.outages.some((w) => at >= w.from && at <= w.to + OUTAGE_TAIL_MS);
   const bad = client.serverErrors.filter((e) => e.status !== 503 || !during(e.at));
   const count503 = client.serverErrors.length - bad.length;
   out.push({ name: 'no 5xx other than 503 during a PostgreSQL outage', checked: [...client.statuses.values()].reduce((a, b) => a + b, 0), violations: bad.map((e) => `${e.status} ${e.method} ${e.route} at ${new Date(e.at).toISOString()}: ${e.body}`), note: `${count503} answers were 503 during outages` });
+  const bare = client.serverErrors.filter((e) => e.status === 503 && !e.retryAfter);
+  out.push({ name: 'every 503 said when to retry (Retry-After)', checked: client.serverErrors.filter((e) => e.status === 503).length, violations: bare.map((e) => `${e.method} ${e.route} at ${new Date(e.at).toISOString()}: ${e.body}`) });
 
   return out;
 }
