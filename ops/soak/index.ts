@@ -168,6 +168,7 @@ try {
     memoryInvariant(memory, warmUpMs),
     tableGrowthInvariant(tablesAfterWarmUp ?? tablesAtStart, tablesAtEnd),
     logInvariant(platform.logs),
+    { name: 'no platform process exited on its own', checked: platform.apis.length + platform.workers.length, violations: platform.unexpectedExits },
   ];
   say('');
   say(`answers by status: ${[...client.statuses].sort().map(([k, v]) => `${k} ${v}`).join(', ')}`);

@@ -34,6 +34,10 @@ export class SoakPlatform {
   /** Every process's output, one file per process and start; kept when an invariant fails. */
   readonly logs = mkdtempSync(path.join(tmpdir(), 'platform-soak-logs-'));
   private env: Record<string, string> = {};
+  /** Processes that ended without being killed or stopped by the soak (a process must ride out any outage). */
+  readonly unexpectedExits: string[] = [];
+  private readonly ending = new Set<PlatformProcess>();
+  private stopping = false;
 
   constructor(private readonly logger: Logger) {}
 
@@ -84,6 +88,9 @@ export class SoakPlatform {
     proc.child.stdout!.on('data', (d) => file.write(d));
     proc.child.stderr!.on('data', (d) => file.write(d));
     proc.child.once('close', () => file.end());
+    void proc.exited.then((code) => {
+      if (!this.stopping && !this.ending.has(proc)) this.unexpectedExits.push(`${name} (start ${starts}) exited with ${code ?? proc.child.signalCode}`);
+    });
     return { name, kind, port, proc, starts };
   }
 
@@ -94,6 +101,7 @@ export class SoakPlatform {
 
   /** SIGKILL, then start it again once it is gone (as a supervisor would). */
   async kill(slot: Slot): Promise<void> {
+    this.ending.add(slot.proc);
     slot.proc.child.kill('SIGKILL');
     await slot.proc.exited;
     const next = this.spawn(slot.name, slot.kind, slot.port, slot.starts + 1);
@@ -149,6 +157,7 @@ export class SoakPlatform {
 
   /** Stops everything; the process logs and the database stay only if asked (an invariant failed). */
   async stop(keepLogs = false): Promise<void> {
+    this.stopping = true;
     await stopAll([...this.apis, ...this.workers].map((s) => s.proc));
     if (this.provider) await stopAll([this.provider]);
     await this.db?.end().catch(() => undefined);
