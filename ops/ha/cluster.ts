@@ -64,6 +64,9 @@ export class HaCluster {
   private readonly ids = postgresUserIds();
   private readonly binDir = postgresBinDir();
 
+  /** synchronous: false runs asynchronous replication (to measure what it loses). */
+  constructor(readonly options: { synchronous: boolean } = { synchronous: true }) {}
+
   async start(): Promise<void> {
     if (!this.binDir) throw new Error('no PostgreSQL 14 or newer under /usr/lib/postgresql (apt-get install postgresql)');
     if ('uid' in this.ids) chownSync(this.dir, this.ids.uid!, this.ids.gid!);
@@ -73,7 +76,7 @@ export class HaCluster {
       this.members.push({ name: `pg${i}`, pgPort: await freePort(), restPort: await freePort(), dataDir: path.join(this.dir, `pg${i}`) });
     }
     for (const m of this.members) {
-      writeFileSync(this.configFile(m), patroniConfig(m, { dir: this.dir, binDir: this.binDir, etcdPort: this.etcdPorts.client }));
+      writeFileSync(this.configFile(m), patroniConfig(m, { dir: this.dir, binDir: this.binDir, etcdPort: this.etcdPorts.client, synchronous: this.options.synchronous }));
       if ('uid' in this.ids) chownSync(this.configFile(m), this.ids.uid!, this.ids.gid!);
     }
     // The first member bootstraps; the others clone it once it leads.
@@ -98,7 +101,7 @@ export class HaCluster {
       return true;
     });
     this.url = `${admin}/platform`;
-    await this.waitForSyncStandby(120_000);
+    await this.waitForHealthy(120_000);
   }
 
   private get statsSocket(): string {
@@ -189,6 +192,13 @@ export class HaCluster {
     return found!;
   }
 
+  /** The standby a switchover goes to: the synchronous one (only it may be promoted), else any running standby. */
+  async switchoverCandidate(timeoutMs: number): Promise<Member> {
+    if (this.options.synchronous) return this.waitForSyncStandby(timeoutMs);
+    const primary = await this.waitForPrimary(timeoutMs);
+    return this.members.find((m) => m !== primary)!;
+  }
+
   /** Until a standby is the synchronous one (Patroni's /sync answers 200 there). */
   async waitForSyncStandby(timeoutMs: number): Promise<Member> {
     let found: Member | null = null;
@@ -202,13 +212,22 @@ export class HaCluster {
     return found!;
   }
 
-  /** Every member running and streaming (after a fault, before the next). */
+  /**
+   * Every member running and caught up (after a fault, before the next): a
+   * standby still replaying what it missed holds up the primary's shutdown
+   * at a switchover (its walsender waits for it), which would blur the next
+   * fault's figures.
+   */
   async waitForHealthy(timeoutMs: number): Promise<void> {
-    await this.until('all three members running', timeoutMs, async () => {
+    await this.until('all three members running and caught up', timeoutMs, async () => {
       const states = await Promise.all(this.members.map((m) => this.memberState(m)));
-      return states.every((s) => s?.state === 'running') && (await this.primary()) !== null;
+      if (!states.every((s) => s?.state === 'running') || (await this.primary()) === null) return false;
+      const res = await fetch(`http://127.0.0.1:${this.members[0]!.restPort}/cluster`, { signal: AbortSignal.timeout(1_000) });
+      const { members } = (await res.json()) as { members: Array<{ role: string; state: string; lag?: number | string }> };
+      const standbys = members.filter((m) => m.role !== 'leader');
+      return standbys.length === this.members.length - 1 && standbys.every((m) => (m.state === 'running' || m.state === 'streaming') && typeof m.lag === 'number' && m.lag < 1_048_576);
     }, 250);
-    await this.waitForSyncStandby(timeoutMs);
+    if (this.options.synchronous) await this.waitForSyncStandby(timeoutMs);
   }
 
   /** A machine lost: SIGKILL its Patroni and its PostgreSQL, no goodbye. */

@@ -10,7 +10,7 @@
 
 export type Member = { name: string; pgPort: number; restPort: number; dataDir: string };
 
-export function patroniConfig(m: Member, o: { dir: string; binDir: string; etcdPort: number }): string {
+export function patroniConfig(m: Member, o: { dir: string; binDir: string; etcdPort: number; synchronous: boolean }): string {
   return `scope: platform-ha
 name: ${m.name}
 log:
@@ -26,7 +26,7 @@ bootstrap:
     loop_wait: 1
     retry_timeout: 4
     maximum_lag_on_failover: 1048576
-    synchronous_mode: true
+    synchronous_mode: ${o.synchronous}
     postgresql:
       use_pg_rewind: true
       use_slots: true

@@ -55,7 +55,7 @@ export async function runHaFault(cluster: HaCluster, fault: HaFault): Promise<{ 
       break;
     }
     case 'switchover': {
-      const candidate = await cluster.waitForSyncStandby(60_000);
+      const candidate = await cluster.switchoverCandidate(60_000);
       cluster.switchover(before, candidate);
       const next = await routedAway();
       detail = `${before.name} → ${next.name} in ${secs(noPrimaryMs)}`;

@@ -13,7 +13,7 @@ import { SoakClient } from './client.ts';
 import { faultSchedule, runFault, type Fault } from './faults.ts';
 import { Followers } from './followers.ts';
 import { checkInvariants, type Window } from './invariants.ts';
-import { memoryInvariant, sampleTables, tableGrowthInvariant, type MemorySample, type TableSample } from './invariants-growth.ts';
+import { memoryByMinute, memoryInvariant, sampleTables, tableGrowthInvariant, type MemorySample, type TableSample } from './invariants-growth.ts';
 import { billingInvariants, channelInvariants, cronInvariant, cronLastExecution } from './invariants-integrations.ts';
 import { logInvariant } from './invariants-logs.ts';
 import { SoakPlatform } from './platform.ts';
@@ -23,7 +23,7 @@ import { seedAgents, seedTenants } from './seed.ts';
 
 const USAGE = `
 usage: npm run soak -- --minutes N [--faults] [--rate R] [--seed S]
-       npm run soak -- --ha [--minutes N] [--ha-faults K,K] [--faults] [--rate R] [--seed S]
+       npm run soak -- --ha [--minutes N] [--ha-faults K,K] [--ha-async] [--faults] [--rate R] [--seed S]
 Runs 2 api and 2 worker processes on one PostgreSQL (embedded in a scratch
 directory, or DATABASE_URL's) for N minutes (decimals allowed) under a steady
 load of R chat sends a second (default 4) across 8 tenants and 16 sessions,
@@ -42,16 +42,18 @@ Debian's patroni, etcd-server, haproxy and postgresql), 10 minutes unless
 machine lost, a switchover, a standby lost and back, etcd restarted
 (--ha-faults picks some: ${HA_FAULT_KINDS.join(', ')}). It prints each
 failover's time without a primary and to the first accepted send.
+--ha-async turns synchronous replication off, to see what a failover loses
+without it.
 `;
 
 const values = commandLine(USAGE, {
-  minutes: { type: 'string' }, faults: { type: 'boolean' }, rate: { type: 'string' }, seed: { type: 'string' }, ha: { type: 'boolean' }, 'ha-faults': { type: 'string' },
+  minutes: { type: 'string' }, faults: { type: 'boolean' }, rate: { type: 'string' }, seed: { type: 'string' }, ha: { type: 'boolean' }, 'ha-faults': { type: 'string' }, 'ha-async': { type: 'boolean' },
 });
 const minutes = Number(values.minutes ?? (values.ha ? 10 : NaN));
 if (!(minutes > 0 && minutes <= 24 * 60)) usageError(USAGE, '--minutes must be a number of minutes above 0 (at most a day)');
 const haKinds = (values['ha-faults']?.split(',').map((k) => k.trim()) ?? [...HA_FAULT_KINDS]) as HaFaultKind[];
 if (haKinds.some((k) => !HA_FAULT_KINDS.includes(k))) usageError(USAGE, `--ha-faults takes ${HA_FAULT_KINDS.join(', ')}, separated by commas`);
-if (values['ha-faults'] && !values.ha) usageError(USAGE, '--ha-faults needs --ha');
+if ((values['ha-faults'] || values['ha-async']) && !values.ha) usageError(USAGE, '--ha-faults and --ha-async need --ha');
 const rate = values.rate === undefined ? 4 : Number(values.rate);
 if (!(rate > 0 && rate <= 500)) usageError(USAGE, '--rate must be sends per second, above 0 and at most 500');
 let seed = values.seed === undefined ? 1 : Number(values.seed);
@@ -66,7 +68,7 @@ function random(): number {
 const say = (line: string) => process.stdout.write(`${line}\n`);
 const logger = createLogger(process.env.LOG_LEVEL ?? 'warn', 'soak');
 const platform = new SoakPlatform(logger);
-const cluster = values.ha ? new HaCluster() : null;
+const cluster = values.ha ? new HaCluster({ synchronous: !values['ha-async'] }) : null;
 let exitCode = 1;
 const stop = () => void platform.stop().finally(() => cluster?.stop()).finally(() => process.exit(130));
 process.once('SIGINT', stop);
@@ -93,7 +95,7 @@ try {
     if (random() < 0.6) followers.follow(tenant, sent.jobId);
   });
   const agents = new AgentWorkload(client);
-  const database = cluster ? 'replicated (3 Patroni members, synchronous, through HAProxy)' : platform.ownsDatabase ? 'embedded' : 'of DATABASE_URL';
+  const database = cluster ? `replicated (3 Patroni members, ${cluster.options.synchronous ? 'synchronous' : 'ASYNCHRONOUS'}, through HAProxy)` : platform.ownsDatabase ? 'embedded' : 'of DATABASE_URL';
   say(`soak: ${minutes} min, ${rate} sends/s (and a channel message every 4th tick), 2 apis (ports ${platform.apis.map((a) => a.port).join(', ')}), 2 workers, PostgreSQL ${database}`);
 
   const started = Date.now();
@@ -176,6 +178,7 @@ try {
   const largest = [...tablesAtEnd.tables].sort((a, b) => b[1].mb - a[1].mb).slice(0, 6);
   say(`largest tables at start → end: ${largest.map(([t, end]) => `${t} ${(tablesAtStart.tables.get(t)?.mb ?? 0).toFixed(1)}→${end.mb.toFixed(1)} MiB`).join(', ')}`);
   say(`dead rows and vacuums at the end: ${(await vacuumState(platform)).join(', ')}`);
+  say(`resident memory (MiB) at each minute: ${memoryByMinute(memory).join('; ')}`);
   if (cluster) {
     firstSends(recoveries, chat.sent);
     say('');

@@ -18,6 +18,22 @@ export const LEVEL_TABLE_GROWTH_BOUND_MB_PER_10_MIN = 16;
 const BYTES_PER_ROW_GROWTH_BOUND = 2;
 const JUDGED_AFTER_MINUTES = 5;
 
+/** Each process's resident memory once a minute (MiB), to read a growth's shape: a plateau or a slope. */
+export function memoryByMinute(samples: MemorySample[]): string[] {
+  if (samples.length === 0) return [];
+  const start = samples[0]!.at;
+  const byName = new Map<string, Map<number, number>>();
+  for (const s of samples) {
+    const minute = Math.floor((s.at - start) / 60_000);
+    for (const [name, mb] of Object.entries(s.mb)) {
+      const minutes = byName.get(name) ?? new Map<number, number>();
+      if (!minutes.has(minute)) minutes.set(minute, mb);
+      byName.set(name, minutes);
+    }
+  }
+  return [...byName].map(([name, minutes]) => `${name}: ${[...minutes.values()].map((mb) => Math.round(mb)).join(' ')}`);
+}
+
 export async function sampleTables(db: DatabasePool): Promise<TableSample> {
   const rows = await db.any(sql.type(z.object({ name: z.string(), mb: z.number(), rows: z.number() }))`
     select relname as name, pg_total_relation_size(relid)::float8 / 1048576 as mb, n_live_tup::float8 as rows from pg_stat_user_tables`);
