@@ -4,6 +4,9 @@
 //   and only that standby may be promoted, so a failover loses nothing the
 //   platform was told was written;
 // - ttl 10 s / loop_wait 1 s: a lost primary's leader key expires within 10 s;
+// - primary_stop_timeout 5 s: at a switchover the old primary's fast
+//   shutdown under load waited ~19 s for its backends; in synchronous mode
+//   Patroni may cut it short (SIGKILL) without losing an acknowledged commit;
 // - HAProxy checks each member's /primary every 500 ms and cuts the sessions
 //   of a member that stops being it (on-marked-down shutdown-sessions), so no
 //   connection lingers on a demoted, read-only server.
@@ -27,6 +30,7 @@ bootstrap:
     retry_timeout: 4
     maximum_lag_on_failover: 1048576
     synchronous_mode: ${o.synchronous}
+    primary_stop_timeout: 5
     postgresql:
       use_pg_rewind: true
       use_slots: true

@@ -12,7 +12,18 @@ import type { Window } from './invariants.ts';
 export const HA_FAULT_KINDS = ['lose-primary', 'switchover', 'lose-standby', 'restart-etcd'] as const;
 export type HaFaultKind = (typeof HA_FAULT_KINDS)[number];
 export type HaFault = { atMs: number; kind: HaFaultKind; label: string };
-export type HaRecovery = { kind: HaFaultKind; at: number; noPrimaryMs: number | null; firstSendMs: number | null; detail: string };
+export type HaRecovery = {
+  kind: HaFaultKind;
+  at: number;
+  /** When the cluster was whole again (every member running and caught up). */
+  wholeAt: number;
+  noPrimaryMs: number | null;
+  /** From the fault to the first chat send sent after it and accepted. */
+  firstSendMs: number | null;
+  /** The longest time around the fault in which no chat send was accepted (sends go out 4 a second). */
+  gapMs: number | null;
+  detail: string;
+};
 
 const LABELS: Record<HaFaultKind, string> = {
   'lose-primary': "the primary's machine lost (SIGKILL of its Patroni and PostgreSQL), back as a standby 20 s later",
@@ -76,20 +87,32 @@ export async function runHaFault(cluster: HaCluster, fault: HaFault): Promise<{ 
   }
   await cluster.waitForHealthy(180_000);
   const whole = Date.now();
-  return { recovery: { kind: fault.kind, at, noPrimaryMs, firstSendMs: null, detail: `${detail}; cluster whole after ${secs(whole - at)}` }, outage: { from: at, to: whole } };
+  const recovery: HaRecovery = { kind: fault.kind, at, wholeAt: whole, noPrimaryMs, firstSendMs: null, gapMs: null, detail: `${detail}; cluster whole after ${secs(whole - at)}` };
+  return { recovery, outage: { from: at, to: whole } };
 }
 
-/** Fills in each recovery's time to the first send sent after the fault and accepted. */
-export function firstSends(recoveries: HaRecovery[], sent: readonly Sent[]): void {
+/**
+ * Fills in each recovery's time to the first send sent after the fault and
+ * accepted, and the longest gap between accepted sends from the fault until
+ * the cluster was whole (a switchover's outage starts when the old primary
+ * stops, a little after the fault began).
+ */
+export function measureSends(recoveries: HaRecovery[], sent: readonly Sent[]): void {
+  const accepted = sent.map((s) => s.acceptedAt).sort((a, b) => a - b);
   for (const r of recoveries) {
     const first = sent.filter((s) => s.sentAt >= r.at).reduce((min, s) => Math.min(min, s.acceptedAt), Infinity);
     r.firstSendMs = Number.isFinite(first) ? first - r.at : null;
+    const times = [r.at, ...accepted.filter((t) => t > r.at && t < r.wholeAt), accepted.find((t) => t >= r.wholeAt) ?? r.wholeAt];
+    r.gapMs = times.slice(1).reduce((max, t, i) => Math.max(max, t - times[i]!), 0);
   }
 }
 
 /** Median and worst of each kind's recovery times, as lines to print. */
 export function recoveryReport(recoveries: HaRecovery[]): string[] {
-  const lines = ['| fault | times | without a primary: median / worst | to the first accepted send: median / worst |', '|---|---:|---:|---:|'];
+  const lines = [
+    '| fault | times | without a primary: median / worst | to the first accepted send: median / worst | longest without an accepted send: median / worst |',
+    '|---|---:|---:|---:|---:|',
+  ];
   for (const kind of HA_FAULT_KINDS) {
     const of = recoveries.filter((r) => r.kind === kind);
     if (of.length === 0) continue;
@@ -97,7 +120,7 @@ export function recoveryReport(recoveries: HaRecovery[]): string[] {
       const v = values.filter((x): x is number => x !== null).sort((a, b) => a - b);
       return v.length ? `${secs(v[Math.floor((v.length - 1) / 2)]!)} / ${secs(v.at(-1)!)}` : '—';
     };
-    lines.push(`| ${kind} | ${of.length} | ${stat(of.map((r) => r.noPrimaryMs))} | ${stat(of.map((r) => r.firstSendMs))} |`);
+    lines.push(`| ${kind} | ${of.length} | ${stat(of.map((r) => r.noPrimaryMs))} | ${stat(of.map((r) => r.firstSendMs))} | ${stat(of.map((r) => r.gapMs))} |`);
   }
   return lines;
 }

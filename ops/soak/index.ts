@@ -18,7 +18,7 @@ import { billingInvariants, channelInvariants, cronInvariant, cronLastExecution 
 import { logInvariant } from './invariants-logs.ts';
 import { SoakPlatform } from './platform.ts';
 import { HaCluster } from '../ha/cluster.ts';
-import { firstSends, HA_FAULT_KINDS, haFaultSchedule, recoveryReport, runHaFault, type HaFaultKind, type HaRecovery } from './ha.ts';
+import { HA_FAULT_KINDS, measureSends, haFaultSchedule, recoveryReport, runHaFault, type HaFaultKind, type HaRecovery } from './ha.ts';
 import { seedAgents, seedTenants } from './seed.ts';
 
 const USAGE = `
@@ -180,7 +180,7 @@ try {
   say(`dead rows and vacuums at the end: ${(await vacuumState(platform)).join(', ')}`);
   say(`resident memory (MiB) at each minute: ${memoryByMinute(memory).join('; ')}`);
   if (cluster) {
-    firstSends(recoveries, chat.sent);
+    measureSends(recoveries, chat.sent);
     say('');
     for (const line of recoveryReport(recoveries)) say(line);
   }
