@@ -6,10 +6,9 @@
 // unfinished, followers saw every final state, only 503s with Retry-After
 // while there was no primary. Needs Debian's patroni, etcd-server, haproxy
 // and postgresql (.ci/run installs them); without them it skips.
-import { spawn } from 'node:child_process';
 import t from 'tap';
 import { missingHaPackages } from '../../ops/ha/cluster.ts';
-import { sourceRoot } from '../helpers/paths.ts';
+import { runSoak } from '../helpers/soak-run.ts';
 
 const missing = missingHaPackages();
 if (missing.length > 0) {
@@ -17,15 +16,7 @@ if (missing.length > 0) {
 } else {
   t.setTimeout(400_000);
   t.test('a switchover and a lost primary under load: every invariant holds', async (t) => {
-    const env: Record<string, string> = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', LOG_LEVEL: 'warn' };
-    const args = ['run', '--silent', 'soak', '--', '--ha', '--minutes', '0.75', '--ha-faults', 'switchover,lose-primary'];
-    const child = spawn('/usr/bin/env', ['-u', 'NODE_OPTIONS', 'npm', ...args], { cwd: sourceRoot, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let output = '';
-    child.stdout.on('data', (d) => (output += d));
-    child.stderr.on('data', (d) => (output += d));
-    t.teardown(() => void (child.exitCode === null && child.kill('SIGINT')));
-    const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
-    if (code !== 0) t.comment(output);
+    const { code, output } = await runSoak(t, ['--ha', '--minutes', '0.75', '--ha-faults', 'switchover,lose-primary']);
     t.equal(code, 0, 'exit code 0');
     t.match(output, /PostgreSQL replicated \(3 Patroni members, synchronous, through HAProxy\)/);
     t.match(output, /^ {2}\d+ s: planned switchover[^\n]*pg\d → pg\d in [\d.]+ s/m, 'the switchover happened');

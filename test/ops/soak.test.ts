@@ -2,22 +2,13 @@
 // workers on the soak's own PostgreSQL under load for 60 s, with every fault
 // of the schedule (processes killed and frozen, PostgreSQL restarted both
 // ways, LISTEN connections dropped), must end with every invariant held.
-import { spawn } from 'node:child_process';
 import t from 'tap';
-import { sourceRoot } from '../helpers/paths.ts';
+import { runSoak } from '../helpers/soak-run.ts';
 
 t.setTimeout(400_000);
 
 t.test('a 60-second soak with faults: every invariant holds', async (t) => {
-  const env: Record<string, string> = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', LOG_LEVEL: 'warn' };
-  // Run from the checkout, as a person would (not the tests' compiled copy).
-  const child = spawn('/usr/bin/env', ['-u', 'NODE_OPTIONS', 'npm', 'run', '--silent', 'soak', '--', '--minutes', '1', '--faults'], { cwd: sourceRoot, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let output = '';
-  child.stdout.on('data', (d) => (output += d));
-  child.stderr.on('data', (d) => (output += d));
-  t.teardown(() => void (child.exitCode === null && child.kill('SIGINT')));
-  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
-  if (code !== 0) t.comment(output);
+  const { code, output } = await runSoak(t, ['--minutes', '1', '--faults']);
   t.equal(code, 0, 'exit code 0');
   t.match(output, /^ {2}fault at \d+ s: SIGKILL worker 1/m, 'the schedule is printed before the run');
   for (const fault of ['SIGKILL worker 1', 'SIGKILL api 2', 'SIGSTOP worker 2', 'PostgreSQL fast shutdown', 'PostgreSQL immediate shutdown', 'LISTEN connection terminated']) {
