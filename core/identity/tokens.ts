@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import { decodeJwt, decodeProtectedHeader, errors as joseErrors, jwtVerify, SignJWT } from 'jose';
 import type { KeyStore } from './keys.ts';
 import { SIGNING_ALG } from './keys.ts';
+import { isDatabaseUnavailable } from '../db/unavailable.ts';
 
 export const AGENT_SCOPES = ['svc:companies:read', 'svc:boards:read', 'svc:boards:publish', 'svc:agents:write'] as const;
 export type AgentScope = (typeof AGENT_SCOPES)[number];
@@ -118,6 +119,8 @@ export async function verifyAccessToken(keys: KeyStore, token: string, authUrl: 
     };
   } catch (error) {
     if (error instanceof RejectedTokenError) throw error;
+    // The keys could not be read (PostgreSQL away): an outage (503), not a bad token (401).
+    if (isDatabaseUnavailable(error)) throw error;
     throw new RejectedTokenError(error instanceof joseErrors.JWTExpired ? 'the access token has expired' : 'the access token is not valid for this resource');
   }
 }

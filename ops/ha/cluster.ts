@@ -6,7 +6,7 @@
 // 127.0.0.1 ports; stop() (and this process's exit) ends them all. The
 // faults a machine or an operator causes are methods here.
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { chownSync, createWriteStream, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chownSync, createWriteStream, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import net from 'node:net';
@@ -14,34 +14,7 @@ import pg from 'pg';
 import { freePort } from '../embedded-postgres.ts';
 import { postgresUserIds } from '../embedded-postgres-cluster.ts';
 import { haproxyConfig, patroniConfig, type Member } from './config.ts';
-
-export const HA_COMMANDS = ['etcd', 'patroni', 'patronictl', 'haproxy'] as const;
-
-/** The Debian packages the harness needs that this machine lacks (empty: it can run). */
-export function missingHaPackages(): string[] {
-  const missing: string[] = [];
-  const has = (cmd: string) => {
-    try {
-      execFileSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' });
-      return true;
-    } catch {
-      return false;
-    }
-  };
-  if (!has('etcd')) missing.push('etcd-server');
-  if (!has('patroni')) missing.push('patroni');
-  if (!has('haproxy')) missing.push('haproxy');
-  if (!postgresBinDir()) missing.push('postgresql');
-  return missing;
-}
-
-/** The newest Debian PostgreSQL (14 and newer) installed, if any. */
-export function postgresBinDir(): string | null {
-  const root = '/usr/lib/postgresql';
-  if (!existsSync(root)) return null;
-  const versions = readdirSync(root).map(Number).filter((v) => v >= 14 && existsSync(path.join(root, String(v), 'bin', 'postgres'))).sort((a, b) => b - a);
-  return versions.length ? path.join(root, String(versions[0]), 'bin') : null;
-}
+import { postgresBinDir } from './packages.ts';
 
 const children = new Set<ChildProcess>();
 process.once('exit', () => {

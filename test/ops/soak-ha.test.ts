@@ -7,7 +7,7 @@
 // while there was no primary. Needs Debian's patroni, etcd-server, haproxy
 // and postgresql (.ci/run installs them); without them it skips.
 import t from 'tap';
-import { missingHaPackages } from '../../ops/ha/cluster.ts';
+import { missingHaPackages } from '../../ops/ha/packages.ts';
 import { runSoak } from '../helpers/soak-run.ts';
 
 const missing = missingHaPackages();
