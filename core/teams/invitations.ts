@@ -8,7 +8,7 @@
 // outbox; the link waits there sealed, and is cleared once sent).
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
-import { createUserIn, EmailTakenError, type UserRow } from '../accounts/users.ts';
+import { createUserIn, EmailTakenError, findUser, type UserRow } from '../accounts/users.ts';
 import type { Keyring } from '../crypto/keyring.ts';
 import { randomToken } from '../crypto/tokens.ts';
 import { sql, type CommonQueryMethods, type DatabasePool } from '../db/pool.ts';
@@ -16,7 +16,7 @@ import { enqueueJobs } from '../jobs/enqueue.ts';
 import type { Position } from '../paging.ts';
 import { TenantRoleSchema, type TenantRole } from '../tenants/roles.ts';
 import { recordAudit } from './audit.ts';
-import type { Actor } from './members.ts';
+import { lockTenant, type Actor } from './members.ts';
 import type { TeamSettings } from './settings.ts';
 
 export const INVITATION_EMAIL_JOB = 'team.invitation_email';
@@ -73,7 +73,7 @@ export async function createInvitation(
   const link = invitationLink(input.baseUrl, token);
   return db.transaction(async (tx) => {
     // One workspace's invitations one at a time: the bounds hold under concurrency.
-    await tx.query(sql.unsafe`select 1 from tenants where id = ${tenantId} for update`);
+    await lockTenant(tx, tenantId);
     const member = await tx.exists(sql.unsafe`
       select 1 from tenant_memberships m join users u on u.id = m.user_id where m.tenant_id = ${tenantId} and lower(u.email) = lower(${email})`);
     if (member) throw new InvitationError(409, 'already_member', `${email} is already a member of this workspace; change their role instead.`);
@@ -193,8 +193,7 @@ export async function acceptInvitation(
     let user: UserRow;
     let created = false;
     if ('userId' in who) {
-      const found = await tx.maybeOne(sql.type(z.object({ id: z.string(), email: z.string(), display_name: z.string().nullable(), avatar_url: z.string().nullable(), is_operator: z.boolean() }))`
-        select id, email, display_name, avatar_url, is_operator from users where id = ${who.userId}`);
+      const found = await findUser(tx, who.userId);
       if (!found) throw new InvitationError(403, 'invitation_email_mismatch', 'This invitation is for another e-mail address.');
       if (found.email.toLowerCase() !== view.email.toLowerCase()) {
         throw new InvitationError(403, 'invitation_email_mismatch', `This invitation is for ${view.email}; you are signed in as ${found.email}. Sign in with the invited address, or ask for an invitation to yours.`);
@@ -209,7 +208,7 @@ export async function acceptInvitation(
       }
       created = true;
     }
-    await tx.query(sql.unsafe`select 1 from tenants where id = ${view.tenant_id} for update`);
+    await lockTenant(tx, view.tenant_id);
     const inserted = await tx.maybeOne(sql.unsafe`
       insert into tenant_memberships (tenant_id, user_id, role) values (${view.tenant_id}, ${user.id}, ${view.role})
       on conflict do nothing returning user_id`);

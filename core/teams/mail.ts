@@ -11,7 +11,7 @@ import type { Keyring } from '../crypto/keyring.ts';
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
 import { PermanentJobError, RetryableJobError } from '../jobs/errors.ts';
 import { lazyRequire } from '../lazy-require.ts';
-import { ROLE_TITLES, type TenantRole } from '../tenants/roles.ts';
+import { ROLE_TITLES, TenantRoleSchema, type TenantRole } from '../tenants/roles.ts';
 import type { TeamSettings } from './settings.ts';
 
 const nodemailer = lazyRequire<typeof import('nodemailer')>('nodemailer');
@@ -34,7 +34,7 @@ const Outbox = z.object({
   sealed_link: z.string().nullable(),
   invitation_id: z.string(),
   email: z.string(),
-  role: z.enum(['admin', 'member', 'viewer']),
+  role: TenantRoleSchema,
   open: z.boolean(),
   expires_at: z.string(),
   tenant_name: z.string(),

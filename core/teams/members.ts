@@ -57,11 +57,16 @@ export async function findMember(db: CommonQueryMethods, tenantId: string, userI
   return db.maybeOne(sql.type(MemberRow)`select ${memberColumns(tenantId)} and m.user_id = ${userId}`);
 }
 
+/** Serialises a workspace's membership changes (and its invitations' bounds): its row, locked until commit. */
+export async function lockTenant(tx: CommonQueryMethods, tenantId: string): Promise<void> {
+  await tx.query(sql.unsafe`select 1 from tenants where id = ${tenantId} for update`);
+}
+
 type Locked = { member: MemberRow; admins: number };
 
 /** Locks the tenant (serialising its membership changes) and reads the member and the Admin count. */
 async function lockMember(tx: CommonQueryMethods, tenantId: string, userId: string): Promise<Locked> {
-  await tx.query(sql.unsafe`select 1 from tenants where id = ${tenantId} for update`);
+  await lockTenant(tx, tenantId);
   const member = await findMember(tx, tenantId, userId);
   if (!member) throw new NotAMemberError('No such member of this workspace.');
   const admins = await tx.oneFirst(sql.type(z.object({ n: z.number() }))`

@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import net from 'node:net';
 import pg from 'pg';
+import { sleep } from '../bench/measure.ts';
 import { freePort } from '../embedded-postgres.ts';
 import { postgresUserIds } from '../embedded-postgres-cluster.ts';
 import { haproxyConfig, patroniConfig, type Member } from './config.ts';
@@ -23,7 +24,6 @@ process.once('exit', () => {
 
 type Proc = { child: ChildProcess; exited: Promise<void> };
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export class HaCluster {
   readonly dir = mkdtempSync(path.join(tmpdir(), 'platform-ha-'));
@@ -61,10 +61,7 @@ export class HaCluster {
     this.haproxy = this.spawnLogged('haproxy', 'haproxy', ['-f', path.join(this.dir, 'haproxy.cfg'), '-db']);
     const admin = `postgres://postgres:postgres@127.0.0.1:${proxyPort}`;
     // HAProxy counts a server up until its checks say otherwise: wait until it routes to the primary alone.
-    await this.until('HAProxy routing to the primary alone', 30_000, async () => {
-      const up = await this.routedTo();
-      return up.length === 1 && up[0] === first.name;
-    }, 100);
+    await this.waitForRoutedTo(first, 30_000);
     await this.untilConnects(`${admin}/postgres`, 60_000);
     // The first connections through a just-started HAProxy may still be cut: try again.
     await this.until('the platform database created', 30_000, async () => {
@@ -141,6 +138,14 @@ export class HaCluster {
     } catch {
       return null;
     }
+  }
+
+  /** Until HAProxy sends new connections to `m` alone. */
+  async waitForRoutedTo(m: Member, timeoutMs: number): Promise<void> {
+    await this.until(`HAProxy routing to ${m.name} alone`, timeoutMs, async () => {
+      const up = await this.routedTo();
+      return up.length === 1 && up[0] === m.name;
+    }, 50);
   }
 
   /** The member Patroni calls the running primary now (null: none). */

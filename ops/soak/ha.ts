@@ -5,6 +5,7 @@
 // the time without a primary (from the fault until HAProxy routes to the new
 // one) and the time from the fault to the first chat send accepted after it
 // (sent after the fault, answered 202).
+import { sleep } from '../bench/measure.ts';
 import type { HaCluster } from '../ha/cluster.ts';
 import type { Sent } from './chat.ts';
 import type { Window } from './invariants.ts';
@@ -52,7 +53,7 @@ export async function runHaFault(cluster: HaCluster, fault: HaFault): Promise<{ 
   let detail = '';
   const routedAway = async () => {
     const next = await cluster.waitForPrimary(120_000, before);
-    await untilRouted(cluster, next.name);
+    await cluster.waitForRoutedTo(next, 60_000);
     noPrimaryMs = Date.now() - at;
     return next;
   };
@@ -125,15 +126,4 @@ export function recoveryReport(recoveries: HaRecovery[]): string[] {
   return lines;
 }
 
-async function untilRouted(cluster: HaCluster, name: string): Promise<void> {
-  const deadline = Date.now() + 60_000;
-  while (Date.now() < deadline) {
-    const up = await cluster.routedTo().catch(() => []);
-    if (up.length === 1 && up[0] === name) return;
-    await sleep(50);
-  }
-  throw new Error(`HAProxy did not route to ${name} within 60 s`);
-}
-
 const secs = (ms: number | null) => (ms === null ? '—' : `${(ms / 1000).toFixed(1)} s`);
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -8,9 +8,10 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { issueRefreshToken } from '../../../core/accounts/refresh-tokens.ts';
 import { hashPassword } from '../../../core/crypto/passwords.ts';
 import { LIMITS } from '../../../core/rate-limit.ts';
-import { acceptInvitation, InvitationError, type Acceptor } from '../../../core/teams/invitations.ts';
+import { acceptInvitation, type Acceptor } from '../../../core/teams/invitations.ts';
 import { PlatformError, PlatformHttpError } from '../../errors.ts';
 import { sessionPayload } from '../auth/session.ts';
+import { teamRefusal } from './refusals.ts';
 import { AcceptBody, Accepted } from './schemas.ts';
 
 /** Accepts for the signed-in person, or for a new account; answers what the route answers. */
@@ -21,8 +22,7 @@ export async function acceptFor(app: FastifyInstance, request: FastifyRequest, t
     request.log.info({ tenantId: view.tenant_id, invitationId: view.id, userId: user.id, role: view.role, newAccount: created }, 'invitation accepted');
     return { view, user, created };
   } catch (error) {
-    if (error instanceof InvitationError) throw new PlatformHttpError(error.status, error.code, error.message);
-    throw error;
+    throw teamRefusal(error);
   }
 }
 

@@ -6,21 +6,12 @@ import { z } from 'zod';
 import { Keyring } from '../../../core/crypto/keyring.ts';
 import { pageOf, PageQuery } from '../../../core/paging.ts';
 import { listAudit } from '../../../core/teams/audit.ts';
-import { createInvitation, InvitationError, listOpenInvitations, revokeInvitation } from '../../../core/teams/invitations.ts';
-import { changeRole, listMembers, MembershipRuleError, NotAMemberError, removeMember } from '../../../core/teams/members.ts';
-import { PlatformError, PlatformHttpError, platformCursor } from '../../errors.ts';
+import { createInvitation, listOpenInvitations, revokeInvitation } from '../../../core/teams/invitations.ts';
+import { changeRole, listMembers, removeMember } from '../../../core/teams/members.ts';
+import { PlatformError, platformCursor } from '../../errors.ts';
 import { TenantHeaders } from '../../plugins/tenant.ts';
+import { teamRefusal } from './refusals.ts';
 import { AuditPage, CreatedInvitation, InviteBody, MemberPage, Member, InvitationPage, RoleBody, toAuditEntry, toInvitation, toMember } from './schemas.ts';
-
-/** Core refusals as answers: a rule is 409 naming it, a missing member 404. */
-function asHttp(error: unknown): unknown {
-  if (error instanceof MembershipRuleError) return new PlatformHttpError(409, error.code, error.message);
-  if (error instanceof NotAMemberError) return new PlatformHttpError(404, 'not_found', error.message);
-  if (error instanceof InvitationError) {
-    return new PlatformHttpError(error.status, error.code, error.message, error.status === 429 ? { 'retry-after': '3600' } : {});
-  }
-  return error;
-}
 
 const teamRoutes: FastifyPluginAsyncZod = async (app) => {
   const security = [{ PlatformJWT: [] }];
@@ -56,7 +47,7 @@ const teamRoutes: FastifyPluginAsyncZod = async (app) => {
       request.log.info({ tenantId: request.tenant!.id, memberId: request.params.userId, role: row.role }, 'member role changed');
       return toMember(row, request.user!.userId);
     } catch (error) {
-      throw asHttp(error);
+      throw teamRefusal(error);
     }
   });
 
@@ -71,7 +62,7 @@ const teamRoutes: FastifyPluginAsyncZod = async (app) => {
     try {
       await removeMember(app.db, request.tenant!.id, actorOf(request), request.params.userId);
     } catch (error) {
-      throw asHttp(error);
+      throw teamRefusal(error);
     }
     app.forgetMembership(request.tenant!.id, request.params.userId);
     request.log.info({ tenantId: request.tenant!.id, memberId: request.params.userId }, 'member removed');
@@ -89,7 +80,7 @@ const teamRoutes: FastifyPluginAsyncZod = async (app) => {
     try {
       await removeMember(app.db, request.tenant!.id, actorOf(request), request.user!.userId);
     } catch (error) {
-      throw asHttp(error);
+      throw teamRefusal(error);
     }
     app.forgetMembership(request.tenant!.id, request.user!.userId);
     request.log.info({ tenantId: request.tenant!.id }, 'member left');
@@ -114,7 +105,7 @@ const teamRoutes: FastifyPluginAsyncZod = async (app) => {
         settings: app.config.teams, baseUrl: app.config.baseUrl, keyring,
       });
     } catch (error) {
-      throw asHttp(error);
+      throw teamRefusal(error);
     }
     const { invitation, link, emailed } = created;
     request.log.info({ tenantId: request.tenant!.id, invitationId: invitation.id, role: invitation.role, emailed }, 'invitation created');
@@ -148,7 +139,7 @@ const teamRoutes: FastifyPluginAsyncZod = async (app) => {
     try {
       await revokeInvitation(app.db, request.tenant!.id, actorOf(request), request.params.invitationId);
     } catch (error) {
-      throw asHttp(error);
+      throw teamRefusal(error);
     }
     return reply.code(204).send(null);
   });
