@@ -126,14 +126,19 @@ try {
     if (ticks % 4 === 0) channels.send(channelTenants[Math.floor(random() * channelTenants.length)]!);
   }, tickMs);
   const sampler = setInterval(() => memory.push({ at: Date.now(), mb: platform.memory() }), 5_000);
-  const pending = faults.map(async (fault) => {
-    await new Promise((r) => setTimeout(r, fault.atMs));
-    const from = Date.now();
-    const window = await runFault(platform, fault);
-    faultWindows.push({ from, to: Date.now() });
-    say(`  ${((Date.now() - started) / 1000).toFixed(0)} s: ${fault.label} — ${window.detail}`);
-    if (window.outage) outages.push(window.outage);
-  });
+  // One fault at a time, each at its time or once the one before it is over:
+  // two PostgreSQL restarts overlapping on a slow machine would stop the
+  // server the other one is still starting.
+  const faultRun = (async () => {
+    for (const fault of faults) {
+      await new Promise((r) => setTimeout(r, Math.max(0, started + fault.atMs - Date.now())));
+      const from = Date.now();
+      const window = await runFault(platform, fault);
+      faultWindows.push({ from, to: Date.now() });
+      say(`  ${((Date.now() - started) / 1000).toFixed(0)} s: ${fault.label} — ${window.detail}`);
+      if (window.outage) outages.push(window.outage);
+    }
+  })();
   // One HA fault at a time, each after the one before it recovered.
   const haRun = (async () => {
     for (const fault of haFaults) {
@@ -145,10 +150,11 @@ try {
       say(`  ${((recovery.at - started) / 1000).toFixed(0)} s: ${fault.label} — ${recovery.detail}`);
     }
   })();
-  pending.push(haRun);
+  // A fault that throws ends the soak with its stack (below), not as an unhandled rejection mid-run.
+  for (const run of [faultRun, haRun]) run.catch(() => undefined);
   await new Promise((r) => setTimeout(r, durationMs));
   clearInterval(load);
-  await Promise.all(pending);
+  await Promise.all([faultRun, haRun]);
   say(`soak: load stopped after ${((Date.now() - started) / 1000).toFixed(0)} s; waiting for every answer and job`);
 
   const loadWindow: Window = { from: started, to: Date.now() };
