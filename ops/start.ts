@@ -3,7 +3,7 @@
 // (reused on the next start); it migrates, then serves the api and runs a
 // worker. Ctrl-C stops the api, then the worker, then the database.
 import path from 'node:path';
-import { startApi } from '../api/server.ts';
+import { startApi } from '../api/start-api.ts';
 import { loadConfigOrExit } from '../core/config.ts';
 import { migrate } from '../core/db/migrate.ts';
 import { createLogger, safeDatabaseUrl } from '../core/logger.ts';

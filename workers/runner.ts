@@ -2,6 +2,7 @@
 // many as the work needs; Graphile Worker hands each job to one of them and
 // its cron fires each schedule once across all of them.
 import { commandLine } from '../core/process/command-line.ts';
+import { databaseUrlFor } from '../core/db/local-cluster.ts';
 import { loadConfigOrExit } from '../core/config.ts';
 import { createLogger } from '../core/logger.ts';
 import { collectProcessMetrics, maybeStartMetricsServer, registerDatabaseMetrics } from '../core/metrics.ts';
@@ -19,7 +20,6 @@ WORKER_IO_CONCURRENCY, DATABASE_URL, ... (docs/configuration.md).`, {});
   guardUnhandledRejections(logger);
   try {
     // DATABASE_URL, or the embedded PostgreSQL `npm run db` runs for DATA_DIR.
-    const { databaseUrlFor } = await import('../ops/shared-database.ts');
     const databaseUrl = databaseUrlFor(config, 'npm run start:worker', logger);
     await ensureSchema(config, databaseUrl, logger);
     // Loaded once the checks passed: a refused start answers without loading every task.

@@ -3,7 +3,7 @@
 // directory when it was started as root with -D /proc/self/cwd).
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { processDataDirectory } from '../../ops/embedded-postgres-cluster.ts';
+import { processDataDirectory } from '../../core/db/local-cluster.ts';
 
 /** A live postgres process whose data directory is DATA_DIR/pg (named by path, or by its cwd when run as root). */
 export function postmasterRunning(dataDir: string): boolean {
