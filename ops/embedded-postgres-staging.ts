@@ -30,7 +30,7 @@ function pruneStagesOfRemovedCheckouts(stages: string): void {
     try {
       source = readFileSync(path.join(stages, name, SOURCE_FILE), 'utf8').trim();
     } catch {
-      // a stage of an earlier layout: no record of its checkout
+      // no record of its checkout: nothing says the stage is in use
     }
     if (!source || !existsSync(source)) rmSync(path.join(stages, name), { recursive: true, force: true });
   }

@@ -17,9 +17,9 @@ export class CancelListener {
   private readonly running = new Map<string, AbortController>();
   /**
    * Cancels of jobs no handler here was tracking, with when they arrived: a
-   * first attempt starts without reading its job (workers/define-task.ts), so
-   * a cancel that lands between Graphile's pick and the handler's start is
-   * kept here and aborts the handler as it starts. Most such cancels are of
+   * cancel that lands between an attempt's wake-up (its read of the job,
+   * workers/tickets.ts) and its handler's start is kept here and aborts the
+   * handler as it starts. Most such cancels are of
    * jobs nobody runs; they age out.
    */
   private readonly early = new Map<string, number>();

@@ -1,8 +1,8 @@
 // The pg.Pool Graphile Worker runs on (and the worker's completion pool).
-// Graphile 0.17 fires the release of a finished job (complete or fail)
+// Graphile Worker fires the release of a finished job (complete or fail)
 // without awaiting it and retries only a few
-// error codes, so a connection refused while PostgreSQL is down became an
-// unhandled rejection that ended the process. This pool waits for the
+// error codes, so a connection refused while PostgreSQL is down would be an
+// unhandled rejection that ends the process. This pool waits for the
 // database instead: a connection that cannot be made because the server is
 // away is retried with backoff until it can, so the release lands once
 // PostgreSQL is back. Queries on a connection that breaks mid-flight still

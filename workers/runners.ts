@@ -45,7 +45,7 @@ export class Runners {
     // Graphile gives up recording a batch of finished or failed jobs after its
     // retries (PostgreSQL away too long) and shuts that pool down slowly,
     // leaving the batch's jobs locked: restart the pools now, which queues them
-    // again (found by the soak: a turn stuck locked until the end).
+    // again (left alone, they would stay locked while this process lives).
     events.on('pool:fatalError', ({ action, error }: { action?: string; error?: unknown }) => {
       void this.recover(`Graphile gave up on ${action ?? 'recording jobs'}: ${String((error as Error | undefined)?.message ?? error)}`);
     });

@@ -14,7 +14,8 @@ export type SessionKind = 'platform' | 'dashboard';
 // about 10 µs here, and every authenticated request verifies one. The checks
 // are jose's for these tokens: exactly HS256, no `crit`, the signature
 // compared in constant time, issuer, audience, a numeric expiry in the future
-// and a not-before (when present) in the past. Tokens jose signed still verify.
+// and a not-before (when present) in the past. A token jose signs with these
+// claims verifies here too: both are plain HS256 JWTs.
 const HEADER = Buffer.from(JSON.stringify({ alg: 'HS256', typ: 'JWT' })).toString('base64url');
 const SEGMENT = /^[A-Za-z0-9_-]+$/;
 
@@ -42,7 +43,7 @@ export async function verifySessionToken(kind: SessionKind, token: string, secre
 }
 
 // Tokens verified before: a client sends the same token with each request
-// for its 15 minutes, and the HMAC and parsing of a verify were about a
+// for its 15 minutes, and the HMAC and parsing of a verify are about a
 // tenth of the api's CPU per chat send. The cache is per secret (a token one
 // secret verified proves nothing under another) and keyed by the kind, the
 // issuer and the token's signed part, which is no secret; the signature is

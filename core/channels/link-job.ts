@@ -15,7 +15,7 @@ import { ensureSession, inboundUrl } from './linking.ts';
 import { linkRow, openSettings, sealSecret, type LinkRow } from './store.ts';
 import { ChannelSendError, type AdapterContext, type ChannelAdapter } from './types.ts';
 
-/** Its input from before the binding became a wait: the step is now read from the link row. */
+/** A `phase` in the input still parses (a job may be queued with one) but is not read: the step comes from the link row. */
 export const LinkJobInput = z.object({ phase: z.enum(['register', 'finish']).optional() });
 
 type Wait = { delayMs: number; reason: string; progress?: unknown; leaveQueue?: boolean };

@@ -29,8 +29,8 @@ export function loadMigrations(directory = MIGRATIONS_DIR): Migration[] {
 
 /** The number of Graphile Worker migrations shipped with the installed version. */
 function workerMigrationCount(): number {
-  // From the entry point (dist/index.js), not package.json, which 0.18 no
-  // longer exports; the migrations are in sql/ beside dist/ in every version.
+  // From the entry point (dist/index.js), not package.json, which the
+  // package does not export; the migrations are in sql/ beside dist/.
   const entry = fileURLToPath(import.meta.resolve('graphile-worker'));
   const dir = path.join(path.dirname(entry), '..', 'sql');
   return readdirSync(dir).filter((f) => /^\d+\.sql$/.test(f)).length;

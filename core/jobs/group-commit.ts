@@ -40,7 +40,7 @@ export type BatchHandler<I, T> = ((tx: DatabaseTransactionConnection, inputs: re
    * block: no BEGIN and COMMIT round trips, and any row a statement locks is
    * held only while it runs. One at a time because two such batches of one
    * tenant wait on the same rows anyway (the chat send's message counter);
-   * measured on 2 cores, a second batch in flight cost about 40 % more
+   * measured on 2 cores, a second batch in flight costs about 40 % more
    * database CPU per send for no more sends per second.
    */
   needsNoTransaction?: boolean;

@@ -58,7 +58,7 @@ const lostDatabaseWork = new Set<(error: unknown) => void>();
 
 /**
  * Called with every rejection that escaped because the database went away
- * (Graphile Worker 0.17 does not await the release of a finished job); the
+ * (Graphile Worker does not await the release of a finished job); the
  * worker uses it to recover what such a release left locked.
  */
 export function onLostDatabaseWork(listener: (error: unknown) => void): () => void {

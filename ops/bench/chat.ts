@@ -76,9 +76,9 @@ export async function chatFigures(ctx: BenchContext, config: Config, samples: nu
     await throughput(8, 1, async () => void (await sendOnce())); // warm-up
     const load = { ports: [port], token, tenantId: ctx.tenantId, seconds: ctx.seconds, connections: 32 };
     // And the measured load itself once, not counted: right after start the
-    // api still runs cold (V8 optimizes as it goes). Measured, a first phase
-    // cost the api about 1.3x the CPU per send of the phase after it, and a
-    // third about 0.9x the second's.
+    // api still runs cold (V8 optimizes as it goes): a first phase costs the
+    // api about 1.3x the CPU per send of the phase after it, and a third
+    // about 0.9x the second's (measured).
     await chatSendLoad({ ...load, sessions: [session], keyPrefix: `bench-${process.pid}-warm` });
     // 32 clients in one session: every send queues on the same Graphile queue row.
     const rawOne = await rawInserts(ctx, 32);
@@ -149,8 +149,8 @@ export async function chatFigures(ctx: BenchContext, config: Config, samples: nu
       await sleep(2);
     }
     // Two sends in a row in one session: the second waits in the session's
-    // queue while the first runs, and starts when the first is let go
-    // (migration 0034 announces the unlock), not at the worker's next poll.
+    // queue while the first runs, and starts when the first ends (its end
+    // wakes the queue: queue_wake, migration 0043), not at the worker's next poll.
     const followUps: number[] = [];
     for (let i = 0; i < Math.min(samples, 100); i++) {
       const first = follow((await sendOnce()).jobId);

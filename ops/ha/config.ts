@@ -5,7 +5,7 @@
 //   platform was told was written;
 // - ttl 10 s / loop_wait 1 s: a lost primary's leader key expires within 10 s;
 // - primary_stop_timeout 5 s: at a switchover the old primary's fast
-//   shutdown under load waited ~19 s for its backends; in synchronous mode
+//   shutdown under load can wait ~19 s for its backends; in synchronous mode
 //   Patroni may cut it short (SIGKILL) without losing an acknowledged commit;
 // - HAProxy checks each member's /primary every 500 ms and cuts the sessions
 //   of a member that stops being it (on-marked-down shutdown-sessions), so no

@@ -1,7 +1,8 @@
 // The soak's verdict on its processes' logs: an error (level 50 or above)
 // is something nobody expected, as every fault the soak injects has a
-// handled path (a warning at most). The found-by-soak defects showed up
-// here first: a stale attempt's failure that reached Graphile Worker.
+// handled path (a warning at most). A defect often shows here before any
+// other invariant breaks: a stale attempt's failure reaching Graphile
+// Worker, for one, logs an error and changes no row.
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Invariant } from './invariants.ts';

@@ -1,7 +1,7 @@
 // maintenance.sweep_expired (hourly, schedules/): deletes expired rows, and
 // tidies Graphile Worker's tables with its own cleanup: queue rows no job
-// uses (the platform adds no named queues; older versions left one per chat
-// session) and jobs that used up their attempts (a platform job whose
+// uses (the platform adds no named queues itself, so any such row is left
+// over) and jobs that used up their attempts (a platform job whose
 // wake-up did is woken again by the dead-worker sweep).
 import { makeWorkerUtils } from 'graphile-worker';
 import { graphileLogger } from '../../core/graphile-logger.ts';

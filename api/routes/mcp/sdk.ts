@@ -10,7 +10,7 @@ const load = async () => {
     import('@modelcontextprotocol/sdk/validation/ajv'),
     import('@modelcontextprotocol/sdk/types.js'),
   ]);
-  // Shared: the SDK's default builds a new Ajv for every Server, which halved
+  // Shared: the SDK's default builds a new Ajv for every Server, which halves
   // the requests per second of this per-request-server endpoint (measured).
   const jsonSchemaValidator: AjvJsonSchemaValidator = new ajv.AjvJsonSchemaValidator();
   return { Server: server.Server, StreamableHTTPServerTransport: http.StreamableHTTPServerTransport, jsonSchemaValidator, types };
