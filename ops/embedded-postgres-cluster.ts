@@ -44,15 +44,15 @@ export function postgresUserIds(): Ids | Record<string, never> {
   }
 }
 
-/** Where versions before the one-cluster rule kept a cluster the postgres user could not reach. */
+/** Where a cluster of `requested` may be kept outside DATA_DIR, in the shared place (brought back by adoptRelocatedCluster). */
 export function legacyRelocatedDirectory(requested: string): string {
   const key = createHash('sha256').update(requested).digest('hex').slice(0, 16);
   return path.join(SHARED_ROOT, 'embedded-pg', key);
 }
 
 /**
- * Brings back a cluster that an earlier version put in the shared place, so
- * DATA_DIR keeps its data. Moving a directory on one file system is atomic;
+ * Brings a cluster found in the shared place back into DATA_DIR/pg, so
+ * DATA_DIR keeps its data and has one cluster. Moving a directory on one file system is atomic;
  * across file systems the operator moves it (the message says how).
  */
 function adoptRelocatedCluster(directory: string, logger?: Logger): void {
