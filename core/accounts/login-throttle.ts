@@ -6,9 +6,9 @@
 // address after LOGIN_FAILURES_PER_ADDRESS (trying many accounts), a much
 // higher bound so an office behind one address is not locked out by one
 // person's typos. Counts live in rate_limit_windows, shared by every api
-// replica; `npm run login:unlock` lifts a lockout.
+// replica; `npm run login:unlock` lifts a lockout. The bounds are settings
+// (LOGIN_*, core/config/groups/logins.ts), read here from config.loginThrottle.
 import { createHash } from 'node:crypto';
-import { z } from 'zod';
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
 import { countHits, openWindows, secondsUntil, type WindowKey } from '../rate-limit.ts';
 
@@ -16,24 +16,6 @@ export type LoginThrottleSettings = { perAccount: number; perAddress: number; wi
 
 const ACCOUNT_BUCKET = 'login-failures-account';
 const ADDRESS_BUCKET = 'login-failures-address';
-
-export const loginThrottleEnv = {
-  LOGIN_FAILURES_PER_ACCOUNT: z.coerce.number().int().min(1).max(1_000_000).optional(),
-  LOGIN_FAILURES_PER_ADDRESS: z.coerce.number().int().min(1).max(1_000_000).optional(),
-  LOGIN_LOCKOUT_MINUTES: z.coerce.number().int().min(1).max(24 * 60).default(15),
-};
-
-/** Production bounds by default; development (a person trying things out) gets looser ones. */
-export function loginThrottleSettings(
-  e: { NODE_ENV: string; LOGIN_FAILURES_PER_ACCOUNT?: number; LOGIN_FAILURES_PER_ADDRESS?: number; LOGIN_LOCKOUT_MINUTES: number },
-): LoginThrottleSettings {
-  const production = e.NODE_ENV === 'production';
-  return {
-    perAccount: e.LOGIN_FAILURES_PER_ACCOUNT ?? (production ? 10 : 20),
-    perAddress: e.LOGIN_FAILURES_PER_ADDRESS ?? (production ? 100 : 500),
-    windowMs: e.LOGIN_LOCKOUT_MINUTES * 60_000,
-  };
-}
 
 /**
  * Who an attempt was for: a person's e-mail (`login` for passwords,

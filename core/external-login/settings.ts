@@ -3,7 +3,8 @@
 // "altidp" is any OIDC provider used with response_mode=form_post and signed
 // server-to-server notifications. Each is off until its settings are given;
 // its routes then answer 503 auth_method_disabled naming what is missing.
-import { z } from 'zod';
+// The variables (PARTNER_*, ALTIDP_*) are declared in
+// core/config/groups/external-login.ts; config.externalLogin holds them.
 
 export type ExternalProvider = 'partner' | 'altidp';
 
@@ -32,84 +33,6 @@ export type AltidpSettings = {
 };
 
 export type ExternalLoginSettings = { partner: PartnerSettings; altidp: AltidpSettings };
-
-const isLoopback = (host: string) => host === 'localhost' || host === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(host);
-
-/** https, or http on a loopback address (a provider running next to us, as in tests). */
-export const issuerFromEnv = z
-  .url()
-  .transform((v) => v.replace(/\/+$/, ''))
-  .refine((v) => {
-    const url = new URL(v);
-    return !url.search && !url.hash && (url.protocol === 'https:' || (url.protocol === 'http:' && isLoopback(url.hostname)));
-  }, 'must be an https:// issuer URL without query (http:// only on a loopback address)');
-
-/** A private JWK (JSON) for private_key_jwt client authentication. */
-export const privateJwkFromEnv = z.string().transform((v, ctx) => {
-  try {
-    const jwk = JSON.parse(v) as Record<string, unknown>;
-    if (typeof jwk === 'object' && jwk && typeof jwk.kty === 'string' && typeof jwk.d === 'string') return jwk;
-  } catch {
-    // reported below
-  }
-  ctx.addIssue({ code: 'custom', message: 'must be a private JWK as JSON ({"kty":...,"d":...,"kid":...})' });
-  return z.NEVER;
-});
-
-/** Redirect URIs: absolute http(s) URLs without query or fragment (the code exchange sends them bare). */
-export const redirectUrisFromEnv = z
-  .string()
-  .transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean))
-  .pipe(z.array(z.url({ protocol: /^https?$/ }).refine((u) => !new URL(u).search && !new URL(u).hash, 'no query or fragment')));
-
-export const externalLoginEnv = {
-  PARTNER_ISSUER: issuerFromEnv.optional(),
-  PARTNER_CLIENT_ID: z.string().min(1).max(500).optional(),
-  PARTNER_CLIENT_SECRET: z.string().min(1).optional(),
-  PARTNER_CLIENT_PRIVATE_KEY: privateJwkFromEnv.optional(),
-  PARTNER_IOS_CLIENT_ID: z.string().min(1).max(500).optional(),
-  PARTNER_REDIRECT_URIS: redirectUrisFromEnv.optional(),
-  PARTNER_CONNECT_REDIRECT_URI: z.url({ protocol: /^https?$/ }).optional(),
-  ALTIDP_ISSUER: issuerFromEnv.optional(),
-  ALTIDP_CLIENT_ID: z.string().min(1).max(500).optional(),
-  ALTIDP_CLIENT_SECRET: z.string().min(1).optional(),
-  ALTIDP_CLIENT_PRIVATE_KEY: privateJwkFromEnv.optional(),
-  ALTIDP_APP_CLIENT_IDS: z
-    .string()
-    .transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean))
-    .optional(),
-  ALTIDP_SCOPES: z.string().regex(/^[\x21\x23-\x5b\x5d-\x7e]+( [\x21\x23-\x5b\x5d-\x7e]+)*$/, 'space-separated scope names').default('openid email'),
-  ALTIDP_REDIRECT_URI: z.url({ protocol: /^https?$/ }).optional(),
-};
-
-type Env = z.output<z.ZodObject<typeof externalLoginEnv>>;
-
-function clientAuth(secret: string | undefined, jwk: Record<string, unknown> | undefined): ClientAuthSetting | undefined {
-  if (jwk) return { kind: 'private_key', jwk };
-  if (secret) return { kind: 'secret', secret };
-  return undefined;
-}
-
-export function externalLoginSettings(e: Env, baseUrl: string): ExternalLoginSettings {
-  return {
-    partner: {
-      issuer: e.PARTNER_ISSUER,
-      clientId: e.PARTNER_CLIENT_ID,
-      clientAuth: clientAuth(e.PARTNER_CLIENT_SECRET, e.PARTNER_CLIENT_PRIVATE_KEY),
-      iosClientId: e.PARTNER_IOS_CLIENT_ID,
-      redirectUris: e.PARTNER_REDIRECT_URIS ?? [],
-      connectRedirectUri: e.PARTNER_CONNECT_REDIRECT_URI ?? `${baseUrl}/oauth/partner/callback`,
-    },
-    altidp: {
-      issuer: e.ALTIDP_ISSUER,
-      clientId: e.ALTIDP_CLIENT_ID,
-      clientAuth: clientAuth(e.ALTIDP_CLIENT_SECRET, e.ALTIDP_CLIENT_PRIVATE_KEY),
-      appClientIds: e.ALTIDP_APP_CLIENT_IDS ?? [],
-      scopes: e.ALTIDP_SCOPES,
-      redirectUri: e.ALTIDP_REDIRECT_URI ?? `${baseUrl}/api/auth/altidp/callback`,
-    },
-  };
-}
 
 /** What each kind of login needs; the names of the settings still missing. */
 export type LoginKind = 'partner-web' | 'partner-ios' | 'partner-token' | 'partner-connect' | 'altidp-redirect' | 'altidp-token';

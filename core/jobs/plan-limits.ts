@@ -2,40 +2,15 @@
 // 0037): the weight of an account's jobs in the fair order, and how many
 // workspaces and unfinished jobs an account may have. The migration sets the
 // defaults; PLAN_FAIR_WEIGHTS, PLAN_MAX_WORKSPACES and PLAN_MAX_OPEN_JOBS
-// ("free=1,pro=4,enterprise=16") change them, written by every api and
-// worker process at start. Set the same values on every process.
+// ("free=1,pro=4,enterprise=16", declared in core/config/groups/plans.ts)
+// change them, written by every api and worker process at start. Set the
+// same values on every process.
 import { z } from 'zod';
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
 import { PLAN_NAMES, type PlanName } from '../plans.ts';
 
 export type PlanValues = Partial<Record<PlanName, number>>;
 export type PlanLimitSettings = { fairWeight: PlanValues; maxWorkspaces: PlanValues; maxOpenJobs: PlanValues };
-
-/** "free=1,pro=4,enterprise=16": a value per plan (plans left out keep theirs). */
-const planValues = (value: z.ZodNumber) =>
-  z.string().transform((raw, ctx) => {
-    const out: PlanValues = {};
-    for (const part of raw.split(',').map((p) => p.trim()).filter(Boolean)) {
-      const [name, text] = part.split('=').map((x) => x.trim());
-      const parsed = value.safeParse(Number(text));
-      if (!(PLAN_NAMES as readonly string[]).includes(name ?? '') || text === undefined || !parsed.success) {
-        ctx.addIssue({ code: 'custom', message: `expected plan=value pairs such as "free=1,pro=4,enterprise=16" (plans: ${PLAN_NAMES.join(', ')}); "${part}" is not one` });
-        return z.NEVER;
-      }
-      out[name as PlanName] = parsed.data;
-    }
-    return out;
-  });
-
-export const planLimitsEnv = {
-  PLAN_FAIR_WEIGHTS: planValues(z.number().positive().max(1000)).optional(),
-  PLAN_MAX_WORKSPACES: planValues(z.number().int().min(1).max(100_000)).optional(),
-  PLAN_MAX_OPEN_JOBS: planValues(z.number().int().min(1).max(100_000_000)).optional(),
-};
-
-export function planLimitSettings(e: { PLAN_FAIR_WEIGHTS?: PlanValues; PLAN_MAX_WORKSPACES?: PlanValues; PLAN_MAX_OPEN_JOBS?: PlanValues }): PlanLimitSettings {
-  return { fairWeight: e.PLAN_FAIR_WEIGHTS ?? {}, maxWorkspaces: e.PLAN_MAX_WORKSPACES ?? {}, maxOpenJobs: e.PLAN_MAX_OPEN_JOBS ?? {} };
-}
 
 /** Writes the configured values (nothing when none is configured). */
 export async function applyPlanLimits(db: CommonQueryMethods, settings: PlanLimitSettings): Promise<void> {

@@ -27,6 +27,10 @@ t.test('a bad value names the variable', async (t) => {
     [{ PLATFORM_JWT_SECRET: 'short' }, /PLATFORM_JWT_SECRET: must be 32 bytes/],
     [{ TRUST_PROXY: 'maybe' }, /TRUST_PROXY/],
     [{ NODE_ENV: 'staging' }, /NODE_ENV/],
+    [{ SMTP_URL: 'http://mail.example.com' }, /SMTP_URL: must be an smtp:\/\/ or smtps:\/\/ URL/],
+    [{ PLAN_FAIR_WEIGHTS: 'gold=1' }, /PLAN_FAIR_WEIGHTS: expected plan=value pairs/],
+    [{ PARTNER_ISSUER: 'http://idp.example.com' }, /PARTNER_ISSUER: must be an https:\/\/ issuer URL/],
+    [{ LOGIN_LOCKOUT_MINUTES: '0' }, /LOGIN_LOCKOUT_MINUTES/],
   ];
   for (const [env, pattern] of cases) {
     t.throws(() => loadConfig({ DATA_DIR: dataDir(), ...env }), pattern, JSON.stringify(env));
