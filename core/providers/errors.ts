@@ -34,7 +34,7 @@ export function kindForStatus(status: number, hint?: string | null): ProviderErr
   if (status === 429) return 'rate_limited';
   if (status === 401 || status === 403) return 'invalid_key';
   if (status === 404) return 'model_not_found';
-  // The SDKs retry these two themselves; we turned that off, so the queue does.
+  // Transient (the providers' own SDKs retry these two): the queue retries them.
   if (status === 408) return 'timeout';
   if (status === 409) return 'unavailable';
   if (status >= 500) return 'unavailable'; // includes Anthropic's 529 overloaded
@@ -63,6 +63,11 @@ export function kindForStreamError(type: string | null | undefined): ProviderErr
     default:
       return 'interrupted';
   }
+}
+
+/** An error event inside a stream (it has a type or code but no status) as a ProviderError. */
+export function streamEventError(displayName: string, type: string | null | undefined, message: string | undefined): ProviderError {
+  return new ProviderError(kindForStreamError(type), `${displayName}: ${message ?? 'error in the stream'}`);
 }
 
 export function httpProviderError(
@@ -103,10 +108,10 @@ export function deliverDelta(onDelta: ((d: string) => void | Promise<void>) | un
 }
 
 /**
- * One AbortSignal for an SDK call: fires when the caller aborts or when
- * nothing arrived for `idleMs`. The SDKs' own timeout stops at the response
- * headers, so a stream that goes quiet would otherwise wait forever; an idle
- * deadline (reset by `touch()` on every event) lets a long answer that keeps
+ * One AbortSignal for a provider call: fires when the caller aborts or when
+ * nothing arrived for `idleMs`. A timeout that stopped at the response
+ * headers would let a stream that goes quiet wait forever; an idle deadline
+ * (reset by `touch()` on every event) lets a long answer that keeps
  * streaming finish.
  */
 export class Deadline {

@@ -1,20 +1,21 @@
-// One streaming model call over HTTP: POST a JSON body, read the answer's
-// server-sent events. Built on undici's request() and a plain event parser
-// instead of the SDKs' fetch and web streams: the worker holds a thousand
-// streams at once, and per event this costs far less CPU (measured on the
-// same 1,000 streams of 20 events a second: about 24 µs an event against
-// 62 µs through the OpenAI SDK, which left no room on one core).
+// A model call over HTTP: POST a JSON body and read the answer's server-sent
+// events, or GET something small (the key check). Built on undici's
+// request() and a plain event parser instead of the SDKs' fetch and web
+// streams: the worker holds a thousand streams at once, and per event this
+// costs far less CPU (measured on the same 1,000 streams of 20 events a
+// second: about 24 µs an event against 62 µs through the OpenAI SDK, which
+// left no room on one core).
 // An HTTP error answer comes back as its status, headers and body text, for
 // the adapter to map to a ProviderError.
 import type { Dispatcher } from 'undici';
 import { undici } from './outbound.ts';
 
-export type StreamFailure = { status: number; headers: { get(name: string): string | null }; body: string };
+export type HttpFailure = { status: number; headers: { get(name: string): string | null }; body: string };
 
-/** Thrown for an answer that is not a 2xx stream; `failure` says what came. */
-export class StreamHttpError extends Error {
-  override name = 'StreamHttpError';
-  constructor(readonly failure: StreamFailure) {
+/** Thrown for an answer that is not a 2xx; `failure` says what came. */
+export class HttpStatusError extends Error {
+  override name = 'HttpStatusError';
+  constructor(readonly failure: HttpFailure) {
     super(`HTTP ${failure.status}`);
   }
 }
@@ -28,11 +29,47 @@ const headerGetter = (headers: Record<string, string | string[] | undefined>) =>
   },
 });
 
+type RequestAnswer = Awaited<ReturnType<ReturnType<typeof undici>['request']>>;
+
+/** Throws HttpStatusError, with the body read, for an answer that is not a 2xx. */
+async function expectOk(response: RequestAnswer): Promise<void> {
+  if (response.statusCode >= 200 && response.statusCode < 300) return;
+  const text = await response.body.text().catch(() => '');
+  throw new HttpStatusError({ status: response.statusCode, headers: headerGetter(response.headers), body: text });
+}
+
+const MAX_REDIRECTS = 20;
+/** The statuses undici follows when told to. */
+const REDIRECTS = new Set([300, 301, 302, 303, 307, 308]);
+
+/**
+ * GETs `url` and discards a 2xx answer's body; rejects like postEventStream.
+ * Redirects are followed as fetch follows them (at most 20, more is a
+ * network failure); each hop connects through `dispatcher`, so the outbound
+ * policy checks every one.
+ */
+export async function getOk(url: string, init: { headers: Record<string, string>; signal: AbortSignal; dispatcher: Dispatcher }): Promise<void> {
+  const response = await undici().request(url, {
+    method: 'GET',
+    headers: { accept: 'application/json', ...init.headers },
+    signal: init.signal,
+    dispatcher: init.dispatcher,
+    maxRedirections: MAX_REDIRECTS,
+  });
+  // undici hands back the redirect it stopped following.
+  if (REDIRECTS.has(response.statusCode) && response.headers.location !== undefined) {
+    await response.body.dump();
+    throw new Error(`more than ${MAX_REDIRECTS} redirects`);
+  }
+  await expectOk(response);
+  await response.body.text();
+}
+
 /**
  * Posts `body` and hands each event to `onEvent`, in order, until the
  * stream ends. A promise `onEvent` returns is awaited before the next event
  * (the stream is paused meanwhile). Resolves when the stream ended; rejects
- * on a network failure, an abort, a non-2xx answer (StreamHttpError) or
+ * on a network failure, an abort, a non-2xx answer (HttpStatusError) or
  * whatever `onEvent` threw.
  */
 export async function postEventStream(
@@ -47,10 +84,7 @@ export async function postEventStream(
     signal: init.signal,
     dispatcher: init.dispatcher,
   });
-  if (response.statusCode < 200 || response.statusCode >= 300) {
-    const text = await response.body.text().catch(() => '');
-    throw new StreamHttpError({ status: response.statusCode, headers: headerGetter(response.headers), body: text });
-  }
+  await expectOk(response);
   const body = response.body;
   body.setEncoding('utf8');
   await new Promise<void>((resolve, reject) => {
