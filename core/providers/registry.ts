@@ -1,7 +1,9 @@
 // Which adapter serves a model reference ('openai/gpt-4o-mini'), the models
 // and prices onboarding offers, and what a turn costs.
 import type { Config } from '../config.ts';
+import { createAnthropicAdapter } from './anthropic.ts';
 import { BUILTIN_MODELS, builtinAdapter } from './builtin.ts';
+import { createOpenAICompatibleAdapter } from './openai.ts';
 import { PROVIDER_IDS, type KeyedProvider, type ModelInfo, type ProviderAdapter, type ProviderId } from './types.ts';
 
 /** Prices are micro-dollars per million tokens ($0.15/M = 150_000). */
@@ -80,28 +82,8 @@ export function providerFor(id: string, settings: ProviderSettings = {}): Provid
     ...(settings.timeoutMs === undefined ? {} : { timeoutMs: settings.timeoutMs }),
     allowPrivateUrls: settings.allowPrivateUrls ?? false,
   };
-  if (id === 'anthropic') {
-    return lazyAdapter({ id, displayName: base.displayName, needsKey: true, models: base.models }, async () =>
-      (await import('./anthropic.ts')).createAnthropicAdapter(base));
-  }
-  const needsKey = id !== 'ollama';
-  return lazyAdapter({ id, displayName: base.displayName, needsKey, models: base.models }, async () =>
-    (await import('./openai.ts')).createOpenAICompatibleAdapter({ ...base, id, needsKey }));
-}
-
-/**
- * The provider SDKs load on the first call: most processes (every api
- * replica until a tenant calls a model, and every test file) never call one,
- * and importing them costs about half a second of CPU.
- */
-function lazyAdapter(info: Pick<ProviderAdapter, 'id' | 'displayName' | 'needsKey' | 'models'>, load: () => Promise<ProviderAdapter>): ProviderAdapter {
-  let adapter: Promise<ProviderAdapter> | null = null;
-  const get = () => (adapter ??= load());
-  return {
-    ...info,
-    complete: async (request, credentials) => (await get()).complete(request, credentials),
-    validateKey: async (credentials, signal) => (await get()).validateKey(credentials, signal),
-  };
+  if (id === 'anthropic') return createAnthropicAdapter(base);
+  return createOpenAICompatibleAdapter({ ...base, id, needsKey: id !== 'ollama' });
 }
 
 /**
