@@ -6,9 +6,10 @@
 // publicly at save time and privately later (DNS rebinding) still never
 // reaches a private address.
 //
-// Enforcement needs a fetch whose connections use our own DNS lookup: the
-// SDKs take only a `fetch`, and Node's global fetch accepts no lookup, so
-// the guarded fetch is undici's own, on an Agent with a checking connector.
+// Enforcement needs connections that use our own DNS lookup: model calls go
+// through an undici Agent with a checking connector (dispatcherFor), and the
+// webhook channel through a fetch on such an Agent (guardedFetch), since
+// Node's global fetch accepts no lookup.
 import { lookup as dnsLookup } from 'node:dns';
 import { isIP, type LookupFunction } from 'node:net';
 import type * as Undici from 'undici';
@@ -24,7 +25,7 @@ export function hostOf(url: string, fallback = 'the remote address'): string {
   }
 }
 
-/** A destination the policy refused; the SDKs keep it as the cause of their connection error. */
+/** A destination the policy refused; fetch keeps it as the cause of its TypeError. */
 export class OutboundBlockedError extends Error {
   override name = 'OutboundBlockedError';
   readonly code = 'ERR_OUTBOUND_BLOCKED';
@@ -143,7 +144,7 @@ export function createGuardedDispatcher(guard: Guard = {}): Agent {
   });
 }
 
-/** undici's fetch over a guarded Agent (made at first use), for the SDKs and the webhook channel. */
+/** undici's fetch over a guarded Agent (made at first use), for the webhook channel. */
 export function createGuardedFetch(guard: Guard = {}): typeof fetch {
   let agent: Agent | undefined;
   return async (input, init) => {
@@ -157,14 +158,14 @@ export function createGuardedFetch(guard: Guard = {}): typeof fetch {
   };
 }
 
-/** The one guarded fetch the adapters share (one connection pool). */
+/** The one guarded fetch its callers share (one connection pool). */
 export const guardedFetch = createGuardedFetch();
 
 let guardedAgent: Agent | undefined;
 let plainAgent: Agent | undefined;
 
 /**
- * The connection pool a streaming call to `baseUrl` goes through
+ * The connection pool a model call to `baseUrl` goes through
  * (stream-request.ts): a guarded one when the policy applies to it, else a
  * plain one (each made at first use, shared by every call).
  */
@@ -175,26 +176,7 @@ export function dispatcherFor(baseUrl: string, policy: OutboundPolicy): Agent {
   return (guardedAgent ??= createGuardedDispatcher());
 }
 
-/** The fetch an SDK client should use for `baseUrl`: undefined (its default) when the policy does not apply. */
-export function fetchFor(baseUrl: string, policy: OutboundPolicy): typeof fetch | undefined {
-  // credentialsFor fills in the configured default when a key has no baseUrl,
-  // so the operator's endpoint is recognised by value, not by where it came from.
-  if (policy.allowPrivateUrls || baseUrl === policy.trustedBaseUrl) return undefined;
-  return guardedFetch;
-}
-
-/**
- * Where an SDK client connects, and how: the credential's own baseUrl (or the
- * operator's default) and, when the policy applies to it, the guarded fetch.
- * Spread into the OpenAI and Anthropic client options alike.
- */
-export function sdkEndpoint(ownBaseUrl: string | undefined, options: { defaultBaseUrl: string; allowPrivateUrls?: boolean | undefined }) {
-  const baseURL = ownBaseUrl ?? options.defaultBaseUrl;
-  const fetch = fetchFor(baseURL, { trustedBaseUrl: options.defaultBaseUrl, allowPrivateUrls: options.allowPrivateUrls ?? false });
-  return { baseURL, ...(fetch ? { fetch } : {}) };
-}
-
-/** The policy refusal somewhere in an error's cause chain (SDK error -> TypeError -> ours). */
+/** The policy refusal somewhere in an error's cause chain (fetch's TypeError -> ours). */
 export function blockedCause(error: unknown): OutboundBlockedError | undefined {
   for (let e = error, depth = 0; e instanceof Error && depth < 8; e = e.cause, depth++) {
     if (e instanceof OutboundBlockedError) return e;
