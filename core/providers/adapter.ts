@@ -68,6 +68,7 @@ export interface ProviderProtocol {
   headers(apiKey: string | undefined): Record<string, string>;
   /** The JSON body of a streaming completion request. */
   body(request: CompletionRequest): unknown;
+  /** A fresh reader for each call; `displayName` names the provider in a stream error's message. */
   reader(displayName: string): StreamReader;
   /** The message and error type or code in an error answer's parsed JSON; may throw on a shape it does not know. */
   errorBody(parsed: unknown): { message?: string | undefined; hint?: string | null | undefined };
