@@ -7,14 +7,11 @@
 import t from 'tap';
 import { freePort } from '../../ops/embedded-postgres.ts';
 import { buildTestApp } from '../helpers/app.ts';
-import { browserUnavailable, launchBrowser, openPage } from '../helpers/browser.ts';
+import { openPage, withChromium } from '../helpers/browser.ts';
 import { createTestDatabase } from '../helpers/db.ts';
 import { startOidcServer } from '../helpers/oidc-server.ts';
 
-const unavailable = browserUnavailable();
-if (unavailable) {
-  t.test('browser tests', { skip: unavailable }, () => {});
-} else {
+await withChromium(t, async (browser) => {
   const port = await freePort();
   const base = `http://localhost:${port}`;
   const op = await startOidcServer(t, {
@@ -30,7 +27,6 @@ if (unavailable) {
     ALTIDP_CLIENT_SECRET: 'platform-alt-secret-0123456789',
   });
   await api.app.listen({ host: '127.0.0.1', port });
-  const browser = await launchBrowser(t);
 
   t.test('start → provider → its form_post page → callback → next#ticket → result', async (t) => {
     const page = await openPage(t, browser);
@@ -55,4 +51,4 @@ if (unavailable) {
     await page.waitForURL(/#altidp_(ticket|error)=/);
     t.equal(new URL(page.url()).hash, '#altidp_error=access_denied');
   });
-}
+});

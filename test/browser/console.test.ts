@@ -10,20 +10,16 @@ import { sql } from '../../core/db/pool.ts';
 import { enqueueJob } from '../../core/jobs/enqueue.ts';
 import { createTenant } from '../../core/tenants/tenants.ts';
 import { startTestServer } from '../helpers/app.ts';
-import { browserUnavailable, launchBrowser, openPage } from '../helpers/browser.ts';
+import { openPage, withChromium } from '../helpers/browser.ts';
 import { createTestDatabase } from '../helpers/db.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { startTestWorker } from '../helpers/worker.ts';
 
-const unavailable = browserUnavailable();
-if (unavailable) {
-  t.test('browser tests', { skip: unavailable }, () => {});
-} else {
+await withChromium(t, async (browser) => {
   const PASSWORD = 'correct horse battery staple';
   const databaseUrl = await createTestDatabase(t);
   const { db, url } = await startTestServer(t, databaseUrl);
   await startTestWorker(t, databaseUrl);
-  const browser = await launchBrowser(t);
   await createUser(db, { email: 'op@example.test', password: PASSWORD, operator: true });
   const pat = await createUser(db, { email: 'pat@example.test', password: PASSWORD });
   const acme = await createTenant(db, pat.id, 'Acme Org');
@@ -154,4 +150,4 @@ if (unavailable) {
     t.equal(response?.status(), 403);
     t.same(errors.filter((e) => !/403/.test(e)), [], 'nothing but the refusal itself');
   });
-}
+});

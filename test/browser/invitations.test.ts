@@ -13,20 +13,16 @@ import t from 'tap';
 import { createUser } from '../../core/accounts/users.ts';
 import { createTenant } from '../../core/tenants/tenants.ts';
 import { startTestServerAtOwnUrl } from '../helpers/app.ts';
-import { browserUnavailable, launchBrowser, openPage } from '../helpers/browser.ts';
+import { openPage, withChromium } from '../helpers/browser.ts';
 import { createTestDatabase } from '../helpers/db.ts';
 
-const unavailable = browserUnavailable();
-if (unavailable) {
-  t.test('browser tests', { skip: unavailable }, () => {});
-} else {
+await withChromium(t, async (browser) => {
   const PASSWORD = 'correct horse battery staple';
   const GRACE_PASSWORD = 'grace-hopper-1906';
   const WORKSPACE = "Ada's workspace";
   const databaseUrl = await createTestDatabase(t);
   // Debug logs, so "the token is never logged" checks everything the app says.
   const { db, url, logs } = await startTestServerAtOwnUrl(t, databaseUrl, { LOG_LEVEL: 'debug' });
-  const browser = await launchBrowser(t);
   const ada = await createUser(db, { email: 'ada@example.test', password: PASSWORD, displayName: 'Ada' });
   const workspace = await createTenant(db, ada.id, WORKSPACE);
   await createUser(db, { email: 'lin@example.test', password: PASSWORD, displayName: 'Lin' });
@@ -224,4 +220,4 @@ if (unavailable) {
     for (const token of tokens) t.notOk(logged.includes(token), 'a token is not in the log');
     t.notMatch(logged, /inv_[A-Za-z0-9_-]{10,}/, 'nothing like a token either');
   });
-}
+});

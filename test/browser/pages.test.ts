@@ -10,18 +10,14 @@ import { sql } from '../../core/db/pool.ts';
 import { startClaim } from '../../core/identity/claims.ts';
 import { createRegistration } from '../../core/identity/registrations.ts';
 import { startTestServerAtOwnUrl } from '../helpers/app.ts';
-import { browserUnavailable, launchBrowser, openPage, scrollsSideways } from '../helpers/browser.ts';
+import { openPage, scrollsSideways, withChromium } from '../helpers/browser.ts';
 import { createTestDatabase } from '../helpers/db.ts';
 import { createBoardScopes } from '../helpers/fixtures.ts';
 
-const unavailable = browserUnavailable();
-if (unavailable) {
-  t.test('browser tests', { skip: unavailable }, () => {});
-} else {
+await withChromium(t, async (browser) => {
   const PASSWORD = 'correct horse battery staple';
   const databaseUrl = await createTestDatabase(t);
   const { db, url } = await startTestServerAtOwnUrl(t, databaseUrl);
-  const browser = await launchBrowser(t);
 
   t.test('/ and /docs render; Swagger UI lists the operations with nothing fetched from elsewhere', async (t) => {
     const page = await openPage(t, browser);
@@ -116,4 +112,4 @@ if (unavailable) {
     await page.waitForSelector('.preview');
     await check('approval decision page');
   });
-}
+});

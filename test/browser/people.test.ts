@@ -11,18 +11,14 @@ import { createUser } from '../../core/accounts/users.ts';
 import { sql } from '../../core/db/pool.ts';
 import { createTenant } from '../../core/tenants/tenants.ts';
 import { startTestServerAtOwnUrl } from '../helpers/app.ts';
-import { browserUnavailable, launchBrowser, openPage, textsOf } from '../helpers/browser.ts';
+import { openPage, textsOf, withChromium } from '../helpers/browser.ts';
 import { createTestDatabase } from '../helpers/db.ts';
 import { createBoardScopes } from '../helpers/fixtures.ts';
 
-const unavailable = browserUnavailable();
-if (unavailable) {
-  t.test('browser tests', { skip: unavailable }, () => {});
-} else {
+await withChromium(t, async (browser) => {
   const PASSWORD = 'correct horse battery staple';
   const databaseUrl = await createTestDatabase(t);
   const { db, url } = await startTestServerAtOwnUrl(t, databaseUrl);
-  const browser = await launchBrowser(t);
   const pat = await createUser(db, { email: 'pat@example.test', password: PASSWORD, displayName: 'Pat' });
   await createTenant(db, pat.id, 'Acme Org');
   const beta = await createTenant(db, pat.id, 'Beta Org');
@@ -169,4 +165,4 @@ if (unavailable) {
     t.equal(await page.locator('h1').innerText(), 'This board link does not work');
     t.notMatch(await page.locator('body').innerText(), 'Weekly report');
   });
-}
+});

@@ -34,6 +34,19 @@ export async function launchBrowser(t: Test): Promise<Browser> {
   return browser;
 }
 
+/**
+ * A browser test file's frame: Chromium launched for the file and handed to
+ * `body`, or, where this machine has none, the file reported skipped with why.
+ */
+export async function withChromium(t: Test, body: (browser: Browser) => Promise<void>): Promise<void> {
+  const unavailable = browserUnavailable();
+  if (unavailable) {
+    t.test('browser tests', { skip: unavailable }, () => {});
+    return;
+  }
+  await body(await launchBrowser(t));
+}
+
 const fileName = (name: string) => name.replace(/[^A-Za-z0-9._-]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 120) || 'test';
 
 /**
