@@ -19,7 +19,7 @@ export function watchRoutes(app: FastifyInstance): AllowedMethods {
   });
   return (path) => {
     const allowed = new Set<string>();
-    for (const route of routes) if (route.pattern.test(path)) route.methods.forEach((m) => allowed.add(m));
+    for (const route of routes) if (route.pattern.test(path)) for (const m of route.methods) allowed.add(m);
     return [...allowed].sort();
   };
 }

@@ -120,7 +120,8 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     if (body === '') return done(null, undefined);
-    parseJson(request, body as string, done);
+    // Fastify's own parser answers through done (its type also allows a promise).
+    void parseJson(request, body as string, done);
   });
   // Hooks that every request runs and that wait for nothing take a callback:
   // an async one costs every request a promise and its async-hook bookkeeping.
@@ -179,6 +180,7 @@ export async function buildApp(ctx: AppContext, options: BuildOptions = {}): Pro
   await app.register(managedAgentPlatformRoutes);
   await app.register(runnerRoutes);
   await app.register(mcpRoutes);
+  // biome-ignore lint/nursery/noMisusedPromises: register takes async plugins (FastifyPluginAsync); Biome picks its callback overload
   await app.register(wsRoutes);
   await app.register(pageRoutes);
   await app.register(consoleRoutes);

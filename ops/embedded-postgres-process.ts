@@ -1,7 +1,7 @@
 // The owner file of a cluster this process starts (DATA_DIR/pg.owner, with
 // the command it is, e.g. `npm start`; read by core/db/local-cluster.ts), and
 // the recovery after a killed process that left its postmaster behind.
-import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { liveServer, ownerFile, processAlive, type ClusterOwner } from '../core/db/local-cluster.ts';
@@ -14,7 +14,7 @@ export class EmbeddedPostgresError extends Error {
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export function writeOwner(directory: string, command: string): void {
-  writeFileSync(ownerFile(directory), JSON.stringify({ pid: process.pid, command } satisfies ClusterOwner) + '\n');
+  writeFileSync(ownerFile(directory), `${JSON.stringify({ pid: process.pid, command } satisfies ClusterOwner)}\n`);
 }
 
 export function removeOwner(directory: string): void {

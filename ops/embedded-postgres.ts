@@ -173,7 +173,7 @@ function credentials(directory: string): Credentials {
 function saveCredentials(directory: string, value: Credentials): void {
   const file = credentialsFile(directory);
   mkdirSync(path.dirname(file), { recursive: true });
-  writeFileSync(file, JSON.stringify(value) + '\n', { mode: 0o600 });
+  writeFileSync(file, `${JSON.stringify(value)}\n`, { mode: 0o600 });
   chmodSync(file, 0o600);
 }
 

@@ -55,7 +55,10 @@ export class CancelListener {
 
   private abort(jobId: string): void {
     const controller = this.running.get(jobId);
-    if (!controller) return this.remember(jobId);
+    if (!controller) {
+      this.remember(jobId);
+      return;
+    }
     if (controller.signal.aborted) return;
     this.logger.info({ jobId }, 'job cancelled while running; aborting its handler');
     controller.abort(new JobCancelledError());
@@ -77,7 +80,7 @@ export class CancelListener {
     try {
       const cancelled = await this.db.anyFirst(sql.type(z.object({ id: z.string() }))`
         select id from jobs where status in ('cancelling', 'cancelled') and id = any(${sql.array(ids, 'uuid')})`);
-      cancelled.forEach((id) => this.abort(id));
+      for (const id of cancelled) this.abort(id);
     } catch (error) {
       this.logger.warn({ err: error }, 'could not re-read cancelled jobs after reconnecting');
     }

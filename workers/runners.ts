@@ -71,9 +71,12 @@ export class Runners {
 
   /** New runners now; the old ones' leftover jobs back to the queue once their handlers stopped. */
   recover(reason: string): Promise<void> {
-    return (this.recovering ??= this.replace(reason)
+    this.recovering ??= this.replace(reason)
       .catch((error) => this.logger.error({ err: error }, 'worker: recovery failed'))
-      .finally(() => (this.recovering = null)));
+      .finally(() => {
+        this.recovering = null;
+      });
+    return this.recovering;
   }
 
   private async replace(reason: string): Promise<void> {

@@ -86,7 +86,8 @@ export function keepRawJsonBody(app: FastifyInstance) {
     const bytes = body as Buffer;
     request.rawBody = bytes;
     if (bytes.length === 0) return done(null, undefined); // a DELETE may carry the header without a body
-    parseJson(request, bytes.toString('utf8'), done);
+    // Fastify's own parser answers through done (its type also allows a promise).
+    void parseJson(request, bytes.toString('utf8'), done);
   });
 }
 

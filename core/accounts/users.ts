@@ -2,7 +2,7 @@
 // e-mail and password, may be the platform operator. External identity
 // providers attach later through user_identities (one user, many ways in).
 import { z } from 'zod';
-import { TenantRoleSchema, type TenantRole } from '../tenants/roles.ts';
+import { TenantRoleSchema, } from '../tenants/roles.ts';
 import { sql, type CommonQueryMethods, type DatabasePool, type DatabaseTransactionConnection } from '../db/pool.ts';
 import { decoyHash, hashPassword, verifyPassword } from '../crypto/passwords.ts';
 
@@ -52,7 +52,7 @@ export async function checkPassword(db: CommonQueryMethods, email: string, passw
   const row = await db.maybeOne(sql.type(UserRow.extend({ password_hash: z.string().nullable() }))`
     select id, email, display_name, avatar_url, is_operator, password_hash from users where lower(email) = lower(${email})`);
   const ok = await verifyPassword(password, row?.password_hash ?? (await decoyHash()));
-  if (!row || !row.password_hash || !ok) return null;
+  if (!row?.password_hash || !ok) return null;
   const { password_hash: _hash, ...user } = row;
   return user;
 }

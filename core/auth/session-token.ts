@@ -68,7 +68,10 @@ function verifiedBefore(slot: Slot, secret: Uint8Array): Verified | null {
 
 function remember(slot: Slot, secret: Uint8Array, subject: string, exp: number): void {
   let cache = verifiedBySecret.get(secret);
-  if (!cache) verifiedBySecret.set(secret, (cache = new Map()));
+  if (!cache) {
+    cache = new Map();
+    verifiedBySecret.set(secret, cache);
+  }
   // Oldest first out: a Map iterates in insertion order.
   if (cache.size >= MAX_VERIFIED) cache.delete(cache.keys().next().value!);
   cache.set(slot.key, { signature: slot.signature, subject, exp });
@@ -89,7 +92,7 @@ export async function verifySessionTokenClaims(kind: SessionKind, token: string,
     throw new InvalidTokenError('token invalid');
   }
   const protectedHeader = decodeSegment(header);
-  if (!protectedHeader || protectedHeader.alg !== 'HS256' || 'crit' in protectedHeader || 'b64' in protectedHeader) throw new InvalidTokenError('token invalid');
+  if (protectedHeader?.alg !== 'HS256' || 'crit' in protectedHeader || 'b64' in protectedHeader) throw new InvalidTokenError('token invalid');
   const claims = decodeSegment(payload);
   if (!claims) throw new InvalidTokenError('token invalid');
   const now = Math.floor(Date.now() / 1000);

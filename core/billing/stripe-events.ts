@@ -134,7 +134,7 @@ export async function applyStripeEvent(
     const next = state ?? { plan: current?.plan ?? 'free', status: 'canceled' as const, agentAddons: 0, currentPeriodEnd: null };
     // Another, better subscription of the same tenant stays in force.
     const otherHolds =
-      current && current.external_ref && current.external_ref !== subscriptionId &&
+      current?.external_ref && current.external_ref !== subscriptionId &&
       isEntitled(current.status) &&
       (!isEntitled(next.status) || planRank(current.plan) > planRank(next.plan));
     if (otherHolds) {

@@ -52,7 +52,10 @@ export class LinkWaiters {
     let cancel: () => void = () => undefined;
     const woken = new Promise<WakeUp>((resolve) => {
       let set = this.waiters.get(key);
-      if (!set) this.waiters.set(key, (set = new Set()));
+      if (!set) {
+        set = new Set();
+        this.waiters.set(key, set);
+      }
       let ended = false;
       const done: Waiter = (wake) => {
         if (ended) return;

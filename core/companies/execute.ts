@@ -31,7 +31,7 @@ const Setup = z.object({
 
 /** The prompt: who the agent is (its role in the company), then the task. */
 export function runPrompt(s: Pick<z.infer<typeof Setup>, 'company_name' | 'company_description' | 'title' | 'description' | 'agent_name' | 'agent_role'>): ChatMessage[] {
-  const who = `You are ${s.agent_name ?? 'an agent'} of the company ${s.company_name}.` + (s.agent_role ? ` Your role: ${s.agent_role}` : '');
+  const who = `You are ${s.agent_name ?? 'an agent'} of the company ${s.company_name}.${s.agent_role ? ` Your role: ${s.agent_role}` : ''}`;
   const about = s.company_description ? `\nAbout the company: ${s.company_description}` : '';
   return [
     { role: 'system', content: who + about },

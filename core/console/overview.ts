@@ -81,7 +81,7 @@ export async function readOverview(db: CommonQueryMethods): Promise<Overview> {
   now.setUTCSeconds(0, 0);
   const minutes: MinuteRow[] = [];
   for (let i = THROUGHPUT_MINUTES - 1; i >= 0; i--) {
-    const minute = new Date(now.getTime() - i * 60_000).toISOString().slice(0, 16) + 'Z';
+    const minute = `${new Date(now.getTime() - i * 60_000).toISOString().slice(0, 16)}Z`;
     const rows = finished.filter((f) => f.minute === minute);
     minutes.push({ minute, succeeded: rows.reduce((n, f) => n + f.succeeded, 0), failed: rows.reduce((n, f) => n + f.failed, 0) });
   }

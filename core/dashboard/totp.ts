@@ -168,7 +168,10 @@ export async function loginWithSecondFactor(db: DatabasePool, key: Buffer, email
       select l.id, l.totp_secret, l.totp_last_step from dashboard_licenses l
       where lower(l.purchaser_email) = lower(${email.trim()}) and ${ACTIVE_WITH_2FA}
       order by l.created_at, l.id`);
-    if (candidates.length === 0) await matchCode((decoySecret ??= otplib().generateSecret()), typed, null);
+    if (candidates.length === 0) {
+      decoySecret ??= otplib().generateSecret();
+      await matchCode(decoySecret, typed, null);
+    }
     for (const candidate of candidates) {
       const step = await matchCode(open(key, candidate.totp_secret, associatedData(candidate.id)), typed, candidate.totp_last_step);
       if (step !== null && (await spendStep(db, candidate.id, candidate.totp_secret, step))) {

@@ -16,7 +16,7 @@ export type { DatabasePool, DatabaseTransactionConnection, DatabaseConnection, C
 
 const resultParser: Interceptor = {
   name: 'zod-result-parser',
-  transformRow(queryContext, query, row, fields) {
+  transformRow(queryContext, query, row) {
     const parser = queryContext.resultParser as unknown as ZodType | undefined;
     if (!parser) return row;
     const parsed = parser.safeParse(row);

@@ -90,6 +90,7 @@ export async function consumeLoginTicket(db: CommonQueryMethods, ticket: string)
  */
 export function safeNextPath(next: string | undefined, baseUrl: string): string | null {
   if (next === undefined || next === '') return '/';
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: a control character in a path is refused on purpose
   if (!next.startsWith('/') || next.startsWith('//') || next.startsWith('/\\') || /[\u0000-\u001f\u007f\\]/.test(next)) return null;
   const base = new URL(baseUrl);
   let resolved: URL;

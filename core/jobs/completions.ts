@@ -32,7 +32,7 @@ export class JobCompletions {
   private readonly db: PreparedQueryable;
 
   constructor(pool: ConnectionSource, logger: Logger) {
-    const db: PreparedQueryable = (this.db = {
+    const db: PreparedQueryable = {
       query: async (statement) => {
         const client = await pool.connect();
         let failure: Error | undefined;
@@ -45,7 +45,8 @@ export class JobCompletions {
           client.release(failure);
         }
       },
-    });
+    };
+    this.db = db;
     this.opens = new StatementBatcher(
       async (ids) => (await openAttempts(db, ids)).map((value) => ({ ok: true as const, value })),
       { key: (id) => id, what: 'attempt start', logger, maxInFlight: 1 },

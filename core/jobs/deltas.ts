@@ -167,7 +167,10 @@ export class StreamMemory {
     let entry = this.texts.get(d.jobId);
     if (!entry || d.attempt > entry.attempt) {
       if (entry) this.chars -= entry.text.length;
-      if (d.offset !== 0) return this.forget(d.jobId); // missed its beginning: nothing whole to offer
+      if (d.offset !== 0) {
+        this.forget(d.jobId); // missed its beginning: nothing whole to offer
+        return;
+      }
       entry = { attempt: d.attempt, text: '', at: now };
       this.texts.set(d.jobId, entry);
     }
@@ -186,7 +189,7 @@ export class StreamMemory {
 
   get(jobId: string): Delta | null {
     const entry = this.texts.get(jobId);
-    return entry && entry.text ? { jobId, attempt: entry.attempt, offset: 0, text: entry.text } : null;
+    return entry?.text ? { jobId, attempt: entry.attempt, offset: 0, text: entry.text } : null;
   }
 
   forget(jobId: string): void {

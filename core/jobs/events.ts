@@ -90,7 +90,8 @@ export class JobEventHub {
     // A connection that drops meanwhile listens again when it reconnects.
     // One statement at a time on the connection (pg deprecates overlapping queries).
     const client = this.client;
-    const done = (this.listenQueue = this.listenQueue.catch(() => undefined).then(() => client?.query(`listen "${channel}"`)))
+    this.listenQueue = this.listenQueue.catch(() => undefined).then(() => client?.query(`listen "${channel}"`));
+    const done = this.listenQueue
       .then(() => undefined)
       .catch((error) => this.logger.debug({ err: error, channel }, 'listen deferred to the next connection'));
     this.listening.set(channel, done);
@@ -128,7 +129,7 @@ export class JobEventHub {
     client.on('notification', (message) => {
       if (message.channel === CHANNEL && message.payload) this.onNotification(message.payload);
       else if (message.channel === DELTA_CHANNEL && message.payload) this.onDeltas(message.payload);
-      else if (message.payload !== undefined) this.channels.get(message.channel)?.forEach((handler) => handler(message.payload!));
+      else if (message.payload !== undefined) for (const handler of this.channels.get(message.channel) ?? []) handler(message.payload!);
     });
     const lost = (error?: Error) => {
       if (this.client !== client) return;
@@ -201,7 +202,9 @@ export class JobEventHub {
     if ((parsed as { truncated?: boolean }).truncated) {
       // Too large for NOTIFY: read the row itself.
       findJobsByIds(this.pool, [id])
-        .then((rows) => rows.forEach((row) => this.dispatch(row)))
+        .then((rows) => {
+          for (const row of rows) this.dispatch(row);
+        })
         .catch((error) => this.logger.warn({ err: error, jobId: id }, 'job events: could not read a changed job'));
       return;
     }
@@ -230,7 +233,10 @@ export class JobEventHub {
 /** Adds a listener of one job; returns what removes it (and the job's set once empty). */
 function addListener<L>(map: Map<string, Set<L>>, jobId: string, listener: L): () => void {
   let set = map.get(jobId);
-  if (!set) map.set(jobId, (set = new Set()));
+  if (!set) {
+    set = new Set();
+    map.set(jobId, set);
+  }
   set.add(listener);
   return () => {
     set.delete(listener);

@@ -166,6 +166,10 @@ export class GroupCommitter {
     const lists = batch.map(({ submission: { jobs } }) => (typeof jobs === 'function' ? jobs(undefined) : jobs));
     const enqueued = await enqueueJobs(this.pool, lists.flat());
     let from = 0;
-    return lists.map((list) => ({ ok: true, value: { value: undefined, jobs: enqueued.slice(from, (from += list.length)) } }));
+    return lists.map((list) => {
+      const jobs = enqueued.slice(from, from + list.length);
+      from += list.length;
+      return { ok: true, value: { value: undefined, jobs } };
+    });
   }
 }

@@ -1,7 +1,6 @@
 // Reading a job always goes through the caller's identity: a job of a tenant
 // the caller does not belong to reads exactly like a job that does not exist.
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
-import { z } from 'zod';
 import { TenantRoleSchema, type TenantRole } from '../tenants/roles.ts';
 import { JobRow } from './schema.ts';
 

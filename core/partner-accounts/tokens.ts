@@ -70,7 +70,7 @@ export async function refreshAccessToken(db: DatabasePool, config: Config, keyri
       select state, access_token_sealed, refresh_token_sealed,
              (access_expires_at is null or access_expires_at > now() + make_interval(secs => ${EXPIRY_MARGIN_S})) as fresh
       from partner_accounts where id = ${accountId} for update`);
-    if (!row || row.state !== 'connected') return null;
+    if (row?.state !== 'connected') return null;
     // Another caller refreshed while this one waited for the lock.
     if (row.fresh && row.access_token_sealed) return openToken(keyring, accountId, 'access', row.access_token_sealed);
     const markNeedsReauth = async () => {

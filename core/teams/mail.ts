@@ -65,7 +65,7 @@ export async function sendInvitationEmail(emailId: string, ctx: MailContext): Pr
       (select coalesce(display_name, email) from users where id = i.invited_by) as inviter
     from invitation_emails e join tenant_invitations i on i.id = e.invitation_id join tenants t on t.id = i.tenant_id
     where e.id = ${emailId}`);
-  if (!row || row.status !== 'queued' || !row.sealed_link) return { outcome: 'not_sent', reason: row ? `the e-mail is ${row.status}` : 'the e-mail is gone' };
+  if (row?.status !== 'queued' || !row.sealed_link) return { outcome: 'not_sent', reason: row ? `the e-mail is ${row.status}` : 'the e-mail is gone' };
   if (!row.open) {
     await ctx.db.query(sql.unsafe`update invitation_emails set status = 'cancelled', sealed_link = null where id = ${emailId}`);
     return { outcome: 'not_sent', reason: 'the invitation is no longer open' };

@@ -59,7 +59,10 @@ export async function bullmqFigures(ctx: BenchContext, options: { callers: numbe
       let done = 0;
       let finished!: () => void;
       let failed!: (error: Error) => void;
-      const allDone = new Promise<void>((resolve, reject) => ((finished = resolve), (failed = reject)));
+      const allDone = new Promise<void>((resolve, reject) => {
+        finished = resolve;
+        failed = reject;
+      });
       const worker = new Worker(QUEUE, async () => undefined, { connection, concurrency: options.concurrency, autorun: false });
       worker.on('error', (error) => ctx.logger.warn({ err: error }, 'bullmq worker error'));
       worker.on('failed', (_job, error) => failed(error));

@@ -8,7 +8,7 @@
 // the flood's jobs all of one length and started together, slots would free
 // only in waves, one job's length apart.
 import { randomUUID } from 'node:crypto';
-import { EventEmitter } from 'node:events';
+import type { EventEmitter } from 'node:events';
 import { loadConfig } from '../../core/config.ts';
 import { sql } from '../../core/db/pool.ts';
 import { enqueueJobs, type JobSpec } from '../../core/jobs/enqueue.ts';

@@ -20,7 +20,9 @@ async function startOnce(args: string[], env: Record<string, string>): Promise<S
     let output = '';
     child.stdout.setEncoding('utf8').on('data', (d: string) => (output += d));
     let url: string | undefined;
-    while (!(url = /"url":"(http:\/\/[^"]+)".*"api listening"/.exec(output)?.[1])) {
+    for (;;) {
+      url = /"url":"(http:\/\/[^"]+)".*"api listening"/.exec(output)?.[1];
+      if (url) break;
       if (child.exitCode !== null) throw new Error(`the api exited with ${child.exitCode}: ${output.slice(-1000)}`);
       await sleep(5);
     }

@@ -304,7 +304,9 @@ export class HaCluster {
   async stop(keep = false): Promise<void> {
     const procs = [this.haproxy, ...this.patronis.values(), this.etcd].filter((p): p is Proc => p !== null);
     for (const p of procs) p.child.kill('SIGTERM');
-    const deadline = sleep(15_000).then(() => procs.forEach((p) => p.child.kill('SIGKILL')));
+    const deadline = sleep(15_000).then(() => {
+      for (const p of procs) p.child.kill('SIGKILL');
+    });
     await Promise.race([Promise.all(procs.map((p) => p.exited)), deadline]);
     for (const m of this.members) {
       const pid = this.postmasterPid(m);

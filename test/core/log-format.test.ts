@@ -28,6 +28,7 @@ t.test('pretty lines are readable, not JSON, and still redacted', async (t) => {
   t.throws(() => JSON.parse(text.split('\n')[0]!), 'the first line is not JSON');
   t.notMatch(text, /SECRET-PRETTY/);
   t.match(text, /\[redacted\]/);
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: an ANSI colour starts with ESC
   t.notMatch(text, /\u001b\[/, 'no colours when the destination is not a terminal');
 });
 

@@ -72,8 +72,8 @@ export function toRequest(op: Operation, kind: string, strict: boolean, parts: P
 const typesOf = (s: JsonSchema): Set<string> => {
   const out = new Set<string>();
   if (typeof s.type === 'string') out.add(s.type);
-  if (Array.isArray(s.type)) s.type.forEach((x) => out.add(String(x)));
-  for (const alt of [...((s.anyOf as JsonSchema[]) ?? []), ...((s.oneOf as JsonSchema[]) ?? [])]) typesOf(alt).forEach((x) => out.add(x));
+  if (Array.isArray(s.type)) for (const x of s.type) out.add(String(x));
+  for (const alt of [...((s.anyOf as JsonSchema[]) ?? []), ...((s.oneOf as JsonSchema[]) ?? [])]) for (const x of typesOf(alt)) out.add(x);
   if (s.const !== undefined || s.enum) out.add('enum');
   if (out.has('integer')) out.add('number');
   return out;

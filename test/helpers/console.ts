@@ -57,7 +57,11 @@ export class ConsoleClient {
       const m = JSON.parse(String(data)) as { type: string; html: string };
       if (m.type !== 'live') return;
       seen.push(m.html);
-      waiters = waiters.filter((w) => (w.match(m.html) ? (w.resolve(m.html), false) : true));
+      waiters = waiters.filter((w) => {
+        if (!w.match(m.html)) return true;
+        w.resolve(m.html);
+        return false;
+      });
     });
     const next = (match: (html: string) => boolean) => {
       const found = seen.find(match);

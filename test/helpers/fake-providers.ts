@@ -279,7 +279,7 @@ async function startFake(protocol: Protocol, options: FakeProviderOptions, defau
     const lastUser = [...parsed.messages].reverse().find((m) => m.role === 'user')?.content ?? '';
     const text = typeof b.reply === 'function' ? b.reply(recorded) : (b.reply ?? `echo: ${lastUser}`);
     const pieces = splitReply(text, b.chunks);
-    const prompt = parsed.messages.map((m) => m.content).join(' ') + ' ' + (parsed.system ?? '');
+    const prompt = `${parsed.messages.map((m) => m.content).join(' ')} ${parsed.system ?? ''}`;
     const answer: Answer = {
       model: parsed.model,
       pieces,
@@ -308,7 +308,9 @@ async function startFake(protocol: Protocol, options: FakeProviderOptions, defau
     url: `http://127.0.0.1:${port}${urlSuffix}`,
     requests,
     enqueue: (...behaviours) => void queue.push(...behaviours),
-    setDefault: (behaviour) => void (fallback = behaviour),
+    setDefault: (behaviour) => {
+      fallback = behaviour;
+    },
     close: () =>
       (closed ??= new Promise<void>((resolve) => {
         server.close(() => resolve());

@@ -14,7 +14,11 @@ export class TestSocket {
     ws.on('message', (data) => {
       const message = JSON.parse(String(data)) as Received;
       this.messages.push(message);
-      this.waiters = this.waiters.filter((w) => (w.match(message) ? (w.resolve(message), false) : true));
+      this.waiters = this.waiters.filter((w) => {
+        if (!w.match(message)) return true;
+        w.resolve(message);
+        return false;
+      });
     });
     this.closed = new Promise((resolve) => ws.on('close', (code, reason) => resolve({ code, reason: String(reason) })));
     this.opened = new Promise((resolve, reject) => {

@@ -24,7 +24,10 @@ const auth = { authorization: `Bearer ${admin.token}` };
 
 // The worker's log, to see how each job ended.
 const lines: string[] = [];
-const logger = pino({ level: 'info' }, new Writable({ write: (chunk, _e, done) => (lines.push(String(chunk)), done()) }));
+const logger = pino({ level: 'info' }, new Writable({ write: (chunk, _e, done) => {
+    lines.push(String(chunk));
+    done();
+  } }));
 const worker = await startWorker({ config: testConfig(databaseUrl, { JOB_CANCEL_GRACE_MS: '1500' }), databaseUrl, logger });
 t.teardown(() => worker.stop());
 const logFor = (jobId: string) => lines.filter((l) => l.includes(jobId)).join('');

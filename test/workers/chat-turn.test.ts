@@ -9,7 +9,7 @@ import { startTestServerWithFakeOpenAI } from '../helpers/app.ts';
 import { createMember, withOwnOpenAIKey } from '../helpers/fixtures.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { spawnWorkerProcess, startTestWorker } from '../helpers/worker.ts';
-import { isJobMessage, TestSocket } from '../helpers/ws.ts';
+import { TestSocket } from '../helpers/ws.ts';
 
 const api = await startTestServerWithFakeOpenAI(t, 'sk-tenant-key-1234');
 const { app, db, config, openai, databaseUrl, overrides } = api;

@@ -75,7 +75,10 @@ t.test('completeJobs: one statement for many jobs, each guarded on its own', asy
 t.test('a batch that fails halfway is written again item by item: only the bad result fails, the rest once', async (t) => {
   const ids = await Promise.all(Array.from({ length: 6 }, noop));
   const lines: string[] = [];
-  const logger = pino({ level: 'warn' }, new Writable({ write: (chunk, _e, done) => (lines.push(String(chunk)), done()) }));
+  const logger = pino({ level: 'warn' }, new Writable({ write: (chunk, _e, done) => {
+    lines.push(String(chunk));
+    done();
+  } }));
   let statements = 0;
   const batcher = new StatementBatcher(
     async (items: ReadonlyArray<{ jobId: string; result: unknown }>) => {

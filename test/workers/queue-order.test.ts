@@ -100,7 +100,10 @@ t.test('a job added behind an unfinished one adds no wake-up: that job\'s end wa
 t.test('three busy queues, retries, three workers fetching in batches: each job starts only after the one ahead of it succeeded', async (t) => {
   for (let w = 0; w < 3; w++) await startTestWorker(t, databaseUrl, { WORKER_CONCURRENCY: '3' });
   let seed = 7;
-  const random = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+  const random = () => {
+    seed = (seed * 1103515245 + 12345) % 2 ** 31;
+    return seed / 2 ** 31;
+  };
   const QUEUES = 3, PER_QUEUE = 16;
   const ids: string[][] = Array.from({ length: QUEUES }, () => []);
   for (let i = 0; i < PER_QUEUE; i++) {

@@ -36,8 +36,10 @@ t.test(`${TURNS} streaming turns at once in one worker: ordered deltas, then one
     jobs.push({ jobId: sent.json().jobId, message });
   }
   const sockets = await Promise.all(Array.from({ length: SOCKETS }, () => TestSocket.connect(api.wsUrl, member.token)));
-  t.teardown(() => sockets.forEach((s) => s.close()));
-  jobs.forEach((job, i) => sockets[i % SOCKETS]!.send({ type: 'subscribe', jobId: job.jobId }));
+  t.teardown(() => {
+    for (const s of sockets) s.close();
+  });
+  for (const [i, job] of jobs.entries()) sockets[i % SOCKETS]!.send({ type: 'subscribe', jobId: job.jobId });
 
   await waitFor(`all ${TURNS} turns to be in the worker at once`, async () => worker.load().io === TURNS, 60_000);
   t.equal(worker.load().io, TURNS, `${TURNS} turns running at once in one worker process`);

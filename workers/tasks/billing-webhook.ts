@@ -18,7 +18,10 @@ const Input = z.object({ eventId: z.uuid() });
 const handles = new WeakMap<DatabasePool, StripeHandle>();
 const stripeFor = (config: Config, db: DatabasePool) => {
   let handle = handles.get(db);
-  if (!handle) handles.set(db, (handle = createStripe(config, db)));
+  if (!handle) {
+    handle = createStripe(config, db);
+    handles.set(db, handle);
+  }
   return handle.stripe();
 };
 

@@ -93,7 +93,10 @@ const channelRoutes: FastifyPluginAsyncZod = async (app) => {
   const wakeBody = (channel: string, status: string, changed: boolean): string => {
     const key = `${channel}:${status}:${changed}`;
     let body = wakeBodies.get(key);
-    if (body === undefined) wakeBodies.set(key, (body = JSON.stringify(LinkWaited.parse({ channel, status, changed }))));
+    if (body === undefined) {
+      body = JSON.stringify(LinkWaited.parse({ channel, status, changed }));
+      wakeBodies.set(key, body);
+    }
     return body;
   };
 

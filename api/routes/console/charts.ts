@@ -66,7 +66,10 @@ export function line(id: string, title: string, description: string, labels: rea
   const point = (i: number, v: number) => ({ x: (LEFT + i * slot + slot / 2).toFixed(1), y: (TOP + plotH - (v / max) * plotH).toFixed(1) });
   const runs: string[][] = [[]];
   const dots = s.values.map((v, i) => {
-    if (v === null) return (runs.push([]), '');
+    if (v === null) {
+      runs.push([]);
+      return '';
+    }
     const { x, y } = point(i, v);
     runs.at(-1)!.push(`${x},${y}`);
     return html`<circle cx="${x}" cy="${y}" r="2.5" fill="${s.colour}" data-minute="${labels[i]}"><title>${labels[i]} UTC: ${fmt(v)}${unit} ${s.name}</title></circle>`;

@@ -113,7 +113,7 @@ class ConsoleFeed {
   }
 
   private async refresh(): Promise<void> {
-    if (this.refreshing) {
+    if (this.refreshing !== null) {
       this.again = true;
       return this.refreshing;
     }

@@ -3,7 +3,7 @@
 // with it), says which page it shows, and swaps in the live part the server
 // renders whenever something on it changes. It reconnects with backoff and
 // shows its state; without it the pages still work (reload to refresh).
-export const CONSOLE_SCRIPT = String.raw`'use strict';
+export const CONSOLE_SCRIPT = `'use strict';
 (function () {
   var live = document.getElementById('live');
   var status = document.getElementById('live-status');

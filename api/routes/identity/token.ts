@@ -80,7 +80,7 @@ const tokenRoutes: FastifyPluginAsyncZod = async (app) => {
       }
       // The registration as the Agent API will check it: live, linked, and the tenant it acts in.
       const registration = await agentContext(app.db, claims.registrationId);
-      if (!registration || registration.registration_status !== 'active' || registration.principal_id !== claims.principalId || registration.claim_state === 'pending') {
+      if (registration?.registration_status !== 'active' || registration.principal_id !== claims.principalId || registration.claim_state === 'pending') {
         throw new IdentityHttpError(400, 'invalid_grant', 'The registration behind this assertion is revoked or not usable; register again.');
       }
       if (!registration.linked) {

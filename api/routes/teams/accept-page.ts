@@ -30,7 +30,7 @@ const COOKIE_TTL_S = 30 * 60;
 
 // Also on a hash change: a link opened in a tab already on this page only
 // changes the fragment, and loads nothing.
-const INVITE_SCRIPT = String.raw`'use strict';
+const INVITE_SCRIPT = `'use strict';
 (function () {
   function open() {
     var token = location.hash.slice(1);

@@ -46,7 +46,10 @@ export class SessionDirectory {
 
   add(userId: string, session: DirectorySession) {
     let set = this.byUser.get(userId);
-    if (!set) this.byUser.set(userId, (set = new Set()));
+    if (!set) {
+      set = new Set();
+      this.byUser.set(userId, set);
+    }
     set.add(session);
   }
 

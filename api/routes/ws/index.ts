@@ -19,7 +19,9 @@ export default async function wsRoutes(app: FastifyInstance) {
   app.addHook('onClose', async () => directory.stop());
   // The header's identity with its expiry, from preValidation to the handler.
   const verified = new WeakMap<FastifyRequest, SessionPrincipal>();
-  const heartbeat = setInterval(() => sessions.forEach((s) => s.heartbeat()), app.config.ws.heartbeatMs);
+  const heartbeat = setInterval(() => {
+    for (const s of sessions) s.heartbeat();
+  }, app.config.ws.heartbeatMs);
   heartbeat.unref();
 
   await app.register(websocket, {

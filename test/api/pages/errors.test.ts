@@ -10,6 +10,7 @@ import { setUpFormPages } from '../../../api/pages/session.ts';
 const logged: Array<{ level: number; msg: string }> = [];
 const app = Fastify({ logger: { level: 'info', stream: { write: (line: string) => logged.push(JSON.parse(line) as { level: number; msg: string }) } } });
 t.teardown(() => app.close());
+// biome-ignore lint/nursery/noMisusedPromises: register takes async plugins (FastifyPluginAsync); Biome picks its callback overload
 await app.register(async (pages) => {
   await setUpFormPages(pages, (reply, status, title, text) => reply.code(status).type('text/html').send(`<h1>${title}</h1><p>${text}</p>`), 'test page');
   pages.get('/outage', async () => {

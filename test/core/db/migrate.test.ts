@@ -22,7 +22,7 @@ t.test('several processes migrating at once apply each migration exactly once', 
 
 t.test('migrations are named NNNN_name.sql and numbered without gaps', async (t) => {
   const names = loadMigrations().map((m) => m.name);
-  names.forEach((name, i) => t.ok(name.startsWith(String(i + 1).padStart(4, '0') + '_'), name));
+  for (const [i, name] of names.entries()) t.ok(name.startsWith(`${String(i + 1).padStart(4, '0')}_`), name);
 });
 
 
@@ -31,7 +31,10 @@ t.test('a first migration logs one line at info, however many migrations it appl
   const lines: Array<Record<string, unknown>> = [];
   const { createLogger } = await import('../../../core/logger.ts');
   const { Writable } = await import('node:stream');
-  const logger = createLogger('info', 'migrate-test', { format: 'json', destination: new Writable({ write: (chunk, _e, done) => (lines.push(JSON.parse(String(chunk))), done()) }) });
+  const logger = createLogger('info', 'migrate-test', { format: 'json', destination: new Writable({ write: (chunk, _e, done) => {
+    lines.push(JSON.parse(String(chunk)));
+    done();
+  } }) });
   await migrate(url, logger);
   const ours = lines.filter((l) => /migration/.test(String(l.msg)));
   t.equal(ours.length, 1, `one line: ${ours.map((l) => l.msg).join(' | ')}`);

@@ -11,7 +11,10 @@ export type ConsolePage = { path: string; pattern: RegExp; params: string[]; vie
 
 const page = (path: string, view: ViewFn, nav?: string): ConsolePage => {
   const params: string[] = [];
-  const pattern = new RegExp(`^${path.replace(/:([a-zA-Z]+)/g, (_m, name: string) => (params.push(name), '([^/]+)'))}$`);
+  const pattern = new RegExp(`^${path.replace(/:([a-zA-Z]+)/g, (_m, name: string) => {
+    params.push(name);
+    return '([^/]+)';
+  })}$`);
   return { path, pattern, params, view, nav };
 };
 

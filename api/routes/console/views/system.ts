@@ -17,7 +17,7 @@ async function hourCharts(db: Parameters<ViewFn>[0]['db']) {
   const samples = await readQueueSamples(db, 60);
   if (samples.length === 0) return html`<p class="muted" id="no-samples">No samples yet: the queue is sampled once a minute by the <code>queue_sample</code> schedule, so the charts start within a minute of a worker running.</p>`;
   const now = Math.floor(Date.now() / 60_000) * 60_000;
-  const minutes = Array.from({ length: 60 }, (_, i) => new Date(now - (59 - i) * 60_000).toISOString().slice(0, 16) + 'Z');
+  const minutes = Array.from({ length: 60 }, (_, i) => `${new Date(now - (59 - i) * 60_000).toISOString().slice(0, 16)}Z`);
   const at = new Map(samples.map((s) => [s.at, s]));
   const pick = (f: (s: QueueSample) => number | null) => minutes.map((m) => { const s = at.get(m); return s ? f(s) : null; });
   const labels = minutes.map((m) => m.slice(11, 16));

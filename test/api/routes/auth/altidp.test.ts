@@ -113,7 +113,7 @@ t.test('refusals: unknown state, another browser, declined consent, unverified e
   t.match(unknown.json(), { error: 'invalid_state' });
 
   const { location } = await start();
-  const stolen = await callback((await atProvider(location, { accountId: 'alt-alice' })).fields, 'altidp_browser=' + 'A'.repeat(43));
+  const stolen = await callback((await atProvider(location, { accountId: 'alt-alice' })).fields, `altidp_browser=${'A'.repeat(43)}`);
   t.equal(stolen.statusCode, 400);
   t.match(stolen.json(), { error: 'invalid_state', message: /another browser/ });
 

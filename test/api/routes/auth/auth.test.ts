@@ -15,7 +15,10 @@ import { waitFor } from '../../../helpers/wait.ts';
 
 const databaseUrl = await createTestDatabase(t);
 const logs: string[] = [];
-const logStream = new Writable({ write: (chunk, _e, done) => (logs.push(String(chunk)), done()) });
+const logStream = new Writable({ write: (chunk, _e, done) => {
+    logs.push(String(chunk));
+    done();
+  } });
 const api = await buildTestApp(t, databaseUrl, { LOG_LEVEL: 'debug' });
 const { db } = api;
 // A second instance on the same database, as a second replica would be.

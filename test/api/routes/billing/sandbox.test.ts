@@ -35,7 +35,7 @@ t.test('sandbox checkout in development changes the plan end to end', async (t) 
   const paid = await app.inject({ method: 'POST', url: `${url.pathname}/pay`, headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: '' });
   t.equal(paid.statusCode, 303);
   t.equal(paid.headers.location, config.billing.successUrl);
-  const back = await app.inject({ url: new URL(paid.headers.location as string).pathname + '?checkout=success' });
+  const back = await app.inject({ url: `${new URL(paid.headers.location as string).pathname}?checkout=success` });
   t.equal(back.statusCode, 200);
 
   await waitFor('the plan to change', async () => {

@@ -17,7 +17,7 @@ const PASSWORD = 'correct horse battery staple';
 const databaseUrl = await createTestDatabase(t);
 const { db, url } = await startTestServer(t, databaseUrl);
 await startTestWorker(t, databaseUrl);
-const op = await createUser(db, { email: 'op@example.test', password: PASSWORD, operator: true });
+await createUser(db, { email: 'op@example.test', password: PASSWORD, operator: true });
 const pat = await createUser(db, { email: 'pat@example.test', password: PASSWORD });
 const acme = await createTenant(db, pat.id, 'Acme Org');
 

@@ -177,7 +177,7 @@ t.test('complete: Dashboard Auth, for a tenant one of whose Admins bought the li
   const stranger = await createMember(db, 'admin');
   t.equal((await complete(stranger.tenantId)).statusCode, 404, "a tenant without the purchaser as Admin");
   t.equal((await complete(randomUUID())).statusCode, 404);
-  const other = await createLicense(db, { purchaserEmail: stranger.userId + '@example.test' });
+  const other = await createLicense(db, { purchaserEmail: `${stranger.userId}@example.test` });
   const notStarted = await complete(stranger.tenantId, await signDashboardToken({ licenseId: other.id }, secret, 'http://localhost:3000'));
   t.same([notStarted.statusCode, notStarted.json().error], [409, 'onboarding_not_started']);
 });

@@ -109,7 +109,7 @@ t.test('forged, replayed and other-browser states: 400 invalid_state, nothing st
   // A state carried to another browser (without the flow's cookie) spends the flow.
   const other = await startConnect(api, member, ['tasks']);
   const otherPath = await authorizeAt(op, other, { accountId: 'bob-sub' });
-  const stolen = await callback(api, otherPath, 'partner_connect=' + 'x'.repeat(43));
+  const stolen = await callback(api, otherPath, `partner_connect=${'x'.repeat(43)}`);
   t.equal(stolen.statusCode, 400);
   t.match(stolen.body, /another browser/);
   t.match(await status(other.flowId), { status: 'failed', reason: 'other_browser' });

@@ -112,7 +112,7 @@ t.test('reports agree with each other and with the raw records, before and after
     t.match(budget, { plan: 'free', source: 'plan', limitMicros: 5_000_000, usedMicros: month.totals.costMicros, periodStart: month.from, periodEnd: month.to });
     t.equal(budget.remainingMicros, Math.max(0, budget.limitMicros - budget.usedMicros));
 
-    const analytics = (await get(viewer, '/api/usage/analytics?from=' + day(-60) + '&to=' + day(0))).json();
+    const analytics = (await get(viewer, `/api/usage/analytics?from=${day(-60)}&to=${day(0)}`)).json();
     const raw = await rawTotals(admin.tenantId, day(-60), day(0));
     t.equal(analytics.totals.costMicros, raw.cost, `${label}: analytics totals`);
     t.equal(analytics.totals.records, raw.records);

@@ -43,7 +43,7 @@ t.test('An api process killed and restarted while websocket clients follow jobs:
 
   const url = `ws://127.0.0.1:${port}/api/ws`;
   const clients = [new FollowingClient(url, alice.token, jobsA), new FollowingClient(url, bob.token, jobsA), new FollowingClient(url, carol.token, jobsC)];
-  t.teardown(() => clients.forEach((c) => c.stop()));
+  t.teardown(() => Promise.all(clients.map((c) => c.stop())));
   await Promise.all(clients.map((c) => c.until(() => c.connections === 1, 30_000, 'the first connection')));
   const running = async (id: string) =>
     (await db.oneFirst(sql.type(z.object({ status: z.string() }))`select status from jobs where id = ${id}`)) === 'running';
