@@ -6,7 +6,7 @@
 // Config below. Secrets missing in development are generated once and kept
 // under DATA_DIR; in production a missing secret is a startup error.
 import path from 'node:path';
-import { z } from 'zod';
+import type { z } from 'zod';
 import type { ExternalLoginSettings } from './external-login/settings.ts';
 import type { LoginThrottleSettings } from './accounts/login-throttle.ts';
 import type { TeamSettings } from './teams/settings.ts';

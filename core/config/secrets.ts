@@ -28,7 +28,7 @@ function developmentSecrets(dataDir: string): Record<SecretName, string> {
   }
   if (changed) {
     mkdirSync(dataDir, { recursive: true });
-    writeFileSync(file, JSON.stringify(stored, null, 2) + '\n', { mode: 0o600 });
+    writeFileSync(file, `${JSON.stringify(stored, null, 2)}\n`, { mode: 0o600 });
     chmodSync(file, 0o600);
   }
   return stored as Record<SecretName, string>;

@@ -170,10 +170,14 @@ let plainAgent: Agent | undefined;
  * plain one (each made at first use, shared by every call).
  */
 export function dispatcherFor(baseUrl: string, policy: OutboundPolicy): Agent {
-  if (policy.allowPrivateUrls || baseUrl === policy.trustedBaseUrl) return (plainAgent ??= new (undici().Agent)({ keepAliveTimeout: 30_000 }));
+  if (policy.allowPrivateUrls || baseUrl === policy.trustedBaseUrl) {
+    plainAgent ??= new (undici().Agent)({ keepAliveTimeout: 30_000 });
+    return plainAgent;
+  }
   const form = urlFormProblem(new URL(baseUrl));
   if (form) throw new OutboundBlockedError(`the provider URL is refused: ${form}`);
-  return (guardedAgent ??= createGuardedDispatcher());
+  guardedAgent ??= createGuardedDispatcher();
+  return guardedAgent;
 }
 
 /** The policy refusal somewhere in an error's cause chain (fetch's TypeError -> ours). */

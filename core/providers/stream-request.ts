@@ -126,7 +126,8 @@ export async function postEventStream(
         try {
           outcome = onEvent(event);
         } catch (error) {
-          return fail(error);
+          fail(error);
+          return;
         }
         if (outcome && typeof (outcome as Promise<void>).then === 'function') {
           waiting = true;

@@ -1,5 +1,6 @@
-// Real local HTTP servers that speak the model providers' protocols well
-// enough for the official SDKs, so tests never reach the internet.
+// Real local HTTP servers that speak the model providers' protocols as their
+// APIs do (paths, headers, SSE events, error bodies), so tests never reach
+// the internet.
 //
 //   const openai = await startFakeOpenAI({ apiKey: 'sk-test' });  // also startFakeAnthropic
 //   t.teardown(openai.close);
@@ -8,8 +9,8 @@
 //   openai.requests[0].model / .messages / .apiKey
 //
 // `url` is the baseUrl for the adapters: http://127.0.0.1:PORT/v1 for OpenAI
-// (the SDK adds /chat/completions), http://127.0.0.1:PORT for Anthropic (the
-// SDK adds /v1/messages). Endpoints: OpenAI POST /v1/chat/completions
+// (the adapter adds /chat/completions), http://127.0.0.1:PORT for Anthropic (the
+// adapter adds /v1/messages). Endpoints: OpenAI POST /v1/chat/completions
 // (streaming SSE or JSON), GET /v1/models, GET /v1/key (OpenRouter's key
 // check); Anthropic POST /v1/messages (streaming or JSON), GET /v1/models.
 //
@@ -189,7 +190,7 @@ const ANTHROPIC_ERROR_TYPES: Record<number, string> = {
 const anthropicProtocol: Protocol = {
   basePath: '/v1',
   completionsPath: '/v1/messages',
-  // The SDK (v1.x) sends the key as a Bearer token; older clients use x-api-key.
+  // Anthropic's API takes the key as x-api-key (what the adapter sends); a Bearer token is read too.
   keyOf: (h) => (typeof h['x-api-key'] === 'string' ? h['x-api-key'] : h.authorization?.replace(/^Bearer\s+/i, '')),
   errorBody: (status, message) => ({ type: 'error', error: { type: ANTHROPIC_ERROR_TYPES[status] ?? (status >= 500 ? 'api_error' : 'invalid_request_error'), message } }),
   parse(body) {
