@@ -49,8 +49,25 @@ function tapArgs(args: string[], root: string): string[] {
   return args.map((arg) => (arg.endsWith('.ts') && !arg.startsWith('-') ? path.relative(root, path.resolve(arg)).replace(/\.ts$/, '.js') : arg));
 }
 
+/**
+ * `npm run lint` (formatting, lint rules, types) beside the tests of a full
+ * run: its output is held and printed after tap's, and a finding fails the run.
+ */
+function startLint(root: string): Promise<{ code: number; output: string }> {
+  const child = spawn('npm', ['run', '--silent', 'lint'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+  return new Promise((resolve) => {
+    child.on('error', (error) => resolve({ code: 1, output: `npm run lint could not start: ${error.message}` }));
+    child.on('close', (c) => resolve({ code: c ?? 1, output }));
+  });
+}
+
 async function main(): Promise<number> {
   const root = path.resolve(import.meta.dirname, '..');
+  const fullRun = !process.argv.slice(2).some((arg) => arg.endsWith('.ts') || arg.endsWith('.js'));
+  const lint = fullRun ? startLint(root) : null;
   const build = path.join(scratch, 'build');
   const built = buildForTests(root, build);
   built.catch(() => undefined); // awaited below; not unhandled while the database starts
@@ -102,6 +119,11 @@ async function main(): Promise<number> {
     const count = (name: string) => Number(new RegExp(`${name}: (\\d+)`).exec(summary)?.[1] ?? 0);
     const skipped = count('skip') + count('todo');
     process.stdout.write(`\ntests: ${count('pass')} passed, ${count('fail')} failed${skipped ? `, ${skipped} skipped` : ''}\n`);
+  }
+  if (lint !== null) {
+    const linted = await lint;
+    process.stdout.write(linted.code === 0 ? 'lint: formatting, lint rules and types hold\n' : `\n${linted.output}\nlint: failed (npm run lint; npm run format rewrites the formatting)\n`);
+    if (linted.code !== 0) return code || 1;
   }
   return code;
 }
