@@ -84,14 +84,16 @@ export async function consumeLoginTicket(db: CommonQueryMethods, ticket: string)
     returning user_id, mode, new_user`);
 }
 
+// biome-ignore lint/suspicious/noControlCharactersInRegex: a control character in a path is refused on purpose
+const UNSAFE_IN_PATH = /[\u0000-\u001f\u007f\\]/;
+
 /**
  * `next` may only be a path on this service (no scheme, no host, no `//`),
  * so the login can never bounce the person to another site.
  */
 export function safeNextPath(next: string | undefined, baseUrl: string): string | null {
   if (next === undefined || next === '') return '/';
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: a control character in a path is refused on purpose
-  if (!next.startsWith('/') || next.startsWith('//') || next.startsWith('/\\') || /[\u0000-\u001f\u007f\\]/.test(next)) return null;
+  if (!next.startsWith('/') || next.startsWith('//') || next.startsWith('/\\') || UNSAFE_IN_PATH.test(next)) return null;
   const base = new URL(baseUrl);
   let resolved: URL;
   try {

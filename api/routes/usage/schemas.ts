@@ -16,7 +16,8 @@ export const MAX_FUTURE_MS = 5 * 60_000;
 export const IDEMPOTENCY_KEY = /^[\x21-\x7E]{8,200}$/;
 
 // biome-ignore lint/suspicious/noControlCharactersInRegex: refusing control characters is the point
-const singleLine = (max: number) => z.string().trim().min(1).max(max).regex(/^[^\x00-\x1F\x7F]*$/, 'must be a single line of text');
+const SINGLE_LINE = /^[^\x00-\x1F\x7F]*$/;
+const singleLine = (max: number) => z.string().trim().min(1).max(max).regex(SINGLE_LINE, 'must be a single line of text');
 const Tokens = z.int().min(0).max(1_000_000_000);
 const Micros = z.int().min(0).max(MAX_BUDGET_MICROS);
 const DateTime = z.iso.datetime({ offset: true });
