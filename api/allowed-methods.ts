@@ -7,8 +7,14 @@ import type { FastifyInstance } from 'fastify';
 export type AllowedMethods = (path: string) => string[];
 
 const patternOf = (url: string) =>
-  new RegExp(`^${url.split(/(:[A-Za-z0-9_]+|\*)/).map((part) =>
-    part === '*' ? '.*' : part.startsWith(':') ? '[^/]+' : part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')).join('')}/?$`);
+  new RegExp(
+    `^${url
+      .split(/(:[A-Za-z0-9_]+|\*)/)
+      .map((part) =>
+        part === '*' ? '.*' : part.startsWith(':') ? '[^/]+' : part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'),
+      )
+      .join('')}/?$`,
+  );
 
 /** Call before any route is registered: it watches them all. */
 export function watchRoutes(app: FastifyInstance): AllowedMethods {

@@ -7,7 +7,12 @@ import { decodeCursor, InvalidCursorError, type Position } from '../core/paging.
 
 export type Surface = 'platform' | 'agent' | 'identity';
 
-const IDENTITY_PREFIXES = ['/agent/identity', '/oauth2/', '/.well-known/oauth-authorization-server', '/.well-known/jwks.json'];
+const IDENTITY_PREFIXES = [
+  '/agent/identity',
+  '/oauth2/',
+  '/.well-known/oauth-authorization-server',
+  '/.well-known/jwks.json',
+];
 
 /** The path as the router sees it (percent-decoded), so /m%63p is /mcp here too. */
 function decodedPath(url: string): string {
@@ -43,7 +48,8 @@ export const PlatformError = z
 export type PlatformErrorBody = z.infer<typeof PlatformError>;
 
 export const IDEMPOTENCY_KEY_BOUNDS = { min: 8, max: 200 } as const;
-export const INVALID_IDEMPOTENCY_KEY = 'Send an Idempotency-Key header of 8-200 characters, unique to this exact mutation.';
+export const INVALID_IDEMPOTENCY_KEY =
+  'Send an Idempotency-Key header of 8-200 characters, unique to this exact mutation.';
 
 /** The safe next action an agent can take after a refusal. */
 export const NEXT_ACTIONS = [
@@ -84,7 +90,10 @@ export const SharedRateLimitError = z
     limit: z.int().describe('Requests allowed per window for this principal'),
     window_seconds: z.int(),
   })
-  .meta({ id: 'SharedRateLimitError', description: 'The shared admission limit of the Agent API refused the request before it reached the route' });
+  .meta({
+    id: 'SharedRateLimitError',
+    description: 'The shared admission limit of the Agent API refused the request before it reached the route',
+  });
 
 export const IdentityError = z
   .object({
@@ -133,7 +142,8 @@ function cursorChecked<T>(decode: () => T): T {
   }
 }
 
-const cursorRefused = () => new PlatformHttpError(400, 'invalid_request', 'Invalid request: query.cursor: not a cursor from this list.');
+const cursorRefused = () =>
+  new PlatformHttpError(400, 'invalid_request', 'Invalid request: query.cursor: not a cursor from this list.');
 
 export class AgentHttpError extends Error {
   override name = 'AgentHttpError';
@@ -157,7 +167,12 @@ export class AgentHttpError extends Error {
 
   /** The AgentApiError body: the same over HTTP and as an MCP tool error. */
   body(): AgentApiErrorBody {
-    return { code: this.code, message: this.message, next_action: this.nextAction, ...(this.details ? { details: this.details } : {}) };
+    return {
+      code: this.code,
+      message: this.message,
+      next_action: this.nextAction,
+      ...(this.details ? { details: this.details } : {}),
+    };
   }
 }
 
@@ -176,31 +191,79 @@ export class IdentityHttpError extends Error {
 /** A shared admission limit refused the request; rendered in the surface's shape with Retry-After. */
 export class RateLimitedError extends Error {
   override name = 'RateLimitedError';
-  constructor(public readonly retryAfterSeconds: number, message = `Too many requests; retry in ${retryAfterSeconds} s.`) {
+  constructor(
+    public readonly retryAfterSeconds: number,
+    message = `Too many requests; retry in ${retryAfterSeconds} s.`,
+  ) {
     super(message);
   }
 }
 
 /** Default codes and next actions per status, for errors that carry only a status. */
 const STATUS_DEFAULTS: Record<number, { code: string; agentCode: string; next: NextAction; message: string }> = {
-  400: { code: 'invalid_request', agentCode: 'invalid_request', next: 'fix_request', message: 'The request is malformed.' },
-  401: { code: 'unauthorized', agentCode: 'invalid_credential', next: 'reauthenticate', message: 'Authentication is missing or invalid.' },
+  400: {
+    code: 'invalid_request',
+    agentCode: 'invalid_request',
+    next: 'fix_request',
+    message: 'The request is malformed.',
+  },
+  401: {
+    code: 'unauthorized',
+    agentCode: 'invalid_credential',
+    next: 'reauthenticate',
+    message: 'Authentication is missing or invalid.',
+  },
   403: { code: 'forbidden', agentCode: 'scope_denied', next: 'request_scope', message: 'Not allowed.' },
   404: { code: 'not_found', agentCode: 'not_found', next: 'reread_list', message: 'Not found.' },
-  405: { code: 'method_not_allowed', agentCode: 'invalid_request', next: 'fix_request', message: 'Method not allowed.' },
+  405: {
+    code: 'method_not_allowed',
+    agentCode: 'invalid_request',
+    next: 'fix_request',
+    message: 'Method not allowed.',
+  },
   406: { code: 'not_acceptable', agentCode: 'invalid_request', next: 'fix_request', message: 'Not acceptable.' },
   409: { code: 'conflict', agentCode: 'idempotency_conflict', next: 'use_new_idempotency_key', message: 'Conflict.' },
-  413: { code: 'payload_too_large', agentCode: 'invalid_request', next: 'fix_request', message: 'The request body is too large.' },
-  415: { code: 'unsupported_media_type', agentCode: 'invalid_request', next: 'fix_request', message: 'Unsupported content type; send JSON.' },
-  429: { code: 'rate_limited', agentCode: 'rate_limit_exceeded', next: 'retry_same_request_later', message: 'Too many requests.' },
-  503: { code: 'unavailable', agentCode: 'temporarily_disabled', next: 'retry_later', message: 'Temporarily unavailable.' },
+  413: {
+    code: 'payload_too_large',
+    agentCode: 'invalid_request',
+    next: 'fix_request',
+    message: 'The request body is too large.',
+  },
+  415: {
+    code: 'unsupported_media_type',
+    agentCode: 'invalid_request',
+    next: 'fix_request',
+    message: 'Unsupported content type; send JSON.',
+  },
+  429: {
+    code: 'rate_limited',
+    agentCode: 'rate_limit_exceeded',
+    next: 'retry_same_request_later',
+    message: 'Too many requests.',
+  },
+  503: {
+    code: 'unavailable',
+    agentCode: 'temporarily_disabled',
+    next: 'retry_later',
+    message: 'Temporarily unavailable.',
+  },
 };
 
 export function defaultsFor(status: number) {
   return (
     STATUS_DEFAULTS[status] ??
     (status >= 500
-      ? { code: 'internal_error', agentCode: 'internal_error', next: 'retry_later' as const, message: 'Unexpected server error.' }
-      : { code: 'invalid_request', agentCode: 'invalid_request', next: 'fix_request' as const, message: 'The request was refused.' })
+      ? {
+          code: 'internal_error',
+          agentCode: 'internal_error',
+          next: 'retry_later' as const,
+          message: 'Unexpected server error.',
+        }
+      : {
+          code: 'invalid_request',
+          agentCode: 'invalid_request',
+          next: 'fix_request' as const,
+          message: 'The request was refused.',
+        })
   );
 }

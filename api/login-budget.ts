@@ -20,7 +20,10 @@ export async function loginWithinBudget<T>(
 ): Promise<T | null> {
   const outcome = await throttledLogin(app.db, app.config.loginThrottle, { account, address: request.ip }, attempt);
   if ('locked' in outcome) {
-    request.log.warn({ scope: outcome.locked.scope, retryAfter: outcome.locked.retryAfterSeconds }, `${what} refused: locked out`);
+    request.log.warn(
+      { scope: outcome.locked.scope, retryAfter: outcome.locked.retryAfterSeconds },
+      `${what} refused: locked out`,
+    );
     throw new RateLimitedError(outcome.locked.retryAfterSeconds, lockoutMessage(outcome.locked, accountFailures));
   }
   return 'ok' in outcome ? outcome.ok : null;

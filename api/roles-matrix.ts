@@ -8,9 +8,17 @@ import { roleAtLeast, ROLE_TITLES, TENANT_ROLES, type TenantRole } from '../core
 type Operation = { operationId?: string; summary?: string; tags?: string[]; 'x-tenant-role'?: TenantRole };
 type Document = { paths: Record<string, Record<string, Operation>> };
 
-export type MatrixRow = { area: string; method: string; path: string; operationId: string; summary: string; role: TenantRole };
+export type MatrixRow = {
+  area: string;
+  method: string;
+  path: string;
+  operationId: string;
+  summary: string;
+  role: TenantRole;
+};
 
-export const MATRIX_START = '<!-- roles matrix: made by test/docs/roles-matrix.test.ts from the routes; do not edit by hand -->';
+export const MATRIX_START =
+  '<!-- roles matrix: made by test/docs/roles-matrix.test.ts from the routes; do not edit by hand -->';
 export const MATRIX_END = '<!-- end of roles matrix -->';
 
 /** Every operation that declares a tenant role, by area (its first tag), then path and method. */
@@ -20,10 +28,19 @@ export function matrixRows(doc: Document): MatrixRow[] {
     for (const [method, op] of Object.entries(item)) {
       const role = op['x-tenant-role'];
       if (!role) continue;
-      rows.push({ area: op.tags?.[0] ?? 'other', method: method.toUpperCase(), path, operationId: op.operationId ?? '', summary: op.summary ?? '', role });
+      rows.push({
+        area: op.tags?.[0] ?? 'other',
+        method: method.toUpperCase(),
+        path,
+        operationId: op.operationId ?? '',
+        summary: op.summary ?? '',
+        role,
+      });
     }
   }
-  return rows.sort((a, b) => a.area.localeCompare(b.area) || a.path.localeCompare(b.path) || a.method.localeCompare(b.method));
+  return rows.sort(
+    (a, b) => a.area.localeCompare(b.area) || a.path.localeCompare(b.path) || a.method.localeCompare(b.method),
+  );
 }
 
 /** The matrix as Markdown: one table per area, a column per role. */
@@ -32,7 +49,12 @@ export function rolesMatrix(doc: Document): string {
   const areas = [...new Set(rows.map((r) => r.area))];
   const out: string[] = [MATRIX_START, ''];
   for (const area of areas) {
-    out.push(`**${area}**`, '', `| Operation | ${TENANT_ROLES.map((r) => ROLE_TITLES[r]).join(' | ')} |`, `|---|${TENANT_ROLES.map(() => ':-:').join('|')}|`);
+    out.push(
+      `**${area}**`,
+      '',
+      `| Operation | ${TENANT_ROLES.map((r) => ROLE_TITLES[r]).join(' | ')} |`,
+      `|---|${TENANT_ROLES.map(() => ':-:').join('|')}|`,
+    );
     for (const row of rows.filter((r) => r.area === area)) {
       const marks = TENANT_ROLES.map((r) => (roleAtLeast(r, row.role) ? 'yes' : '-'));
       out.push(`| \`${row.method} ${row.path}\` ${row.summary.replaceAll('|', '\\|')} | ${marks.join(' | ')} |`);

@@ -6,15 +6,24 @@ import { loadConfigOrExit } from '../core/config.ts';
 import { createLogger } from '../core/logger.ts';
 import { collectProcessMetrics, maybeStartMetricsServer } from '../core/metrics.ts';
 import { settleListenPort } from '../core/process/listen-port.ts';
-import { ensureSchema, exitWithError, guardUnhandledRejections, isMain, onShutdownSignal } from '../core/process/lifecycle.ts';
+import {
+  ensureSchema,
+  exitWithError,
+  guardUnhandledRejections,
+  isMain,
+  onShutdownSignal,
+} from '../core/process/lifecycle.ts';
 import { startApi } from './start-api.ts';
 
 async function main() {
-  commandLine(`
+  commandLine(
+    `
 usage: npm run start:api
 The api process alone (needs DATABASE_URL and a migrated database; run
 workers beside it with npm run start:worker). Configured by environment
-variables: PORT, HOST, BASE_URL, DATABASE_URL, ... (docs/configuration.md).`, {});
+variables: PORT, HOST, BASE_URL, DATABASE_URL, ... (docs/configuration.md).`,
+    {},
+  );
   const loaded = loadConfigOrExit();
   const logger = createLogger(loaded.logLevel, 'api', { format: loaded.logFormat, nodeEnv: loaded.nodeEnv });
   guardUnhandledRejections(logger);

@@ -30,7 +30,10 @@ export async function startApi(config: Config, databaseUrl: string, logger: Logg
   // database, busy port, old schema) answer without loading every route.
   const { buildApp } = await import('./app.ts');
   // Request logs as readable lines where LOG_FORMAT asks for them (JSON otherwise).
-  const app = await buildApp({ config, db, jobEvents, jobs }, { logStream: logStream({ format: config.logFormat, nodeEnv: config.nodeEnv }) });
+  const app = await buildApp(
+    { config, db, jobEvents, jobs },
+    { logStream: logStream({ format: config.logFormat, nodeEnv: config.nodeEnv }) },
+  );
   const url = await app.listen({ host: config.host, port: config.port });
   let stopping: Promise<void> | null = null;
   const stop = () =>

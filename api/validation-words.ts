@@ -5,8 +5,10 @@ import type { ValidationIssue } from './errors.ts';
 
 /** What a few fields mean and where their values come from, added when they are missing. */
 const HINTS: Record<string, string> = {
-  'header.x-tenant-id': 'It names the workspace to act in: a tenant id from GET /api/tenants/ (or the tenantId that POST /api/chat/init answers).',
-  'header.idempotency-key': 'Send a key of your own (8-200 printable characters), and the same key again when you retry this request.',
+  'header.x-tenant-id':
+    'It names the workspace to act in: a tenant id from GET /api/tenants/ (or the tenantId that POST /api/chat/init answers).',
+  'header.idempotency-key':
+    'Send a key of your own (8-200 printable characters), and the same key again when you retry this request.',
   'header.authorization': 'Send "Authorization: Bearer <token>"; POST /api/auth/login answers a token.',
 };
 

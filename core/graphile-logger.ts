@@ -5,7 +5,13 @@ import { Logger as WorkerLogger } from 'graphile-worker';
 import type { Logger } from 'pino';
 import { isDatabaseUnavailable } from './db/unavailable.ts';
 
-type JobLike = { id?: unknown; task_identifier?: unknown; attempts?: unknown; max_attempts?: unknown; queue_name?: unknown };
+type JobLike = {
+  id?: unknown;
+  task_identifier?: unknown;
+  attempts?: unknown;
+  max_attempts?: unknown;
+  queue_name?: unknown;
+};
 
 function summarizeJob(job: JobLike) {
   return { id: job.id, task: job.task_identifier, attempts: job.attempts, maxAttempts: job.max_attempts };
@@ -25,21 +31,34 @@ export function graphileLogger(logger: Logger): WorkerLogger {
     // Its LISTEN connection broke (PostgreSQL restarted, the connection
     // was ended): Graphile reconnects by itself, and says so as an error.
     // A warning, in one line with the cause.
-    if (message.startsWith('Error with notify listener') || message.startsWith('Error occurred attempting to UNLISTEN')) {
+    if (
+      message.startsWith('Error with notify listener') ||
+      message.startsWith('Error occurred attempting to UNLISTEN')
+    ) {
       logger.warn({ reason: message.split('\n')[0] }, 'graphile worker: its LISTEN connection broke; reconnecting');
       return;
     }
     // Graphile gave up recording a batch of finished or failed jobs while
     // PostgreSQL was away: the worker restarts its pools on the event
     // (workers/worker.ts) and the jobs run again. A warning, in one line.
-    if (level === 'error' && /^Failed to (complete|fail) jobs\b/.test(message) && isDatabaseUnavailable(fields.fatalError)) {
-      logger.warn({ reason: message.split('\n')[0], error: (fields.fatalError as Error).message }, 'graphile worker: could not record finished jobs while the database was away; the pools restart to recover them');
+    if (
+      level === 'error' &&
+      /^Failed to (complete|fail) jobs\b/.test(message) &&
+      isDatabaseUnavailable(fields.fatalError)
+    ) {
+      logger.warn(
+        { reason: message.split('\n')[0], error: (fields.fatalError as Error).message },
+        'graphile worker: could not record finished jobs while the database was away; the pools restart to recover them',
+      );
       return;
     }
     // A task that failed because PostgreSQL was away (a scheduled task runs
     // again at its next time, a job is retried): the task said so already.
     if (level === 'error' && isDatabaseUnavailable(fields.error)) {
-      logger.warn({ job: fields.job, reason: (fields.error as Error).message }, 'graphile worker: a task failed while the database was away');
+      logger.warn(
+        { job: fields.job, reason: (fields.error as Error).message },
+        'graphile worker: a task failed while the database was away',
+      );
       return;
     }
     // Any other error it retries by itself (a fetch or a lock reset while

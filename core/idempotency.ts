@@ -33,7 +33,9 @@ export function fingerprint(parts: unknown): string {
 function canonicalJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
   if (value && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>).filter(([, v]) => v !== undefined).sort(([a], [b]) => (a < b ? -1 : 1));
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : 1));
     return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
   }
   return JSON.stringify(value ?? null);
@@ -47,7 +49,8 @@ const Existing = z.object({
 });
 
 const leaseEnd = (ms: number) => sql.fragment`now() + make_interval(secs => ${ms / 1000})`;
-const sameKey = (input: Key) => sql.fragment`scope = ${input.scope} and tenant_id = ${input.tenantId} and key = ${input.key}`;
+const sameKey = (input: Key) =>
+  sql.fragment`scope = ${input.scope} and tenant_id = ${input.tenantId} and key = ${input.key}`;
 
 export async function claimIdempotencyKey(
   tx: CommonQueryMethods,
@@ -91,7 +94,10 @@ export async function recordIdempotentResponse(
   tx: CommonQueryMethods,
   input: Key & { status: number; body: unknown; owner?: string },
 ): Promise<boolean> {
-  const fence = input.owner === undefined ? sql.fragment`true` : sql.fragment`state = 'in_progress' and lease_owner = ${input.owner}`;
+  const fence =
+    input.owner === undefined
+      ? sql.fragment`true`
+      : sql.fragment`state = 'in_progress' and lease_owner = ${input.owner}`;
   const { rowCount } = await tx.query(sql.unsafe`
     update idempotency_records
     set state = 'completed', response_status = ${input.status}, response_body = ${sql.jsonb(input.body as never)}, lease_expires_at = null
@@ -100,7 +106,10 @@ export async function recordIdempotentResponse(
 }
 
 /** Drops the owner's claim, so the identical retry runs; false when it was not the owner's any more. */
-export async function releaseIdempotencyClaim(tx: CommonQueryMethods, input: Key & { owner: string }): Promise<boolean> {
+export async function releaseIdempotencyClaim(
+  tx: CommonQueryMethods,
+  input: Key & { owner: string },
+): Promise<boolean> {
   const { rowCount } = await tx.query(sql.unsafe`
     delete from idempotency_records where ${sameKey(input)} and state = 'in_progress' and lease_owner = ${input.owner}`);
   return rowCount > 0;

@@ -61,7 +61,11 @@ export type LogOutput = {
 };
 
 /** Readable lines instead of JSON? Never in tests (NODE_ENV=test) unless asked for explicitly. */
-export function wantsPrettyLogs({ format = 'json', nodeEnv = process.env.NODE_ENV, isTTY = process.stdout.isTTY === true }: LogOutput = {}): boolean {
+export function wantsPrettyLogs({
+  format = 'json',
+  nodeEnv = process.env.NODE_ENV,
+  isTTY = process.stdout.isTTY === true,
+}: LogOutput = {}): boolean {
   return format === 'pretty' || (format === 'auto' && nodeEnv === 'development' && isTTY);
 }
 
@@ -130,7 +134,8 @@ export function lazyChild(parent: Logger, bindings: Record<string, unknown>): Lo
   const real = () => (child ??= parent.child(bindings));
   return new Proxy({} as Logger, {
     get(_target, prop) {
-      if (typeof prop === 'string' && LEVEL_METHODS.has(prop) && child === null && !parent.isLevelEnabled(prop)) return noop;
+      if (typeof prop === 'string' && LEVEL_METHODS.has(prop) && child === null && !parent.isLevelEnabled(prop))
+        return noop;
       const target = real();
       const value = Reflect.get(target, prop, target) as unknown;
       return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;

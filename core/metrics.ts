@@ -43,7 +43,10 @@ const Depth = z.object({ n: z.number() });
  * and platform_metrics_scrape_errors_total{source} counts it.
  */
 export function registerDatabaseMetrics(
-  registry: Registry, db: DatabasePool, logger?: { warn: (obj: object, msg: string) => void }, queue?: QueueMetricsOptions,
+  registry: Registry,
+  db: DatabasePool,
+  logger?: { warn: (obj: object, msg: string) => void },
+  queue?: QueueMetricsOptions,
 ): void {
   // The reads of the current scrape: the error counter is rendered after them.
   const reads = new Set<Promise<unknown>>();
@@ -174,7 +177,11 @@ export function registerWorkerMetrics(registry: Registry): {
  * platform_worker_slots{pool} and platform_worker_jobs_running{pool}: a
  * worker process's slots per pool (short, io) and the jobs running in them now.
  */
-export function registerPoolGauges(registry: Registry, slots: Record<string, number>, running: () => Record<string, number>): void {
+export function registerPoolGauges(
+  registry: Registry,
+  slots: Record<string, number>,
+  running: () => Record<string, number>,
+): void {
   new Gauge({
     name: 'platform_worker_slots',
     help: 'Slots of this worker process, by pool (short: WORKER_CONCURRENCY, io: WORKER_IO_CONCURRENCY)',

@@ -17,8 +17,20 @@ export const OFFLINE_MODEL = 'builtin/offline';
 
 export const PLANS: Record<PlanName, Plan> = {
   free: { name: 'free', companyWork: false, monthlyMessages: 200, models: [OFFLINE_MODEL], agentSlots: 3 },
-  pro: { name: 'pro', companyWork: true, monthlyMessages: 10_000, models: [OFFLINE_MODEL, 'openai/*', 'anthropic/*'], agentSlots: 10 },
-  enterprise: { name: 'enterprise', companyWork: true, monthlyMessages: 100_000, models: [OFFLINE_MODEL, 'openai/*', 'anthropic/*', 'custom/*'], agentSlots: 50 },
+  pro: {
+    name: 'pro',
+    companyWork: true,
+    monthlyMessages: 10_000,
+    models: [OFFLINE_MODEL, 'openai/*', 'anthropic/*'],
+    agentSlots: 10,
+  },
+  enterprise: {
+    name: 'enterprise',
+    companyWork: true,
+    monthlyMessages: 100_000,
+    models: [OFFLINE_MODEL, 'openai/*', 'anthropic/*', 'custom/*'],
+    agentSlots: 50,
+  },
 };
 
 export const planOf = (name: string): Plan => PLANS[name as PlanName] ?? PLANS.free;

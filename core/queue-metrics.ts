@@ -21,9 +21,20 @@ export const QUEUE_STATE_COUNTS = sql.fragment`
   count(*) filter (where g.locked_at is not null)::int as running,
   count(*) filter (where g.locked_at is null and g.run_at > now())::int as waiting`;
 
-const QueueRow = z.object({ kind: z.string(), ready: z.number(), running: z.number(), waiting: z.number(), oldest_ready_s: z.number().nullable() });
+const QueueRow = z.object({
+  kind: z.string(),
+  ready: z.number(),
+  running: z.number(),
+  waiting: z.number(),
+  oldest_ready_s: z.number().nullable(),
+});
 export type QueueRow = z.infer<typeof QueueRow>;
-const WorkerRow = z.object({ stale: z.boolean(), age_s: z.number(), concurrency: z.number().nullable(), io_concurrency: z.number().nullable() });
+const WorkerRow = z.object({
+  stale: z.boolean(),
+  age_s: z.number(),
+  concurrency: z.number().nullable(),
+  io_concurrency: z.number().nullable(),
+});
 
 export type QueueSnapshot = { queue: readonly QueueRow[]; workers: ReadonlyArray<z.infer<typeof WorkerRow>> };
 
@@ -80,7 +91,12 @@ export function registerQueueGauges(
   registry: Registry,
   db: DatabasePool,
   options: QueueMetricsOptions,
-  read: <T>(source: string, query: () => Promise<T>, onValue: (value: T) => void, onError: () => void) => Promise<unknown>,
+  read: <T>(
+    source: string,
+    query: () => Promise<T>,
+    onValue: (value: T) => void,
+    onError: () => void,
+  ) => Promise<unknown>,
 ): void {
   // One read serves every gauge of a scrape (prom-client collects them all at once).
   let current: Promise<QueueSnapshot> | null = null;
@@ -94,10 +110,17 @@ export function registerQueueGauges(
     labelNames: ['kind', 'state'] as const,
     registers: [registry],
     async collect() {
-      await read('platform_queue_jobs', snapshot, (s) => {
-        this.reset();
-        for (const row of s.queue) for (const state of ['ready', 'running', 'waiting'] as const) this.set({ kind: row.kind, state }, row[state]);
-      }, () => this.reset());
+      await read(
+        'platform_queue_jobs',
+        snapshot,
+        (s) => {
+          this.reset();
+          for (const row of s.queue)
+            for (const state of ['ready', 'running', 'waiting'] as const)
+              this.set({ kind: row.kind, state }, row[state]);
+        },
+        () => this.reset(),
+      );
     },
   });
   new Gauge({
@@ -105,8 +128,12 @@ export function registerQueueGauges(
     help: 'How long the oldest job that is due has waited for a slot (0 when none waits)',
     registers: [registry],
     async collect() {
-      await read('platform_queue_oldest_ready_seconds', snapshot,
-        (s) => this.set(Math.max(0, ...s.queue.map((r) => r.oldest_ready_s ?? 0))), () => this.remove());
+      await read(
+        'platform_queue_oldest_ready_seconds',
+        snapshot,
+        (s) => this.set(Math.max(0, ...s.queue.map((r) => r.oldest_ready_s ?? 0))),
+        () => this.remove(),
+      );
     },
   });
   new Gauge({
@@ -115,10 +142,15 @@ export function registerQueueGauges(
     labelNames: ['state'] as const,
     registers: [registry],
     async collect() {
-      await read('platform_worker_processes', snapshot, (s) => {
-        this.set({ state: 'live' }, s.workers.filter((w) => !w.stale).length);
-        this.set({ state: 'stale' }, s.workers.filter((w) => w.stale).length);
-      }, () => this.reset());
+      await read(
+        'platform_worker_processes',
+        snapshot,
+        (s) => {
+          this.set({ state: 'live' }, s.workers.filter((w) => !w.stale).length);
+          this.set({ state: 'stale' }, s.workers.filter((w) => w.stale).length);
+        },
+        () => this.reset(),
+      );
     },
   });
   new Gauge({
@@ -126,19 +158,29 @@ export function registerQueueGauges(
     help: 'Age of the freshest worker heartbeat (absent when no worker process has ever beaten)',
     registers: [registry],
     async collect() {
-      await read('platform_worker_heartbeat_age_seconds', snapshot, (s) => {
-        // An unlabelled gauge reset() shows 0; remove() shows nothing (absent, as it should be).
-        if (s.workers.length === 0) this.remove();
-        else this.set(Math.min(...s.workers.map((w) => w.age_s)));
-      }, () => this.remove());
+      await read(
+        'platform_worker_heartbeat_age_seconds',
+        snapshot,
+        (s) => {
+          // An unlabelled gauge reset() shows 0; remove() shows nothing (absent, as it should be).
+          if (s.workers.length === 0) this.remove();
+          else this.set(Math.min(...s.workers.map((w) => w.age_s)));
+        },
+        () => this.remove(),
+      );
     },
   });
   new Gauge({
     name: 'platform_worker_processes_desired',
-    help: 'Worker processes the queue needs now (autoscaling signal): per pool, running plus ready jobs over one process\'s slots; the largest pool decides',
+    help: "Worker processes the queue needs now (autoscaling signal): per pool, running plus ready jobs over one process's slots; the largest pool decides",
     registers: [registry],
     async collect() {
-      await read('platform_worker_processes_desired', snapshot, (s) => this.set(desiredWorkerProcesses(s, options.slots)), () => this.remove());
+      await read(
+        'platform_worker_processes_desired',
+        snapshot,
+        (s) => this.set(desiredWorkerProcesses(s, options.slots)),
+        () => this.remove(),
+      );
     },
   });
   new Gauge({
@@ -146,7 +188,12 @@ export function registerQueueGauges(
     help: '1 when this process reached PostgreSQL at the scrape, else 0',
     registers: [registry],
     async collect() {
-      await read('platform_database_up', () => db.oneFirst(sql.type(z.object({ ok: z.number() }))`select 1 as ok`), () => this.set(1), () => this.set(0));
+      await read(
+        'platform_database_up',
+        () => db.oneFirst(sql.type(z.object({ ok: z.number() }))`select 1 as ok`),
+        () => this.set(1),
+        () => this.set(0),
+      );
     },
   });
 }

@@ -30,7 +30,11 @@ export type WindowRow = z.infer<typeof Window>;
 const intervalOf = (windowMs: number) => sql.fragment`make_interval(secs => ${windowMs / 1000})`;
 
 /** Counts one hit in each window (a window opens with its first hit, again once it has closed); answers the counts. */
-export async function countHits(db: CommonQueryMethods, windowMs: number, keys: readonly WindowKey[]): Promise<readonly WindowRow[]> {
+export async function countHits(
+  db: CommonQueryMethods,
+  windowMs: number,
+  keys: readonly WindowKey[],
+): Promise<readonly WindowRow[]> {
   const window = intervalOf(windowMs);
   return db.any(sql.type(Window)`
     insert into rate_limit_windows as w (bucket, key, window_start, hits)
@@ -43,7 +47,11 @@ export async function countHits(db: CommonQueryMethods, windowMs: number, keys: 
 }
 
 /** The open windows of these keys, without counting a hit. */
-export async function openWindows(db: CommonQueryMethods, windowMs: number, keys: readonly WindowKey[]): Promise<readonly WindowRow[]> {
+export async function openWindows(
+  db: CommonQueryMethods,
+  windowMs: number,
+  keys: readonly WindowKey[],
+): Promise<readonly WindowRow[]> {
   const window = intervalOf(windowMs);
   return db.any(sql.type(Window)`
     select w.bucket, w.key, w.hits, (w.window_start + ${window})::text as reset_at
@@ -52,9 +60,14 @@ export async function openWindows(db: CommonQueryMethods, windowMs: number, keys
 }
 
 /** Whole seconds until a window closes (at least 1): a Retry-After. */
-export const secondsUntil = (resetAt: string) => Math.max(1, Math.ceil((new Date(resetAt).getTime() - Date.now()) / 1000));
+export const secondsUntil = (resetAt: string) =>
+  Math.max(1, Math.ceil((new Date(resetAt).getTime() - Date.now()) / 1000));
 
-export async function hitRateLimit(db: CommonQueryMethods, rule: RateLimitRule, key: string): Promise<RateLimitDecision> {
+export async function hitRateLimit(
+  db: CommonQueryMethods,
+  rule: RateLimitRule,
+  key: string,
+): Promise<RateLimitDecision> {
   const [row] = await countHits(db, rule.windowMs, [{ bucket: rule.bucket, key }]);
   return {
     allowed: row!.hits <= rule.limit,

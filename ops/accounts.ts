@@ -19,7 +19,9 @@ import { openDatabase } from './database.ts';
 async function readStdin(): Promise<string> {
   const chunks: Buffer[] = [];
   for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString('utf8').replace(/\r?\n$/, '');
+  return Buffer.concat(chunks)
+    .toString('utf8')
+    .replace(/\r?\n$/, '');
 }
 
 const USAGE = `
@@ -29,7 +31,11 @@ Creates a person's account (there is no open sign-up). Pipe the password in
 (printf '%s' "$PW" | npm run user:create -- ...); with nothing piped a strong
 one is generated and printed once. --operator makes (or promotes) a platform
 operator.`;
-const values = commandLine(USAGE, { email: { type: 'string' }, name: { type: 'string' }, operator: { type: 'boolean', default: false } });
+const values = commandLine(USAGE, {
+  email: { type: 'string' },
+  name: { type: 'string' },
+  operator: { type: 'boolean', default: false },
+});
 const config = loadConfigOrExit();
 const logger = createLogger(process.env.LOG_LEVEL ?? 'warn', 'accounts');
 try {
@@ -41,17 +47,26 @@ try {
   const generated = given === '';
   const password = generated ? randomBytes(15).toString('base64url') : given;
   if (password.length < PASSWORD_MIN_LENGTH || password.length > PASSWORD_MAX_LENGTH) {
-    throw new Error(`the piped password has ${password.length} characters; it must have ${PASSWORD_MIN_LENGTH} to ${PASSWORD_MAX_LENGTH} (pipe nothing to get a generated one)`);
+    throw new Error(
+      `the piped password has ${password.length} characters; it must have ${PASSWORD_MIN_LENGTH} to ${PASSWORD_MAX_LENGTH} (pipe nothing to get a generated one)`,
+    );
   }
   const { db, close } = await openDatabase(config, logger);
   try {
     try {
-      const user = await createUser(db, { email: email.data, password, displayName: values.name, operator: values.operator });
+      const user = await createUser(db, {
+        email: email.data,
+        password,
+        displayName: values.name,
+        operator: values.operator,
+      });
       process.stdout.write(`created ${user.is_operator ? 'operator' : 'user'} ${user.email} (${user.id})\n`);
       if (generated) process.stdout.write(`password (shown once): ${password}\n`);
     } catch (error) {
       if (!(error instanceof EmailTakenError) || !values.operator) throw error;
-      await db.query(sql.unsafe`update users set is_operator = true, updated_at = now() where lower(email) = lower(${email.data})`);
+      await db.query(
+        sql.unsafe`update users set is_operator = true, updated_at = now() where lower(email) = lower(${email.data})`,
+      );
       process.stdout.write(`${email.data} already exists; it is now the platform operator (password unchanged)\n`);
     }
   } finally {

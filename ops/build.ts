@@ -26,4 +26,6 @@ const { files } = await compileTree(root, out, RUNTIME_DIRS, { sourceMaps: true 
 cpSync(path.join(root, 'sql'), path.join(out, 'sql'), { recursive: true });
 // Its `"type": "module"`: dist/ says by itself that its files are ES modules.
 cpSync(path.join(root, 'package.json'), path.join(out, 'package.json'));
-process.stdout.write(`build: ${files} files compiled into dist/ in ${((performance.now() - started) / 1000).toFixed(1)} s\n`);
+process.stdout.write(
+  `build: ${files} files compiled into dist/ in ${((performance.now() - started) / 1000).toFixed(1)} s\n`,
+);

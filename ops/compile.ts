@@ -36,7 +36,12 @@ const keepImports: Plugin = {
 };
 
 /** Compiles `dirs` of `root` into `out` (created if missing); other files in them are copied as they are. */
-export async function compileTree(root: string, out: string, dirs: readonly string[], options: { sourceMaps?: boolean } = {}): Promise<{ files: number }> {
+export async function compileTree(
+  root: string,
+  out: string,
+  dirs: readonly string[],
+  options: { sourceMaps?: boolean } = {},
+): Promise<{ files: number }> {
   const found = { ts: [] as string[], other: [] as string[] };
   for (const dir of dirs) sourcesIn(path.join(root, dir), found);
   mkdirSync(out, { recursive: true });

@@ -8,10 +8,18 @@ import { migrate } from '../core/db/migrate.ts';
 import { createDatabasePool, type DatabasePool } from '../core/db/pool.ts';
 import { startEmbeddedPostgres } from './embedded-postgres.ts';
 
-export async function openDatabase(config: Config, logger: Logger): Promise<{ db: DatabasePool; url: string; close: () => Promise<void> }> {
+export async function openDatabase(
+  config: Config,
+  logger: Logger,
+): Promise<{ db: DatabasePool; url: string; close: () => Promise<void> }> {
   const embedded = config.databaseUrl
     ? null
-    : await startEmbeddedPostgres({ directory: path.join(config.dataDir, 'pg'), port: config.embeddedPgPort, logger, command: 'an ops command' });
+    : await startEmbeddedPostgres({
+        directory: path.join(config.dataDir, 'pg'),
+        port: config.embeddedPgPort,
+        logger,
+        command: 'an ops command',
+      });
   const url = config.databaseUrl ?? embedded!.url;
   try {
     await migrate(url, logger);

@@ -12,7 +12,18 @@
 // `postgres` with mode 0700, as PostgreSQL requires.
 import { execFileSync, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  chownSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  renameSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Logger } from 'pino';
@@ -35,11 +46,19 @@ type Ids = { uid: number; gid: number };
 /** The postgres system user's ids, creating the user on first use (root only). */
 export function postgresUserIds(): Ids | Record<string, never> {
   if (!runsAsRoot()) return {};
-  const id = (flag: string) => Number.parseInt(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim(), 10);
+  const id = (flag: string) =>
+    Number.parseInt(
+      execFileSync('id', [flag, 'postgres'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim(),
+      10,
+    );
   try {
     return { uid: id('-u'), gid: id('-g') };
   } catch {
-    execFileSync('useradd', ['--system', '--user-group', '--no-create-home', '--shell', '/usr/sbin/nologin', 'postgres'], { stdio: 'ignore' });
+    execFileSync(
+      'useradd',
+      ['--system', '--user-group', '--no-create-home', '--shell', '/usr/sbin/nologin', 'postgres'],
+      { stdio: 'ignore' },
+    );
     return { uid: id('-u'), gid: id('-g') };
   }
 }
@@ -59,7 +78,9 @@ function adoptRelocatedCluster(directory: string, logger?: Logger): void {
   const legacy = legacyRelocatedDirectory(directory);
   if (!existsSync(path.join(legacy, 'PG_VERSION')) || existsSync(path.join(directory, 'PG_VERSION'))) return;
   if (existsSync(path.join(legacy, 'postmaster.pid'))) {
-    throw new ClusterDirectoryError(`embedded postgres: the cluster of ${directory} is still at ${legacy} and looks running; stop the process using it, then start again`);
+    throw new ClusterDirectoryError(
+      `embedded postgres: the cluster of ${directory} is still at ${legacy} and looks running; stop the process using it, then start again`,
+    );
   }
   if (existsSync(directory) && readdirSync(directory).length === 0) rmSync(directory, { recursive: true });
   mkdirSync(path.dirname(directory), { recursive: true });
@@ -71,11 +92,15 @@ function adoptRelocatedCluster(directory: string, logger?: Logger): void {
       `embedded postgres: the cluster of ${directory} is at ${legacy} (kept there by an earlier version). Move it back with: mv ${legacy} ${directory}`,
     );
   }
-  logger?.warn({ from: legacy, to: directory }, 'embedded postgres: moved the cluster an earlier version kept in a shared place back into DATA_DIR');
+  logger?.warn(
+    { from: legacy, to: directory },
+    'embedded postgres: moved the cluster an earlier version kept in a shared place back into DATA_DIR',
+  );
 }
 
 // What initdb writes into a cluster directory; anything else there is not ours.
-const CLUSTER_ENTRY = /^(PG_VERSION|base|global|pg_[a-z_]+|postgresql(\.auto)?\.conf|pg_(hba|ident)\.conf|postmaster\.(opts|pid))$/;
+const CLUSTER_ENTRY =
+  /^(PG_VERSION|base|global|pg_[a-z_]+|postgresql(\.auto)?\.conf|pg_(hba|ident)\.conf|postmaster\.(opts|pid))$/;
 
 /**
  * initdb that was interrupted leaves a directory without PG_VERSION: nothing
@@ -84,12 +109,17 @@ const CLUSTER_ENTRY = /^(PG_VERSION|base|global|pg_[a-z_]+|postgresql(\.auto)?\.
  */
 function removeInterruptedInitdb(directory: string, logger?: Logger): void {
   if (!existsSync(directory) || existsSync(path.join(directory, 'PG_VERSION'))) return;
-  if (!statSync(directory).isDirectory()) throw new ClusterDirectoryError(`embedded postgres: ${directory} is not a directory; move it away or set DATA_DIR elsewhere`);
+  if (!statSync(directory).isDirectory())
+    throw new ClusterDirectoryError(
+      `embedded postgres: ${directory} is not a directory; move it away or set DATA_DIR elsewhere`,
+    );
   const entries = readdirSync(directory);
   if (entries.length === 0) return;
   const foreign = entries.filter((name) => !CLUSTER_ENTRY.test(name));
   if (foreign.length > 0) {
-    throw new ClusterDirectoryError(`embedded postgres: ${directory} is not empty and holds no PostgreSQL cluster (${foreign.slice(0, 3).join(', ')}); move it away or set DATA_DIR elsewhere`);
+    throw new ClusterDirectoryError(
+      `embedded postgres: ${directory} is not empty and holds no PostgreSQL cluster (${foreign.slice(0, 3).join(', ')}); move it away or set DATA_DIR elsewhere`,
+    );
   }
   logger?.warn({ directory }, 'embedded postgres: removing a half-initialised data directory');
   rmSync(directory, { recursive: true, force: true });
@@ -113,7 +143,10 @@ export function prepareClusterDirectory(directory: string, logger?: Logger): Ids
     return ids;
   }
   const stat = statSync(directory);
-  if (!stat.isDirectory()) throw new ClusterDirectoryError(`embedded postgres: ${directory} is not a directory; move it away or set DATA_DIR elsewhere`);
+  if (!stat.isDirectory())
+    throw new ClusterDirectoryError(
+      `embedded postgres: ${directory} is not a directory; move it away or set DATA_DIR elsewhere`,
+    );
   if (stat.uid !== ids.uid) {
     const empty = readdirSync(directory).length === 0;
     if (empty && stat.uid === 0) {
@@ -131,7 +164,12 @@ export function prepareClusterDirectory(directory: string, logger?: Logger): Ids
 }
 
 /** initdb for a new cluster, as the user that will run it, with a password file only that user can read. */
-export async function initialiseCluster(initdb: string, directory: string, password: string, log: (message: string) => void): Promise<void> {
+export async function initialiseCluster(
+  initdb: string,
+  directory: string,
+  password: string,
+  log: (message: string) => void,
+): Promise<void> {
   const ids = postgresUserIds();
   const scratch = mkdtempSync(path.join(tmpdir(), 'platform-initdb-'));
   try {
@@ -143,9 +181,22 @@ export async function initialiseCluster(initdb: string, directory: string, passw
     }
     if (!runsAsRoot()) mkdirSync(directory, { recursive: true, mode: 0o700 });
     const { dataArg, cwd } = dataDirArgs(directory);
-    const args = [`--pgdata=${dataArg}`, '--auth=scram-sha-256', '--username=postgres', `--pwfile=${passwordFile}`, '--encoding=UTF8', '--no-sync', '--lc-messages=C'];
+    const args = [
+      `--pgdata=${dataArg}`,
+      '--auth=scram-sha-256',
+      '--username=postgres',
+      `--pwfile=${passwordFile}`,
+      '--encoding=UTF8',
+      '--no-sync',
+      '--lc-messages=C',
+    ];
     await new Promise<void>((resolve, reject) => {
-      const child = spawn(initdb, args, { cwd, env: { ...process.env, LC_MESSAGES: 'C' }, stdio: ['ignore', 'pipe', 'pipe'], ...ids });
+      const child = spawn(initdb, args, {
+        cwd,
+        env: { ...process.env, LC_MESSAGES: 'C' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+        ...ids,
+      });
       let output = '';
       const collect = (chunk: Buffer) => {
         const text = chunk.toString('utf8');
@@ -156,7 +207,13 @@ export async function initialiseCluster(initdb: string, directory: string, passw
       child.stderr.on('data', collect);
       child.once('error', reject);
       child.once('close', (code, signal) =>
-        code === 0 ? resolve() : reject(new ClusterDirectoryError(`embedded postgres: initdb failed for ${directory} (${signal ?? `code ${code}`}): ${output.trim().split('\n').slice(-5).join('\n')}`)),
+        code === 0
+          ? resolve()
+          : reject(
+              new ClusterDirectoryError(
+                `embedded postgres: initdb failed for ${directory} (${signal ?? `code ${code}`}): ${output.trim().split('\n').slice(-5).join('\n')}`,
+              ),
+            ),
       );
     });
   } finally {

@@ -38,7 +38,10 @@ export async function recoverFromPreviousRun(directory: string, logger?: Logger)
       process.kill(pid, 'SIGQUIT');
       for (let i = 0; i < 50 && processAlive(pid); i++) await sleep(100);
     }
-    if (processAlive(pid)) throw new EmbeddedPostgresError(`embedded postgres: postmaster ${pid} of ${directory} does not stop; stop it by hand`);
+    if (processAlive(pid))
+      throw new EmbeddedPostgresError(
+        `embedded postgres: postmaster ${pid} of ${directory} does not stop; stop it by hand`,
+      );
   }
   if (existsSync(pidFile)) {
     logger?.warn('embedded postgres: removing a stale postmaster.pid');

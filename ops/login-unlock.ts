@@ -22,8 +22,10 @@ const values = commandLine(USAGE, { email: { type: 'string' }, address: { type: 
 const email = values.email as string | undefined;
 const address = values.address as string | undefined;
 if (!email && !address) usageError(USAGE, 'give --email, --address or both');
-if (email !== undefined && !z.email().safeParse(email.trim()).success) usageError(USAGE, `--email must be an e-mail address; "${email}" is not one`);
-if (address !== undefined && !isIP(address)) usageError(USAGE, `--address must be an IPv4 or IPv6 address; "${address}" is not one`);
+if (email !== undefined && !z.email().safeParse(email.trim()).success)
+  usageError(USAGE, `--email must be an e-mail address; "${email}" is not one`);
+if (address !== undefined && !isIP(address))
+  usageError(USAGE, `--address must be an IPv4 or IPv6 address; "${address}" is not one`);
 const config = loadConfigOrExit();
 const logger = createLogger(process.env.LOG_LEVEL ?? 'warn', 'login-unlock');
 try {
@@ -32,7 +34,11 @@ try {
     const cleared = await liftLockout(db, { email: email?.trim(), address });
     const what = [email && `account ${email.trim()}`, address && `address ${address}`].filter(Boolean).join(' and ');
     logger.warn({ account: Boolean(email), address: address ?? null, cleared }, 'login lockout lifted by an operator');
-    process.stdout.write(cleared > 0 ? `cleared the failed logins of ${what}; the next login is checked afresh\n` : `no failed logins were counted for ${what}; nothing to lift\n`);
+    process.stdout.write(
+      cleared > 0
+        ? `cleared the failed logins of ${what}; the next login is checked afresh\n`
+        : `no failed logins were counted for ${what}; nothing to lift\n`,
+    );
   } finally {
     await close();
   }

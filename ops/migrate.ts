@@ -8,16 +8,24 @@ import { exitWithError } from '../core/process/lifecycle.ts';
 import { commandLine } from '../core/process/command-line.ts';
 import { startEmbeddedPostgres } from './embedded-postgres.ts';
 
-commandLine(`
+commandLine(
+  `
 usage: npm run migrate
 Applies pending migrations (Graphile Worker's, then the platform's) to
-DATABASE_URL, or to the embedded PostgreSQL of DATA_DIR when it is unset.`, {});
+DATABASE_URL, or to the embedded PostgreSQL of DATA_DIR when it is unset.`,
+  {},
+);
 const config = loadConfigOrExit();
 const logger = createLogger(config.logLevel, 'migrate');
 try {
   const embedded = config.databaseUrl
     ? null
-    : await startEmbeddedPostgres({ directory: path.join(config.dataDir, 'pg'), port: config.embeddedPgPort, logger, command: 'npm run migrate' });
+    : await startEmbeddedPostgres({
+        directory: path.join(config.dataDir, 'pg'),
+        port: config.embeddedPgPort,
+        logger,
+        command: 'npm run migrate',
+      });
   try {
     const { applied } = await migrate(config.databaseUrl ?? embedded!.url, logger);
     logger.info({ applied: applied.length }, applied.length ? 'migrations applied' : 'database schema already current');

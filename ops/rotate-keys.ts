@@ -9,10 +9,13 @@ import { exitWithError } from '../core/process/lifecycle.ts';
 import { commandLine } from '../core/process/command-line.ts';
 import { openDatabase } from './database.ts';
 
-commandLine(`
+commandLine(
+  `
 usage: npm run keys:rotate
 The identity provider signs with a new ES256 key from now on; the old one
-keeps verifying what it signed until that has expired.`, {});
+keeps verifying what it signed until that has expired.`,
+  {},
+);
 const config = loadConfigOrExit();
 const logger = createLogger(process.env.LOG_LEVEL ?? 'warn', 'keys');
 try {

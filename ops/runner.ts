@@ -31,13 +31,23 @@ const intervalMs = Number(values.interval);
 const maxRefusals = Number(values['max-refusals']);
 const MAX_BACKOFF_MS = 60_000;
 if (!token) usageError(USAGE, 'a runner token is needed: --token, or RUNNER_TOKEN');
-if (!z.url().safeParse(values.url).success) usageError(USAGE, '--url must be the service\'s base URL');
-if (!Number.isInteger(intervalMs) || intervalMs < 100) usageError(USAGE, '--interval must be a whole number of milliseconds, at least 100');
-if (!Number.isInteger(maxRefusals) || maxRefusals < 1) usageError(USAGE, '--max-refusals must be a whole number, at least 1');
+if (!z.url().safeParse(values.url).success) usageError(USAGE, "--url must be the service's base URL");
+if (!Number.isInteger(intervalMs) || intervalMs < 100)
+  usageError(USAGE, '--interval must be a whole number of milliseconds, at least 100');
+if (!Number.isInteger(maxRefusals) || maxRefusals < 1)
+  usageError(USAGE, '--max-refusals must be a whole number, at least 1');
 const base = (values.url as string).replace(/\/+$/, '');
 
 const Heartbeat = z.object({
-  pendingWork: z.array(z.object({ id: z.string(), kind: z.string(), managedAgentId: z.string(), agentName: z.string(), jobId: z.string() })),
+  pendingWork: z.array(
+    z.object({
+      id: z.string(),
+      kind: z.string(),
+      managedAgentId: z.string(),
+      agentName: z.string(),
+      jobId: z.string(),
+    }),
+  ),
 });
 
 const stop = new AbortController();
@@ -81,14 +91,20 @@ while (!stop.signal.aborted) {
       // A real runner would start the agent here; the reference one only
       // takes it over and acknowledges.
       await call(`/api/runners/work/${work.id}/ack`, {});
-      logger.info({ workId: work.id, managedAgentId: work.managedAgentId, agent: work.agentName, jobId: work.jobId }, 'restore acknowledged');
+      logger.info(
+        { workId: work.id, managedAgentId: work.managedAgentId, agent: work.agentName, jobId: work.jobId },
+        'restore acknowledged',
+      );
     }
   } catch (error) {
     if (stop.signal.aborted) break;
     failures++;
     refusals = error instanceof TokenRefused ? refusals + 1 : 0;
     if (refusals >= maxRefusals) {
-      logger.error({ refusals }, `the runner token was refused ${refusals} times in a row (revoked or wrong): enroll the runner again and restart it with the new token`);
+      logger.error(
+        { refusals },
+        `the runner token was refused ${refusals} times in a row (revoked or wrong): enroll the runner again and restart it with the new token`,
+      );
       exitCode = 1;
       break;
     }

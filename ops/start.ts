@@ -13,12 +13,15 @@ import { commandLine } from '../core/process/command-line.ts';
 import { exitWithError, guardUnhandledRejections, onShutdownSignal } from '../core/process/lifecycle.ts';
 import { refuseIfInUse, startEmbeddedPostgres, type EmbeddedDatabase } from './embedded-postgres.ts';
 
-commandLine(`
+commandLine(
+  `
 usage: npm start
 The whole platform in one process: api, a worker and (with DATABASE_URL unset)
 an embedded PostgreSQL kept in DATA_DIR (default ./.data). Configured by
 environment variables: PORT (3000), HOST, DATA_DIR, DATABASE_URL, ...
-(docs/configuration.md). Ctrl-C stops it.`, {});
+(docs/configuration.md). Ctrl-C stops it.`,
+  {},
+);
 const loaded = loadConfigOrExit();
 const logger = createLogger(loaded.logLevel, 'platform', { format: loaded.logFormat, nodeEnv: loaded.nodeEnv });
 guardUnhandledRejections(logger);
@@ -29,7 +32,13 @@ try {
   if (!loaded.databaseUrl) refuseIfInUse(path.join(loaded.dataDir, 'pg'));
   const config = await settleListenPort(loaded);
   if (!config.databaseUrl) {
-    embedded = await startEmbeddedPostgres({ directory: path.join(config.dataDir, 'pg'), port: config.embeddedPgPort, logger, command: 'npm start', exclusive: true });
+    embedded = await startEmbeddedPostgres({
+      directory: path.join(config.dataDir, 'pg'),
+      port: config.embeddedPgPort,
+      logger,
+      command: 'npm start',
+      exclusive: true,
+    });
     logger.info({ port: embedded.port, directory: path.join(config.dataDir, 'pg') }, 'embedded postgres running');
   }
   const databaseUrl = config.databaseUrl ?? embedded!.url;
@@ -41,7 +50,11 @@ try {
   logger.info({ url: api.url, baseUrl: config.baseUrl }, 'platform ready');
   // One process, one exposition: the api's registry (with the database gauges) and the worker's.
   collectProcessMetrics(api.app.metrics.registry);
-  const metricsServer = await maybeStartMetricsServer(config.metrics, () => [api.app.metrics.registry, worker.metrics], logger);
+  const metricsServer = await maybeStartMetricsServer(
+    config.metrics,
+    () => [api.app.metrics.registry, worker.metrics],
+    logger,
+  );
   onShutdownSignal(logger, config.shutdownTimeoutMs, async () => {
     await api.stop();
     await metricsServer?.close();

@@ -17,13 +17,18 @@ usage: npm run tenant:suspend -- --tenant <tenant id> --reason "..."
        npm run tenant:suspend -- --tenant <tenant id> --resume
 Suspends a tenant (its agents and people get 403 tenant_inactive; nothing is
 deleted), or resumes it.`;
-const values = commandLine(USAGE, { tenant: { type: 'string' }, reason: { type: 'string' }, resume: { type: 'boolean', default: false } });
+const values = commandLine(USAGE, {
+  tenant: { type: 'string' },
+  reason: { type: 'string' },
+  resume: { type: 'boolean', default: false },
+});
 const config = loadConfigOrExit();
 const logger = createLogger(process.env.LOG_LEVEL ?? 'warn', 'tenant-suspend');
 try {
   const tenantId = z.uuid().safeParse(values.tenant);
   if (!tenantId.success) usageError(USAGE, '--tenant must be the tenant id (a UUID)');
-  if (!values.resume && !(values.reason as string | undefined)?.trim()) usageError(USAGE, '--reason is required to suspend (or pass --resume)');
+  if (!values.resume && !(values.reason as string | undefined)?.trim())
+    usageError(USAGE, '--reason is required to suspend (or pass --resume)');
   const { db, close } = await openDatabase(config, logger);
   try {
     const result = values.resume
@@ -31,7 +36,11 @@ try {
       : await suspendTenant(db, tenantId.data, `operator ${userInfo().username}: ${values.reason!.trim()}`);
     if (!result) throw new Error(`no tenant ${tenantId.data}`);
     logger.warn({ tenantId: tenantId.data, suspended: Boolean(result.suspended_at) }, 'tenant suspension changed');
-    process.stdout.write(result.suspended_at ? `tenant ${tenantId.data} is suspended since ${result.suspended_at}\n` : `tenant ${tenantId.data} is active\n`);
+    process.stdout.write(
+      result.suspended_at
+        ? `tenant ${tenantId.data} is suspended since ${result.suspended_at}\n`
+        : `tenant ${tenantId.data} is active\n`,
+    );
   } finally {
     await close();
   }

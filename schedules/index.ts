@@ -18,7 +18,13 @@ export const CRON_ITEMS: CronItem[] = [
     identifier: 'dead_worker_sweep',
     task: 'maintenance.dead_workers',
     match: '* * * * *',
-    options: { backfillPeriod: 0, priority: -1, maxAttempts: 1, jobKey: DEAD_WORKER_SWEEP_KEY, jobKeyMode: 'preserve_run_at' },
+    options: {
+      backfillPeriod: 0,
+      priority: -1,
+      maxAttempts: 1,
+      jobKey: DEAD_WORKER_SWEEP_KEY,
+      jobKeyMode: 'preserve_run_at',
+    },
   },
   {
     // Recomputes usage_daily (whole days, so a late or repeated run is harmless).
@@ -32,7 +38,13 @@ export const CRON_ITEMS: CronItem[] = [
     identifier: 'billing_expire',
     task: 'billing.expire',
     match: '* * * * *',
-    options: { backfillPeriod: 0, priority: -1, maxAttempts: 1, jobKey: 'billing_expire', jobKeyMode: 'preserve_run_at' },
+    options: {
+      backfillPeriod: 0,
+      priority: -1,
+      maxAttempts: 1,
+      jobKey: 'billing_expire',
+      jobKeyMode: 'preserve_run_at',
+    },
   },
   {
     // One sample of the queue a minute for the console's charts.
@@ -46,6 +58,12 @@ export const CRON_ITEMS: CronItem[] = [
     identifier: 'memory_retention',
     task: 'memory.retention',
     match: '23 3 * * *',
-    options: { backfillPeriod: 0, priority: -1, maxAttempts: 3, jobKey: 'memory_retention', jobKeyMode: 'preserve_run_at' },
+    options: {
+      backfillPeriod: 0,
+      priority: -1,
+      maxAttempts: 3,
+      jobKey: 'memory_retention',
+      jobKeyMode: 'preserve_run_at',
+    },
   },
 ];

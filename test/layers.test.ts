@@ -41,7 +41,9 @@ function packageOf(specifier: string): string {
   return specifier.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0]!;
 }
 
-const manifest = JSON.parse(readFileSync(path.join(sourceRoot, 'package.json'), 'utf8')) as { devDependencies: Record<string, string> };
+const manifest = JSON.parse(readFileSync(path.join(sourceRoot, 'package.json'), 'utf8')) as {
+  devDependencies: Record<string, string>;
+};
 const devOnly = new Set(Object.keys(manifest.devDependencies));
 
 t.test('every import points down a layer (or stays in its own)', async (t) => {
@@ -55,7 +57,8 @@ t.test('every import points down a layer (or stays in its own)', async (t) => {
         if (specifier.startsWith('.')) {
           const target = path.relative(sourceRoot, path.resolve(path.dirname(file), specifier)).split(path.sep)[0]!;
           if (target === layer) continue;
-          if (!(MAY_IMPORT[layer] as string[]).includes(target)) crossings.push(`${where} (${layer}/ may import ${MAY_IMPORT[layer].join(', ') || 'nothing else'})`);
+          if (!(MAY_IMPORT[layer] as string[]).includes(target))
+            crossings.push(`${where} (${layer}/ may import ${MAY_IMPORT[layer].join(', ') || 'nothing else'})`);
         } else if (RUNTIME.includes(layer) && !specifier.startsWith('node:') && devOnly.has(packageOf(specifier))) {
           crossings.push(`${where} (a development dependency: the production image has none)`);
         }
@@ -67,7 +70,18 @@ t.test('every import points down a layer (or stays in its own)', async (t) => {
 });
 
 /** The commands the production image runs (README's "Running in production"). */
-const PRODUCTION_ENTRIES = ['api/server.ts', 'workers/runner.ts', 'ops/migrate.ts', 'ops/accounts.ts', 'ops/licenses.ts', 'ops/tenant-plan.ts', 'ops/tenant-suspend.ts', 'ops/rotate-keys.ts', 'ops/login-unlock.ts', 'ops/runner.ts'];
+const PRODUCTION_ENTRIES = [
+  'api/server.ts',
+  'workers/runner.ts',
+  'ops/migrate.ts',
+  'ops/accounts.ts',
+  'ops/licenses.ts',
+  'ops/tenant-plan.ts',
+  'ops/tenant-suspend.ts',
+  'ops/rotate-keys.ts',
+  'ops/login-unlock.ts',
+  'ops/runner.ts',
+];
 
 t.test('what the production commands load needs no development dependency', async (t) => {
   const seen = new Set<string>();
@@ -77,7 +91,8 @@ t.test('what the production commands load needs no development dependency', asyn
     seen.add(file);
     for (const specifier of importsOf(file)) {
       if (specifier.startsWith('.')) visit(path.resolve(path.dirname(file), specifier));
-      else if (!specifier.startsWith('node:') && devOnly.has(packageOf(specifier))) needs.push(`${path.relative(sourceRoot, file)} imports ${specifier}`);
+      else if (!specifier.startsWith('node:') && devOnly.has(packageOf(specifier)))
+        needs.push(`${path.relative(sourceRoot, file)} imports ${specifier}`);
     }
   };
   for (const entry of PRODUCTION_ENTRIES) visit(path.join(sourceRoot, entry));
@@ -91,5 +106,14 @@ t.test('the rule itself catches a crossing', async (t) => {
   const target = path.relative(sourceRoot, path.resolve(path.dirname(file), '../../api/app.ts')).split(path.sep)[0];
   t.equal(target, 'api');
   t.notOk((MAY_IMPORT.core as string[]).includes(target!));
-  t.same(ts.preProcessFile("import a from './a.ts'; export { b } from '../b.ts'; const c = await import('../../c.ts');", true, true).importedFiles.map((f) => f.fileName), ['./a.ts', '../b.ts', '../../c.ts']);
+  t.same(
+    ts
+      .preProcessFile(
+        "import a from './a.ts'; export { b } from '../b.ts'; const c = await import('../../c.ts');",
+        true,
+        true,
+      )
+      .importedFiles.map((f) => f.fileName),
+    ['./a.ts', '../b.ts', '../../c.ts'],
+  );
 });

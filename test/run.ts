@@ -46,7 +46,9 @@ async function cleanup() {
 
 // `npm test -- test/x.test.ts` names checkout files; tap runs their compiled twins.
 function tapArgs(args: string[], root: string): string[] {
-  return args.map((arg) => (arg.endsWith('.ts') && !arg.startsWith('-') ? path.relative(root, path.resolve(arg)).replace(/\.ts$/, '.js') : arg));
+  return args.map((arg) =>
+    arg.endsWith('.ts') && !arg.startsWith('-') ? path.relative(root, path.resolve(arg)).replace(/\.ts$/, '.js') : arg,
+  );
 }
 
 /**
@@ -74,7 +76,12 @@ async function main(): Promise<number> {
   if (process.env.DATABASE_URL) {
     adminUrl = process.env.DATABASE_URL;
   } else {
-    embedded = await startEmbeddedPostgres({ directory: path.join(scratch, 'pg'), database: 'postgres', unsafeFast: true, logger });
+    embedded = await startEmbeddedPostgres({
+      directory: path.join(scratch, 'pg'),
+      database: 'postgres',
+      unsafeFast: true,
+      logger,
+    });
     adminUrl = embedded.adminUrl;
   }
   const admin = new pg.Client({ connectionString: adminUrl });
@@ -118,11 +125,17 @@ async function main(): Promise<number> {
   if (summary) {
     const count = (name: string) => Number(new RegExp(`${name}: (\\d+)`).exec(summary)?.[1] ?? 0);
     const skipped = count('skip') + count('todo');
-    process.stdout.write(`\ntests: ${count('pass')} passed, ${count('fail')} failed${skipped ? `, ${skipped} skipped` : ''}\n`);
+    process.stdout.write(
+      `\ntests: ${count('pass')} passed, ${count('fail')} failed${skipped ? `, ${skipped} skipped` : ''}\n`,
+    );
   }
   if (lint !== null) {
     const linted = await lint;
-    process.stdout.write(linted.code === 0 ? 'lint: formatting, lint rules and types hold\n' : `\n${linted.output}\nlint: failed (npm run lint; npm run format rewrites the formatting)\n`);
+    process.stdout.write(
+      linted.code === 0
+        ? 'lint: formatting, lint rules and types hold\n'
+        : `\n${linted.output}\nlint: failed (npm run lint; npm run format rewrites the formatting)\n`,
+    );
     if (linted.code !== 0) return code || 1;
   }
   return code;

@@ -20,7 +20,15 @@ import { JobNotRecordedError, type PlatformTask, type TaskContext, type TaskDeps
  * The job an attempt runs, as its wake-up or its queue's claim found it;
  * `running`: the claim marked it running already (a serial job).
  */
-export type AttemptJob = { jobId: string; tenantId: string; kind: string; input: unknown; attempt: number; maxAttempts: number; running?: boolean };
+export type AttemptJob = {
+  jobId: string;
+  tenantId: string;
+  kind: string;
+  input: unknown;
+  attempt: number;
+  maxAttempts: number;
+  running?: boolean;
+};
 
 /** A Retry-After is honoured up to a day (a reply that late is still sent, not lost). */
 const MAX_RETRY_AFTER_MS = 86_400_000;
@@ -32,7 +40,12 @@ const CUT = Symbol('cut');
  * did not stop within the grace time. A cut handler runs on unobserved; what
  * it writes later is refused by the job's state.
  */
-function untilCancelled<T>(work: Promise<T>, cancel: AbortSignal, graceMs: number, logger: Logger): Promise<T | typeof CUT> {
+function untilCancelled<T>(
+  work: Promise<T>,
+  cancel: AbortSignal,
+  graceMs: number,
+  logger: Logger,
+): Promise<T | typeof CUT> {
   const cut = new Promise<typeof CUT>((resolve) => {
     const arm = () => setTimeout(resolve, graceMs, CUT).unref();
     if (cancel.aborted) arm();
@@ -52,24 +65,44 @@ export function durableFor(logger: Logger, signal: AbortSignal | undefined) {
   return <T>(write: () => Promise<T>) =>
     retryWhileUnavailable(write, {
       signal,
-      onWait: (e) => logger.warn({ reason: (e as Error).message }, 'database unreachable while starting or ending the attempt; waiting for it'),
+      onWait: (e) =>
+        logger.warn(
+          { reason: (e as Error).message },
+          'database unreachable while starting or ending the attempt; waiting for it',
+        ),
     });
 }
 
-export async function runAttempt(task: PlatformTask, job: AttemptJob, deps: TaskDeps, helpers: JobHelpers): Promise<void> {
+export async function runAttempt(
+  task: PlatformTask,
+  job: AttemptJob,
+  deps: TaskDeps,
+  helpers: JobHelpers,
+): Promise<void> {
   const started = performance.now();
   const logger = lazyChild(deps.logger, { kind: job.kind, jobId: job.jobId, attempt: job.attempt });
   const outcome = await attempt(task, job, deps, helpers, logger);
   deps.observe(job.kind, outcome, (performance.now() - started) / 1000);
 }
 
-async function attempt(task: PlatformTask, job: AttemptJob, deps: TaskDeps, helpers: JobHelpers, logger: Logger): Promise<AttemptOutcome> {
+async function attempt(
+  task: PlatformTask,
+  job: AttemptJob,
+  deps: TaskDeps,
+  helpers: JobHelpers,
+  logger: Logger,
+): Promise<AttemptOutcome> {
   const { jobId, attempt: n } = job;
   const durable = durableFor(logger, helpers.abortSignal);
-  const holder: Holder = { lockedBy: helpers.job.locked_by, lockedAt: helpers.job.locked_at ? new Date(helpers.job.locked_at) : null };
+  const holder: Holder = {
+    lockedBy: helpers.job.locked_by,
+    lockedAt: helpers.job.locked_at ? new Date(helpers.job.locked_at) : null,
+  };
   const parsed = task.input.safeParse(job.input);
   if (!parsed.success) {
-    await durable(() => failJob(deps.db, jobId, n, { code: 'invalid_input', message: z.prettifyError(parsed.error) }, holder));
+    await durable(() =>
+      failJob(deps.db, jobId, n, { code: 'invalid_input', message: z.prettifyError(parsed.error) }, holder),
+    );
     logger.error('job failed: its input does not match its kind');
     return 'failed';
   }
@@ -92,7 +125,12 @@ async function attempt(task: PlatformTask, job: AttemptJob, deps: TaskDeps, help
     return 'lost';
   };
   try {
-    const result = await untilCancelled(task.run(parsed.data, ctx), cancel.signal, deps.config.worker.cancelGraceMs, logger);
+    const result = await untilCancelled(
+      task.run(parsed.data, ctx),
+      cancel.signal,
+      deps.config.worker.cancelGraceMs,
+      logger,
+    );
     if (cancel.signal.aborted && !endedWithin()) {
       await durable(() => finishCancelled(deps.db, jobId));
       logger.info('job cancelled; no result recorded');
@@ -108,7 +146,7 @@ async function attempt(task: PlatformTask, job: AttemptJob, deps: TaskDeps, help
     // batch of results (core/jobs/completions.ts), and a stopping worker drains them.
     void durable(() => deps.completions.complete({ jobId, attempt: n, result, holder })).then(
       async (recorded) => (recorded ? logger.info('job succeeded') : await endedElsewhere('finished')),
-      (error) => logger.error({ err: error }, 'could not record the job\'s result; the dead-worker sweep runs it again'),
+      (error) => logger.error({ err: error }, "could not record the job's result; the dead-worker sweep runs it again"),
     );
     return 'succeeded';
   } catch (error) {
@@ -122,7 +160,17 @@ async function attempt(task: PlatformTask, job: AttemptJob, deps: TaskDeps, help
     if (error instanceof JobWait) {
       // Not a failure: the same attempt goes on later, its slot free meanwhile.
       const until = new Date(Date.now() + Math.max(0, error.delayMs));
-      const waited = await durable(() => waitJob(deps.db, { jobId, attempt: n, keepAttempt: true, until, progress: error.progress, holder, leaveQueue: error.leaveQueue }));
+      const waited = await durable(() =>
+        waitJob(deps.db, {
+          jobId,
+          attempt: n,
+          keepAttempt: true,
+          until,
+          progress: error.progress,
+          holder,
+          leaveQueue: error.leaveQueue,
+        }),
+      );
       if (!waited) return await endedElsewhere('began to wait');
       logger.debug({ delayMs: error.delayMs, reason: error.reason }, 'job waits; its slot is free meanwhile');
       return 'waited';
@@ -139,12 +187,21 @@ async function attempt(task: PlatformTask, job: AttemptJob, deps: TaskDeps, help
  * work that lasts (a first progress writes it too) and the end a handler
  * may write in its own transaction (completeWithin, waitWithin).
  */
-function attemptContext(job: AttemptJob, deps: TaskDeps, helpers: JobHelpers, logger: Logger, holder: Holder, cancel: AbortSignal) {
+function attemptContext(
+  job: AttemptJob,
+  deps: TaskDeps,
+  helpers: JobHelpers,
+  logger: Logger,
+  holder: Holder,
+  cancel: AbortSignal,
+) {
   const { jobId, attempt: n } = job;
   let markedRunning: Promise<unknown> | null = null;
   const runningTimer = setTimeout(() => {
     if (job.running) return;
-    markedRunning ??= markRunning(deps.db, jobId, n, holder).catch((error) => logger.warn({ err: error }, 'could not mark the job running'));
+    markedRunning ??= markRunning(deps.db, jobId, n, holder).catch((error) =>
+      logger.warn({ err: error }, 'could not mark the job running'),
+    );
   }, deps.config.worker.runningAfterMs);
   /** Before progress or the final write: no 'running' may land after it. */
   const settleRunning = async () => {
@@ -169,14 +226,25 @@ function attemptContext(job: AttemptJob, deps: TaskDeps, helpers: JobHelpers, lo
     flushDeltas: () => deps.deltas.flush(),
     completeWithin: async (tx, result) => {
       await settleRunning();
-      if (!(await completeJob(tx, jobId, n, result, holder))) throw new JobNotRecordedError('The job is no longer this attempt\'s to finish.');
+      if (!(await completeJob(tx, jobId, n, result, holder)))
+        throw new JobNotRecordedError("The job is no longer this attempt's to finish.");
       endedWithin = 'succeeded';
     },
     waitWithin: async (tx, wait) => {
       await settleRunning();
       const until = new Date(Date.now() + Math.max(0, wait.delayMs));
-      if (!(await waitJob(tx, { jobId, attempt: n, keepAttempt: true, until, progress: wait.progress, holder, leaveQueue: wait.leaveQueue }))) {
-        throw new JobNotRecordedError('The job is no longer this attempt\'s to end.');
+      if (
+        !(await waitJob(tx, {
+          jobId,
+          attempt: n,
+          keepAttempt: true,
+          until,
+          progress: wait.progress,
+          holder,
+          leaveQueue: wait.leaveQueue,
+        }))
+      ) {
+        throw new JobNotRecordedError("The job is no longer this attempt's to end.");
       }
       logger.debug({ delayMs: wait.delayMs, reason: wait.reason }, 'job waits; its slot is free meanwhile');
       endedWithin = 'waited';
@@ -187,21 +255,32 @@ function attemptContext(job: AttemptJob, deps: TaskDeps, helpers: JobHelpers, lo
 
 /** A failed attempt: final (its code recorded), or retried after a backoff or the other side's Retry-After. */
 async function recordFailure(
-  error: unknown, job: AttemptJob, deps: TaskDeps, holder: Holder,
-  durable: ReturnType<typeof durableFor>, logger: Logger,
+  error: unknown,
+  job: AttemptJob,
+  deps: TaskDeps,
+  holder: Holder,
+  durable: ReturnType<typeof durableFor>,
+  logger: Logger,
 ): Promise<AttemptOutcome> {
   const permanent = error instanceof PermanentJobError;
   const final = permanent || job.attempt >= job.maxAttempts;
   const code = error instanceof PermanentJobError || error instanceof RetryableJobError ? error.code : 'task_failed';
-  const message = permanent || error instanceof RetryableJobError ? (error as Error).message : 'The task failed unexpectedly.';
+  const message =
+    permanent || error instanceof RetryableJobError ? (error as Error).message : 'The task failed unexpectedly.';
   const retryAfterMs = error instanceof RetryableJobError ? error.retryAfterMs : undefined;
   const delayMs = retryAfterMs === undefined ? backoffMs(job.attempt) : Math.min(retryAfterMs, MAX_RETRY_AFTER_MS);
   const written = final
     ? await durable(() => failJob(deps.db, job.jobId, job.attempt, { code, message }, holder))
     : await durable(() => {
         const until = new Date(Date.now() + delayMs);
-        return waitJob(deps.db, { jobId: job.jobId, attempt: job.attempt, keepAttempt: false, until, holder,
-          error: { code, message, retrying: true, retryAt: until.toISOString() } });
+        return waitJob(deps.db, {
+          jobId: job.jobId,
+          attempt: job.attempt,
+          keepAttempt: false,
+          until,
+          holder,
+          error: { code, message, retrying: true, retryAt: until.toISOString() },
+        });
       });
   if (!written) {
     if (await durable(() => finishCancelled(deps.db, job.jobId))) {
@@ -214,7 +293,9 @@ async function recordFailure(
   // One line: an expected failure (a RetryableJobError names its cause) needs no stack.
   const expected = error instanceof PermanentJobError || error instanceof RetryableJobError;
   const detail = error instanceof RetryableJobError && error.detail ? { detail: error.detail } : {};
-  logger[final ? 'error' : 'warn']({ ...(expected ? { code, reason: message, ...detail } : { err: error }), final },
-    final ? 'job failed' : `job attempt failed; retry in ${Math.round(delayMs / 100) / 10} s`);
+  logger[final ? 'error' : 'warn'](
+    { ...(expected ? { code, reason: message, ...detail } : { err: error }), final },
+    final ? 'job failed' : `job attempt failed; retry in ${Math.round(delayMs / 100) / 10} s`,
+  );
   return 'failed';
 }

@@ -50,7 +50,10 @@ export class CancelListener {
     const controller = new AbortController();
     this.running.set(jobId, controller);
     if (this.early.delete(jobId)) controller.abort(new JobCancelledError());
-    return { signal: controller.signal, untrack: () => this.running.get(jobId) === controller && this.running.delete(jobId) };
+    return {
+      signal: controller.signal,
+      untrack: () => this.running.get(jobId) === controller && this.running.delete(jobId),
+    };
   }
 
   private abort(jobId: string): void {

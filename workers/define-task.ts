@@ -62,7 +62,10 @@ export type TaskContext = TaskDeps & {
    * meanwhile. What the handler returns is then not recorded. Throws
    * JobNotRecordedError when the job is no longer this attempt's.
    */
-  waitWithin: (tx: CommonQueryMethods, wait: { delayMs: number; reason: string; progress?: unknown; leaveQueue?: boolean }) => Promise<void>;
+  waitWithin: (
+    tx: CommonQueryMethods,
+    wait: { delayMs: number; reason: string; progress?: unknown; leaveQueue?: boolean },
+  ) => Promise<void>;
   /**
    * Aborted when the job is cancelled or the worker shuts down; long work
    * should stop. A handler that ignores a cancel is cut off after
@@ -84,7 +87,9 @@ export type PlatformTask = {
  * (its wake-ups go through workers/tickets.ts), or a scheduled task of the
  * platform itself that builds its own Graphile task (define-scheduled-task.ts).
  */
-export type TaskDefinition = { kind: string; platform: PlatformTask } | { kind: string; build: (deps: TaskDeps) => Task };
+export type TaskDefinition =
+  | { kind: string; platform: PlatformTask }
+  | { kind: string; build: (deps: TaskDeps) => Task };
 
 /** The job's final state was set elsewhere (cancel, another attempt); the handler's transaction must not commit. */
 export class JobNotRecordedError extends Error {

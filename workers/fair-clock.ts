@@ -43,7 +43,13 @@ export class FairClock {
       try {
         await this.db.query(sql.unsafe`
           insert into fair_clock as c (pool, vtime)
-          select * from unnest(${sql.array(moved.map(([pool]) => pool), 'text')}, ${sql.array(moved.map(([, at]) => new Date(at).toISOString()), 'timestamptz')})
+          select * from unnest(${sql.array(
+            moved.map(([pool]) => pool),
+            'text',
+          )}, ${sql.array(
+            moved.map(([, at]) => new Date(at).toISOString()),
+            'timestamptz',
+          )})
           on conflict (pool) do update set vtime = greatest(c.vtime, excluded.vtime)`);
         for (const [pool, at] of moved) this.published.set(pool, Math.max(at, this.published.get(pool) ?? 0));
       } catch (error) {

@@ -29,12 +29,18 @@ export class PatientPool extends pg.Pool {
     this.on('error', (error) => logger.debug({ reason: error.message }, `${label}: idle connection lost`));
     // Likewise a checked-out client (Graphile's LISTEN connection) whose
     // socket breaks: the error resurfaces on its next query.
-    this.on('connect', (client) => client.on('error', (error) => logger.debug({ reason: error.message }, `${label}: connection lost`)));
+    this.on('connect', (client) =>
+      client.on('error', (error) => logger.debug({ reason: error.message }, `${label}: connection lost`)),
+    );
   }
 
   override connect(): Promise<pg.PoolClient>;
-  override connect(callback: (err: Error | undefined, client: pg.PoolClient | undefined, done: (release?: unknown) => void) => void): void;
-  override connect(callback?: (err: Error | undefined, client: pg.PoolClient | undefined, done: (release?: unknown) => void) => void) {
+  override connect(
+    callback: (err: Error | undefined, client: pg.PoolClient | undefined, done: (release?: unknown) => void) => void,
+  ): void;
+  override connect(
+    callback?: (err: Error | undefined, client: pg.PoolClient | undefined, done: (release?: unknown) => void) => void,
+  ) {
     if (callback) return super.connect(callback);
     return this.connectWhenReachable();
   }

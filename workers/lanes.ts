@@ -19,7 +19,15 @@ import { CRON_ITEMS } from '../schedules/index.ts';
 import { PatientPool } from './graphile-pool.ts';
 
 /** The events of every runner that reach the worker's own emitter (tests, the bench, metrics). */
-const FORWARDED = ['job:start', 'job:success', 'job:error', 'job:failed', 'job:complete', 'pool:create', 'pool:fatalError'] as const;
+const FORWARDED = [
+  'job:start',
+  'job:success',
+  'job:error',
+  'job:failed',
+  'job:complete',
+  'pool:create',
+  'pool:fatalError',
+] as const;
 
 export type Lane = {
   pool: PoolName;
@@ -38,7 +46,13 @@ export type Lane = {
 /** One runner per lane, and the ids Graphile locks jobs with (its pools'). */
 export type Generation = { runners: Map<PoolName, Runner>; poolIds: Set<string>; retired: boolean };
 
-export function createLane(pool: PoolName, size: number, fetchBatch: number, databaseUrl: string, logger: Logger): Lane {
+export function createLane(
+  pool: PoolName,
+  size: number,
+  fetchBatch: number,
+  databaseUrl: string,
+  logger: Logger,
+): Lane {
   const pgPool = new PatientPool(
     // The I/O pool's tasks wait on the outside world: a few connections serve its thousand slots.
     { connectionString: databaseUrl, max: pool === 'io' ? 6 : size + 2, application_name: `worker-graphile-${pool}` },
@@ -69,7 +83,8 @@ export async function startGeneration(lanes: readonly Lane[], hooks: LaneHooks):
 async function startLane(generation: Generation, lane: Lane, hooks: LaneHooks): Promise<Runner> {
   const { config, logger } = hooks;
   const own = new EventEmitter() as WorkerEvents;
-  for (const name of FORWARDED) (own as EventEmitter).on(name, (event: unknown) => (hooks.events as EventEmitter).emit(name, event));
+  for (const name of FORWARDED)
+    (own as EventEmitter).on(name, (event: unknown) => (hooks.events as EventEmitter).emit(name, event));
   own.on('pool:create', ({ workerPool }) => generation.poolIds.add(workerPool.id));
   own.on('localQueue:getJobs:complete', ({ jobs }) => {
     const ids = jobs.flatMap((job) => {
@@ -95,7 +110,9 @@ async function startLane(generation: Generation, lane: Lane, hooks: LaneHooks): 
   });
   runner.promise.then(
     () => !generation.retired && hooks.ended(`the Graphile runner of the ${lane.pool} pool stopped by itself`),
-    (error) => !generation.retired && hooks.ended(`the Graphile runner of the ${lane.pool} pool failed: ${(error as Error).message}`),
+    (error) =>
+      !generation.retired &&
+      hooks.ended(`the Graphile runner of the ${lane.pool} pool failed: ${(error as Error).message}`),
   );
   return runner;
 }
@@ -103,7 +120,13 @@ async function startLane(generation: Generation, lane: Lane, hooks: LaneHooks): 
 /** Stops a runner: running jobs may finish (up to the shutdown timeout), then what is left is released by force. */
 export async function stopRunner(runner: Runner, shutdownTimeoutMs: number, logger: Logger): Promise<void> {
   const timer = new Promise<'timeout'>((resolve) => setTimeout(resolve, shutdownTimeoutMs, 'timeout').unref());
-  const outcome = await Promise.race([runner.stop().then(() => 'stopped' as const, () => 'stopped' as const), timer]);
+  const outcome = await Promise.race([
+    runner.stop().then(
+      () => 'stopped' as const,
+      () => 'stopped' as const,
+    ),
+    timer,
+  ]);
   if (outcome === 'timeout') {
     logger.warn('worker: jobs still running at the shutdown timeout; releasing them for another worker');
     await runner.kill().catch((error) => logger.error({ err: error }, 'worker: forceful stop failed'));

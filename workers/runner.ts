@@ -6,15 +6,24 @@ import { databaseUrlFor } from '../core/db/local-cluster.ts';
 import { loadConfigOrExit } from '../core/config.ts';
 import { createLogger } from '../core/logger.ts';
 import { collectProcessMetrics, maybeStartMetricsServer, registerDatabaseMetrics } from '../core/metrics.ts';
-import { ensureSchema, exitWithError, guardUnhandledRejections, isMain, onShutdownSignal } from '../core/process/lifecycle.ts';
+import {
+  ensureSchema,
+  exitWithError,
+  guardUnhandledRejections,
+  isMain,
+  onShutdownSignal,
+} from '../core/process/lifecycle.ts';
 import { queueMetricsOptions } from '../core/queue-metrics.ts';
 
 async function main() {
-  commandLine(`
+  commandLine(
+    `
 usage: npm run start:worker
 A worker process (needs DATABASE_URL and a migrated database); run as many
 as the work needs. Configured by environment variables: WORKER_CONCURRENCY,
-WORKER_IO_CONCURRENCY, DATABASE_URL, ... (docs/configuration.md).`, {});
+WORKER_IO_CONCURRENCY, DATABASE_URL, ... (docs/configuration.md).`,
+    {},
+  );
   const config = loadConfigOrExit();
   const logger = createLogger(config.logLevel, 'worker', { format: config.logFormat, nodeEnv: config.nodeEnv });
   guardUnhandledRejections(logger);
@@ -27,7 +36,12 @@ WORKER_IO_CONCURRENCY, DATABASE_URL, ... (docs/configuration.md).`, {});
     const worker = await startWorker({ config, databaseUrl, logger });
     // Besides its job durations, a worker shows the queue it drains (to size the worker count).
     collectProcessMetrics(worker.metrics);
-    registerDatabaseMetrics(worker.metrics, worker.db, logger.child({ component: 'metrics' }), queueMetricsOptions(config.worker));
+    registerDatabaseMetrics(
+      worker.metrics,
+      worker.db,
+      logger.child({ component: 'metrics' }),
+      queueMetricsOptions(config.worker),
+    );
     const metricsServer = await maybeStartMetricsServer(config.metrics, () => [worker.metrics], logger);
     onShutdownSignal(logger, config.shutdownTimeoutMs, async () => {
       await metricsServer?.close();

@@ -41,13 +41,17 @@ export class Runners {
   async start(events: WorkerEvents): Promise<void> {
     this.current = await startGeneration(this.lanes, this.laneHooks());
     this.beat();
-    this.stopListening = onLostDatabaseWork(() => void this.recover('a job release failed while the database was away'));
+    this.stopListening = onLostDatabaseWork(
+      () => void this.recover('a job release failed while the database was away'),
+    );
     // Graphile gives up recording a batch of finished or failed jobs after its
     // retries (PostgreSQL away too long) and shuts that pool down slowly,
     // leaving the batch's jobs locked: restart the pools now, which queues them
     // again (left alone, they would stay locked while this process lives).
     events.on('pool:fatalError', ({ action, error }: { action?: string; error?: unknown }) => {
-      void this.recover(`Graphile gave up on ${action ?? 'recording jobs'}: ${String((error as Error | undefined)?.message ?? error)}`);
+      void this.recover(
+        `Graphile gave up on ${action ?? 'recording jobs'}: ${String((error as Error | undefined)?.message ?? error)}`,
+      );
     });
     this.heartbeat = setInterval(() => this.beat(), this.config.worker.heartbeatMs);
     this.heartbeat.unref();
@@ -93,10 +97,13 @@ export class Runners {
       try {
         const requeued = await this.db.transaction((tx) => releaseWorkerJobs(tx, oldIds));
         await forgetWorkers(this.db, oldIds);
-        this.logger.info({ requeued }, 'worker: Graphile pools restarted; jobs the old ones left locked are queued again');
+        this.logger.info(
+          { requeued },
+          'worker: Graphile pools restarted; jobs the old ones left locked are queued again',
+        );
         return;
       } catch (error) {
-        this.logger.debug({ err: error, attempt }, 'worker: releasing the old pools\' jobs failed; retrying');
+        this.logger.debug({ err: error, attempt }, "worker: releasing the old pools' jobs failed; retrying");
         await new Promise((resolve) => setTimeout(resolve, Math.min(2_000, 100 * 2 ** attempt)));
       }
     }

@@ -34,19 +34,38 @@ export function ticketTask(tasks: ReadonlyMap<string, PlatformTask>, deps: TaskD
     const start = await durableFor(logger, helpers.abortSignal)(() => deps.completions.open(jobId));
     if (start.state === 'serial') return runQueue(start.queue, tasks, deps, helpers);
     if (start.state !== 'run') {
-      logger.debug({ state: start.state }, start.state === 'later' ? 'woken before its time; its own wake-up comes then' : 'job is final or gone; nothing to run');
+      logger.debug(
+        { state: start.state },
+        start.state === 'later'
+          ? 'woken before its time; its own wake-up comes then'
+          : 'job is final or gone; nothing to run',
+      );
       return;
     }
     const task = tasks.get(helpers.job.task_identifier)!;
-    await runAttempt(task, {
-      jobId, tenantId, kind: task.kind, input,
-      attempt: base + helpers.job.attempts, maxAttempts: base + helpers.job.max_attempts,
-    }, deps, helpers);
+    await runAttempt(
+      task,
+      {
+        jobId,
+        tenantId,
+        kind: task.kind,
+        input,
+        attempt: base + helpers.job.attempts,
+        maxAttempts: base + helpers.job.max_attempts,
+      },
+      deps,
+      helpers,
+    );
   };
 }
 
 /** A queue's wake-up: claim its next job for this worker pool and run it, or end when it is not this one's turn. */
-async function runQueue(queue: string, tasks: ReadonlyMap<string, PlatformTask>, deps: TaskDeps, helpers: JobHelpers): Promise<void> {
+async function runQueue(
+  queue: string,
+  tasks: ReadonlyMap<string, PlatformTask>,
+  deps: TaskDeps,
+  helpers: JobHelpers,
+): Promise<void> {
   const logger = lazyChild(deps.logger, { queue });
   const holder = helpers.job.locked_by ?? `graphile-job-${helpers.job.id}`;
   const claim = await durableFor(logger, helpers.abortSignal)(() => deps.completions.claim(queue, holder));
@@ -57,8 +76,16 @@ async function runQueue(queue: string, tasks: ReadonlyMap<string, PlatformTask>,
   const task = tasks.get(claim.kind);
   if (!task) {
     // A kind of another version of the platform: let it go for a worker that runs it.
-    logger.error({ kind: claim.kind, jobId: claim.jobId }, 'claimed a job of a kind this worker does not run; it waits for a worker that does');
-    await waitJob(deps.db, { jobId: claim.jobId, attempt: claim.attempt, keepAttempt: true, until: new Date(Date.now() + UNKNOWN_KIND_WAIT_MS) });
+    logger.error(
+      { kind: claim.kind, jobId: claim.jobId },
+      'claimed a job of a kind this worker does not run; it waits for a worker that does',
+    );
+    await waitJob(deps.db, {
+      jobId: claim.jobId,
+      attempt: claim.attempt,
+      keepAttempt: true,
+      until: new Date(Date.now() + UNKNOWN_KIND_WAIT_MS),
+    });
     return;
   }
   await runAttempt(task, { ...claim, running: true }, deps, helpers);

@@ -44,7 +44,13 @@ export type RunningWorker = {
   stop: () => Promise<void>;
 };
 
-export type WorkerOptions = { config: Config; databaseUrl: string; logger: Logger; concurrency?: number; ioConcurrency?: number };
+export type WorkerOptions = {
+  config: Config;
+  databaseUrl: string;
+  logger: Logger;
+  concurrency?: number;
+  ioConcurrency?: number;
+};
 
 /** How often a worker folds the accounts' job count changes (core/jobs/counts.ts). */
 const COUNT_FOLD_MS = 1_000;
@@ -53,19 +59,29 @@ const IO_DB_CONNECTIONS = 8;
 
 /** The Graphile task list of each pool: platform kinds go through their wake-ups (tickets.ts), scheduled tasks build their own. */
 function taskLists(deps: TaskDeps): Record<PoolName, TaskList> {
-  const platform = new Map<string, PlatformTask>(TASKS.flatMap((t) => ('platform' in t ? [[t.kind, t.platform] as const] : [])));
+  const platform = new Map<string, PlatformTask>(
+    TASKS.flatMap((t) => ('platform' in t ? [[t.kind, t.platform] as const] : [])),
+  );
   const tickets = ticketTask(platform, deps);
   const lists: Record<PoolName, TaskList> = { short: {}, io: {} };
   for (const task of TASKS) lists[poolOf(task.kind)][task.kind] = 'platform' in task ? tickets : task.build(deps);
   return lists;
 }
 
-export async function startWorker({ config, databaseUrl, logger, concurrency, ioConcurrency }: WorkerOptions): Promise<RunningWorker> {
+export async function startWorker({
+  config,
+  databaseUrl,
+  logger,
+  concurrency,
+  ioConcurrency,
+}: WorkerOptions): Promise<RunningWorker> {
   const size = concurrency ?? config.worker.concurrency;
   const ioSize = ioConcurrency ?? config.worker.ioConcurrency;
   /** What this process's heartbeats tell about it (the console's Workers page). */
   const heartbeatInfo = { concurrency: size, ioConcurrency: ioSize };
-  const db = await createDatabasePool(databaseUrl, { maximumPoolSize: Math.max(2, size + 1) + Math.min(ioSize, IO_DB_CONNECTIONS) });
+  const db = await createDatabasePool(databaseUrl, {
+    maximumPoolSize: Math.max(2, size + 1) + Math.min(ioSize, IO_DB_CONNECTIONS),
+  });
   await applyPlanLimits(db, config.planLimits);
   await recordPlatformProviderKeys(db, config);
   const cancels = new CancelListener(databaseUrl, db, logger.child({ component: 'job-cancel' }));
@@ -75,7 +91,12 @@ export async function startWorker({ config, databaseUrl, logger, concurrency, io
   const attempts = registerWorkerMetrics(metrics);
   // Attempt starts, claims and results (core/jobs/completions.ts): two connections, asynchronous commit.
   const completionPool = new PatientPool(
-    { connectionString: databaseUrl, max: 2, application_name: 'worker-completions', options: '-c synchronous_commit=off' },
+    {
+      connectionString: databaseUrl,
+      max: 2,
+      application_name: 'worker-completions',
+      options: '-c synchronous_commit=off',
+    },
     logger.child({ component: 'completion-pool' }),
     'completion pool',
   );
@@ -87,7 +108,15 @@ export async function startWorker({ config, databaseUrl, logger, concurrency, io
   const short = createLane('short', size, Math.max(size, config.worker.fetchBatch), databaseUrl, logger);
   const io = createLane('io', ioSize, Math.min(ioSize, config.worker.ioFetchBatch), databaseUrl, logger);
   const deps: TaskDeps = {
-    db, config, logger, cancels, completions, deltas, refused: attempts.refused, observe: attempts.observe, graphilePool: short.pgPool,
+    db,
+    config,
+    logger,
+    cancels,
+    completions,
+    deltas,
+    refused: attempts.refused,
+    observe: attempts.observe,
+    graphilePool: short.pgPool,
   };
   const lists = taskLists(deps);
   short.tasks = lists.short;
@@ -102,11 +131,23 @@ export async function startWorker({ config, databaseUrl, logger, concurrency, io
     running[poolOf(job.task_identifier)]--;
   });
   registerPoolGauges(metrics, { short: size, io: ioSize }, () => ({ ...running }));
-  const runners = new Runners(lanes, { config, logger, events, fetched: (ids) => completions.prefetch(ids) }, db, heartbeatInfo);
+  const runners = new Runners(
+    lanes,
+    { config, logger, events, fetched: (ids) => completions.prefetch(ids) },
+    db,
+    heartbeatInfo,
+  );
   await runners.start(events);
   // Start the dead-worker sweep chain now rather than at the next cron minute.
   await scheduleDeadWorkerSweep(db, 0, true);
-  logger.info({ concurrency: size, ioConcurrency: ioSize, pools: Object.fromEntries(lanes.map((l) => [l.pool, Object.keys(l.tasks)])) }, 'worker started');
+  logger.info(
+    {
+      concurrency: size,
+      ioConcurrency: ioSize,
+      pools: Object.fromEntries(lanes.map((l) => [l.pool, Object.keys(l.tasks)])),
+    },
+    'worker started',
+  );
 
   let stopped: Promise<void> | null = null;
   const stop = () =>

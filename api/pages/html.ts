@@ -8,7 +8,14 @@ export class Html {
   }
 }
 
-const ESCAPES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;', '`': '&#96;' };
+const ESCAPES: Record<string, string> = {
+  '&': '&amp;',
+  '<': '&lt;',
+  '>': '&gt;',
+  '"': '&quot;',
+  "'": '&#39;',
+  '`': '&#96;',
+};
 export const escapeHtml = (value: string) => value.replace(/[&<>"'`]/g, (c) => ESCAPES[c]!);
 
 export type Value = Html | string | number | null | undefined | false | Value[];

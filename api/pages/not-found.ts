@@ -42,7 +42,8 @@ export function prefersHtml(accept: string | undefined): boolean {
 export function wantsHtmlPage(request: FastifyRequest): boolean {
   if (request.method !== 'GET' && request.method !== 'HEAD') return false;
   const path = pathOf(request.url);
-  if (MACHINE_PATHS.includes(path) || MACHINE_PREFIXES.some((p) => path.startsWith(p)) || path.startsWith('/mcp/')) return false;
+  if (MACHINE_PATHS.includes(path) || MACHINE_PREFIXES.some((p) => path.startsWith(p)) || path.startsWith('/mcp/'))
+    return false;
   return prefersHtml(request.headers.accept);
 }
 

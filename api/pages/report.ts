@@ -21,13 +21,18 @@ const isScalar = (v: unknown) => v === null || ['string', 'number', 'boolean'].i
 
 /** "monthly_revenue" / "monthlyRevenue" -> "Monthly revenue". */
 export function humanize(key: string): string {
-  const words = key.replace(/([a-z0-9])([A-Z])/g, '$1 $2').replace(/[_-]+/g, ' ').trim().toLowerCase();
+  const words = key
+    .replace(/([a-z0-9])([A-Z])/g, '$1 $2')
+    .replace(/[_-]+/g, ' ')
+    .trim()
+    .toLowerCase();
   return words ? words[0]!.toUpperCase() + words.slice(1) : key;
 }
 
 function scalarText(v: unknown): string {
   if (v === null || v === undefined) return '—';
-  if (typeof v === 'number') return Number.isFinite(v) ? v.toLocaleString('en-US', { maximumFractionDigits: 6 }) : String(v);
+  if (typeof v === 'number')
+    return Number.isFinite(v) ? v.toLocaleString('en-US', { maximumFractionDigits: 6 }) : String(v);
   if (typeof v === 'boolean') return v ? 'yes' : 'no';
   return String(v);
 }
@@ -43,7 +48,10 @@ function numberHtml(v: number): Html {
 
 /** Paragraphs split on blank lines; single line breaks kept as <br>. */
 export function paragraphs(text: string): Html {
-  const parts = text.split(/\r?\n\s*\r?\n/).map((p) => p.trim()).filter(Boolean);
+  const parts = text
+    .split(/\r?\n\s*\r?\n/)
+    .map((p) => p.trim())
+    .filter(Boolean);
   return html`${parts.map((p) => html`<p>${p.split(/\r?\n/).map((line, i) => (i === 0 ? html`${line}` : html`<br>${line}`))}</p>`)}`;
 }
 
@@ -52,18 +60,23 @@ type Metric = { label: string; value: unknown; unit?: unknown };
 function metricsOf(value: unknown): Metric[] | null {
   const one = (label: string, v: unknown): Metric | null => {
     if (isScalar(v)) return { label, value: v };
-    if (isObject(v) && 'value' in v && isScalar(v.value)) return { label: typeof v.label === 'string' ? v.label : label, value: v.value, unit: v.unit };
+    if (isObject(v) && 'value' in v && isScalar(v.value))
+      return { label: typeof v.label === 'string' ? v.label : label, value: v.value, unit: v.unit };
     return null;
   };
   const list = Array.isArray(value)
     ? value.map((m, i) => (isObject(m) ? one(String(m.label ?? m.name ?? m.title ?? `Metric ${i + 1}`), m) : null))
-    : isObject(value) ? Object.entries(value).map(([k, v]) => one(humanize(k), v)) : null;
+    : isObject(value)
+      ? Object.entries(value).map(([k, v]) => one(humanize(k), v))
+      : null;
   return list && list.length > 0 && list.every((m): m is Metric => m !== null) ? list : null;
 }
 
 function metricCards(metrics: Metric[]): Html {
-  return html`<ul class="cards">${metrics.map((m) => html`
-<li class="card"><span class="card-label">${m.label}</span><span class="card-value">${typeof m.value === 'number' ? numberHtml(m.value) : scalarText(m.value)}${isScalar(m.unit) && m.unit !== null ? html` <small>${scalarText(m.unit)}</small>` : ''}</span></li>`)}</ul>`;
+  return html`<ul class="cards">${metrics.map(
+    (m) => html`
+<li class="card"><span class="card-label">${m.label}</span><span class="card-value">${typeof m.value === 'number' ? numberHtml(m.value) : scalarText(m.value)}${isScalar(m.unit) && m.unit !== null ? html` <small>${scalarText(m.unit)}</small>` : ''}</span></li>`,
+  )}</ul>`;
 }
 
 /** Any JSON value, generically. */
@@ -100,10 +113,13 @@ export function renderReport(content: unknown, depth = 0, heading: 'h2' | 'h4' =
   }
   const metrics = 'metrics' in content ? metricsOf(content.metrics) : null;
   if (metrics) parts.push(html`${h('Metrics')}${metricCards(metrics)}`);
-  if (Array.isArray(content.sections)) parts.push(html`${content.sections.map((s, i) => section(s, depth, `Section ${i + 1}`))}`);
+  if (Array.isArray(content.sections))
+    parts.push(html`${content.sections.map((s, i) => section(s, depth, `Section ${i + 1}`))}`);
   if (Array.isArray(content.items)) parts.push(html`${h('Items')}${renderValue(content.items, depth)}`);
   const known = (k: string) =>
-    (TEXT_KEYS.includes(k) && typeof content[k] === 'string') || (k === 'metrics' && metrics) || ((k === 'sections' || k === 'items') && Array.isArray(content[k]));
+    (TEXT_KEYS.includes(k) && typeof content[k] === 'string') ||
+    (k === 'metrics' && metrics) ||
+    ((k === 'sections' || k === 'items') && Array.isArray(content[k]));
   for (const [key, value] of Object.entries(content)) {
     if (known(key)) continue;
     parts.push(html`${h(humanize(key))}${renderValue(value as Json, depth + 1)}`);

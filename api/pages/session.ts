@@ -105,13 +105,18 @@ export function pageSessions(options: PageSessionOptions): PageSessions {
       const hashes = new Map(sids.map((sid) => [sidHash(sid).toString('hex'), sid]));
       const found = await db.anyFirst(sql.type(z.object({ h: z.string() }))`
         select encode(sid_hash, 'hex') as h from page_sessions
-        where sid_hash = any(${sql.array([...hashes.keys()].map((h) => Buffer.from(h, 'hex')), 'bytea')})
+        where sid_hash = any(${sql.array(
+          [...hashes.keys()].map((h) => Buffer.from(h, 'hex')),
+          'bytea',
+        )})
           and purpose = ${purpose} and ended_at is null and expires_at > now()`);
       return new Set(found.map((h) => hashes.get(h)!));
     },
     async end(session) {
       if (!session?.userId) return;
-      await db.query(sql.unsafe`update page_sessions set ended_at = now() where sid_hash = ${sql.binary(sidHash(session.sid))} and ended_at is null`);
+      await db.query(
+        sql.unsafe`update page_sessions set ended_at = now() where sid_hash = ${sql.binary(sidHash(session.sid))} and ended_at is null`,
+      );
     },
     csrf,
     checkCsrf(subject, session, token): session is PageSession {
@@ -133,7 +138,13 @@ export async function passwordSignIn(
   password: string,
 ): Promise<{ user: UserRow } | { wrong: true } | { locked: string }> {
   try {
-    const user = await loginWithinBudget(app, request, { kind: 'login', email }, () => checkPassword(app.db, email, password), { what: 'sign-in' });
+    const user = await loginWithinBudget(
+      app,
+      request,
+      { kind: 'login', email },
+      () => checkPassword(app.db, email, password),
+      { what: 'sign-in' },
+    );
     return user ? { user } : { wrong: true };
   } catch (error) {
     if (!(error instanceof RateLimitedError)) throw error;
@@ -151,7 +162,8 @@ export async function setUpFormPages(
   message: (reply: FastifyReply, status: number, title: string, text: string) => FastifyReply,
   what: string,
 ): Promise<void> {
-  if (!app.hasContentTypeParser('application/x-www-form-urlencoded')) await app.register(formbody, { bodyLimit: 16_384 });
+  if (!app.hasContentTypeParser('application/x-www-form-urlencoded'))
+    await app.register(formbody, { bodyLimit: 16_384 });
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const failure = pageFailure(error, request, reply, what);
     return message(reply, failure.status, failure.title, failure.text);

@@ -13,7 +13,11 @@ import { AgentHttpError } from '../errors.ts';
 
 async function agentAdmission(app: FastifyInstance) {
   const { agentAuthDisabled, agentRateLimit, agentRateWindowMs, agentRateLease } = app.config.identity;
-  const admission = new SharedAdmission(app.db, { limit: agentRateLimit, windowMs: agentRateWindowMs, lease: agentRateLease }, app.log);
+  const admission = new SharedAdmission(
+    app.db,
+    { limit: agentRateLimit, windowMs: agentRateWindowMs, lease: agentRateLease },
+    app.log,
+  );
 
   // The verified principal (cached verification, shared with the route's own
   // check), or the client IP for requests without a valid token.
@@ -27,7 +31,12 @@ async function agentAdmission(app: FastifyInstance) {
   /** Whether it answered the request (429); throws the 503 while agent auth is off. */
   const admit = async (request: FastifyRequest, reply: FastifyReply, mcp: boolean): Promise<boolean> => {
     if (agentAuthDisabled) {
-      throw new AgentHttpError(503, 'temporarily_disabled', 'Agent authentication is switched off here for now; do not bypass it, retry later.', 'retry_later');
+      throw new AgentHttpError(
+        503,
+        'temporarily_disabled',
+        'Agent authentication is switched off here for now; do not bypass it, retry later.',
+        'retry_later',
+      );
     }
     const key = await keyOf(request, mcp);
     if (!(await admission.admit(key))) {

@@ -11,7 +11,13 @@ import fp from 'fastify-plugin';
 import { bearerToken } from '../../core/auth/platform-token.ts';
 import { agentContext, type AgentContextRow } from '../../core/agent/capabilities.ts';
 import { AgentAuthCache } from '../../core/identity/auth-cache.ts';
-import { RejectedTokenError, resources, verifyAccessToken, type AccessClaims, type AgentScope } from '../../core/identity/tokens.ts';
+import {
+  RejectedTokenError,
+  resources,
+  verifyAccessToken,
+  type AccessClaims,
+  type AgentScope,
+} from '../../core/identity/tokens.ts';
 import { AgentHttpError } from '../errors.ts';
 import { protectedResourceMetadataUrl } from '../routes/identity/metadata.ts';
 
@@ -72,9 +78,15 @@ export class AgentAuthenticator {
 
   /** 403 scope_denied with the insufficient_scope challenge naming the scope. */
   scopeDenied(scope: AgentScope, claimState: AgentPrincipal['claimState']): AgentHttpError {
-    return new AgentHttpError(403, 'scope_denied', `This operation needs the scope ${scope}, which this token does not have.`, claimState === 'claimed' ? 'request_scope' : 'claim_account', {
-      'www-authenticate': this.challenge('insufficient_scope', `, scope="${scope}"`),
-    });
+    return new AgentHttpError(
+      403,
+      'scope_denied',
+      `This operation needs the scope ${scope}, which this token does not have.`,
+      claimState === 'claimed' ? 'request_scope' : 'claim_account',
+      {
+        'www-authenticate': this.challenge('insufficient_scope', `, scope="${scope}"`),
+      },
+    );
   }
 
   private async verify(token: string): Promise<AccessClaims> {
@@ -94,13 +106,21 @@ export class AgentAuthenticator {
   async authenticate(authorization: string | undefined, scope?: AgentScope): Promise<AuthenticatedAgent> {
     const token = bearerToken(authorization);
     if (!token) {
-      throw this.unauthorized('invalid_credential', `Send an access token for ${this.audience} as \`Authorization: Bearer <token>\`; see the resource metadata for how to get one.`);
+      throw this.unauthorized(
+        'invalid_credential',
+        `Send an access token for ${this.audience} as \`Authorization: Bearer <token>\`; see the resource metadata for how to get one.`,
+      );
     }
     let claims: AccessClaims;
     try {
       claims = await this.verify(token);
     } catch (error) {
-      if (error instanceof RejectedTokenError) throw this.unauthorized('invalid_credential', `${error.message}; exchange the assertion for a new token with resource ${this.audience}.`, 'invalid_token');
+      if (error instanceof RejectedTokenError)
+        throw this.unauthorized(
+          'invalid_credential',
+          `${error.message}; exchange the assertion for a new token with resource ${this.audience}.`,
+          'invalid_token',
+        );
       throw error;
     }
     let live = this.cache.registration(claims.registrationId);
@@ -110,7 +130,11 @@ export class AgentAuthenticator {
       if (live) this.cache.rememberRegistration(claims.registrationId, live, readStarted);
     }
     if (!live || live.registration_status === 'revoked') {
-      throw this.unauthorized('registration_revoked', 'The registration behind this token was revoked; register again.', 'invalid_token');
+      throw this.unauthorized(
+        'registration_revoked',
+        'The registration behind this token was revoked; register again.',
+        'invalid_token',
+      );
     }
     if (!live.linked || live.principal_id !== claims.principalId) {
       throw this.unauthorized(
@@ -122,10 +146,19 @@ export class AgentAuthenticator {
     // The token names the workspace it was issued for; it acts elsewhere now
     // (the organization chosen at its claim was deleted, for example).
     if (live.tenant_id !== claims.tenantId) {
-      throw this.unauthorized('identity_conflict', 'This token was issued for another workspace than the one its registration acts in now; get a new token from your assertion.', 'invalid_token');
+      throw this.unauthorized(
+        'identity_conflict',
+        'This token was issued for another workspace than the one its registration acts in now; get a new token from your assertion.',
+        'invalid_token',
+      );
     }
     if (live.tenant_suspended) {
-      throw new AgentHttpError(403, 'tenant_inactive', 'The platform operator suspended this workspace; nothing works until a person of the workspace has its access restored (contact support). Do not register again to get around it.', 'restore_account_access');
+      throw new AgentHttpError(
+        403,
+        'tenant_inactive',
+        'The platform operator suspended this workspace; nothing works until a person of the workspace has its access restored (contact support). Do not register again to get around it.',
+        'restore_account_access',
+      );
     }
     if (scope && !claims.scopes.includes(scope)) throw this.scopeDenied(scope, live.claim_state);
     return { agent: { ...claims, claimState: live.claim_state }, context: live };

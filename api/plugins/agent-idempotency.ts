@@ -32,11 +32,24 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { Keyring } from '../../core/crypto/keyring.ts';
 import { isDatabaseUnavailable, retryWhileUnavailable } from '../../core/db/unavailable.ts';
-import { claimIdempotencyKey, fingerprint, recordIdempotentResponse, releaseIdempotencyClaim, renewIdempotencyLease } from '../../core/idempotency.ts';
+import {
+  claimIdempotencyKey,
+  fingerprint,
+  recordIdempotentResponse,
+  releaseIdempotencyClaim,
+  renewIdempotencyLease,
+} from '../../core/idempotency.ts';
 import { AgentHttpError, IDEMPOTENCY_KEY_BOUNDS, INVALID_IDEMPOTENCY_KEY } from '../errors.ts';
 import type { AgentPrincipal } from './agent-auth.ts';
 
-type Claimed = { scope: string; tenantId: string; key: string; record: boolean; owner: string; stopRenewing: () => void };
+type Claimed = {
+  scope: string;
+  tenantId: string;
+  key: string;
+  record: boolean;
+  owner: string;
+  stopRenewing: () => void;
+};
 type Claim = { kind: 'run'; claimed: Claimed } | { kind: 'replay'; status: number; body: unknown };
 type Mutation = { method: string; path: string; body: unknown };
 
@@ -74,12 +87,15 @@ const validKey = (key: unknown): key is string =>
 const SEALED = '$sealed';
 /** How long a done mutation's answer waits for PostgreSQL to be recorded before it goes out unrecorded. */
 const RECORD_PATIENCE_MS = 10_000;
-const recordName = (c: { scope: string; tenantId: string; key: string }) => `idempotency:${c.scope}:${c.tenantId}:${c.key}`;
+const recordName = (c: { scope: string; tenantId: string; key: string }) =>
+  `idempotency:${c.scope}:${c.tenantId}:${c.key}`;
 
 async function agentIdempotency(app: FastifyInstance) {
   app.decorateRequest('agentIdempotency', null);
   const keyring = Keyring.fromConfig(app.config);
-  const sealBody = (c: Claimed, body: unknown) => ({ [SEALED]: keyring.sealPacked(JSON.stringify(body ?? null), recordName(c)) });
+  const sealBody = (c: Claimed, body: unknown) => ({
+    [SEALED]: keyring.sealPacked(JSON.stringify(body ?? null), recordName(c)),
+  });
   /** The recorded answer; records from before sealing are plain. */
   const openBody = (c: { scope: string; tenantId: string; key: string }, body: unknown): unknown => {
     const sealed = body && typeof body === 'object' ? (body as Record<string, unknown>)[SEALED] : undefined;
@@ -87,8 +103,16 @@ async function agentIdempotency(app: FastifyInstance) {
     try {
       return JSON.parse(keyring.openPacked(sealed, recordName(c)));
     } catch (error) {
-      app.log.warn({ err: error, idempotencyKey: c.key, scope: c.scope }, 'a recorded answer could not be opened (its data key is retired?)');
-      throw new AgentHttpError(409, 'idempotency_conflict', 'The answer recorded for this Idempotency-Key can no longer be read; use a new key.', 'use_new_idempotency_key');
+      app.log.warn(
+        { err: error, idempotencyKey: c.key, scope: c.scope },
+        'a recorded answer could not be opened (its data key is retired?)',
+      );
+      throw new AgentHttpError(
+        409,
+        'idempotency_conflict',
+        'The answer recorded for this Idempotency-Key can no longer be read; use a new key.',
+        'use_new_idempotency_key',
+      );
     }
   };
 
@@ -106,7 +130,11 @@ async function agentIdempotency(app: FastifyInstance) {
       try {
         const held = await renewIdempotencyLease(app.db, { ...c, lease: { owner: c.owner, ms: leaseMs } });
         if (!held) {
-          if (!stopped) app.log.warn({ idempotencyKey: c.key, scope: c.scope }, 'idempotency claim lost while its request runs (taken over after a missed lease)');
+          if (!stopped)
+            app.log.warn(
+              { idempotencyKey: c.key, scope: c.scope },
+              'idempotency claim lost while its request runs (taken over after a missed lease)',
+            );
           stopped = true;
         }
       } catch (error) {
@@ -128,18 +156,35 @@ async function agentIdempotency(app: FastifyInstance) {
 
   const keys: AgentKeys = {
     async claim(agent, key, mutation) {
-      if (!validKey(key)) throw new AgentHttpError(400, 'invalid_idempotency_key', INVALID_IDEMPOTENCY_KEY, 'fix_request');
-      const id = { scope: `agent:${agent.principalId}`, tenantId: agent.tenantId, key, record: true, owner: randomUUID() };
+      if (!validKey(key))
+        throw new AgentHttpError(400, 'invalid_idempotency_key', INVALID_IDEMPOTENCY_KEY, 'fix_request');
+      const id = {
+        scope: `agent:${agent.principalId}`,
+        tenantId: agent.tenantId,
+        key,
+        record: true,
+        owner: randomUUID(),
+      };
       const claim = await claimIdempotencyKey(app.db, {
         ...id,
         fingerprint: fingerprint({ method: mutation.method, path: mutation.path, body: mutation.body ?? null }),
         lease: { owner: id.owner, ms: leaseMs },
       });
       if (claim.kind === 'conflict') {
-        throw new AgentHttpError(409, 'idempotency_conflict', 'This Idempotency-Key belongs to another request; use a new key for new work.', 'use_new_idempotency_key');
+        throw new AgentHttpError(
+          409,
+          'idempotency_conflict',
+          'This Idempotency-Key belongs to another request; use a new key for new work.',
+          'use_new_idempotency_key',
+        );
       }
       if (claim.kind === 'in_progress') {
-        throw new AgentHttpError(409, 'idempotency_in_progress', 'The first request with this key is still running; retry it unchanged shortly.', 'retry_same_request_later');
+        throw new AgentHttpError(
+          409,
+          'idempotency_in_progress',
+          'The first request with this key is still running; retry it unchanged shortly.',
+          'retry_same_request_later',
+        );
       }
       if (claim.kind === 'replay') return { kind: 'replay', status: claim.status, body: openBody(id, claim.body) };
       return { kind: 'run', claimed: { ...id, stopRenewing: renewWhileRunning(id) } };
@@ -156,15 +201,26 @@ async function agentIdempotency(app: FastifyInstance) {
         // let go is not: it lapses after its lease.
         own = release
           ? await releaseIdempotencyClaim(app.db, claimed)
-          : await retryWhileUnavailable(() => recordIdempotentResponse(app.db, { ...claimed, status, body: sealBody(claimed, body) }), { signal: AbortSignal.timeout(RECORD_PATIENCE_MS) });
+          : await retryWhileUnavailable(
+              () => recordIdempotentResponse(app.db, { ...claimed, status, body: sealBody(claimed, body) }),
+              { signal: AbortSignal.timeout(RECORD_PATIENCE_MS) },
+            );
       } catch (error) {
         // Never fails the response: this runs as it is sent (a 503 may be going out already).
         if (!isDatabaseUnavailable(error)) throw error;
-        app.log.warn({ idempotencyKey: claimed.key, scope: claimed.scope, reason: (error as Error).message },
-          release ? 'database unreachable: the idempotency claim lapses after its lease' : 'database unreachable: the answer went out unrecorded; its claim lapses after its lease');
+        app.log.warn(
+          { idempotencyKey: claimed.key, scope: claimed.scope, reason: (error as Error).message },
+          release
+            ? 'database unreachable: the idempotency claim lapses after its lease'
+            : 'database unreachable: the answer went out unrecorded; its claim lapses after its lease',
+        );
         return;
       }
-      if (!own) app.log.warn({ idempotencyKey: claimed.key, scope: claimed.scope }, 'idempotency claim was taken over before its request finished; outcome not recorded');
+      if (!own)
+        app.log.warn(
+          { idempotencyKey: claimed.key, scope: claimed.scope },
+          'idempotency claim was taken over before its request finished; outcome not recorded',
+        );
     },
   };
   app.decorate('agentKeys', keys);
@@ -180,14 +236,19 @@ async function agentIdempotency(app: FastifyInstance) {
       body: request.body,
     });
     if (claim.kind === 'replay') {
-      return reply.code(claim.status).header('idempotency-replayed', 'true').type('application/json; charset=utf-8').send(claim.body);
+      return reply
+        .code(claim.status)
+        .header('idempotency-replayed', 'true')
+        .type('application/json; charset=utf-8')
+        .send(claim.body);
     }
     request.agentIdempotency = claim.claimed;
     return undefined;
   };
 
   const onError = async (request: FastifyRequest, _reply: FastifyReply, error: Error) => {
-    if (request.agentIdempotency && error instanceof AgentHttpError && !error.recordIdempotency) request.agentIdempotency.record = false;
+    if (request.agentIdempotency && error instanceof AgentHttpError && !error.recordIdempotency)
+      request.agentIdempotency.record = false;
   };
 
   const onSend = async (request: FastifyRequest, reply: FastifyReply, payload: unknown) => {

@@ -16,7 +16,9 @@ declare module 'fastify' {
 async function billingPlugin(app: FastifyInstance) {
   const deliver = async (event: Stripe.Event) => {
     const payload = JSON.stringify(event);
-    const signature = app.billing.stripe().webhooks.generateTestHeaderString({ payload, secret: app.config.billing.stripe.webhookSecret });
+    const signature = app.billing
+      .stripe()
+      .webhooks.generateTestHeaderString({ payload, secret: app.config.billing.stripe.webhookSecret });
     const response = await app.inject({
       method: 'POST',
       url: '/api/billing/webhook',
@@ -24,7 +26,10 @@ async function billingPlugin(app: FastifyInstance) {
       payload,
     });
     if (response.statusCode !== 200) {
-      app.log.warn({ status: response.statusCode, type: event.type, eventId: event.id }, 'billing sandbox: webhook delivery refused');
+      app.log.warn(
+        { status: response.statusCode, type: event.type, eventId: event.id },
+        'billing sandbox: webhook delivery refused',
+      );
     }
   };
   app.decorate('billing', createStripe(app.config, app.db, deliver));

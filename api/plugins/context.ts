@@ -33,7 +33,10 @@ async function context(app: FastifyInstance, ctx: AppContext) {
   app.decorate('jobEvents', ctx.jobEvents);
   app.decorate('jobs', ctx.jobs);
   app.decorate('shuttingDown', false);
-  app.decorate('idpKeys', new KeyStore(ctx.db, ctx.config.secrets.DATA_ENCRYPTION_KEY, ctx.config.identity.assertionTtlS));
+  app.decorate(
+    'idpKeys',
+    new KeyStore(ctx.db, ctx.config.secrets.DATA_ENCRYPTION_KEY, ctx.config.identity.assertionTtlS),
+  );
   app.addHook('preClose', async () => {
     app.shuttingDown = true;
   });

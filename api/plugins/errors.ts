@@ -26,7 +26,14 @@ import {
 /** How long a refusal at the unfinished-jobs limit suggests waiting. */
 const QUEUE_LIMIT_RETRY_AFTER_S = 10;
 
-type Rendered = { status: number; code?: string; message?: string; details?: ValidationIssue[]; next?: NextAction; retryAfter?: number };
+type Rendered = {
+  status: number;
+  code?: string;
+  message?: string;
+  details?: ValidationIssue[];
+  next?: NextAction;
+  retryAfter?: number;
+};
 
 const CONTEXT_NAMES: Record<string, string> = { querystring: 'query', params: 'path', headers: 'header', body: 'body' };
 
@@ -40,7 +47,10 @@ function validationIssues(error: FastifyError): ValidationIssue[] {
 }
 
 /** The body (and extra headers) of an error in the shape of the surface the URL belongs to. */
-export function errorPayload(url: string, e: Rendered): { body: Record<string, unknown>; headers: Record<string, string> } {
+export function errorPayload(
+  url: string,
+  e: Rendered,
+): { body: Record<string, unknown>; headers: Record<string, string> } {
   const surface = surfaceOf(url);
   const d = defaultsFor(e.status);
   const message = e.message ?? d.message;
@@ -62,9 +72,20 @@ export function errorPayload(url: string, e: Rendered): { body: Record<string, u
     // The token endpoint also speaks plain OAuth, so stock clients read it.
     const token = url.startsWith('/oauth2/token');
     if (token) headers['cache-control'] = 'no-store';
-    return { headers, body: { code, message, ...(token ? { error: code, error_description: message } : {}), ...(e.retryAfter !== undefined ? { retry_after: e.retryAfter } : {}) } };
+    return {
+      headers,
+      body: {
+        code,
+        message,
+        ...(token ? { error: code, error_description: message } : {}),
+        ...(e.retryAfter !== undefined ? { retry_after: e.retryAfter } : {}),
+      },
+    };
   }
-  return { headers, body: { error: e.code ?? d.code, status: e.status, message, ...(e.details ? { details: e.details } : {}) } };
+  return {
+    headers,
+    body: { error: e.code ?? d.code, status: e.status, message, ...(e.details ? { details: e.details } : {}) },
+  };
 }
 
 declare module 'fastify' {
@@ -87,25 +108,52 @@ async function errorsPlugin(app: FastifyInstance) {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     if (error instanceof PlatformHttpError) {
       reply.headers(error.headers);
-      return sendError(request, reply, { status: error.status, code: error.code, message: error.message, details: error.details });
+      return sendError(request, reply, {
+        status: error.status,
+        code: error.code,
+        message: error.message,
+        details: error.details,
+      });
     }
     if (error instanceof AgentHttpError) {
       reply.headers(error.headers);
-      return sendError(request, reply, { status: error.status, code: error.code, message: error.message, next: error.nextAction, details: error.details });
+      return sendError(request, reply, {
+        status: error.status,
+        code: error.code,
+        message: error.message,
+        next: error.nextAction,
+        details: error.details,
+      });
     }
     if (error instanceof AgentSlotsExhaustedError) {
       // Names the add-on that lifts the limit (platform and Agent API alike).
-      return sendError(request, reply, { status: 402, code: 'agent_addon_required', message: error.message, next: 'change_plan' });
+      return sendError(request, reply, {
+        status: 402,
+        code: 'agent_addon_required',
+        message: error.message,
+        next: 'change_plan',
+      });
     }
     if (error instanceof QueueLimitError) {
       // Work waits for the account's earlier work: try again once some finished.
-      return sendError(request, reply, { status: 429, code: error.code, message: error.message, next: 'retry_later', retryAfter: QUEUE_LIMIT_RETRY_AFTER_S });
+      return sendError(request, reply, {
+        status: 429,
+        code: error.code,
+        message: error.message,
+        next: 'retry_later',
+        retryAfter: QUEUE_LIMIT_RETRY_AFTER_S,
+      });
     }
     if (error instanceof RateLimitedError) {
       return sendError(request, reply, { status: 429, message: error.message, retryAfter: error.retryAfterSeconds });
     }
     if (error instanceof IdentityHttpError) {
-      return sendError(request, reply, { status: error.status, code: error.code, message: error.message, retryAfter: error.retryAfter });
+      return sendError(request, reply, {
+        status: error.status,
+        code: error.code,
+        message: error.message,
+        retryAfter: error.retryAfter,
+      });
     }
     if (hasZodFastifySchemaValidationErrors(error) || error.validation) {
       const details = validationIssues(error);
@@ -113,7 +161,12 @@ async function errorsPlugin(app: FastifyInstance) {
       // Agent API mutations declare Idempotency-Key as a required header;
       // a missing or malformed one has its own code (rule 5).
       if (first?.path.startsWith('header.idempotency-key') && surfaceOf(request.url) === 'agent') {
-        return sendError(request, reply, { status: 400, code: 'invalid_idempotency_key', message: INVALID_IDEMPOTENCY_KEY, next: 'fix_request' });
+        return sendError(request, reply, {
+          status: 400,
+          code: 'invalid_idempotency_key',
+          message: INVALID_IDEMPOTENCY_KEY,
+          next: 'fix_request',
+        });
       }
       return sendError(request, reply, { status: 400, message: validationMessage(details), details });
     }
@@ -159,7 +212,12 @@ async function errorsPlugin(app: FastifyInstance) {
     const allowed = allowedMethods(path).filter((m) => m !== 'HEAD');
     if (allowed.length > 0 && request.method !== 'OPTIONS') {
       reply.header('allow', [...allowed, ...(allowed.includes('GET') ? ['HEAD'] : [])].join(', '));
-      return sendError(request, reply, { status: 405, code: surfaceOf(request.url) === 'platform' ? 'method_not_allowed' : 'invalid_request', message: `${path} takes ${allowed.join(', ')}, not ${request.method}.`, next: 'fix_request' });
+      return sendError(request, reply, {
+        status: 405,
+        code: surfaceOf(request.url) === 'platform' ? 'method_not_allowed' : 'invalid_request',
+        message: `${path} takes ${allowed.join(', ')}, not ${request.method}.`,
+        next: 'fix_request',
+      });
     }
     return wantsHtmlPage(request)
       ? sendNotFoundPage(request, reply)

@@ -12,7 +12,10 @@ import { prefersHtml } from '../pages/not-found.ts';
 import { errorPayload, sendError } from './errors.ts';
 
 const FRAMEWORK: Record<string, { status: number; message: string }> = {
-  FST_ERR_BAD_URL: { status: 400, message: 'The URL is not valid: a part of its path is not correctly percent-encoded.' },
+  FST_ERR_BAD_URL: {
+    status: 400,
+    message: 'The URL is not valid: a part of its path is not correctly percent-encoded.',
+  },
   FST_ERR_MAX_PARAM_LENGTH: { status: 414, message: 'A part of the URL path is too long.' },
 };
 
@@ -25,7 +28,11 @@ export function frameworkErrors(error: FastifyError, request: FastifyRequest, re
   }
   request.log.info({ code: error.code }, 'refused a malformed URL');
   if (prefersHtml(request.headers.accept)) {
-    return sendPage(reply, { status: known.status, title: 'Bad address', body: html`<p>${known.message}</p><p><a href="/">Go to the start page</a>.</p>` });
+    return sendPage(reply, {
+      status: known.status,
+      title: 'Bad address',
+      body: html`<p>${known.message}</p><p><a href="/">Go to the start page</a>.</p>`,
+    });
   }
   return sendError(request, reply, { status: known.status, message: known.message });
 }
@@ -49,7 +56,9 @@ export function clientErrorHandler(error: NodeJS.ErrnoException & { rawPacket?: 
   const { status, message } = CLIENT[error.code ?? ''] ?? { status: 400, message: 'The request is not valid HTTP.' };
   const { body, headers } = errorPayload(requestPath(error.rawPacket), { status, message });
   const text = JSON.stringify(body);
-  const extra = Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('');
+  const extra = Object.entries(headers)
+    .map(([k, v]) => `${k}: ${v}\r\n`)
+    .join('');
   if (socket.writable) {
     socket.write(
       `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(text)}\r\n${extra}Connection: close\r\n\r\n${text}`,

@@ -48,7 +48,10 @@ declare module 'fastify' {
 /** Optional in the schema (so they are documented); their absence is the preHandler's 401, not a 400. */
 export const SignatureHeaders = z.object({
   'x-signature-timestamp': z.string().optional().describe('Unix seconds when the request was signed (HMAC + Auth)'),
-  'x-signature': z.string().optional().describe('`v1=<hex HMAC-SHA256>` of METHOD\\npath\\nx-tenant-id\\ntimestamp\\nsha256hex(body) (HMAC + Auth)'),
+  'x-signature': z
+    .string()
+    .optional()
+    .describe('`v1=<hex HMAC-SHA256>` of METHOD\\npath\\nx-tenant-id\\ntimestamp\\nsha256hex(body) (HMAC + Auth)'),
 });
 
 export function deriveSigningKey(secret: Buffer, userId: string, epoch: number): string {
@@ -58,19 +61,37 @@ export function deriveSigningKey(secret: Buffer, userId: string, epoch: number):
 /** The key to hand out now and when it stops being accepted (end of the next day). */
 export function issueSigningKey(secret: Buffer, userId: string, nowMs = Date.now()) {
   const epoch = Math.floor(nowMs / 1000 / KEY_EPOCH_S);
-  return { signingKey: deriveSigningKey(secret, userId, epoch), expiresAt: new Date((epoch + 2) * KEY_EPOCH_S * 1000).toISOString() };
+  return {
+    signingKey: deriveSigningKey(secret, userId, epoch),
+    expiresAt: new Date((epoch + 2) * KEY_EPOCH_S * 1000).toISOString(),
+  };
 }
 
 const sha256Hex = (body: Buffer | string) => createHash('sha256').update(body).digest('hex');
 
-export function stringToSign(method: string, path: string, tenantId: string, timestamp: string, body: Buffer | string = ''): string {
+export function stringToSign(
+  method: string,
+  path: string,
+  tenantId: string,
+  timestamp: string,
+  body: Buffer | string = '',
+): string {
   return [method.toUpperCase(), path, tenantId, timestamp, sha256Hex(body)].join('\n');
 }
 
 /** Client side of the scheme (tests and SDKs): the two headers for a request. */
-export function signRequest(signingKey: string, method: string, path: string, tenantId: string, body: Buffer | string = '', nowMs = Date.now()) {
+export function signRequest(
+  signingKey: string,
+  method: string,
+  path: string,
+  tenantId: string,
+  body: Buffer | string = '',
+  nowMs = Date.now(),
+) {
   const timestamp = String(Math.floor(nowMs / 1000));
-  const mac = createHmac('sha256', signingKey).update(stringToSign(method, path, tenantId, timestamp, body)).digest('hex');
+  const mac = createHmac('sha256', signingKey)
+    .update(stringToSign(method, path, tenantId, timestamp, body))
+    .digest('hex');
   return { 'x-signature-timestamp': timestamp, 'x-signature': `v1=${mac}` };
 }
 
@@ -107,25 +128,42 @@ async function hmacSignature(app: FastifyInstance) {
     const timestamp = request.headers['x-signature-timestamp'];
     const signature = request.headers['x-signature'];
     if (typeof timestamp !== 'string' || typeof signature !== 'string') {
-      throw refuse('signature_required', 'Sign this request: send x-signature-timestamp and x-signature (see GET /api/provider-keys/signing-key).');
+      throw refuse(
+        'signature_required',
+        'Sign this request: send x-signature-timestamp and x-signature (see GET /api/provider-keys/signing-key).',
+      );
     }
     const given = SIGNATURE.exec(signature.trim().toLowerCase());
     if (!TIMESTAMP.test(timestamp) || !given) {
-      throw refuse('invalid_signature', 'x-signature-timestamp must be unix seconds and x-signature `v1=<64 hex digits>`.');
+      throw refuse(
+        'invalid_signature',
+        'x-signature-timestamp must be unix seconds and x-signature `v1=<64 hex digits>`.',
+      );
     }
     const nowS = Math.floor(Date.now() / 1000);
     if (Math.abs(nowS - Number(timestamp)) > SIGNATURE_TOLERANCE_S) {
-      throw refuse('signature_expired', `The signature timestamp is more than ${SIGNATURE_TOLERANCE_S} s from the server clock; sign again now.`);
+      throw refuse(
+        'signature_expired',
+        `The signature timestamp is more than ${SIGNATURE_TOLERANCE_S} s from the server clock; sign again now.`,
+      );
     }
 
     const tenantHeader = String(request.headers['x-tenant-id'] ?? '');
-    const signed = stringToSign(request.method, request.url, tenantHeader, timestamp, request.rawBody ?? Buffer.alloc(0));
+    const signed = stringToSign(
+      request.method,
+      request.url,
+      tenantHeader,
+      timestamp,
+      request.rawBody ?? Buffer.alloc(0),
+    );
     const presented = Buffer.from(given[1]!, 'hex');
     // Today's key and yesterday's, so a key fetched late in a day keeps working.
     const epoch = Math.floor(nowS / KEY_EPOCH_S);
     let valid = false;
     for (const e of [epoch, epoch - 1]) {
-      const expected = createHmac('sha256', deriveSigningKey(secret, request.user.userId, e)).update(signed).digest();
+      const expected = createHmac('sha256', deriveSigningKey(secret, request.user.userId, e))
+        .update(signed)
+        .digest();
       valid = timingSafeEqual(expected, presented) || valid;
     }
     if (!valid) throw refuse('invalid_signature', 'The signature does not match this request.');

@@ -46,7 +46,15 @@ function refusal(context: 'body' | 'querystring' | 'params', problem: Problem): 
   return Object.assign(new Error(`Invalid request: ${problem.message}`), {
     statusCode: 400,
     validationContext: context,
-    validation: [{ instancePath: problem.path ? `/${problem.path}` : '', message: problem.message, keyword: 'input', params: {}, schemaPath: '' }],
+    validation: [
+      {
+        instancePath: problem.path ? `/${problem.path}` : '',
+        message: problem.message,
+        keyword: 'input',
+        params: {},
+        schemaPath: '',
+      },
+    ],
   });
 }
 

@@ -29,8 +29,16 @@ const DESCRIPTION = [
   'The agent registration guide is at `/auth.md`. The remote MCP endpoint `/mcp` (JSON-RPC over Streamable HTTP, tokens for the resource `{base_url}/mcp`) offers the Agent API operations as tools; MCP describes it, not this document. `/docs/llms.txt` indexes every published contract.',
 ].join('\n');
 
-const SURFACE_GROUPS: Record<Surface, string> = { agent: 'Agent API', identity: 'Identity provider', platform: 'Platform API' };
-const SURFACE_ERRORS: Record<Surface, string> = { agent: 'AgentApiError', identity: 'IdentityError', platform: 'PlatformError' };
+const SURFACE_GROUPS: Record<Surface, string> = {
+  agent: 'Agent API',
+  identity: 'Identity provider',
+  platform: 'Platform API',
+};
+const SURFACE_ERRORS: Record<Surface, string> = {
+  agent: 'AgentApiError',
+  identity: 'IdentityError',
+  platform: 'PlatformError',
+};
 // A tag without a description here draws a redocly warning: add new tags.
 const TAG_DESCRIPTIONS: Record<string, string> = {
   agent: 'Agent API: identity, capabilities, company views, boards and managed-agent restore',
@@ -57,7 +65,10 @@ const REF = '#/components/schemas/';
 
 type Json = Record<string, unknown>;
 type Operation = Json & { tags?: string[]; parameters?: Json[]; responses: Record<string, Json>; servers?: unknown };
-type Document = Json & { paths: Record<string, Record<string, Operation>>; components: Json & { schemas: Record<string, Json> } };
+type Document = Json & {
+  paths: Record<string, Record<string, Operation>>;
+  components: Json & { schemas: Record<string, Json> };
+};
 
 /** Visits every object in a JSON tree. */
 function walk(node: unknown, visit: (o: Json) => void): void {
@@ -97,7 +108,9 @@ function mergeInputSchemas(doc: Document): void {
   const rename = new Map<string, string>();
   const canonical = (json: unknown) =>
     JSON.stringify(json, (key, value) =>
-      key === '$ref' && typeof value === 'string' && value.startsWith(REF) ? REF + (rename.get(value.slice(REF.length)) ?? value.slice(REF.length)) : value,
+      key === '$ref' && typeof value === 'string' && value.startsWith(REF)
+        ? REF + (rename.get(value.slice(REF.length)) ?? value.slice(REF.length))
+        : value,
     );
   const pairs = Object.keys(schemas)
     .filter((name) => name.endsWith('Input') && schemas[name.slice(0, -'Input'.length)])
@@ -138,7 +151,8 @@ function mergeInputSchemas(doc: Document): void {
 /** `anyOf: [{}, …]` accepts anything: say so directly (zod renders unknown().nullable() that way). */
 function simplifyAnyOf(doc: Document): void {
   walk(doc, (o) => {
-    if (Array.isArray(o.anyOf) && o.anyOf.some((s) => s && typeof s === 'object' && Object.keys(s).length === 0)) delete o.anyOf;
+    if (Array.isArray(o.anyOf) && o.anyOf.some((s) => s && typeof s === 'object' && Object.keys(s).length === 0))
+      delete o.anyOf;
   });
 }
 
@@ -154,7 +168,9 @@ function finishOperation(op: Operation, surface: Surface, authUrl: string | null
   // Any other failure (413, 415, 500, ...) leaves in the surface's error shape.
   // The Agent API lists exactly the statuses of the spec's table instead.
   if (surface !== 'agent' && !op.responses.default) {
-    const content = (op.responses['400']?.content as Json | undefined) ?? { 'application/json': { schema: { $ref: REF + SURFACE_ERRORS[surface] } } };
+    const content = (op.responses['400']?.content as Json | undefined) ?? {
+      'application/json': { schema: { $ref: REF + SURFACE_ERRORS[surface] } },
+    };
     op.responses.default = { description: 'Any other error, in the error shape of this surface', content };
   }
 }
@@ -178,7 +194,9 @@ function finishDocument(doc: Document, authUrl: string | null): Document {
   doc.tags = [...groups.values()]
     .flatMap((tags) => [...tags].sort())
     .map((name) => (TAG_DESCRIPTIONS[name] ? { name, description: TAG_DESCRIPTIONS[name] } : { name }));
-  doc['x-tagGroups'] = [...groups].filter(([, tags]) => tags.size > 0).map(([name, tags]) => ({ name, tags: [...tags].sort() }));
+  doc['x-tagGroups'] = [...groups]
+    .filter(([, tags]) => tags.size > 0)
+    .map(([name, tags]) => ({ name, tags: [...tags].sort() }));
   return doc;
 }
 
@@ -209,7 +227,8 @@ async function openapi(app: FastifyInstance) {
             type: 'http',
             scheme: 'bearer',
             bearerFormat: 'JWT',
-            description: 'Access token from POST {auth_url}/oauth2/token (JWT-bearer grant, resource {base_url}/api/agent), about 5 minutes; auth class agent_bearer',
+            description:
+              'Access token from POST {auth_url}/oauth2/token (JWT-bearer grant, resource {base_url}/api/agent), about 5 minutes; auth class agent_bearer',
           },
           RunnerToken: {
             type: 'http',
@@ -226,7 +245,8 @@ async function openapi(app: FastifyInstance) {
             type: 'apiKey',
             in: 'header',
             name: 'Stripe-Signature',
-            description: "Stripe's signature over the exact request body, checked with the webhook signing secret (STRIPE_WEBHOOK_SECRET)",
+            description:
+              "Stripe's signature over the exact request body, checked with the webhook signing secret (STRIPE_WEBHOOK_SECRET)",
           },
           PurchaseWebhookBearer: {
             type: 'http',
@@ -237,7 +257,8 @@ async function openapi(app: FastifyInstance) {
       },
     },
     transform: jsonSchemaTransform,
-    transformObject: (input) => finishDocument(jsonSchemaTransformObject(input) as Document, authUrl === baseUrl ? null : authUrl),
+    transformObject: (input) =>
+      finishDocument(jsonSchemaTransformObject(input) as Document, authUrl === baseUrl ? null : authUrl),
   });
 }
 

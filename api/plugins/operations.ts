@@ -35,7 +35,14 @@ declare module 'fastify' {
 }
 
 export const CORS_METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'];
-export const CORS_ALLOWED_HEADERS = ['authorization', 'content-type', 'x-tenant-id', 'idempotency-key', 'mcp-protocol-version', 'x-request-id'];
+export const CORS_ALLOWED_HEADERS = [
+  'authorization',
+  'content-type',
+  'x-tenant-id',
+  'idempotency-key',
+  'mcp-protocol-version',
+  'x-request-id',
+];
 export const CORS_EXPOSED_HEADERS = ['x-request-id', 'retry-after'];
 
 const sha256 = (value: string) => createHash('sha256').update(value).digest();
@@ -58,7 +65,15 @@ function logRequest(request: FastifyRequest, route: string, status: number, elap
   const path = request.routeOptions.url === undefined ? request.url.split('?')[0]!.slice(0, 200) : undefined;
   const shown = path === undefined ? route : `${route} ${path}`;
   request.log[level](
-    { method: request.method, route, ...(path === undefined ? {} : { path }), status, ...(error ? { error } : {}), ms, ...(request.tenant ? { tenant: request.tenant.id } : {}) },
+    {
+      method: request.method,
+      route,
+      ...(path === undefined ? {} : { path }),
+      status,
+      ...(error ? { error } : {}),
+      ms,
+      ...(request.tenant ? { tenant: request.tenant.id } : {}),
+    },
     `${request.method} ${shown} ${status}${error ? ` ${error}` : ''} ${ms} ms`,
   );
 }
@@ -85,7 +100,12 @@ async function operations(app: FastifyInstance) {
     websocketConnections: () => websockets(),
     listenConnected: () => app.jobEvents.connected,
   });
-  registerDatabaseMetrics(registry, app.db, app.log.child({ component: 'metrics' }), queueMetricsOptions(app.config.worker));
+  registerDatabaseMetrics(
+    registry,
+    app.db,
+    app.log.child({ component: 'metrics' }),
+    queueMetricsOptions(app.config.worker),
+  );
   app.decorate('metrics', {
     registry,
     countWebsockets: (count: () => number) => {
@@ -115,7 +135,10 @@ async function operations(app: FastifyInstance) {
       ? `This deployment serves them on their own listener (METRICS_PORT=${app.config.metrics.port}, METRICS_HOST).`
       : 'Set METRICS_TOKEN (16+ characters) to serve GET /metrics here for `Authorization: Bearer <METRICS_TOKEN>`, or METRICS_PORT for a listener of their own.';
     app.get('/metrics', { schema: { hide: true } }, async (_request, reply) =>
-      reply.code(404).send({ error: 'not_found', status: 404, message: `Metrics are not served on this port. ${where}` }));
+      reply
+        .code(404)
+        .send({ error: 'not_found', status: 404, message: `Metrics are not served on this port. ${where}` }),
+    );
     return;
   }
   const expected = sha256(token);
@@ -123,10 +146,11 @@ async function operations(app: FastifyInstance) {
     const given = bearerToken(request.headers.authorization);
     // Both sides hashed: equal lengths for timingSafeEqual, no length leak.
     if (!given || !timingSafeEqual(sha256(given), expected)) {
-      return reply
-        .code(401)
-        .header('www-authenticate', 'Bearer realm="metrics"')
-        .send({ error: 'unauthorized', status: 401, message: 'GET /metrics needs `Authorization: Bearer <METRICS_TOKEN>`.' });
+      return reply.code(401).header('www-authenticate', 'Bearer realm="metrics"').send({
+        error: 'unauthorized',
+        status: 401,
+        message: 'GET /metrics needs `Authorization: Bearer <METRICS_TOKEN>`.',
+      });
     }
     return reply.type(METRICS_CONTENT_TYPE).send(await renderMetrics([registry]));
   });

@@ -39,7 +39,9 @@ async function platformAuth(app: FastifyInstance) {
   const authenticateToken = async (token: string): Promise<TokenUser> => {
     const { userId, expiresAt } = await verifyPlatformToken(token, secret, issuer);
     const row = await users.get(`user:${userId}`, () =>
-      app.db.maybeOne(sql.type(z.object({ is_operator: z.boolean() }))`select is_operator from users where id = ${userId}`),
+      app.db.maybeOne(
+        sql.type(z.object({ is_operator: z.boolean() }))`select is_operator from users where id = ${userId}`,
+      ),
     );
     if (!row) throw new InvalidTokenError('account no longer exists');
     return { userId, isOperator: row.is_operator, expiresAt };
@@ -61,7 +63,8 @@ async function platformAuth(app: FastifyInstance) {
   });
   app.decorate('requireOperator', async (request: FastifyRequest) => {
     await app.requireUser(request);
-    if (!request.user!.isOperator) throw new PlatformHttpError(403, 'forbidden', 'Only the platform operator may do this.');
+    if (!request.user!.isOperator)
+      throw new PlatformHttpError(403, 'forbidden', 'Only the platform operator may do this.');
   });
 }
 

@@ -8,7 +8,10 @@ import { RateLimitedError } from '../errors.ts';
 
 declare module 'fastify' {
   interface FastifyInstance {
-    rateLimit: (rule: RateLimitRule, keyOf?: (request: FastifyRequest) => string) => (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
+    rateLimit: (
+      rule: RateLimitRule,
+      keyOf?: (request: FastifyRequest) => string,
+    ) => (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
   }
 }
 

@@ -57,7 +57,9 @@ export const OptionalTenantHeaders = z.object({
   'x-tenant-id': z
     .uuid()
     .optional()
-    .describe("The tenant (workspace); without it, the caller's only tenant, else their own workspace (the one POST /api/chat/init returns)"),
+    .describe(
+      "The tenant (workspace); without it, the caller's only tenant, else their own workspace (the one POST /api/chat/init returns)",
+    ),
 });
 
 const Membership = z.object({ role: TenantRoleSchema, suspended: z.boolean() });
@@ -65,15 +67,25 @@ const Memberships = z.object({ tenant_id: z.string(), role: TenantRoleSchema, su
 
 /** An operator suspended the tenant (core/tenants/suspension.ts): its people are refused, members or not of other tenants. */
 const suspended = () =>
-  new PlatformHttpError(403, 'tenant_inactive', 'The platform operator suspended this workspace; contact support to restore access.');
+  new PlatformHttpError(
+    403,
+    'tenant_inactive',
+    'The platform operator suspended this workspace; contact support to restore access.',
+  );
 
 async function tenantPlugin(app: FastifyInstance) {
   // Roles are cached per replica and dropped by NOTIFY when a membership changes.
   // A suspension drops the entries of every member too (0023).
-  const memberships = new InvalidatedCache<{ role: TenantRole; suspended: boolean } | null>(app.jobEvents, 'user_cache_events');
+  const memberships = new InvalidatedCache<{ role: TenantRole; suspended: boolean } | null>(
+    app.jobEvents,
+    'user_cache_events',
+  );
   app.decorateRequest('tenant', null);
-  app.decorate('forgetMembership', (tenantId: string, userId: string) => memberships.forget(`member:${tenantId}:${userId}`));
-  const tagged = (check: (request: FastifyRequest) => Promise<void>, minimum: TenantRole): TenantCheck => Object.assign(check, { tenantRole: minimum });
+  app.decorate('forgetMembership', (tenantId: string, userId: string) =>
+    memberships.forget(`member:${tenantId}:${userId}`),
+  );
+  const tagged = (check: (request: FastifyRequest) => Promise<void>, minimum: TenantRole): TenantCheck =>
+    Object.assign(check, { tenantRole: minimum });
 
   // The declared role goes into the route's schema, so OpenAPI and the roles matrix show it.
   app.addHook('onRoute', (route) => {
@@ -81,26 +93,28 @@ async function tenantPlugin(app: FastifyInstance) {
     if (role && route.schema) (route.schema as Record<string, unknown>)['x-tenant-role'] = role;
   });
 
-  app.decorate('requireTenant', (minimum: TenantRole) => tagged(async (request: FastifyRequest) => {
-    if (!request.user) throw new PlatformHttpError(401, 'unauthorized', 'Authentication required.');
-    const header = TenantHeaders.safeParse(request.headers);
-    if (!header.success) {
-      // Checked before the validator runs (a role too low is 403 whatever the body), in its words.
-      const details = [{ path: 'header.x-tenant-id', message: header.error.issues[0]?.message ?? 'Invalid input' }];
-      throw new PlatformHttpError(400, 'invalid_request', validationMessage(details), {}, details);
-    }
-    const tenantId = header.data['x-tenant-id'];
-    const userId = request.user.userId;
-    const membership = await memberships.get(`member:${tenantId}:${userId}`, () =>
-      app.db.maybeOne(sql.type(Membership)`
+  app.decorate('requireTenant', (minimum: TenantRole) =>
+    tagged(async (request: FastifyRequest) => {
+      if (!request.user) throw new PlatformHttpError(401, 'unauthorized', 'Authentication required.');
+      const header = TenantHeaders.safeParse(request.headers);
+      if (!header.success) {
+        // Checked before the validator runs (a role too low is 403 whatever the body), in its words.
+        const details = [{ path: 'header.x-tenant-id', message: header.error.issues[0]?.message ?? 'Invalid input' }];
+        throw new PlatformHttpError(400, 'invalid_request', validationMessage(details), {}, details);
+      }
+      const tenantId = header.data['x-tenant-id'];
+      const userId = request.user.userId;
+      const membership = await memberships.get(`member:${tenantId}:${userId}`, () =>
+        app.db.maybeOne(sql.type(Membership)`
         select m.role, t.suspended_at is not null as suspended from tenant_memberships m join tenants t on t.id = m.tenant_id
         where m.tenant_id = ${tenantId} and m.user_id = ${userId}`),
-    );
-    if (!membership) throw new PlatformHttpError(404, 'not_found', 'No such tenant.');
-    if (membership.suspended) throw suspended();
-    if (!roleAtLeast(membership.role, minimum)) throw new PlatformHttpError(403, 'forbidden', roleNeeded(minimum));
-    request.tenant = { id: tenantId, role: membership.role };
-  }, minimum));
+      );
+      if (!membership) throw new PlatformHttpError(404, 'not_found', 'No such tenant.');
+      if (membership.suspended) throw suspended();
+      if (!roleAtLeast(membership.role, minimum)) throw new PlatformHttpError(403, 'forbidden', roleNeeded(minimum));
+      request.tenant = { id: tenantId, role: membership.role };
+    }, minimum),
+  );
 
   /**
    * Without x-tenant-id: the only tenant the caller belongs to; else their own
@@ -113,9 +127,18 @@ async function tenantPlugin(app: FastifyInstance) {
       select m.tenant_id, m.role, t.suspended_at is not null as suspended from tenant_memberships m join tenants t on t.id = m.tenant_id
       where m.user_id = ${userId} order by (m.role = 'admin') desc, t.created_at, t.id limit 2`);
     const [first, second] = rows;
-    if (!first) throw new PlatformHttpError(404, 'workspace_not_found', 'You belong to no workspace yet: call POST /api/chat/init, or send x-tenant-id.');
+    if (!first)
+      throw new PlatformHttpError(
+        404,
+        'workspace_not_found',
+        'You belong to no workspace yet: call POST /api/chat/init, or send x-tenant-id.',
+      );
     if (first.role !== 'admin' && second) {
-      throw new PlatformHttpError(400, 'invalid_request', 'You belong to several tenants and administer none: send the `x-tenant-id` header to say which.');
+      throw new PlatformHttpError(
+        400,
+        'invalid_request',
+        'You belong to several tenants and administer none: send the `x-tenant-id` header to say which.',
+      );
     }
     return { id: first.tenant_id, role: first.role, suspended: first.suspended };
   }

@@ -31,35 +31,59 @@ export const accountKey = (account: { kind: string; email: string }) =>
 export type Lockout = { scope: 'account' | 'address'; retryAfterSeconds: number };
 
 /** The failure counts an attempt is checked against and counted in: its address's, and its account's when it names one. */
-const windowsOf = (subject: LoginSubject): WindowKey[] =>
-  [{ bucket: ADDRESS_BUCKET, key: subject.address }, ...(subject.account ? [{ bucket: ACCOUNT_BUCKET, key: accountKey(subject.account) }] : [])];
+const windowsOf = (subject: LoginSubject): WindowKey[] => [
+  { bucket: ADDRESS_BUCKET, key: subject.address },
+  ...(subject.account ? [{ bucket: ACCOUNT_BUCKET, key: accountKey(subject.account) }] : []),
+];
 
 /** Whether the attempt may go ahead: null, or the lockout that stands (the later one when both do). */
-export async function loginLockout(db: CommonQueryMethods, settings: LoginThrottleSettings, subject: LoginSubject): Promise<Lockout | null> {
+export async function loginLockout(
+  db: CommonQueryMethods,
+  settings: LoginThrottleSettings,
+  subject: LoginSubject,
+): Promise<Lockout | null> {
   let lockout: Lockout | null = null;
   for (const row of await openWindows(db, settings.windowMs, windowsOf(subject))) {
     const limit = row.bucket === ACCOUNT_BUCKET ? settings.perAccount : settings.perAddress;
     if (row.hits < limit) continue;
     const retryAfterSeconds = secondsUntil(row.reset_at);
-    if (!lockout || retryAfterSeconds > lockout.retryAfterSeconds) lockout = { scope: row.bucket === ACCOUNT_BUCKET ? 'account' : 'address', retryAfterSeconds };
+    if (!lockout || retryAfterSeconds > lockout.retryAfterSeconds)
+      lockout = { scope: row.bucket === ACCOUNT_BUCKET ? 'account' : 'address', retryAfterSeconds };
   }
   return lockout;
 }
 
 /** Counts a failed attempt against its account and its address (a window opens with its first failure). */
-export async function recordLoginFailure(db: CommonQueryMethods, settings: LoginThrottleSettings, subject: LoginSubject): Promise<void> {
+export async function recordLoginFailure(
+  db: CommonQueryMethods,
+  settings: LoginThrottleSettings,
+  subject: LoginSubject,
+): Promise<void> {
   await countHits(db, settings.windowMs, windowsOf(subject));
 }
 
 /** A correct login clears its account's failures (its address keeps its count: it may be trying many accounts). */
-export async function clearAccountFailures(db: CommonQueryMethods, account: { kind: 'login' | 'dashboard'; email: string }): Promise<void> {
-  await db.query(sql.unsafe`delete from rate_limit_windows where bucket = ${ACCOUNT_BUCKET} and key = ${accountKey(account)}`);
+export async function clearAccountFailures(
+  db: CommonQueryMethods,
+  account: { kind: 'login' | 'dashboard'; email: string },
+): Promise<void> {
+  await db.query(
+    sql.unsafe`delete from rate_limit_windows where bucket = ${ACCOUNT_BUCKET} and key = ${accountKey(account)}`,
+  );
 }
 
 /** Lifts lockouts by hand: an e-mail's (password and dashboard logins) and/or an address's. Answers how many counts were cleared. */
-export async function liftLockout(db: CommonQueryMethods, target: { email?: string; address?: string }): Promise<number> {
+export async function liftLockout(
+  db: CommonQueryMethods,
+  target: { email?: string; address?: string },
+): Promise<number> {
   const keys = [
-    ...(target.email ? (['login', 'dashboard'] as const).map((kind) => ({ bucket: ACCOUNT_BUCKET, key: accountKey({ kind, email: target.email! }) })) : []),
+    ...(target.email
+      ? (['login', 'dashboard'] as const).map((kind) => ({
+          bucket: ACCOUNT_BUCKET,
+          key: accountKey({ kind, email: target.email! }),
+        }))
+      : []),
     ...(target.address ? [{ bucket: ADDRESS_BUCKET, key: target.address }] : []),
   ];
   const result = await db.query(sql.unsafe`
@@ -93,11 +117,14 @@ export async function throttledLogin<T>(
 }
 
 /** What a locked-out person reads: why, and when to try again (in minutes and as a UTC time). */
-export function lockoutMessage(lockout: Lockout, accountFailures = 'wrong passwords for this account', now = Date.now()): string {
+export function lockoutMessage(
+  lockout: Lockout,
+  accountFailures = 'wrong passwords for this account',
+  now = Date.now(),
+): string {
   const minutes = Math.ceil(lockout.retryAfterSeconds / 60);
   const at = new Date(now + lockout.retryAfterSeconds * 1000).toISOString().slice(11, 16);
-  const why = lockout.scope === 'account'
-    ? `Too many ${accountFailures}`
-    : 'Too many failed sign-ins from your network address';
+  const why =
+    lockout.scope === 'account' ? `Too many ${accountFailures}` : 'Too many failed sign-ins from your network address';
   return `${why}; try again in ${minutes} minute${minutes === 1 ? '' : 's'} (at ${at} UTC).`;
 }

@@ -2,7 +2,7 @@
 // e-mail and password, may be the platform operator. External identity
 // providers attach later through user_identities (one user, many ways in).
 import { z } from 'zod';
-import { TenantRoleSchema, } from '../tenants/roles.ts';
+import { TenantRoleSchema } from '../tenants/roles.ts';
 import { sql, type CommonQueryMethods, type DatabasePool, type DatabaseTransactionConnection } from '../db/pool.ts';
 import { decoyHash, hashPassword, verifyPassword } from '../crypto/passwords.ts';
 
@@ -75,7 +75,10 @@ export async function membershipsOf(db: CommonQueryMethods, userId: string) {
  * go with it (cascading to everything in them); shared tenants live on with
  * their other members and data (rows the user created there lose the author).
  */
-export async function deleteAccount(db: DatabasePool | DatabaseTransactionConnection, userId: string): Promise<{ deletedTenants: number }> {
+export async function deleteAccount(
+  db: DatabasePool | DatabaseTransactionConnection,
+  userId: string,
+): Promise<{ deletedTenants: number }> {
   return db.transaction(async (tx) => {
     // Lock the user's memberships' tenants so a concurrent invite cannot
     // turn a sole-member tenant into a shared one mid-way.

@@ -10,7 +10,10 @@ import { decodeActivityCursor, encodeActivityCursor } from './cursor.ts';
 function page<T extends { t: string; id: string }>(rows: readonly T[], limit: number) {
   const items = rows.slice(0, limit);
   const last = items.at(-1);
-  return { items, nextCursor: rows.length > limit && last ? encodeActivityCursor({ t: last.t, s: 0, id: last.id, o: 0 }) : null };
+  return {
+    items,
+    nextCursor: rows.length > limit && last ? encodeActivityCursor({ t: last.t, s: 0, id: last.id, o: 0 }) : null,
+  };
 }
 const before = (cursor: string | undefined, columns: ReturnType<typeof sql.fragment>) => {
   const after = decodeActivityCursor(cursor);
@@ -18,8 +21,16 @@ const before = (cursor: string | undefined, columns: ReturnType<typeof sql.fragm
 };
 
 const AgentRow = z.object({
-  id: z.string(), name: z.string(), model: z.string(), is_default: z.boolean(), created_at: z.string(), t: z.string(),
-  sessions: z.number(), messages: z.number(), jobs: z.number(), last_activity_at: z.string().nullable(),
+  id: z.string(),
+  name: z.string(),
+  model: z.string(),
+  is_default: z.boolean(),
+  created_at: z.string(),
+  t: z.string(),
+  sessions: z.number(),
+  messages: z.number(),
+  jobs: z.number(),
+  last_activity_at: z.string().nullable(),
 });
 
 export async function listActivityAgents(db: CommonQueryMethods, tenantId: string, limit: number, cursor?: string) {
@@ -40,8 +51,15 @@ export async function listActivityAgents(db: CommonQueryMethods, tenantId: strin
 /** Agents shown per company in /teams; agentCount has them all. */
 export const TEAM_AGENTS_SHOWN = 50;
 const TeamRow = z.object({
-  id: z.string(), name: z.string(), description: z.string(), created_at: z.string(), t: z.string(), agent_count: z.number(),
-  agents: z.array(z.object({ id: z.string(), name: z.string(), role: z.string(), model: z.string(), status: z.string() })),
+  id: z.string(),
+  name: z.string(),
+  description: z.string(),
+  created_at: z.string(),
+  t: z.string(),
+  agent_count: z.number(),
+  agents: z.array(
+    z.object({ id: z.string(), name: z.string(), role: z.string(), model: z.string(), status: z.string() }),
+  ),
 });
 
 export async function listActivityTeams(db: CommonQueryMethods, tenantId: string, limit: number, cursor?: string) {
@@ -59,7 +77,13 @@ export async function listActivityTeams(db: CommonQueryMethods, tenantId: string
 
 const ActivitySkillRow = SkillRow.extend({
   t: z.string(),
-  config: z.object({ values_json: z.record(z.string(), z.union([z.string(), z.number(), z.boolean()])), secrets: z.record(z.string(), z.object({ keyId: z.string(), ciphertext: z.string(), last4: z.string() })), updated_at: z.string() }).nullable(),
+  config: z
+    .object({
+      values_json: z.record(z.string(), z.union([z.string(), z.number(), z.boolean()])),
+      secrets: z.record(z.string(), z.object({ keyId: z.string(), ciphertext: z.string(), last4: z.string() })),
+      updated_at: z.string(),
+    })
+    .nullable(),
   uses: z.number(),
 });
 
@@ -76,6 +100,14 @@ export async function listActivitySkills(db: CommonQueryMethods, tenantId: strin
   const result = page(rows, limit);
   return {
     nextCursor: result.nextCursor,
-    items: result.items.map((r) => ({ skill: r, uses: r.uses, configuration: configView(r.id, r.env_schema, r.config && { ...r.config, updated_at: new Date(r.config.updated_at).toISOString() }) })),
+    items: result.items.map((r) => ({
+      skill: r,
+      uses: r.uses,
+      configuration: configView(
+        r.id,
+        r.env_schema,
+        r.config && { ...r.config, updated_at: new Date(r.config.updated_at).toISOString() },
+      ),
+    })),
   };
 }

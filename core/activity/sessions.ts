@@ -8,11 +8,25 @@ import { decodeActivityCursor, encodeActivityCursor, mergePage, type ActivityPos
 export const SESSION_STATES = ['active', 'idle', 'failed'] as const;
 export type SessionState = (typeof SESSION_STATES)[number];
 
-export type SessionFilter = { agentId?: string | undefined; status?: SessionState | undefined; from?: string | undefined; to?: string | undefined };
+export type SessionFilter = {
+  agentId?: string | undefined;
+  status?: SessionState | undefined;
+  from?: string | undefined;
+  to?: string | undefined;
+};
 
 const SessionRow = z.object({
-  id: z.string(), title: z.string(), agent_id: z.string().nullable(), agent_name: z.string().nullable(), model: z.string().nullable(),
-  created_at: z.string(), updated_at: z.string(), t: z.string(), messages: z.number(), last_job_status: z.string().nullable(), state: z.enum(SESSION_STATES),
+  id: z.string(),
+  title: z.string(),
+  agent_id: z.string().nullable(),
+  agent_name: z.string().nullable(),
+  model: z.string().nullable(),
+  created_at: z.string(),
+  updated_at: z.string(),
+  t: z.string(),
+  messages: z.number(),
+  last_job_status: z.string().nullable(),
+  state: z.enum(SESSION_STATES),
 });
 export type ActivitySessionRow = z.infer<typeof SessionRow>;
 
@@ -21,7 +35,13 @@ export type ActivitySessionRow = z.infer<typeof SessionRow>;
  * job: active while that job is queued or running, failed when it failed,
  * idle otherwise.
  */
-export async function listActivitySessions(db: CommonQueryMethods, tenantId: string, filter: SessionFilter, limit: number, cursor?: string) {
+export async function listActivitySessions(
+  db: CommonQueryMethods,
+  tenantId: string,
+  filter: SessionFilter,
+  limit: number,
+  cursor?: string,
+) {
   const after = decodeActivityCursor(cursor);
   const conditions = [sql.fragment`s.tenant_id = ${tenantId}`];
   if (after) conditions.push(sql.fragment`(s.created_at, s.id) < (${after.t}::timestamptz, ${after.id}::uuid)`);
@@ -44,19 +64,43 @@ export async function listActivitySessions(db: CommonQueryMethods, tenantId: str
     limit ${limit + 1}`);
   const items = rows.slice(0, limit);
   const last = items.at(-1);
-  return { items, nextCursor: rows.length > limit && last ? encodeActivityCursor({ t: last.t, s: 0, id: last.id, o: 0 }) : null };
+  return {
+    items,
+    nextCursor: rows.length > limit && last ? encodeActivityCursor({ t: last.t, s: 0, id: last.id, o: 0 }) : null,
+  };
 }
 
 export async function sessionInTenant(db: CommonQueryMethods, tenantId: string, sessionId: string): Promise<boolean> {
-  return (await db.maybeOneFirst(sql.type(z.object({ id: z.string() }))`select id from chat_sessions where id = ${sessionId} and tenant_id = ${tenantId}`)) !== null;
+  return (
+    (await db.maybeOneFirst(
+      sql.type(
+        z.object({ id: z.string() }),
+      )`select id from chat_sessions where id = ${sessionId} and tenant_id = ${tenantId}`,
+    )) !== null
+  );
 }
 
 const MessageEntry = z.object({
-  id: z.string(), t: z.string(), at: z.string(), role: z.string(), content: z.string(), attachments: z.array(z.unknown()), model: z.string().nullable(), job_id: z.string().nullable(),
+  id: z.string(),
+  t: z.string(),
+  at: z.string(),
+  role: z.string(),
+  content: z.string(),
+  attachments: z.array(z.unknown()),
+  model: z.string().nullable(),
+  job_id: z.string().nullable(),
 });
 const JobEntry = z.object({
-  id: z.string(), t: z.string(), at: z.string(), job_id: z.string(), job_kind: z.string(), event: z.string(), attempt: z.number(),
-  status: z.string().nullable(), progress: z.unknown().nullable(), error: z.unknown().nullable(),
+  id: z.string(),
+  t: z.string(),
+  at: z.string(),
+  job_id: z.string(),
+  job_kind: z.string(),
+  event: z.string(),
+  attempt: z.number(),
+  status: z.string().nullable(),
+  progress: z.unknown().nullable(),
+  error: z.unknown().nullable(),
 });
 export type SessionEntry =
   | { type: 'message'; at: string; message: z.infer<typeof MessageEntry>; pos: ActivityPosition }
@@ -69,18 +113,31 @@ const JOB_EVENT = 1;
 const JOB_QUEUED = 2;
 
 /** Oldest first; the cursor is the position after the last entry seen. */
-export async function listSessionEntries(db: CommonQueryMethods, tenantId: string, sessionId: string, limit: number, cursor?: string) {
+export async function listSessionEntries(
+  db: CommonQueryMethods,
+  tenantId: string,
+  sessionId: string,
+  limit: number,
+  cursor?: string,
+) {
   const after = decodeActivityCursor(cursor);
-  const messageAfter = !after ? sql.fragment`true`
-    : after.s === MESSAGE ? sql.fragment`(created_at, id) > (${after.t}::timestamptz, ${after.id}::uuid)`
-    : sql.fragment`created_at > ${after.t}::timestamptz`;
-  const eventAfter = !after ? sql.fragment`true`
-    : after.s === JOB_EVENT ? sql.fragment`(e.at, e.id) > (${after.t}::timestamptz, ${after.id}::bigint)`
-    : after.s === MESSAGE ? sql.fragment`e.at >= ${after.t}::timestamptz`
-    : sql.fragment`e.at > ${after.t}::timestamptz`;
-  const queuedAfter = !after ? sql.fragment`true`
-    : after.s === JOB_QUEUED ? sql.fragment`(j.created_at, j.id) > (${after.t}::timestamptz, ${after.id}::uuid)`
-    : sql.fragment`j.created_at >= ${after.t}::timestamptz`;
+  const messageAfter = !after
+    ? sql.fragment`true`
+    : after.s === MESSAGE
+      ? sql.fragment`(created_at, id) > (${after.t}::timestamptz, ${after.id}::uuid)`
+      : sql.fragment`created_at > ${after.t}::timestamptz`;
+  const eventAfter = !after
+    ? sql.fragment`true`
+    : after.s === JOB_EVENT
+      ? sql.fragment`(e.at, e.id) > (${after.t}::timestamptz, ${after.id}::bigint)`
+      : after.s === MESSAGE
+        ? sql.fragment`e.at >= ${after.t}::timestamptz`
+        : sql.fragment`e.at > ${after.t}::timestamptz`;
+  const queuedAfter = !after
+    ? sql.fragment`true`
+    : after.s === JOB_QUEUED
+      ? sql.fragment`(j.created_at, j.id) > (${after.t}::timestamptz, ${after.id}::uuid)`
+      : sql.fragment`j.created_at >= ${after.t}::timestamptz`;
   const [messages, events, queued] = await Promise.all([
     db.any(sql.type(MessageEntry)`
       select id, created_at::text as t, created_at as at, role, content, attachments, model, job_id from chat_messages
@@ -101,7 +158,12 @@ export async function listSessionEntries(db: CommonQueryMethods, tenantId: strin
       order by j.created_at, j.id limit ${limit + 1}`),
   ]);
   const rows: SessionEntry[] = [
-    ...messages.map((m) => ({ type: 'message' as const, at: m.at, message: m, pos: { t: m.t, s: MESSAGE, id: m.id, o: 0 } })),
+    ...messages.map((m) => ({
+      type: 'message' as const,
+      at: m.at,
+      message: m,
+      pos: { t: m.t, s: MESSAGE, id: m.id, o: 0 },
+    })),
     ...events.map((e) => ({ type: 'job' as const, at: e.at, job: e, pos: { t: e.t, s: JOB_EVENT, id: e.id, o: 0 } })),
     ...queued.map((e) => ({ type: 'job' as const, at: e.at, job: e, pos: { t: e.t, s: JOB_QUEUED, id: e.id, o: 0 } })),
   ];

@@ -124,8 +124,10 @@ export class SharedAdmission {
       if (!this.outage) {
         this.outage = true;
         // Once per outage: a flood of requests must not become a flood of log lines.
-        this.log.warn({ err: error, unavailable: isDatabaseUnavailable(error) },
-          'agent admission: cannot lease from PostgreSQL, counting the limit per replica until it answers');
+        this.log.warn(
+          { err: error, unavailable: isDatabaseUnavailable(error) },
+          'agent admission: cannot lease from PostgreSQL, counting the limit per replica until it answers',
+        );
       }
     } finally {
       slot.leasing = false;

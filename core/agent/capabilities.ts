@@ -109,7 +109,8 @@ export function capabilitiesOf(
     next.push({
       action: 'complete_setup',
       actor: 'person',
-      reason: 'runner_not_enrolled: restoring managed agents needs a runner; a workspace Admin enrolls one and starts it.',
+      reason:
+        'runner_not_enrolled: restoring managed agents needs a runner; a workspace Admin enrolls one and starts it.',
       method: 'POST',
       endpoint: `${urls.baseUrl}/api/runners/enroll`,
     });
@@ -124,8 +125,13 @@ export function capabilitiesOf(
     });
   }
   const approvals = live.pending_approvals.map((a) => ({
-    id: a.id, board_id: a.board_id, version: a.version, visibility: a.visibility, created_at: a.created_at,
-    requested_by_you: a.requested_by_principal === ctx.principal_id, approve_url: urls.approveUrl(a.id),
+    id: a.id,
+    board_id: a.board_id,
+    version: a.version,
+    visibility: a.visibility,
+    created_at: a.created_at,
+    requested_by_you: a.requested_by_principal === ctx.principal_id,
+    approve_url: urls.approveUrl(a.id),
   }));
   for (const a of approvals.filter((x) => x.requested_by_you)) {
     next.push({

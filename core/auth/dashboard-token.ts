@@ -8,10 +8,19 @@ export const DASHBOARD_TOKEN_TTL_S = 15 * 60;
 
 export type DashboardPrincipal = { licenseId: string };
 
-export async function signDashboardToken(principal: DashboardPrincipal, secret: Uint8Array, issuer: string, ttlSeconds = DASHBOARD_TOKEN_TTL_S): Promise<string> {
+export async function signDashboardToken(
+  principal: DashboardPrincipal,
+  secret: Uint8Array,
+  issuer: string,
+  ttlSeconds = DASHBOARD_TOKEN_TTL_S,
+): Promise<string> {
   return signSessionToken('dashboard', principal.licenseId, secret, issuer, ttlSeconds);
 }
 
-export async function verifyDashboardToken(token: string, secret: Uint8Array, issuer: string): Promise<DashboardPrincipal> {
+export async function verifyDashboardToken(
+  token: string,
+  secret: Uint8Array,
+  issuer: string,
+): Promise<DashboardPrincipal> {
   return { licenseId: await verifySessionToken('dashboard', token, secret, issuer) };
 }

@@ -8,14 +8,23 @@ export const DEFAULT_PLATFORM_TOKEN_TTL_S = 15 * 60;
 
 export type PlatformPrincipal = { userId: string };
 
-export async function signPlatformToken(principal: PlatformPrincipal, secret: Uint8Array, issuer: string, ttlSeconds = DEFAULT_PLATFORM_TOKEN_TTL_S): Promise<string> {
+export async function signPlatformToken(
+  principal: PlatformPrincipal,
+  secret: Uint8Array,
+  issuer: string,
+  ttlSeconds = DEFAULT_PLATFORM_TOKEN_TTL_S,
+): Promise<string> {
   return signSessionToken('platform', principal.userId, secret, issuer, ttlSeconds);
 }
 
 /** The principal, and when its token expires (websockets close then). */
 export type VerifiedPlatformToken = PlatformPrincipal & { expiresAt: Date };
 
-export async function verifyPlatformToken(token: string, secret: Uint8Array, issuer: string): Promise<VerifiedPlatformToken> {
+export async function verifyPlatformToken(
+  token: string,
+  secret: Uint8Array,
+  issuer: string,
+): Promise<VerifiedPlatformToken> {
   const { subject, expiresAt } = await verifySessionTokenClaims('platform', token, secret, issuer);
   return { userId: subject, expiresAt };
 }

@@ -24,13 +24,21 @@ const hmac = (secret: Uint8Array, input: string) => createHmac('sha256', secret)
 function decodeSegment(segment: string): Record<string, unknown> | null {
   try {
     const value: unknown = JSON.parse(Buffer.from(segment, 'base64url').toString('utf8'));
-    return value !== null && typeof value === 'object' && !Array.isArray(value) ? (value as Record<string, unknown>) : null;
+    return value !== null && typeof value === 'object' && !Array.isArray(value)
+      ? (value as Record<string, unknown>)
+      : null;
   } catch {
     return null;
   }
 }
 
-export async function signSessionToken(kind: SessionKind, subject: string, secret: Uint8Array, issuer: string, ttlSeconds: number): Promise<string> {
+export async function signSessionToken(
+  kind: SessionKind,
+  subject: string,
+  secret: Uint8Array,
+  issuer: string,
+  ttlSeconds: number,
+): Promise<string> {
   const now = Math.floor(Date.now() / 1000);
   const claims = { typ: kind, sub: subject, iss: issuer, aud: kind, iat: now, exp: now + ttlSeconds };
   const input = `${HEADER}.${Buffer.from(JSON.stringify(claims)).toString('base64url')}`;
@@ -38,7 +46,12 @@ export async function signSessionToken(kind: SessionKind, subject: string, secre
 }
 
 /** The subject of a valid token of this kind; InvalidTokenError otherwise. */
-export async function verifySessionToken(kind: SessionKind, token: string, secret: Uint8Array, issuer: string): Promise<string> {
+export async function verifySessionToken(
+  kind: SessionKind,
+  token: string,
+  secret: Uint8Array,
+  issuer: string,
+): Promise<string> {
   return (await verifySessionTokenClaims(kind, token, secret, issuer)).subject;
 }
 
@@ -63,7 +76,9 @@ function slotOf(kind: SessionKind, token: string, issuer: string): Slot {
 function verifiedBefore(slot: Slot, secret: Uint8Array): Verified | null {
   const entry = verifiedBySecret.get(secret)?.get(slot.key);
   if (!entry || entry.exp <= Math.floor(Date.now() / 1000)) return null;
-  return slot.signature.length === entry.signature.length && timingSafeEqual(slot.signature, entry.signature) ? entry : null;
+  return slot.signature.length === entry.signature.length && timingSafeEqual(slot.signature, entry.signature)
+    ? entry
+    : null;
 }
 
 function remember(slot: Slot, secret: Uint8Array, subject: string, exp: number): void {
@@ -78,7 +93,12 @@ function remember(slot: Slot, secret: Uint8Array, subject: string, exp: number):
 }
 
 /** Subject and expiry of a valid token (long-lived connections close at the expiry). */
-export async function verifySessionTokenClaims(kind: SessionKind, token: string, secret: Uint8Array, issuer: string): Promise<{ subject: string; expiresAt: Date }> {
+export async function verifySessionTokenClaims(
+  kind: SessionKind,
+  token: string,
+  secret: Uint8Array,
+  issuer: string,
+): Promise<{ subject: string; expiresAt: Date }> {
   const slot = slotOf(kind, token, issuer);
   const known = verifiedBefore(slot, secret);
   if (known) return { subject: known.subject, expiresAt: new Date(known.exp * 1000) };
@@ -88,11 +108,16 @@ export async function verifySessionTokenClaims(kind: SessionKind, token: string,
   // The signature first: nothing of an unsigned token is parsed.
   const expected = hmac(secret, `${header}.${payload}`);
   const given = Buffer.from(signature, 'base64url');
-  if (given.length !== expected.length || !timingSafeEqual(given, expected) || given.toString('base64url') !== signature) {
+  if (
+    given.length !== expected.length ||
+    !timingSafeEqual(given, expected) ||
+    given.toString('base64url') !== signature
+  ) {
     throw new InvalidTokenError('token invalid');
   }
   const protectedHeader = decodeSegment(header);
-  if (protectedHeader?.alg !== 'HS256' || 'crit' in protectedHeader || 'b64' in protectedHeader) throw new InvalidTokenError('token invalid');
+  if (protectedHeader?.alg !== 'HS256' || 'crit' in protectedHeader || 'b64' in protectedHeader)
+    throw new InvalidTokenError('token invalid');
   const claims = decodeSegment(payload);
   if (!claims) throw new InvalidTokenError('token invalid');
   const now = Math.floor(Date.now() / 1000);
@@ -100,7 +125,8 @@ export async function verifySessionTokenClaims(kind: SessionKind, token: string,
   if (claims.iss !== issuer || !audience.includes(kind)) throw new InvalidTokenError('token invalid');
   if (typeof claims.exp !== 'number' || !Number.isFinite(claims.exp)) throw new InvalidTokenError('token invalid');
   if (claims.exp <= now) throw new InvalidTokenError('token expired');
-  if (claims.nbf !== undefined && (typeof claims.nbf !== 'number' || claims.nbf > now)) throw new InvalidTokenError('token invalid');
+  if (claims.nbf !== undefined && (typeof claims.nbf !== 'number' || claims.nbf > now))
+    throw new InvalidTokenError('token invalid');
   if (claims.iat !== undefined && typeof claims.iat !== 'number') throw new InvalidTokenError('token invalid');
   if (typeof claims.sub !== 'string' || claims.typ !== kind) throw new InvalidTokenError('token has no subject');
   remember(slot, secret, claims.sub, claims.exp);

@@ -13,7 +13,11 @@ import { stateOfSubscription } from './stripe-events.ts';
 
 export class BillingRefusal extends Error {
   override name = 'BillingRefusal';
-  constructor(readonly status: 402 | 404 | 409 | 502 | 503, readonly code: string, message: string) {
+  constructor(
+    readonly status: 402 | 404 | 409 | 502 | 503,
+    readonly code: string,
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -29,7 +33,8 @@ async function callStripe<T>(what: string, call: () => Promise<T>): Promise<T> {
   } catch (error) {
     const e = error as { type?: string; message?: string; code?: string };
     // The built-in sandbox could not reach our own database: an outage (503), not Stripe failing.
-    if (e.code === SANDBOX_DATABASE_UNAVAILABLE) throw new DatabaseUnavailableError(e.message ?? 'the billing sandbox could not reach the database');
+    if (e.code === SANDBOX_DATABASE_UNAVAILABLE)
+      throw new DatabaseUnavailableError(e.message ?? 'the billing sandbox could not reach the database');
     if (typeof e.type === 'string' && e.type.startsWith('Stripe')) {
       throw new BillingRefusal(502, 'payment_processor_error', `Stripe refused to ${what}: ${e.message ?? e.type}.`);
     }
@@ -39,7 +44,11 @@ async function callStripe<T>(what: string, call: () => Promise<T>): Promise<T> {
 
 export function requireBilling(config: Config) {
   if (config.billing.mode === 'disabled') {
-    throw new BillingRefusal(503, 'billing_not_configured', 'Billing is not configured on this deployment: set STRIPE_SECRET_KEY, STRIPE_WEBHOOK_SECRET and the STRIPE_PRICE_* settings.');
+    throw new BillingRefusal(
+      503,
+      'billing_not_configured',
+      'Billing is not configured on this deployment: set STRIPE_SECRET_KEY, STRIPE_WEBHOOK_SECRET and the STRIPE_PRICE_* settings.',
+    );
   }
 }
 
@@ -52,7 +61,11 @@ async function storedCustomer(db: DatabasePool, tenantId: string): Promise<strin
  * The tenant's Stripe customer. Two racing requests send the same Stripe
  * idempotency key, so Stripe creates one customer; the unique row keeps it.
  */
-export async function ensureCustomer(deps: Deps, tenant: { id: string; name: string }, email: string | null): Promise<string> {
+export async function ensureCustomer(
+  deps: Deps,
+  tenant: { id: string; name: string },
+  email: string | null,
+): Promise<string> {
   const tenantId = tenant.id;
   const existing = await storedCustomer(deps.db, tenantId);
   if (existing) return existing;
@@ -67,19 +80,32 @@ export async function ensureCustomer(deps: Deps, tenant: { id: string; name: str
   return (await storedCustomer(deps.db, tenantId))!;
 }
 
-export async function startCheckout(deps: Deps, tenantId: string, plan: Exclude<PlanName, 'free'>, email: string | null): Promise<{ url: string; sessionId: string }> {
+export async function startCheckout(
+  deps: Deps,
+  tenantId: string,
+  plan: Exclude<PlanName, 'free'>,
+  email: string | null,
+): Promise<{ url: string; sessionId: string }> {
   requireBilling(deps.config);
   const tenant = await deps.db.one(sql.type(TenantRow)`select name, plan from tenants where id = ${tenantId}`);
   if (planRank(tenant.plan) >= planRank(plan)) {
-    throw new BillingRefusal(409, 'already_on_plan', tenant.plan === plan
-      ? `The workspace is already on the ${plan} plan.`
-      : `The workspace is on the ${tenant.plan} plan, which includes everything in ${plan}; change or cancel it in the billing portal (POST /api/billing/portal).`);
+    throw new BillingRefusal(
+      409,
+      'already_on_plan',
+      tenant.plan === plan
+        ? `The workspace is already on the ${plan} plan.`
+        : `The workspace is on the ${tenant.plan} plan, which includes everything in ${plan}; change or cancel it in the billing portal (POST /api/billing/portal).`,
+    );
   }
   // A second subscription would bill twice: a paid Stripe plan changes in the portal.
   const paying = await deps.db.exists(sql.unsafe`
     select 1 from billing_entitlements where tenant_id = ${tenantId} and source = 'stripe' and status = any(${sql.array([...ENTITLED_STATUSES], 'text')})`);
   if (paying) {
-    throw new BillingRefusal(409, 'subscription_exists', `The workspace already has a Stripe subscription; change it to ${plan} in the billing portal (POST /api/billing/portal).`);
+    throw new BillingRefusal(
+      409,
+      'subscription_exists',
+      `The workspace already has a Stripe subscription; change it to ${plan} in the billing portal (POST /api/billing/portal).`,
+    );
   }
   const customer = await ensureCustomer(deps, { id: tenantId, name: tenant.name }, email);
   const { prices } = deps.config.billing.stripe;
@@ -95,7 +121,8 @@ export async function startCheckout(deps: Deps, tenantId: string, plan: Exclude<
       subscription_data: { metadata: { tenant_id: tenantId, plan } },
     }),
   );
-  if (!session.url) throw new BillingRefusal(502, 'payment_processor_error', 'Stripe returned a checkout session without a URL.');
+  if (!session.url)
+    throw new BillingRefusal(502, 'payment_processor_error', 'Stripe returned a checkout session without a URL.');
   return { url: session.url, sessionId: session.id };
 }
 
@@ -103,7 +130,11 @@ export async function openPortal(deps: Deps, tenantId: string): Promise<{ url: s
   requireBilling(deps.config);
   const customer = await storedCustomer(deps.db, tenantId);
   if (!customer) {
-    throw new BillingRefusal(409, 'no_billing_customer', 'The workspace has no billing account yet; start with a checkout (POST /api/billing/checkout).');
+    throw new BillingRefusal(
+      409,
+      'no_billing_customer',
+      'The workspace has no billing account yet; start with a checkout (POST /api/billing/checkout).',
+    );
   }
   const session = await callStripe('open the billing portal', () =>
     deps.stripe.billingPortal.sessions.create({ customer, return_url: deps.config.billing.portalReturnUrl }),
@@ -123,7 +154,11 @@ export async function addAgentSlot(deps: Deps, tenantId: string, idempotencyKey:
   const grant = await deps.db.maybeOne(sql.type(StripeGrant)`
     select external_ref, status from billing_entitlements where tenant_id = ${tenantId} and source = 'stripe'`);
   if (!grant?.external_ref || !isEntitled(grant.status)) {
-    throw new BillingRefusal(409, 'no_active_subscription', 'Agent slots are added to a paid Stripe subscription; subscribe first with POST /api/billing/checkout.');
+    throw new BillingRefusal(
+      409,
+      'no_active_subscription',
+      'Agent slots are added to a paid Stripe subscription; subscribe first with POST /api/billing/checkout.',
+    );
   }
   const subscriptionId = grant.external_ref;
   if (idempotencyKey) {
@@ -137,7 +172,10 @@ export async function addAgentSlot(deps: Deps, tenantId: string, idempotencyKey:
     return await buyAgentSlot(deps, tenantId, subscriptionId, idempotencyKey);
   } catch (error) {
     // Nothing was bought: the key may be used again.
-    if (idempotencyKey) await deps.db.query(sql.unsafe`delete from billing_addon_purchases where tenant_id = ${tenantId} and idempotency_key = ${idempotencyKey}`);
+    if (idempotencyKey)
+      await deps.db.query(
+        sql.unsafe`delete from billing_addon_purchases where tenant_id = ${tenantId} and idempotency_key = ${idempotencyKey}`,
+      );
     throw error;
   }
 }
@@ -149,14 +187,33 @@ async function buyAgentSlot(deps: Deps, tenantId: string, subscriptionId: string
   const item = sub.items.data.find((i) => i.price.id === addonPrice);
   await callStripe('add the agent slot', () =>
     item
-      ? deps.stripe.subscriptionItems.update(item.id, { quantity: (item.quantity ?? 1) + 1, proration_behavior: 'create_prorations' }, options)
-      : deps.stripe.subscriptionItems.create({ subscription: subscriptionId, price: addonPrice, quantity: 1, proration_behavior: 'create_prorations' }, options),
+      ? deps.stripe.subscriptionItems.update(
+          item.id,
+          { quantity: (item.quantity ?? 1) + 1, proration_behavior: 'create_prorations' },
+          options,
+        )
+      : deps.stripe.subscriptionItems.create(
+          { subscription: subscriptionId, price: addonPrice, quantity: 1, proration_behavior: 'create_prorations' },
+          options,
+        ),
   );
   const updated = await callStripe('read the subscription', () => deps.stripe.subscriptions.retrieve(subscriptionId));
   const state = stateOfSubscription(deps.config, updated);
   if (state) {
     await deps.db.transaction((tx) =>
-      setEntitlement(tx, { tenantId, source: 'stripe', plan: state.plan, status: state.status, currentPeriodEnd: state.currentPeriodEnd, agentAddons: state.agentAddons, externalRef: subscriptionId }, 'agent add-on bought'),
+      setEntitlement(
+        tx,
+        {
+          tenantId,
+          source: 'stripe',
+          plan: state.plan,
+          status: state.status,
+          currentPeriodEnd: state.currentPeriodEnd,
+          agentAddons: state.agentAddons,
+          externalRef: subscriptionId,
+        },
+        'agent add-on bought',
+      ),
     );
   }
   return { subscriptionId, agentSlots: (await agentSlots(deps.db, tenantId))! };

@@ -33,7 +33,11 @@ const PlanRow = z.object({ plan: z.enum(PLAN_NAMES).nullable() });
  * Writes one source's state and recomputes the tenant's plan. Returns
  * 'stale' (nothing written) when the row already reflects a newer event.
  */
-export async function setEntitlement(tx: CommonQueryMethods, e: Entitlement, reason: string): Promise<'applied' | 'stale'> {
+export async function setEntitlement(
+  tx: CommonQueryMethods,
+  e: Entitlement,
+  reason: string,
+): Promise<'applied' | 'stale'> {
   const eventAt = e.eventAt ? e.eventAt.toISOString() : null;
   const written = await tx.maybeOne(sql.type(z.object({ source: z.string() }))`
     insert into billing_entitlements
@@ -55,13 +59,22 @@ export async function setEntitlement(tx: CommonQueryMethods, e: Entitlement, rea
 }
 
 /** Removes one source's grant (an operator's plan set back to free) and recomputes. */
-export async function removeEntitlement(tx: CommonQueryMethods, tenantId: string, source: EntitlementSource, reason: string): Promise<void> {
+export async function removeEntitlement(
+  tx: CommonQueryMethods,
+  tenantId: string,
+  source: EntitlementSource,
+  reason: string,
+): Promise<void> {
   await tx.query(sql.unsafe`delete from billing_entitlements where tenant_id = ${tenantId} and source = ${source}`);
   await refreshPlan(tx, tenantId, reason);
 }
 
 /** The newest event applied to a source, to skip older deliveries before any outside call. */
-export async function lastEventAt(db: CommonQueryMethods, tenantId: string, source: EntitlementSource): Promise<Date | null> {
+export async function lastEventAt(
+  db: CommonQueryMethods,
+  tenantId: string,
+  source: EntitlementSource,
+): Promise<Date | null> {
   const at = await db.maybeOneFirst(sql.type(z.object({ last_event_at: z.string().nullable() }))`
     select last_event_at from billing_entitlements where tenant_id = ${tenantId} and source = ${source}`);
   return at ? new Date(at) : null;
@@ -83,7 +96,10 @@ export async function refreshExpiredPlans(db: CommonQueryMethods): Promise<numbe
 }
 
 /** Agents the tenant may have: the plan's slots plus add-ons, and how many exist. */
-export async function agentSlots(db: CommonQueryMethods, tenantId: string): Promise<{ plan: PlanName; included: number; addons: number; used: number } | null> {
+export async function agentSlots(
+  db: CommonQueryMethods,
+  tenantId: string,
+): Promise<{ plan: PlanName; included: number; addons: number; used: number } | null> {
   const row = await db.maybeOne(sql.type(z.object({ plan: z.string(), agent_addons: z.number(), used: z.number() }))`
     select t.plan, t.agent_addons,
            (select count(*) from company_agents a where a.tenant_id = t.id)

@@ -21,9 +21,19 @@ export type InboundEvent = {
 };
 
 export const EVENT_STATUSES = ['queued', 'applied', 'ignored', 'failed'] as const;
-export type StoredEvent = { id: string; duplicate: boolean; status: (typeof EVENT_STATUSES)[number]; jobId: string | null };
+export type StoredEvent = {
+  id: string;
+  duplicate: boolean;
+  status: (typeof EVENT_STATUSES)[number];
+  jobId: string | null;
+};
 
-const Stored = z.object({ id: z.string(), status: z.enum(EVENT_STATUSES), job_id: z.string().nullable(), inserted: z.boolean() });
+const Stored = z.object({
+  id: z.string(),
+  status: z.enum(EVENT_STATUSES),
+  job_id: z.string().nullable(),
+  inserted: z.boolean(),
+});
 
 /**
  * Stores the event and enqueues its job in one commit, through the group
@@ -32,7 +42,12 @@ const Stored = z.object({ id: z.string(), status: z.enum(EVENT_STATUSES), job_id
  * reads the row a previous delivery stored. An event without a tenant is
  * kept as 'ignored' with the reason, so an operator can see it.
  */
-export async function storeInboundEvent(jobs: GroupCommitter, db: DatabasePool, event: InboundEvent, ignoredReason?: string): Promise<StoredEvent> {
+export async function storeInboundEvent(
+  jobs: GroupCommitter,
+  db: DatabasePool,
+  event: InboundEvent,
+  ignoredReason?: string,
+): Promise<StoredEvent> {
   const ignored = !event.tenantId || ignoredReason !== undefined;
   const jobId = ignored ? null : randomUUID();
   const { value } = await jobs.submit({
@@ -54,11 +69,22 @@ export async function storeInboundEvent(jobs: GroupCommitter, db: DatabasePool, 
     // One queue per tenant: a tenant's billing events apply one at a time, in order.
     jobs: (row) =>
       row?.inserted && jobId
-        ? [{ id: jobId, kind: BILLING_JOB, tenantId: event.tenantId!, input: { eventId: row.id }, queueName: `billing:${event.tenantId}`, maxAttempts: 10 }]
+        ? [
+            {
+              id: jobId,
+              kind: BILLING_JOB,
+              tenantId: event.tenantId!,
+              input: { eventId: row.id },
+              queueName: `billing:${event.tenantId}`,
+              maxAttempts: 10,
+            },
+          ]
         : [],
   });
   // A racing delivery committed after this statement's snapshot: read it now.
-  const row = value ?? (await db.one(sql.type(Stored)`
+  const row =
+    value ??
+    (await db.one(sql.type(Stored)`
     select id, status, job_id, false as inserted from billing_events where provider = ${event.provider} and event_id = ${event.eventId}`));
   return { id: row.id, duplicate: !row.inserted, status: row.status, jobId: row.job_id };
 }
@@ -81,7 +107,12 @@ export async function loadEvent(db: CommonQueryMethods, id: string): Promise<Eve
 }
 
 /** Records how the event ended: applied, or ignored with the reason. */
-export async function finishEvent(tx: CommonQueryMethods, id: string, status: 'applied' | 'ignored' | 'failed', outcome: string): Promise<void> {
+export async function finishEvent(
+  tx: CommonQueryMethods,
+  id: string,
+  status: 'applied' | 'ignored' | 'failed',
+  outcome: string,
+): Promise<void> {
   await tx.query(sql.unsafe`
     update billing_events set status = ${status}, outcome = ${outcome}, processed_at = now() where id = ${id}`);
 }

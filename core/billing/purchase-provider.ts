@@ -123,10 +123,20 @@ export async function fetchSubscriber(config: Config, appUserId: string): Promis
     );
   }
   if (status === 429 || status >= 500) {
-    throw new PurchaseProviderError('unavailable', 'purchase_provider_unavailable', `The in-app purchase provider answered HTTP ${status}; try again later.`, status);
+    throw new PurchaseProviderError(
+      'unavailable',
+      'purchase_provider_unavailable',
+      `The in-app purchase provider answered HTTP ${status}; try again later.`,
+      status,
+    );
   }
   if (!response.ok) {
-    throw new PurchaseProviderError('rejected', 'purchase_provider_error', `The in-app purchase provider refused the request (HTTP ${status}).`, status);
+    throw new PurchaseProviderError(
+      'rejected',
+      'purchase_provider_error',
+      `The in-app purchase provider refused the request (HTTP ${status}).`,
+      status,
+    );
   }
   const parsed = SubscriberResponse.safeParse(body);
   if (!parsed.success) {
@@ -167,12 +177,18 @@ const at = (v: string | null | undefined): number | null => (v ? Date.parse(v) :
  * plan free, status canceled, with the most recently expired entitlement's
  * dates and product.
  */
-export function entitlementFromSubscriber(config: Config, subscriber: Subscriber, now: Date = new Date()): PurchaseState {
+export function entitlementFromSubscriber(
+  config: Config,
+  subscriber: Subscriber,
+  now: Date = new Date(),
+): PurchaseState {
   const ids = config.billing.purchase.entitlements;
   const nowMs = now.getTime();
   const ours = (['enterprise', 'pro'] as const)
     .map((plan) => ({ plan, id: ids[plan], info: subscriber.entitlements[ids[plan]] }))
-    .filter((e): e is { plan: 'enterprise' | 'pro'; id: string; info: NonNullable<typeof e.info> } => e.info !== undefined);
+    .filter(
+      (e): e is { plan: 'enterprise' | 'pro'; id: string; info: NonNullable<typeof e.info> } => e.info !== undefined,
+    );
 
   for (const { plan, id, info } of ours) {
     const expires = at(info.expires_date);
@@ -182,7 +198,8 @@ export function entitlementFromSubscriber(config: Config, subscriber: Subscriber
     const product = info.product_identifier ?? null;
     const subscription = product ? subscriber.subscriptions[product] : undefined;
     const billingIssue = !!subscription?.billing_issues_detected_at;
-    const status: PurchaseStatus = inGrace || billingIssue ? 'past_due' : subscription?.period_type === 'trial' ? 'trialing' : 'active';
+    const status: PurchaseStatus =
+      inGrace || billingIssue ? 'past_due' : subscription?.period_type === 'trial' ? 'trialing' : 'active';
     return {
       plan,
       status,

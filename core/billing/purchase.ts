@@ -21,9 +21,20 @@ import { PermanentJobError, RetryableJobError } from '../jobs/errors.ts';
 import { PLAN_NAMES, type PlanName } from '../plans.ts';
 import { setEntitlement, SUBSCRIPTION_STATUSES, type SubscriptionStatus } from './entitlements.ts';
 import type { EventRow } from './events.ts';
-import { entitlementFromSubscriber, fetchSubscriber, PurchaseProviderError, type PurchaseState, type SubscriberResponse } from './purchase-provider.ts';
+import {
+  entitlementFromSubscriber,
+  fetchSubscriber,
+  PurchaseProviderError,
+  type PurchaseState,
+  type SubscriberResponse,
+} from './purchase-provider.ts';
 
-export { entitlementFromSubscriber, fetchSubscriber, PurchaseProviderError, type PurchaseState } from './purchase-provider.ts';
+export {
+  entitlementFromSubscriber,
+  fetchSubscriber,
+  PurchaseProviderError,
+  type PurchaseState,
+} from './purchase-provider.ts';
 
 export type PurchaseDeps = { db: DatabasePool; config: Config; logger?: Pick<Logger, 'info'> };
 
@@ -62,8 +73,13 @@ type EventUsers = Pick<PurchaseWebhookEvent, 'type' | 'app_user_id' | 'transferr
 
 /** App user ids an event is about: its app_user_id; a TRANSFER's both sides, the receiving side first. */
 function appUsersOf(event: EventUsers): string[] {
-  const ids = event.type === 'TRANSFER' ? [event.app_user_id, ...(event.transferred_to ?? []), ...(event.transferred_from ?? [])] : [event.app_user_id];
-  return [...new Set(ids.filter((v): v is string => typeof v === 'string' && UUID.test(v)).map((v) => v.toLowerCase()))];
+  const ids =
+    event.type === 'TRANSFER'
+      ? [event.app_user_id, ...(event.transferred_to ?? []), ...(event.transferred_from ?? [])]
+      : [event.app_user_id];
+  return [
+    ...new Set(ids.filter((v): v is string => typeof v === 'string' && UUID.test(v)).map((v) => v.toLowerCase())),
+  ];
 }
 
 /** Existing tenants among the event's app user ids (app user id = tenant id), receiving side first. */
@@ -71,7 +87,9 @@ export async function tenantsOfPurchaseEvent(db: CommonQueryMethods, event: Even
   const candidates = appUsersOf(event);
   if (candidates.length === 0) return [];
   const found = new Set(
-    await db.anyFirst(sql.type(z.object({ id: z.string() }))`select id from tenants where id = any(${sql.array(candidates, 'uuid')})`),
+    await db.anyFirst(
+      sql.type(z.object({ id: z.string() }))`select id from tenants where id = any(${sql.array(candidates, 'uuid')})`,
+    ),
   );
   return candidates.filter((id) => found.has(id));
 }
@@ -94,7 +112,13 @@ export type PurchaseSyncResult = {
   /** applied: written; stale: a newer state was already stored; none: nothing of ours ever bought, nothing stored. */
   write: 'applied' | 'stale' | 'none';
   /** The stored in-app entitlement after the write; null when there is none. */
-  inApp: { plan: PlanName; status: SubscriptionStatus; expiresAt: string | null; currentPeriodEnd: string | null; externalRef: string | null } | null;
+  inApp: {
+    plan: PlanName;
+    status: SubscriptionStatus;
+    expiresAt: string | null;
+    currentPeriodEnd: string | null;
+    externalRef: string | null;
+  } | null;
   /** The tenant's effective plan (the best of all sources). */
   tenant: { plan: PlanName; status: SubscriptionStatus; source: string | null };
 };
@@ -119,10 +143,14 @@ async function readTenant(config: Config, tenantId: string, eventAt: Date | unde
  */
 async function writeTenant(tx: CommonQueryMethods, read: Read, reason: string): Promise<PurchaseSyncResult | null> {
   const { tenantId, state, asOf } = read;
-  const exists = await tx.maybeOneFirst(sql.type(z.object({ id: z.string() }))`select id from tenants where id = ${tenantId} for update`);
+  const exists = await tx.maybeOneFirst(
+    sql.type(z.object({ id: z.string() }))`select id from tenants where id = ${tenantId} for update`,
+  );
   if (!exists) return null;
   let write: PurchaseSyncResult['write'] = 'none';
-  const hadRow = await tx.exists(sql.unsafe`select 1 from billing_entitlements where tenant_id = ${tenantId} and source = 'in_app'`);
+  const hadRow = await tx.exists(
+    sql.unsafe`select 1 from billing_entitlements where tenant_id = ${tenantId} and source = 'in_app'`,
+  );
   if (state.entitlementId || hadRow) {
     write = await setEntitlement(
       tx,
@@ -148,9 +176,16 @@ async function writeTenant(tx: CommonQueryMethods, read: Read, reason: string): 
     tenantId,
     provider: state,
     write,
-    inApp: row.plan && row.status
-      ? { plan: row.plan, status: row.status, expiresAt: row.expires_at, currentPeriodEnd: row.current_period_end, externalRef: row.external_ref }
-      : null,
+    inApp:
+      row.plan && row.status
+        ? {
+            plan: row.plan,
+            status: row.status,
+            expiresAt: row.expires_at,
+            currentPeriodEnd: row.current_period_end,
+            externalRef: row.external_ref,
+          }
+        : null,
     tenant: { plan: row.tenant_plan, status: row.tenant_status, source: row.tenant_source },
   };
 }
@@ -165,7 +200,12 @@ export class UnknownTenantError extends Error {
  * transaction). `eventAt`: the event that asked for it, if any. Throws
  * PurchaseProviderError when the provider cannot be read.
  */
-export async function syncPurchases(deps: PurchaseDeps, tenantId: string, reason: string, eventAt?: Date): Promise<PurchaseSyncResult> {
+export async function syncPurchases(
+  deps: PurchaseDeps,
+  tenantId: string,
+  reason: string,
+  eventAt?: Date,
+): Promise<PurchaseSyncResult> {
   const read = await readTenant(deps.config, tenantId, eventAt);
   const result = await deps.db.transaction((tx) => writeTenant(tx, read, reason));
   if (!result) throw new UnknownTenantError(`No tenant ${tenantId}.`);
@@ -175,7 +215,14 @@ export async function syncPurchases(deps: PurchaseDeps, tenantId: string, reason
 
 function logSync(logger: Pick<Logger, 'info'> | undefined, r: PurchaseSyncResult, reason: string) {
   logger?.info(
-    { tenantId: r.tenantId, reason, write: r.write, inAppPlan: r.inApp?.plan ?? null, inAppStatus: r.inApp?.status ?? null, tenantPlan: r.tenant.plan },
+    {
+      tenantId: r.tenantId,
+      reason,
+      write: r.write,
+      inAppPlan: r.inApp?.plan ?? null,
+      inAppStatus: r.inApp?.status ?? null,
+      tenantPlan: r.tenant.plan,
+    },
     'in-app purchases synced',
   );
 }
@@ -242,11 +289,22 @@ export async function applyPurchaseEvent(
 function outcomeOf(results: PurchaseSyncResult[], named: boolean): PurchaseOutcome {
   if (results.length === 0) return { status: 'ignored', outcome: 'unknown_tenant' };
   const describe = (r: PurchaseSyncResult) =>
-    r.write === 'applied' ? `${r.provider.plan} ${r.provider.status}` : r.write === 'stale' ? 'older_than_state' : 'no_entitlement';
+    r.write === 'applied'
+      ? `${r.provider.plan} ${r.provider.status}`
+      : r.write === 'stale'
+        ? 'older_than_state'
+        : 'no_entitlement';
   const applied = results.some((r) => r.write === 'applied');
   if (!named) {
     const [r] = results as [PurchaseSyncResult];
-    return { status: applied ? 'applied' : 'ignored', outcome: describe(r), ...(applied ? { plan: r.provider.plan } : {}) };
+    return {
+      status: applied ? 'applied' : 'ignored',
+      outcome: describe(r),
+      ...(applied ? { plan: r.provider.plan } : {}),
+    };
   }
-  return { status: applied ? 'applied' : 'ignored', outcome: results.map((r) => `${r.tenantId}: ${describe(r)}`).join('; ') };
+  return {
+    status: applied ? 'applied' : 'ignored',
+    outcome: results.map((r) => `${r.tenantId}: ${describe(r)}`).join('; '),
+  };
 }

@@ -19,13 +19,25 @@ export type StripeHandle = {
 
 export function createStripe(config: Config, db: DatabasePool, deliver?: SandboxDelivery): StripeHandle {
   const { stripe: settings } = config.billing;
-  const common = { maxNetworkRetries: 2, timeout: 20_000, telemetry: false, appInfo: { name: 'agent-platform' } } as const;
-  const sandbox = config.billing.mode === 'sandbox' && !settings.apiBase
-    ? new SandboxStripeApi(db, { baseUrl: config.baseUrl, secretKey: settings.secretKey, prices: settings.prices, deliver })
-    : null;
+  const common = {
+    maxNetworkRetries: 2,
+    timeout: 20_000,
+    telemetry: false,
+    appInfo: { name: 'agent-platform' },
+  } as const;
+  const sandbox =
+    config.billing.mode === 'sandbox' && !settings.apiBase
+      ? new SandboxStripeApi(db, {
+          baseUrl: config.baseUrl,
+          secretKey: settings.secretKey,
+          prices: settings.prices,
+          deliver,
+        })
+      : null;
   const create = (): Stripe => {
     const Sdk = stripeSdk();
-    if (sandbox) return new Sdk(settings.secretKey, { ...common, httpClient: Sdk.createFetchHttpClient(sandbox.fetch) });
+    if (sandbox)
+      return new Sdk(settings.secretKey, { ...common, httpClient: Sdk.createFetchHttpClient(sandbox.fetch) });
     if (settings.apiBase) {
       const url = new URL(settings.apiBase);
       const protocol = url.protocol === 'http:' ? 'http' : 'https';

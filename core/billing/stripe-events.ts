@@ -24,7 +24,12 @@ export const HANDLED_STRIPE_EVENTS = new Set([
 type AnyObject = Record<string, unknown> & { metadata?: Record<string, string> | null };
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
-const str = (v: unknown): string | null => (typeof v === 'string' && v.length > 0 ? v : typeof v === 'object' && v && typeof (v as { id?: unknown }).id === 'string' ? (v as { id: string }).id : null);
+const str = (v: unknown): string | null =>
+  typeof v === 'string' && v.length > 0
+    ? v
+    : typeof v === 'object' && v && typeof (v as { id?: unknown }).id === 'string'
+      ? (v as { id: string }).id
+      : null;
 
 /** The subscription an event is about, wherever its type keeps it. */
 export function subscriptionIdOf(event: Pick<Stripe.Event, 'type' | 'data'>): string | null {
@@ -41,9 +46,15 @@ export function subscriptionIdOf(event: Pick<Stripe.Event, 'type' | 'data'>): st
 /** The tenant an event names: our metadata, the checkout's reference, or the customer we created. */
 export async function tenantOfStripeEvent(db: CommonQueryMethods, event: Stripe.Event): Promise<string | null> {
   const object = event.data.object as unknown as AnyObject;
-  const parent = object.parent as { subscription_details?: { metadata?: Record<string, string> | null } } | null | undefined;
-  const candidates = [object.metadata?.tenant_id, object.client_reference_id, parent?.subscription_details?.metadata?.tenant_id]
-    .filter((v): v is string => typeof v === 'string' && UUID.test(v));
+  const parent = object.parent as
+    | { subscription_details?: { metadata?: Record<string, string> | null } }
+    | null
+    | undefined;
+  const candidates = [
+    object.metadata?.tenant_id,
+    object.client_reference_id,
+    parent?.subscription_details?.metadata?.tenant_id,
+  ].filter((v): v is string => typeof v === 'string' && UUID.test(v));
   const customer = str(object.customer);
   return db.maybeOneFirst(sql.type(z.object({ id: z.string() }))`
     select id from tenants where id = any(${sql.array(candidates, 'uuid')})
@@ -64,7 +75,12 @@ const STATUS: Record<Stripe.Subscription.Status, SubscriptionStatus> = {
   canceled: 'canceled',
 };
 
-export type SubscriptionState = { plan: PlanName; status: SubscriptionStatus; agentAddons: number; currentPeriodEnd: Date | null };
+export type SubscriptionState = {
+  plan: PlanName;
+  status: SubscriptionStatus;
+  agentAddons: number;
+  currentPeriodEnd: Date | null;
+};
 
 /** What a Stripe subscription grants, by the configured price ids; null when none of its prices is ours. */
 export function stateOfSubscription(config: Config, sub: Stripe.Subscription): SubscriptionState | null {
@@ -80,7 +96,12 @@ export function stateOfSubscription(config: Config, sub: Stripe.Subscription): S
     periodEnd = Math.max(periodEnd, (item as { current_period_end?: number }).current_period_end ?? 0);
   }
   if (!plan) return null;
-  return { plan, status: STATUS[sub.status] ?? 'canceled', agentAddons, currentPeriodEnd: periodEnd ? new Date(periodEnd * 1000) : null };
+  return {
+    plan,
+    status: STATUS[sub.status] ?? 'canceled',
+    agentAddons,
+    currentPeriodEnd: periodEnd ? new Date(periodEnd * 1000) : null,
+  };
 }
 
 export type Applied = { status: 'applied' | 'ignored'; outcome: string; plan?: PlanName };
@@ -115,8 +136,12 @@ export async function applyStripeEvent(
     const e = error as { type?: string; code?: string; statusCode?: number; message?: string };
     if (e.code === 'resource_missing') sub = null;
     else if (e.type === 'StripeAuthenticationError' || e.type === 'StripePermissionError') {
-      throw new PermanentJobError('stripe_auth_failed', `Stripe refused the API key: ${e.message ?? 'authentication failed'}.`);
-    } else throw new RetryableJobError('stripe_unavailable', `Stripe could not be read: ${e.message ?? String(error)}.`);
+      throw new PermanentJobError(
+        'stripe_auth_failed',
+        `Stripe refused the API key: ${e.message ?? 'authentication failed'}.`,
+      );
+    } else
+      throw new RetryableJobError('stripe_unavailable', `Stripe could not be read: ${e.message ?? String(error)}.`);
   }
   const state = sub ? stateOfSubscription(deps.config, sub) : null;
   if (sub && !state) return ignore('unknown_price');
@@ -129,12 +154,20 @@ export async function applyStripeEvent(
           insert into billing_customers (tenant_id, stripe_customer_id) values (${tenantId}, ${customer}) on conflict do nothing`);
       }
     }
-    const current = await tx.maybeOne(sql.type(z.object({ plan: z.enum(PLAN_NAMES), status: z.string(), external_ref: z.string().nullable() }))`
+    const current = await tx.maybeOne(sql.type(
+      z.object({ plan: z.enum(PLAN_NAMES), status: z.string(), external_ref: z.string().nullable() }),
+    )`
       select plan, status, external_ref from billing_entitlements where tenant_id = ${tenantId} and source = 'stripe' for update`);
-    const next = state ?? { plan: current?.plan ?? 'free', status: 'canceled' as const, agentAddons: 0, currentPeriodEnd: null };
+    const next = state ?? {
+      plan: current?.plan ?? 'free',
+      status: 'canceled' as const,
+      agentAddons: 0,
+      currentPeriodEnd: null,
+    };
     // Another, better subscription of the same tenant stays in force.
     const otherHolds =
-      current?.external_ref && current.external_ref !== subscriptionId &&
+      current?.external_ref &&
+      current.external_ref !== subscriptionId &&
       isEntitled(current.status) &&
       (!isEntitled(next.status) || planRank(current.plan) > planRank(next.plan));
     if (otherHolds) {
@@ -144,10 +177,22 @@ export async function applyStripeEvent(
     }
     const written = await setEntitlement(
       tx,
-      { tenantId, source: 'stripe', plan: next.plan, status: next.status, currentPeriodEnd: next.currentPeriodEnd, agentAddons: next.agentAddons, externalRef: subscriptionId, eventAt },
+      {
+        tenantId,
+        source: 'stripe',
+        plan: next.plan,
+        status: next.status,
+        currentPeriodEnd: next.currentPeriodEnd,
+        agentAddons: next.agentAddons,
+        externalRef: subscriptionId,
+        eventAt,
+      },
       `stripe ${event.type} ${event.id}`,
     );
-    const outcome: Applied = written === 'stale' ? { status: 'ignored', outcome: 'older_than_state' } : { status: 'applied', outcome: `${next.plan} ${next.status}`, plan: next.plan };
+    const outcome: Applied =
+      written === 'stale'
+        ? { status: 'ignored', outcome: 'older_than_state' }
+        : { status: 'applied', outcome: `${next.plan} ${next.status}`, plan: next.plan };
     await finish(tx, outcome);
     return outcome;
   });

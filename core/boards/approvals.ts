@@ -19,7 +19,9 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export async function findApproval(db: CommonQueryMethods, tenantId: string, id: string): Promise<ApprovalRow | null> {
   if (!UUID.test(id)) return null;
-  return db.maybeOne(sql.type(ApprovalRow)`select ${COLUMNS} from board_publish_approvals where id = ${id} and tenant_id = ${tenantId}`);
+  return db.maybeOne(
+    sql.type(ApprovalRow)`select ${COLUMNS} from board_publish_approvals where id = ${id} and tenant_id = ${tenantId}`,
+  );
 }
 
 /** How many pending approvals the capability response lists (oldest first). */
@@ -50,9 +52,18 @@ export const PendingApproval = z.object({
 });
 export type PendingApproval = z.infer<typeof PendingApproval>;
 
-export type Decision = { kind: 'decided'; approval: ApprovalRow } | { kind: 'not_found' } | { kind: 'already_decided'; approval: ApprovalRow };
+export type Decision =
+  | { kind: 'decided'; approval: ApprovalRow }
+  | { kind: 'not_found' }
+  | { kind: 'already_decided'; approval: ApprovalRow };
 
-export async function decideApproval(db: CommonQueryMethods, tenantId: string, id: string, userId: string, decision: 'approved' | 'denied'): Promise<Decision> {
+export async function decideApproval(
+  db: CommonQueryMethods,
+  tenantId: string,
+  id: string,
+  userId: string,
+  decision: 'approved' | 'denied',
+): Promise<Decision> {
   if (!UUID.test(id)) return { kind: 'not_found' };
   const updated = await db.maybeOne(sql.type(ApprovalRow)`
     update board_publish_approvals set state = ${decision}, decided_by = ${userId}, decided_at = now()
@@ -102,7 +113,12 @@ export async function memberRole(db: CommonQueryMethods, tenantId: string, userI
  * The page's decision: like decideApproval, but the Admin role is checked in
  * the same statement that decides, so a role taken away meanwhile cannot decide.
  */
-export async function decideApprovalAsAdmin(db: CommonQueryMethods, id: string, userId: string, decision: 'approved' | 'denied'): Promise<Decision | { kind: 'forbidden' }> {
+export async function decideApprovalAsAdmin(
+  db: CommonQueryMethods,
+  id: string,
+  userId: string,
+  decision: 'approved' | 'denied',
+): Promise<Decision | { kind: 'forbidden' }> {
   if (!UUID.test(id)) return { kind: 'not_found' };
   const updated = await db.maybeOne(sql.type(ApprovalRow)`
     update board_publish_approvals a set state = ${decision}, decided_by = ${userId}, decided_at = now()

@@ -46,7 +46,8 @@ export async function createBoard(
 ): Promise<BoardRow> {
   return db.transaction(async (tx) => {
     // The scope must name a company or company agent of this tenant (else 404, nothing written).
-    if (!(await lockScope(tx, tenantId, input.scopeType, input.scopeId))) throw new BoardScopeNotFoundError(input.scopeType);
+    if (!(await lockScope(tx, tenantId, input.scopeType, input.scopeId)))
+      throw new BoardScopeNotFoundError(input.scopeType);
     const board = await tx.one(boardRow`
       insert into insight_boards (tenant_id, scope_type, scope_id, title, created_by_principal, created_by_user)
       values (${tenantId}, ${input.scopeType}, ${input.scopeId}, ${input.title}, ${creator.principalId ?? null}, ${creator.userId ?? null})
@@ -66,7 +67,12 @@ async function appendVersion(tx: CommonQueryMethods, boardId: string, content: u
 }
 
 /** Saves new content as the next version; the row lock orders concurrent saves. */
-export async function saveBoardVersion(db: DatabasePool, tenantId: string, boardId: string, content: unknown): Promise<BoardRow> {
+export async function saveBoardVersion(
+  db: DatabasePool,
+  tenantId: string,
+  boardId: string,
+  content: unknown,
+): Promise<BoardRow> {
   if (!isBoardId(boardId)) throw new BoardNotFoundError();
   return db.transaction(async (tx) => {
     const locked = await lockBoard(tx, tenantId, boardId);
@@ -77,7 +83,9 @@ export async function saveBoardVersion(db: DatabasePool, tenantId: string, board
 
 export async function lockBoard(tx: CommonQueryMethods, tenantId: string, boardId: string): Promise<BoardRow | null> {
   if (!isBoardId(boardId)) return null;
-  return tx.maybeOne(boardRow`select ${COLUMNS} from insight_boards where id = ${boardId} and tenant_id = ${tenantId} for update`);
+  return tx.maybeOne(
+    boardRow`select ${COLUMNS} from insight_boards where id = ${boardId} and tenant_id = ${tenantId} for update`,
+  );
 }
 
 export async function findBoard(db: CommonQueryMethods, tenantId: string, boardId: string): Promise<BoardRow | null> {

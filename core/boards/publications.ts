@@ -39,14 +39,28 @@ export type PublishOutcome =
   | { kind: 'approval_denied'; approvalId: string };
 
 /** Publication state of a board (never a secret). */
-export async function readPublication(db: CommonQueryMethods, tenantId: string, boardId: string): Promise<PublicationRow> {
+export async function readPublication(
+  db: CommonQueryMethods,
+  tenantId: string,
+  boardId: string,
+): Promise<PublicationRow> {
   const board = await findBoard(db, tenantId, boardId);
   if (!board) throw new BoardNotFoundError();
   const row = await db.maybeOne(sql.type(PublicationRow)`
     select p.board_id, p.state, p.version, p.visibility, p.published_at, p.unpublished_at,
       (select l.created_at from board_links l where l.board_id = p.board_id and l.revoked_at is null) as link_created_at
     from board_publications p where p.board_id = ${board.id}`);
-  return row ?? { board_id: board.id, state: 'unpublished', version: null, visibility: null, published_at: null, unpublished_at: null, link_created_at: null };
+  return (
+    row ?? {
+      board_id: board.id,
+      state: 'unpublished',
+      version: null,
+      visibility: null,
+      published_at: null,
+      unpublished_at: null,
+      link_created_at: null,
+    }
+  );
 }
 
 async function revokeLinks(tx: CommonQueryMethods, boardId: string): Promise<number> {
@@ -71,13 +85,19 @@ export async function publishBoard(
     if (!board) throw new BoardNotFoundError();
     const version = input.body.version ?? board.latest_version;
     if (version < 1 || version > board.latest_version) {
-      throw new BoardVersionMissingError(board.latest_version < 1 ? 'The board has no saved content yet; save a version first.' : `The board has no version ${version}.`);
+      throw new BoardVersionMissingError(
+        board.latest_version < 1
+          ? 'The board has no saved content yet; save a version first.'
+          : `The board has no version ${version}.`,
+      );
     }
     const visibility = input.body.visibility;
     if (visibility === 'public') {
       // The approval covers this exact request: board, resolved version, visibility and body.
       const print = fingerprint({ board: board.id, version, visibility, body: input.body });
-      const latest = await tx.maybeOne(sql.type(z.object({ id: z.string(), state: z.enum(['pending', 'approved', 'denied', 'consumed']) }))`
+      const latest = await tx.maybeOne(sql.type(
+        z.object({ id: z.string(), state: z.enum(['pending', 'approved', 'denied', 'consumed']) }),
+      )`
         select id, state from board_publish_approvals
         where board_id = ${board.id} and request_fingerprint = ${print} order by created_at desc limit 1`);
       if (latest?.state === 'pending') return { kind: 'approval_required', approvalId: latest.id };
@@ -108,7 +128,11 @@ export async function publishBoard(
   });
 }
 
-export async function unpublishBoard(db: DatabasePool, tenantId: string, boardId: string): Promise<{ publication: PublicationRow; revokedLinks: number }> {
+export async function unpublishBoard(
+  db: DatabasePool,
+  tenantId: string,
+  boardId: string,
+): Promise<{ publication: PublicationRow; revokedLinks: number }> {
   return db.transaction(async (tx) => {
     const board = await lockBoard(tx, tenantId, boardId);
     if (!board) throw new BoardNotFoundError();
@@ -120,7 +144,11 @@ export async function unpublishBoard(db: DatabasePool, tenantId: string, boardId
   });
 }
 
-export async function rotateBoardLink(db: DatabasePool, tenantId: string, boardId: string): Promise<{ link: NewLink; revokedLinks: number }> {
+export async function rotateBoardLink(
+  db: DatabasePool,
+  tenantId: string,
+  boardId: string,
+): Promise<{ link: NewLink; revokedLinks: number }> {
   return db.transaction(async (tx) => {
     const board = await lockBoard(tx, tenantId, boardId);
     if (!board) throw new BoardNotFoundError();
@@ -132,7 +160,10 @@ export async function rotateBoardLink(db: DatabasePool, tenantId: string, boardI
 }
 
 /** The published content behind an active link secret, or null. */
-export async function hostedBoard(db: CommonQueryMethods, secret: string): Promise<{ title: string; version: number; content: unknown } | null> {
+export async function hostedBoard(
+  db: CommonQueryMethods,
+  secret: string,
+): Promise<{ title: string; version: number; content: unknown } | null> {
   const row = await db.maybeOne(sql.type(z.object({ board_id: z.string(), title: z.string(), version: z.number() }))`
     select b.id as board_id, b.title, p.version from board_links l
     join insight_boards b on b.id = l.board_id

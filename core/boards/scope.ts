@@ -22,9 +22,16 @@ export class BoardScopeNotFoundError extends Error {
  * until the caller's transaction ends, so it cannot be deleted between this
  * check and the board's insert.
  */
-export async function lockScope(tx: CommonQueryMethods, tenantId: string, scopeType: ScopeType, scopeId: string): Promise<boolean> {
+export async function lockScope(
+  tx: CommonQueryMethods,
+  tenantId: string,
+  scopeType: ScopeType,
+  scopeId: string,
+): Promise<boolean> {
   if (!isUuid(scopeId)) return false;
   const table = scopeType === 'company' ? sql.identifier(['companies']) : sql.identifier(['company_agents']);
-  const found = await tx.query(sql.unsafe`select 1 from ${table} where id = ${scopeId} and tenant_id = ${tenantId} for key share`);
+  const found = await tx.query(
+    sql.unsafe`select 1 from ${table} where id = ${scopeId} and tenant_id = ${tenantId} for key share`,
+  );
   return found.rowCount === 1;
 }

@@ -18,9 +18,11 @@ export class InvalidatedCache<V> {
       this.enabled = connected; // the hub re-issued LISTEN before saying so
       this.entries.clear();
     });
-    void hub.listen(channel, (key) => this.entries.delete(key)).then(() => {
-      this.enabled = hub.connected;
-    });
+    void hub
+      .listen(channel, (key) => this.entries.delete(key))
+      .then(() => {
+        this.enabled = hub.connected;
+      });
   }
 
   /** Drops an entry this process changed itself, so its next read need not wait for the NOTIFY. */

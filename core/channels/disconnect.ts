@@ -14,11 +14,22 @@ import type { ChannelSettings } from './types.ts';
 
 const teardownAad = (jobId: string) => `channel-teardown:${jobId}`;
 
-export const DisconnectInput = z.object({ channel: z.string(), keyId: z.string().nullable(), sealed: z.string().nullable() });
+export const DisconnectInput = z.object({
+  channel: z.string(),
+  keyId: z.string().nullable(),
+  sealed: z.string().nullable(),
+});
 
-export async function disconnectChannel(db: DatabasePool, keyring: Keyring, tenantId: string, channel: string): Promise<{ jobId: string }> {
+export async function disconnectChannel(
+  db: DatabasePool,
+  keyring: Keyring,
+  tenantId: string,
+  channel: string,
+): Promise<{ jobId: string }> {
   return db.transaction(async (tx) => {
-    const row = await tx.maybeOne(linkRow`select * from channel_links where tenant_id = ${tenantId} and channel = ${channel} for update`);
+    const row = await tx.maybeOne(
+      linkRow`select * from channel_links where tenant_id = ${tenantId} and channel = ${channel} for update`,
+    );
     const jobId = randomUUID();
     const settings = row ? openSettings(keyring, row) : null;
     const registered = !!row && (row.bound_ref !== null || row.link_awaiting || row.state === 'linking');
@@ -36,14 +47,22 @@ export async function disconnectChannel(db: DatabasePool, keyring: Keyring, tena
         where id = ${row.id}`);
     }
     await enqueueJob(tx, {
-      id: jobId, kind: DISCONNECT_JOB, tenantId, queueName: channelQueue(tenantId, channel), maxAttempts: 6,
+      id: jobId,
+      kind: DISCONNECT_JOB,
+      tenantId,
+      queueName: channelQueue(tenantId, channel),
+      maxAttempts: 6,
       input: { channel, keyId: sealed?.keyId ?? null, sealed: sealed?.ciphertext ?? null },
     });
     return { jobId };
   });
 }
 
-export function openTeardown(keyring: Keyring, jobId: string, input: z.infer<typeof DisconnectInput>): ChannelSettings | null {
+export function openTeardown(
+  keyring: Keyring,
+  jobId: string,
+  input: z.infer<typeof DisconnectInput>,
+): ChannelSettings | null {
   if (!input.sealed || !input.keyId) return null;
   return JSON.parse(keyring.open(input.keyId, input.sealed, teardownAad(jobId))) as ChannelSettings;
 }

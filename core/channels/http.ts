@@ -24,12 +24,21 @@ export async function callJson(
 ): Promise<JsonReply> {
   let response: Response;
   try {
-    response = await fetchFn(url, { method: init.method ?? 'POST', headers: init.headers, body: init.body, signal: AbortSignal.timeout(TIMEOUT_MS) });
+    response = await fetchFn(url, {
+      method: init.method ?? 'POST',
+      headers: init.headers,
+      body: init.body,
+      signal: AbortSignal.timeout(TIMEOUT_MS),
+    });
   } catch (error) {
     const cause = (error as Error).cause as (Error & { code?: string }) | undefined;
-    if (cause?.name === 'OutboundBlockedError') throw new ChannelSendError('permanent', `the address is refused: ${cause.message}`);
+    if (cause?.name === 'OutboundBlockedError')
+      throw new ChannelSendError('permanent', `the address is refused: ${cause.message}`);
     // The host and the network's error code say why; the path (a bot token may be in it) never.
-    const why = (error as Error).name === 'TimeoutError' ? `no answer in ${TIMEOUT_MS / 1000} s` : cause?.code ?? cause?.name ?? (error as Error).name;
+    const why =
+      (error as Error).name === 'TimeoutError'
+        ? `no answer in ${TIMEOUT_MS / 1000} s`
+        : (cause?.code ?? cause?.name ?? (error as Error).name);
     throw new ChannelSendError('retry', `${hostOf(url, 'the channel')} could not be reached (${why})`);
   }
   const text = await response.text().catch(() => '');
@@ -46,5 +55,6 @@ export async function callJson(
 /** 429 and 5xx are worth retrying; the caller decides about other statuses. */
 export function throwIfTransient(reply: JsonReply, what: string): void {
   if (reply.status === 429) throw new ChannelSendError('retry', `${what}: rate limited`, reply.retryAfterS ?? 1);
-  if (reply.status >= 500) throw new ChannelSendError('retry', `${what}: the channel answered ${reply.status}`, reply.retryAfterS);
+  if (reply.status >= 500)
+    throw new ChannelSendError('retry', `${what}: the channel answered ${reply.status}`, reply.retryAfterS);
 }

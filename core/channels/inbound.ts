@@ -34,30 +34,68 @@ export class LinkGoneError extends Error {
   override name = 'LinkGoneError';
 }
 
-type Item = { input: InboundInput; updateId: string; isNew: boolean; status: UpdateStatus; messageId: string | null; turnJobId: string | null; jobs: JobSpec[] };
+type Item = {
+  input: InboundInput;
+  updateId: string;
+  isNew: boolean;
+  status: UpdateStatus;
+  messageId: string | null;
+  turnJobId: string | null;
+  jobs: JobSpec[];
+};
 
-const Existing = z.object({ link_id: z.string(), external_id: z.string(), id: z.string(), status: z.enum(UPDATE_STATUSES), turn_job_id: z.string().nullable() });
+const Existing = z.object({
+  link_id: z.string(),
+  external_id: z.string(),
+  id: z.string(),
+  status: z.enum(UPDATE_STATUSES),
+  turn_job_id: z.string().nullable(),
+});
 
-const lockLink = (tx: DatabaseTransactionConnection, id: string) => tx.one(linkRow`select * from channel_links where id = ${id} for no key update`);
+const lockLink = (tx: DatabaseTransactionConnection, id: string) =>
+  tx.one(linkRow`select * from channel_links where id = ${id} for no key update`);
 
 export const acceptInboundBatch: BatchHandler<InboundInput, Accepted | LinkGoneError> = async (tx, inputs) => {
   const linkIds = [...new Set(inputs.map((i) => i.linkId))];
-  const links = new Map((await tx.any(linkRow`select * from channel_links where id = any(${sql.array(linkIds, 'uuid')})`)).map((l) => [l.id, l]));
-  const items: Item[] = inputs.map((input) => ({ input, updateId: randomUUID(), isNew: false, status: 'stored', messageId: null, turnJobId: null, jobs: [] }));
+  const links = new Map(
+    (await tx.any(linkRow`select * from channel_links where id = any(${sql.array(linkIds, 'uuid')})`)).map((l) => [
+      l.id,
+      l,
+    ]),
+  );
+  const items: Item[] = inputs.map((input) => ({
+    input,
+    updateId: randomUUID(),
+    isNew: false,
+    status: 'stored',
+    messageId: null,
+    turnJobId: null,
+    jobs: [],
+  }));
   const live = items.filter((it) => links.has(it.input.linkId));
 
   // 1. Store every update once by (link, channel id); a repeat, in this batch or before, is not new.
   const rows = live.map(({ input: { linkId, update: u }, updateId }) => ({
-    id: updateId, tenant_id: links.get(linkId)!.tenant_id, link_id: linkId, external_id: u.externalId, chat_ref: u.chatRef, text: u.text, payload: u.payload ?? null,
+    id: updateId,
+    tenant_id: links.get(linkId)!.tenant_id,
+    link_id: linkId,
+    external_id: u.externalId,
+    chat_ref: u.chatRef,
+    text: u.text,
+    payload: u.payload ?? null,
   }));
-  const inserted = new Set(rows.length === 0 ? [] : await tx.anyFirst(sql.type(z.object({ id: z.string() }))`
+  const inserted = new Set(
+    rows.length === 0
+      ? []
+      : await tx.anyFirst(sql.type(z.object({ id: z.string() }))`
     insert into channel_updates (id, tenant_id, link_id, external_id, status, chat_ref, text, payload)
     select id, tenant_id, link_id, external_id, 'stored', chat_ref, text, coalesce(payload, 'null'::jsonb)
     from rows from (jsonb_to_recordset(${sql.jsonb(rows as never)})
       as (id uuid, tenant_id uuid, link_id uuid, external_id text, chat_ref text, text text, payload jsonb)) with ordinality
       as r(id, tenant_id, link_id, external_id, chat_ref, text, payload, n)
     order by n
-    on conflict (link_id, external_id) do nothing returning id`));
+    on conflict (link_id, external_id) do nothing returning id`),
+  );
   for (const it of live) it.isNew = inserted.has(it.updateId);
 
   // 2. Decide each new update in arrival order (a binding changes what follows it).
@@ -70,7 +108,12 @@ export const acceptInboundBatch: BatchHandler<InboundInput, Accepted | LinkGoneE
     if (update.linkCode && update.boundRef && link.state === 'linking' && !adapter.finishLink) {
       link = await lockLink(tx, link.id); // a binding is decided on the locked, current row
       links.set(link.id, link);
-      if (link.state === 'linking' && link.link_expires_at && Date.parse(link.link_expires_at) > Date.now() && codeMatches(link, update.linkCode)) {
+      if (
+        link.state === 'linking' &&
+        link.link_expires_at &&
+        Date.parse(link.link_expires_at) > Date.now() &&
+        codeMatches(link, update.linkCode)
+      ) {
         links.set(link.id, await bindLink(tx, link, adapter, update.boundRef, update.account ?? {}));
         it.status = 'bound';
         continue;
@@ -83,7 +126,10 @@ export const acceptInboundBatch: BatchHandler<InboundInput, Accepted | LinkGoneE
       if (!link.session_id) {
         link = await lockLink(tx, link.id);
         const sessionId = await ensureSession(tx, link, adapter, update.chatRef);
-        if (sessionId !== link.session_id) link = await tx.one(linkRow`update channel_links set session_id = ${sessionId} where id = ${link.id} returning *`);
+        if (sessionId !== link.session_id)
+          link = await tx.one(
+            linkRow`update channel_links set session_id = ${sessionId} where id = ${link.id} returning *`,
+          );
         links.set(link.id, link);
       }
       turns.push({
@@ -91,30 +137,60 @@ export const acceptInboundBatch: BatchHandler<InboundInput, Accepted | LinkGoneE
         send: {
           tenantId: link.tenant_id,
           userId: link.linked_by as string, // the admin who linked it; null (user deleted) leaves the message without an author
-          idempotencyKey: `channel:${it.updateId}`, sessionId: link.session_id!, message: text, attachments: [],
+          idempotencyKey: `channel:${it.updateId}`,
+          sessionId: link.session_id!,
+          message: text,
+          attachments: [],
         },
       });
     }
   }
 
   // 3. All turns through the chat pipeline at once; refusals are answered to the channel's user.
-  const sent = turns.length === 0 ? [] : await sendBatch(tx, turns.map((t) => t.send), true);
+  const sent =
+    turns.length === 0
+      ? []
+      : await sendBatch(
+          tx,
+          turns.map((t) => t.send),
+          true,
+        );
   turns.forEach(({ item, send }, i) => {
     const outcome = sent[i]!.value;
     if (!(outcome instanceof SessionNotFoundError) && outcome.kind === 'accepted') {
-      Object.assign(item, { status: 'turn', messageId: outcome.body.messageId, turnJobId: outcome.body.jobId, jobs: [...sent[i]!.jobs] });
+      Object.assign(item, {
+        status: 'turn',
+        messageId: outcome.body.messageId,
+        turnJobId: outcome.body.jobId,
+        jobs: [...sent[i]!.jobs],
+      });
       return;
     }
-    const reason = outcome instanceof SessionNotFoundError ? 'This conversation has no session any more.'
-      : outcome.kind === 'refused' ? outcome.refusal.message : 'This message could not be answered.';
+    const reason =
+      outcome instanceof SessionNotFoundError
+        ? 'This conversation has no session any more.'
+        : outcome.kind === 'refused'
+          ? outcome.refusal.message
+          : 'This message could not be answered.';
     const link = links.get(item.input.linkId)!;
     item.status = 'refused';
-    refusals.push({ item, delivery: {
-      tenantId: link.tenant_id, linkId: link.id, channel: item.input.adapter.id, key: `refusal:${item.updateId}`, chatRef: item.input.update.chatRef!,
-      text: reason, sessionId: outcome instanceof SessionNotFoundError ? null : send.sessionId,
-    } });
+    refusals.push({
+      item,
+      delivery: {
+        tenantId: link.tenant_id,
+        linkId: link.id,
+        channel: item.input.adapter.id,
+        key: `refusal:${item.updateId}`,
+        chatRef: item.input.update.chatRef!,
+        text: reason,
+        sessionId: outcome instanceof SessionNotFoundError ? null : send.sessionId,
+      },
+    });
   });
-  const deliveryJobs = await prepareDeliveries(tx, refusals.map((r) => r.delivery));
+  const deliveryJobs = await prepareDeliveries(
+    tx,
+    refusals.map((r) => r.delivery),
+  );
   for (const r of refusals) r.item.jobs = deliveryJobs.has(r.delivery.key) ? [deliveryJobs.get(r.delivery.key)!] : [];
 
   // 4. The decisions and the link counters: one statement each.
@@ -134,18 +210,35 @@ export const acceptInboundBatch: BatchHandler<InboundInput, Accepted | LinkGoneE
     await tx.query(sql.unsafe`
       with locked as (select id from channel_links where id = any(${sql.array(ids, 'uuid')}) order by id for no key update)
       update channel_links l set inbound_count = inbound_count + c.n, last_inbound_at = now()
-      from unnest(${sql.array(ids, 'uuid')}, ${sql.array(ids.map((id) => counts.get(id)!), 'int4')}) as c(id, n), locked
+      from unnest(${sql.array(ids, 'uuid')}, ${sql.array(
+        ids.map((id) => counts.get(id)!),
+        'int4',
+      )}) as c(id, n), locked
       where l.id = c.id and locked.id = c.id`);
   }
 
   // 5. Repeats answer what their first delivery was answered (read after this batch's own decisions).
   const repeats = live.filter((it) => !it.isNew);
-  const existing = repeats.length === 0 ? [] : await tx.any(sql.type(Existing)`
+  const existing =
+    repeats.length === 0
+      ? []
+      : await tx.any(sql.type(Existing)`
     select link_id, external_id, id, status, turn_job_id from channel_updates
-    where (link_id, external_id) in (select * from unnest(${sql.array(repeats.map((r) => r.input.linkId), 'uuid')}, ${sql.array(repeats.map((r) => r.input.update.externalId), 'text')}))`);
+    where (link_id, external_id) in (select * from unnest(${sql.array(
+      repeats.map((r) => r.input.linkId),
+      'uuid',
+    )}, ${sql.array(
+      repeats.map((r) => r.input.update.externalId),
+      'text',
+    )}))`);
   return items.map((it) => {
-    if (!links.has(it.input.linkId)) return { value: new LinkGoneError('No such channel link (disconnected?).'), jobs: [] };
-    if (it.isNew) return { value: { updateId: it.updateId, duplicate: false, status: it.status, jobId: it.turnJobId }, jobs: it.jobs };
+    if (!links.has(it.input.linkId))
+      return { value: new LinkGoneError('No such channel link (disconnected?).'), jobs: [] };
+    if (it.isNew)
+      return {
+        value: { updateId: it.updateId, duplicate: false, status: it.status, jobId: it.turnJobId },
+        jobs: it.jobs,
+      };
     const e = existing.find((x) => x.link_id === it.input.linkId && x.external_id === it.input.update.externalId)!;
     return { value: { updateId: e.id, duplicate: true, status: e.status, jobId: e.turn_job_id }, jobs: [] };
   });

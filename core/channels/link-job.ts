@@ -22,7 +22,13 @@ type Wait = { delayMs: number; reason: string; progress?: unknown; leaveQueue?: 
 
 /** What the link job needs of its task context (workers/define-task.ts). */
 export type LinkJobContext = {
-  db: DatabasePool; config: Config; keyring: Keyring; jobId: string; tenantId: string; attempt: number; maxAttempts: number;
+  db: DatabasePool;
+  config: Config;
+  keyring: Keyring;
+  jobId: string;
+  tenantId: string;
+  attempt: number;
+  maxAttempts: number;
   completeWithin: (tx: CommonQueryMethods, result: unknown) => Promise<void>;
   waitWithin: (tx: CommonQueryMethods, wait: Wait) => Promise<void>;
 };
@@ -48,14 +54,22 @@ const lockedLink = (tx: CommonQueryMethods, ctx: LinkJobContext, linkId: string)
 const awaitBinding = (tx: CommonQueryMethods, ctx: LinkJobContext, expiresAt: string, now: boolean) =>
   ctx.waitWithin(tx, {
     delayMs: now ? 0 : Math.max(0, Date.parse(expiresAt) - Date.now()),
-    reason: 'waiting for the channel binding', progress: { stage: 'awaiting_binding', expiresAt }, leaveQueue: true,
+    reason: 'waiting for the channel binding',
+    progress: { stage: 'awaiting_binding', expiresAt },
+    leaveQueue: true,
   });
 
 export async function runLinkJob(ctx: LinkJobContext): Promise<unknown> {
-  const row = await ctx.db.maybeOne(linkRow`select * from channel_links where link_job_id = ${ctx.jobId} and tenant_id = ${ctx.tenantId}`);
+  const row = await ctx.db.maybeOne(
+    linkRow`select * from channel_links where link_job_id = ${ctx.jobId} and tenant_id = ${ctx.tenantId}`,
+  );
   const adapter = row ? adapterFor(row.channel) : undefined;
   if (!row || !adapter) throw superseded();
-  const actx = (): AdapterContext => ({ config: ctx.config, settings: openSettings(ctx.keyring, row), fetch: fetchForChannel(adapter, ctx.config) });
+  const actx = (): AdapterContext => ({
+    config: ctx.config,
+    settings: openSettings(ctx.keyring, row),
+    fetch: fetchForChannel(adapter, ctx.config),
+  });
   try {
     return row.link_awaiting ? await finish(ctx, row, adapter, actx) : await register(ctx, row, adapter, actx);
   } catch (error) {
@@ -67,7 +81,12 @@ export async function runLinkJob(ctx: LinkJobContext): Promise<unknown> {
   }
 }
 
-async function register(ctx: LinkJobContext, row: LinkRow, adapter: ChannelAdapter, actx: () => AdapterContext): Promise<unknown> {
+async function register(
+  ctx: LinkJobContext,
+  row: LinkRow,
+  adapter: ChannelAdapter,
+  actx: () => AdapterContext,
+): Promise<unknown> {
   const registered = await adapter.register(actx(), inboundUrl(ctx.config, adapter.id, row.inbound_id!));
   return ctx.db.transaction(async (tx) => {
     const now = await lockedLink(tx, ctx, row.id);
@@ -82,11 +101,18 @@ async function register(ctx: LinkJobContext, row: LinkRow, adapter: ChannelAdapt
   });
 }
 
-async function finish(ctx: LinkJobContext, row: LinkRow, adapter: ChannelAdapter, actx: () => AdapterContext): Promise<unknown> {
+async function finish(
+  ctx: LinkJobContext,
+  row: LinkRow,
+  adapter: ChannelAdapter,
+  actx: () => AdapterContext,
+): Promise<unknown> {
   if (row.state === 'linking' && 'oauthCode' in row.secrets && adapter.finishLink) {
     const done = await adapter.finishLink(actx());
     return ctx.db.transaction(async (tx) => {
-      const sealed = Object.fromEntries(Object.entries(done.secrets).map(([k, v]) => [k, sealSecret(ctx.keyring, row.tenant_id, row.channel, k, v)]));
+      const sealed = Object.fromEntries(
+        Object.entries(done.secrets).map(([k, v]) => [k, sealSecret(ctx.keyring, row.tenant_id, row.channel, k, v)]),
+      );
       const sessionId = await ensureSession(tx, row, adapter, String(done.account.teamName ?? done.boundRef));
       const bound = await tx.maybeOne(linkRow`
         update channel_links set state = 'linked', bound_ref = ${done.boundRef}, account = ${sql.jsonb(done.account as never)},

@@ -22,7 +22,8 @@ export const CHANNEL_JOB_KINDS = [LINK_JOB, DELIVER_JOB, DISCONNECT_JOB];
 
 /** Jobs of one tenant's channel share a queue: link, replies and disconnect run in order. */
 export const channelQueue = (tenantId: string, channel: string) => `channel:${tenantId}:${channel}`;
-export const inboundUrl = (config: Config, channel: string, inboundId: string) => `${config.baseUrl}/api/channels/${channel}/inbound/${inboundId}`;
+export const inboundUrl = (config: Config, channel: string, inboundId: string) =>
+  `${config.baseUrl}/api/channels/${channel}/inbound/${inboundId}`;
 export const hashCode = (code: string) => createHash('sha256').update(code).digest('hex');
 
 export function codeMatches(row: Pick<LinkRow, 'link_code_hash'>, code: string): boolean {
@@ -36,15 +37,38 @@ export class LinkRefusedError extends Error {
 
 export type LinkStarted = { jobId: string; linkUrl?: string; sessionToken?: string; expiresAt: string };
 
-export async function startLink(db: DatabasePool, keyring: Keyring, config: Config, adapter: ChannelAdapter, tenantId: string, userId: string): Promise<LinkStarted> {
+export async function startLink(
+  db: DatabasePool,
+  keyring: Keyring,
+  config: Config,
+  adapter: ChannelAdapter,
+  tenantId: string,
+  userId: string,
+): Promise<LinkStarted> {
   return db.transaction(async (tx) => {
-    const row = await tx.maybeOne(linkRow`select * from channel_links where tenant_id = ${tenantId} and channel = ${adapter.id} for update`);
+    const row = await tx.maybeOne(
+      linkRow`select * from channel_links where tenant_id = ${tenantId} and channel = ${adapter.id} for update`,
+    );
     const missing = adapter.requiredForLink.filter((f) => !(row?.config[f] ?? row?.secrets[f]));
-    if (!row || missing.length > 0) throw new LinkRefusedError(`Configure ${adapter.id} first (POST /api/channels/${adapter.id}/config): ${missing.join(', ') || 'settings'} missing.`);
+    if (!row || missing.length > 0)
+      throw new LinkRefusedError(
+        `Configure ${adapter.id} first (POST /api/channels/${adapter.id}/config): ${missing.join(', ') || 'settings'} missing.`,
+      );
     const code = randomBytes(24).toString('base64url');
     const jobId = randomUUID();
     // Telegram echoes this secret in every webhook request; a new link gets a new one.
-    const extra = adapter.id === 'telegram' ? { webhookSecret: sealSecret(keyring, tenantId, adapter.id, 'webhookSecret', randomBytes(32).toString('base64url')) } : {};
+    const extra =
+      adapter.id === 'telegram'
+        ? {
+            webhookSecret: sealSecret(
+              keyring,
+              tenantId,
+              adapter.id,
+              'webhookSecret',
+              randomBytes(32).toString('base64url'),
+            ),
+          }
+        : {};
     const updated = await tx.one(linkRow`
       update channel_links set state = 'linking',
         link_prev_state = case when state = 'linking' then link_prev_state else state end,
@@ -53,8 +77,20 @@ export async function startLink(db: DatabasePool, keyring: Keyring, config: Conf
         secrets = (secrets - 'oauthCode') || ${sql.jsonb(extra)},
         inbound_id = coalesce(inbound_id, gen_random_uuid()), updated_at = now()
       where id = ${row.id} returning *`);
-    await enqueueJob(tx, { id: jobId, kind: LINK_JOB, tenantId, input: { phase: 'register' }, queueName: channelQueue(tenantId, adapter.id), maxAttempts: 5, quota: true });
-    return { jobId, ...adapter.linkTarget(config, openSettings(keyring, updated), code), expiresAt: updated.link_expires_at! };
+    await enqueueJob(tx, {
+      id: jobId,
+      kind: LINK_JOB,
+      tenantId,
+      input: { phase: 'register' },
+      queueName: channelQueue(tenantId, adapter.id),
+      maxAttempts: 5,
+      quota: true,
+    });
+    return {
+      jobId,
+      ...adapter.linkTarget(config, openSettings(keyring, updated), code),
+      expiresAt: updated.link_expires_at!,
+    };
   });
 }
 
@@ -66,9 +102,16 @@ export async function wakeLinkJob(tx: CommonQueryMethods, row: Pick<LinkRow, 'li
 const SessionId = z.object({ id: z.string() });
 
 /** The channel's own chat session, created at its first binding. */
-export async function ensureSession(tx: CommonQueryMethods, row: LinkRow, adapter: ChannelAdapter, label: string): Promise<string> {
+export async function ensureSession(
+  tx: CommonQueryMethods,
+  row: LinkRow,
+  adapter: ChannelAdapter,
+  label: string,
+): Promise<string> {
   if (row.session_id) {
-    const exists = await tx.maybeOneFirst(sql.type(SessionId)`select id from chat_sessions where id = ${row.session_id}`);
+    const exists = await tx.maybeOneFirst(
+      sql.type(SessionId)`select id from chat_sessions where id = ${row.session_id}`,
+    );
     if (exists) return exists;
   }
   const agent = await defaultAgent(tx, row.tenant_id);
@@ -82,7 +125,13 @@ export async function ensureSession(tx: CommonQueryMethods, row: LinkRow, adapte
  * the channel is linked at once, waiters wake by NOTIFY, and the link job's
  * last step is moved to now if it already waits for it.
  */
-export async function bindLink(tx: CommonQueryMethods, row: LinkRow, adapter: ChannelAdapter, boundRef: string, account: Record<string, unknown>): Promise<LinkRow> {
+export async function bindLink(
+  tx: CommonQueryMethods,
+  row: LinkRow,
+  adapter: ChannelAdapter,
+  boundRef: string,
+  account: Record<string, unknown>,
+): Promise<LinkRow> {
   const label = String(account.username ?? account.name ?? boundRef);
   const sessionId = await ensureSession(tx, row, adapter, label);
   const bound = await tx.one(linkRow`
@@ -94,7 +143,13 @@ export async function bindLink(tx: CommonQueryMethods, row: LinkRow, adapter: Ch
 }
 
 /** Slack's OAuth redirect: the code is kept sealed for the link job, which exchanges it. */
-export async function acceptOAuthCode(db: DatabasePool, keyring: Keyring, channel: string, state: string, oauthCode: string): Promise<boolean> {
+export async function acceptOAuthCode(
+  db: DatabasePool,
+  keyring: Keyring,
+  channel: string,
+  state: string,
+  oauthCode: string,
+): Promise<boolean> {
   return db.transaction(async (tx) => {
     const row = await tx.maybeOne(linkRow`
       select * from channel_links where channel = ${channel} and link_code_hash = ${hashCode(state)}

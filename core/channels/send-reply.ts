@@ -14,7 +14,14 @@ import { ChannelSendError } from './types.ts';
 
 export const DeliverInput = z.object({ deliveryId: z.uuid() });
 
-const Delivery = z.object({ id: z.string(), key: z.string(), chat_ref: z.string(), text: z.string(), status: z.string(), provider_message_id: z.string().nullable() });
+const Delivery = z.object({
+  id: z.string(),
+  key: z.string(),
+  chat_ref: z.string(),
+  text: z.string(),
+  status: z.string(),
+  provider_message_id: z.string().nullable(),
+});
 const Row = z.object({ d: Delivery, l: LinkRow });
 
 export type DeliverContext = {
@@ -37,10 +44,16 @@ export async function deliverReply(input: z.infer<typeof DeliverInput>, ctx: Del
   if (d.status === 'sent') return { sent: true, messageId: d.provider_message_id };
   const adapter = adapterFor(l.channel);
   if (!adapter || !l.bound_ref || !l.inbound_id) {
-    await ctx.db.query(sql.unsafe`update channel_deliveries set status = 'failed', error = 'channel disconnected' where id = ${d.id}`);
+    await ctx.db.query(
+      sql.unsafe`update channel_deliveries set status = 'failed', error = 'channel disconnected' where id = ${d.id}`,
+    );
     throw new PermanentJobError('channel_disconnected', 'The channel was disconnected before the reply was sent.');
   }
-  const actx = { config: ctx.config, settings: openSettings(ctx.keyring, l), fetch: fetchForChannel(adapter, ctx.config) };
+  const actx = {
+    config: ctx.config,
+    settings: openSettings(ctx.keyring, l),
+    fetch: fetchForChannel(adapter, ctx.config),
+  };
   try {
     const sent = await adapter.send(actx, d.chat_ref, d.text, d.id);
     return await ctx.db.transaction(async (tx) => {
@@ -56,16 +69,26 @@ export async function deliverReply(input: z.infer<typeof DeliverInput>, ctx: Del
     if (!(error instanceof ChannelSendError)) throw error;
     if (error.kind === 'permanent') {
       await ctx.db.transaction(async (tx) => {
-        await tx.query(sql.unsafe`update channel_deliveries set status = 'failed', error = ${error.message} where id = ${d.id}`);
+        await tx.query(
+          sql.unsafe`update channel_deliveries set status = 'failed', error = ${error.message} where id = ${d.id}`,
+        );
         await recordChannelError(tx, l.id, error.message);
       });
       throw new PermanentJobError('channel_refused', error.message);
     }
     if (ctx.attempt >= ctx.maxAttempts) {
-      await ctx.db.query(sql.unsafe`update channel_deliveries set status = 'failed', error = ${error.message} where id = ${d.id}`);
-      await ctx.db.query(sql.unsafe`update channel_links set last_error = ${error.message}, last_error_at = now() where id = ${l.id}`);
+      await ctx.db.query(
+        sql.unsafe`update channel_deliveries set status = 'failed', error = ${error.message} where id = ${d.id}`,
+      );
+      await ctx.db.query(
+        sql.unsafe`update channel_links set last_error = ${error.message}, last_error_at = now() where id = ${l.id}`,
+      );
     }
     // The next attempt comes at the channel's retry_after (up to a day), else after the backoff.
-    throw new RetryableJobError('channel_unavailable', error.message, error.retryAfterS === null ? undefined : error.retryAfterS * 1000);
+    throw new RetryableJobError(
+      'channel_unavailable',
+      error.message,
+      error.retryAfterS === null ? undefined : error.retryAfterS * 1000,
+    );
   }
 }

@@ -13,7 +13,8 @@ export function verifyTimestampedSignature(
 ): boolean {
   const timestamp = request.headers[names.timestamp];
   const given = request.headers[names.signature];
-  if (!secret || typeof timestamp !== 'string' || typeof given !== 'string' || !/^\d{1,12}$/.test(timestamp)) return false;
+  if (!secret || typeof timestamp !== 'string' || typeof given !== 'string' || !/^\d{1,12}$/.test(timestamp))
+    return false;
   if (Math.abs(request.nowMs / 1000 - Number(timestamp)) > TOLERANCE_S) return false;
   return constantTimeEqual(given, sign(secret, timestamp, request.rawBody));
 }

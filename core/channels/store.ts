@@ -41,22 +41,43 @@ export const linkRow = sql.type(LinkRow);
 
 const aad = (tenantId: string, channel: string, name: string) => `channel-secret:${tenantId}:${channel}:${name}`;
 
-export function sealSecret(keyring: Keyring, tenantId: string, channel: string, name: string, value: string): z.infer<typeof Sealed> {
+export function sealSecret(
+  keyring: Keyring,
+  tenantId: string,
+  channel: string,
+  name: string,
+  value: string,
+): z.infer<typeof Sealed> {
   const { keyId, ciphertext } = keyring.seal(value, aad(tenantId, channel, name));
   return { k: keyId, c: ciphertext, l: value.slice(-4) };
 }
 
-export function openSettings(keyring: Keyring, row: Pick<LinkRow, 'tenant_id' | 'channel' | 'config' | 'secrets'>): ChannelSettings {
+export function openSettings(
+  keyring: Keyring,
+  row: Pick<LinkRow, 'tenant_id' | 'channel' | 'config' | 'secrets'>,
+): ChannelSettings {
   const secrets: Record<string, string> = {};
-  for (const [name, s] of Object.entries(row.secrets)) secrets[name] = keyring.open(s.k, s.c, aad(row.tenant_id, row.channel, name));
+  for (const [name, s] of Object.entries(row.secrets))
+    secrets[name] = keyring.open(s.k, s.c, aad(row.tenant_id, row.channel, name));
   return { config: row.config, secrets };
 }
 
-export async function findLink(db: CommonQueryMethods, tenantId: string, channel: string, lock = false): Promise<LinkRow | null> {
-  return db.maybeOne(linkRow`select * from channel_links where tenant_id = ${tenantId} and channel = ${channel} ${lock ? sql.fragment`for update` : sql.fragment``}`);
+export async function findLink(
+  db: CommonQueryMethods,
+  tenantId: string,
+  channel: string,
+  lock = false,
+): Promise<LinkRow | null> {
+  return db.maybeOne(
+    linkRow`select * from channel_links where tenant_id = ${tenantId} and channel = ${channel} ${lock ? sql.fragment`for update` : sql.fragment``}`,
+  );
 }
 
-export async function findLinkByInbound(db: CommonQueryMethods, channel: string, inboundId: string): Promise<LinkRow | null> {
+export async function findLinkByInbound(
+  db: CommonQueryMethods,
+  channel: string,
+  inboundId: string,
+): Promise<LinkRow | null> {
   return db.maybeOne(linkRow`select * from channel_links where inbound_id = ${inboundId} and channel = ${channel}`);
 }
 
@@ -84,7 +105,10 @@ export async function saveConfig(
     returning *`);
 }
 
-export type MaskedConfig = { config: Record<string, string>; secrets: Record<string, { set: boolean; masked: string | null }> };
+export type MaskedConfig = {
+  config: Record<string, string>;
+  secrets: Record<string, { set: boolean; masked: string | null }>;
+};
 
 export function maskedConfig(adapter: ChannelAdapter, row: LinkRow | null): MaskedConfig {
   const secrets: MaskedConfig['secrets'] = {};
@@ -96,7 +120,12 @@ export function maskedConfig(adapter: ChannelAdapter, row: LinkRow | null): Mask
 }
 
 /** enable/disable: only a bound channel; null when there is nothing to switch. */
-export async function switchChannel(db: CommonQueryMethods, tenantId: string, channel: string, enabled: boolean): Promise<LinkRow | null> {
+export async function switchChannel(
+  db: CommonQueryMethods,
+  tenantId: string,
+  channel: string,
+  enabled: boolean,
+): Promise<LinkRow | null> {
   return db.maybeOne(linkRow`
     update channel_links set state = ${enabled ? 'enabled' : 'disabled'}, updated_at = now(),
       last_error = case when ${enabled} then null else last_error end

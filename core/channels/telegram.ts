@@ -7,10 +7,14 @@ import { constantTimeEqual } from '../crypto/tokens.ts';
 import { callJson, throwIfTransient, type JsonReply } from './http.ts';
 import { ChannelSendError, type AdapterContext, type ChannelAdapter } from './types.ts';
 
-const api = (ctx: AdapterContext, method: string) => `${ctx.config.channels.telegramApiBase}/bot${ctx.settings.secrets.botToken}/${method}`;
+const api = (ctx: AdapterContext, method: string) =>
+  `${ctx.config.channels.telegramApiBase}/bot${ctx.settings.secrets.botToken}/${method}`;
 
 async function call(ctx: AdapterContext, method: string, body: Record<string, unknown>): Promise<JsonReply> {
-  return callJson(ctx.fetch, api(ctx, method), { headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  return callJson(ctx.fetch, api(ctx, method), {
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
 }
 
 /** Telegram's refusal: {ok:false, error_code, description, parameters:{retry_after}}. */
@@ -19,32 +23,54 @@ function refusal(reply: JsonReply, what: string): ChannelSendError | null {
   const retryAfter = (reply.body.parameters as { retry_after?: number } | undefined)?.retry_after;
   const code = Number(reply.body.error_code ?? reply.status);
   const description = String(reply.body.description ?? `HTTP ${reply.status}`);
-  if (code === 429) return new ChannelSendError('retry', `${what}: ${description}`, retryAfter ?? reply.retryAfterS ?? 1);
-  if (code >= 500 || reply.status >= 500) return new ChannelSendError('retry', `${what}: ${description}`, reply.retryAfterS);
+  if (code === 429)
+    return new ChannelSendError('retry', `${what}: ${description}`, retryAfter ?? reply.retryAfterS ?? 1);
+  if (code >= 500 || reply.status >= 500)
+    return new ChannelSendError('retry', `${what}: ${description}`, reply.retryAfterS);
   // 401 (token revoked), 403 (bot blocked, kicked), 400 (chat not found): retrying cannot help.
   return new ChannelSendError('permanent', `${what}: ${description}`);
 }
 
 const START = /^\/start(?:@\w+)?\s+([A-Za-z0-9_-]{16,64})\s*$/;
 
-const Update = z.object({
-  update_id: z.number().int(),
-  message: z
-    .object({
-      text: z.string().optional(),
-      chat: z.object({ id: z.number().int(), type: z.string().optional(), username: z.string().optional(), first_name: z.string().optional() }),
-      from: z.object({ id: z.number().int(), username: z.string().optional(), first_name: z.string().optional(), is_bot: z.boolean().optional() }).optional(),
-    })
-    .optional(),
-}).loose();
+const Update = z
+  .object({
+    update_id: z.number().int(),
+    message: z
+      .object({
+        text: z.string().optional(),
+        chat: z.object({
+          id: z.number().int(),
+          type: z.string().optional(),
+          username: z.string().optional(),
+          first_name: z.string().optional(),
+        }),
+        from: z
+          .object({
+            id: z.number().int(),
+            username: z.string().optional(),
+            first_name: z.string().optional(),
+            is_bot: z.boolean().optional(),
+          })
+          .optional(),
+      })
+      .optional(),
+  })
+  .loose();
 
 export const telegram: ChannelAdapter = {
   id: 'telegram',
   title: 'Telegram',
   linkKind: 'url',
   configSchema: z.object({
-    botToken: z.string().regex(/^\d{3,20}:[A-Za-z0-9_-]{20,100}$/, 'a bot token from @BotFather (123456:ABC...)').optional(),
-    botUsername: z.string().regex(/^[A-Za-z][A-Za-z0-9_]{3,31}$/, "the bot's username, without @").optional(),
+    botToken: z
+      .string()
+      .regex(/^\d{3,20}:[A-Za-z0-9_-]{20,100}$/, 'a bot token from @BotFather (123456:ABC...)')
+      .optional(),
+    botUsername: z
+      .string()
+      .regex(/^[A-Za-z][A-Za-z0-9_]{3,31}$/, "the bot's username, without @")
+      .optional(),
   }),
   secretFields: ['botToken'],
   requiredForLink: ['botToken', 'botUsername'],
@@ -55,7 +81,10 @@ export const telegram: ChannelAdapter = {
     if (meRefused) throw meRefused;
     const bot = me.body.result as { id?: number; username?: string } | undefined;
     if (bot?.username?.toLowerCase() !== ctx.settings.config.botUsername?.toLowerCase()) {
-      throw new ChannelSendError('permanent', `the bot token belongs to @${bot?.username ?? '?'}, not @${ctx.settings.config.botUsername}`);
+      throw new ChannelSendError(
+        'permanent',
+        `the bot token belongs to @${bot?.username ?? '?'}, not @${ctx.settings.config.botUsername}`,
+      );
     }
     const hook = await call(ctx, 'setWebhook', {
       url: inboundUrl,
@@ -86,7 +115,13 @@ export const telegram: ChannelAdapter = {
       boundRef: chatId,
       text,
       linkCode: text ? (START.exec(text)?.[1] ?? null) : null,
-      account: message ? { chatId, username: message.from?.username ?? message.chat.username ?? null, firstName: message.from?.first_name ?? null } : null,
+      account: message
+        ? {
+            chatId,
+            username: message.from?.username ?? message.chat.username ?? null,
+            firstName: message.from?.first_name ?? null,
+          }
+        : null,
       payload: body,
     };
   },

@@ -65,7 +65,9 @@ export type ChannelAdapter = {
    * Link job, last step, once the binding arrived: anything still to exchange
    * (Slack's OAuth code). Returns secrets to store and the account.
    */
-  finishLink?: (ctx: AdapterContext) => Promise<{ secrets: Record<string, string>; account: Record<string, unknown>; boundRef: string }>;
+  finishLink?: (
+    ctx: AdapterContext,
+  ) => Promise<{ secrets: Record<string, string>; account: Record<string, unknown>; boundRef: string }>;
   /** True when the request is signed by the channel (constant-time, with its time window). */
   verify: (settings: ChannelSettings, request: InboundRequest) => boolean;
   parse: (body: unknown) => InboundParsed | null;

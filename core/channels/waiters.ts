@@ -11,7 +11,9 @@ import type { ChannelState } from './types.ts';
  * A change, with how many waiters it woke at once and whether the waiter's
  * own callback already answered it; or why the wait ended without one.
  */
-export type WakeUp = { state: ChannelState; crowd: number; answered: boolean } | { state: null; reason: 'timeout' | 'closed' | 'resync' };
+export type WakeUp =
+  | { state: ChannelState; crowd: number; answered: boolean }
+  | { state: null; reason: 'timeout' | 'closed' | 'resync' };
 type Change = { state: ChannelState; crowd: number };
 type Waiter = (wake: Change | Extract<WakeUp, { state: null }>) => void;
 /** Called in the wake-up loop itself, before any waiter's promise settles; true when it answered the waiter. */
@@ -47,7 +49,12 @@ export class LinkWaiters {
    * A plain callback rather than an AbortSignal: a thousand waiters woken at
    * once each cost a little, and event targets cost more than a function.
    */
-  wait(tenantId: string, channel: string, timeoutMs: number, onChange?: OnChange): { woken: Promise<WakeUp>; cancel: () => void } {
+  wait(
+    tenantId: string,
+    channel: string,
+    timeoutMs: number,
+    onChange?: OnChange,
+  ): { woken: Promise<WakeUp>; cancel: () => void } {
     const key = `${tenantId}:${channel}`;
     let cancel: () => void = () => undefined;
     const woken = new Promise<WakeUp>((resolve) => {

@@ -12,7 +12,6 @@ import { callJson } from './http.ts';
 import { verifyTimestampedSignature } from './signatures.ts';
 import { ChannelSendError, type ChannelAdapter } from './types.ts';
 
-
 export function webhookSignature(secret: string, timestamp: string, raw: Buffer | string): string {
   return `v1=${createHmac('sha256', secret).update(`${timestamp}.`).update(raw).digest('hex')}`;
 }
@@ -27,7 +26,11 @@ export const WebhookMessage = z.object({
   id: z.string().min(1).max(200).describe('Your id of this message: a message is stored once per id'),
   from: z.object({ id: z.string().min(1).max(200), name: z.string().max(200).optional() }),
   text: z.string().max(32_000).optional(),
-  sessionToken: z.string().max(200).optional().describe('The token from POST /api/channels/webhook/link, once, to bind this conversation'),
+  sessionToken: z
+    .string()
+    .max(200)
+    .optional()
+    .describe('The token from POST /api/channels/webhook/link, once, to bind this conversation'),
 });
 
 export const webhook: ChannelAdapter = {
@@ -35,7 +38,11 @@ export const webhook: ChannelAdapter = {
   title: 'Webhook (HTTP)',
   linkKind: 'session_token',
   configSchema: z.object({
-    callbackUrl: z.url({ protocol: /^https?$/ }).max(2048).optional().describe('Where replies are POSTed'),
+    callbackUrl: z
+      .url({ protocol: /^https?$/ })
+      .max(2048)
+      .optional()
+      .describe('Where replies are POSTed'),
     signingSecret: z.string().min(16).max(200).optional().describe('Shared secret of the HMAC signatures, both ways'),
   }),
   secretFields: ['signingSecret'],
@@ -45,7 +52,12 @@ export const webhook: ChannelAdapter = {
     return {};
   },
   verify(settings, request) {
-    return verifyTimestampedSignature(settings.secrets.signingSecret, request, { timestamp: 'x-webhook-timestamp', signature: 'x-webhook-signature' }, webhookSignature);
+    return verifyTimestampedSignature(
+      settings.secrets.signingSecret,
+      request,
+      { timestamp: 'x-webhook-timestamp', signature: 'x-webhook-signature' },
+      webhookSignature,
+    );
   },
   parse(body) {
     const message = WebhookMessage.safeParse(body);
@@ -66,12 +78,30 @@ export const webhook: ChannelAdapter = {
     const raw = JSON.stringify({ id: key, to, text });
     const callback = ctx.settings.config.callbackUrl!;
     const reply = await callJson(ctx.fetch, callback, {
-      headers: { 'content-type': 'application/json', 'idempotency-key': key, ...signWebhook(ctx.settings.secrets.signingSecret!, raw) },
+      headers: {
+        'content-type': 'application/json',
+        'idempotency-key': key,
+        ...signWebhook(ctx.settings.secrets.signingSecret!, raw),
+      },
       body: raw,
     });
-    if (reply.status === 429) throw new ChannelSendError('retry', `callback ${hostOf(callback, 'the channel')}: rate limited`, reply.retryAfterS ?? 1);
-    if (reply.status >= 500 || reply.status === 408) throw new ChannelSendError('retry', `callback ${hostOf(callback, 'the channel')} answered ${reply.status}`, reply.retryAfterS);
-    if (reply.status >= 300) throw new ChannelSendError('permanent', `callback ${hostOf(callback, 'the channel')} refused the reply (${reply.status})`);
+    if (reply.status === 429)
+      throw new ChannelSendError(
+        'retry',
+        `callback ${hostOf(callback, 'the channel')}: rate limited`,
+        reply.retryAfterS ?? 1,
+      );
+    if (reply.status >= 500 || reply.status === 408)
+      throw new ChannelSendError(
+        'retry',
+        `callback ${hostOf(callback, 'the channel')} answered ${reply.status}`,
+        reply.retryAfterS,
+      );
+    if (reply.status >= 300)
+      throw new ChannelSendError(
+        'permanent',
+        `callback ${hostOf(callback, 'the channel')} refused the reply (${reply.status})`,
+      );
     return { messageId: typeof reply.body.id === 'string' ? reply.body.id : null };
   },
   async unregister() {},

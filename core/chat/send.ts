@@ -18,7 +18,11 @@ export const CHAT_TURN_KIND = 'chat.turn';
 
 export const Attachment = z.object({
   name: z.string().min(1).max(200),
-  mediaType: z.string().min(3).max(100).regex(/^[\w.+-]+\/[\w.+-]+$/, 'a media type such as text/plain'),
+  mediaType: z
+    .string()
+    .min(3)
+    .max(100)
+    .regex(/^[\w.+-]+\/[\w.+-]+$/, 'a media type such as text/plain'),
   url: z.url().max(2048).optional(),
   text: z.string().max(100_000).optional().describe('Inline content for text attachments'),
 });
@@ -43,7 +47,10 @@ export const personalKey = (userId: string, key: string) => `person:${userId}:${
 
 export type SendAccepted = { jobId: string; messageId: string; sessionId: string; status: 'queued' };
 
-export type QuotaRefusal = { code: 'MESSAGE_LIMIT_REACHED' | 'CREDITS_DEPLETED' | 'QUEUE_LIMIT_REACHED' | 'PROVIDER_KEY_MISSING'; message: string };
+export type QuotaRefusal = {
+  code: 'MESSAGE_LIMIT_REACHED' | 'CREDITS_DEPLETED' | 'QUEUE_LIMIT_REACHED' | 'PROVIDER_KEY_MISSING';
+  message: string;
+};
 
 /** The HTTP status of a refusal: payment for the plan's limits, 429 for the account's work in flight. */
 export const refusalStatus = (refusal: QuotaRefusal): 402 | 429 => (refusal.code === 'QUEUE_LIMIT_REACHED' ? 429 : 402);
@@ -62,12 +69,26 @@ export class SessionNotFoundError extends Error {
 export const turnQueue = (sessionId: string) => `chat:${sessionId}`;
 
 const BatchRow = z.object({
-  i: z.number(), session_found: z.boolean(), created: z.boolean(), refusal: z.enum(['MESSAGE_LIMIT_REACHED', 'CREDITS_DEPLETED', 'QUEUE_LIMIT_REACHED', 'PROVIDER_KEY_MISSING']).nullable(),
-  plan: z.string().nullable(), message_limit: z.number().nullable(),
-  record_message_id: z.string().nullable(), record_job_id: z.string().nullable(), record_fingerprint: z.string().nullable(),
+  i: z.number(),
+  session_found: z.boolean(),
+  created: z.boolean(),
+  refusal: z
+    .enum(['MESSAGE_LIMIT_REACHED', 'CREDITS_DEPLETED', 'QUEUE_LIMIT_REACHED', 'PROVIDER_KEY_MISSING'])
+    .nullable(),
+  plan: z.string().nullable(),
+  message_limit: z.number().nullable(),
+  record_message_id: z.string().nullable(),
+  record_job_id: z.string().nullable(),
+  record_fingerprint: z.string().nullable(),
 });
 /** A send already made with a key: its message carries the key (0033). */
-const KeyedMessage = z.object({ tenant_id: z.string(), key: z.string(), fingerprint: z.string().nullable(), message_id: z.string(), job_id: z.string().nullable() });
+const KeyedMessage = z.object({
+  tenant_id: z.string(),
+  key: z.string(),
+  fingerprint: z.string().nullable(),
+  message_id: z.string(),
+  job_id: z.string().nullable(),
+});
 type KeyRecord = { fingerprint: string | null; messageId: string; jobId: string | null };
 
 type Prepared = { input: SendInput; print: string; body: SendAccepted };
@@ -86,10 +107,19 @@ const CREDIT_PROVIDERS = PROVIDER_IDS.filter((p) => p !== 'builtin' && p !== 'ol
  * inbound batch) passes inTransaction. Sends that share a key within one
  * batch go in later rounds, so the first one wins as in a race.
  */
-export const sendBatch: BatchHandler<SendInput, SendOutcome | SessionNotFoundError> = async (db, inputs, inTransaction) => {
+export const sendBatch: BatchHandler<SendInput, SendOutcome | SessionNotFoundError> = async (
+  db,
+  inputs,
+  inTransaction,
+) => {
   const prepared: Prepared[] = inputs.map((input) => ({
     input,
-    print: fingerprint({ sessionId: input.sessionId, companyScope: input.companyScope ?? null, message: input.message, attachments: input.attachments }),
+    print: fingerprint({
+      sessionId: input.sessionId,
+      companyScope: input.companyScope ?? null,
+      message: input.message,
+      attachments: input.attachments,
+    }),
     body: { jobId: randomUUID(), messageId: randomUUID(), sessionId: input.sessionId, status: 'queued' },
   }));
   const results: Array<{ value: SendOutcome | SessionNotFoundError; jobs: JobSpec[] }> = new Array(inputs.length);
@@ -119,23 +149,38 @@ async function sendRound(
 ): Promise<void> {
   const specs = new Map(round.map((i) => [i, turnJob(prepared[i]!.input, prepared[i]!.body)]));
   // Everything of one send in one element: the statement parses one array.
-  const sends = JSON.stringify(round.map((i) => {
-    const { input, print, body } = prepared[i]!;
-    const job = jobRecord(specs.get(i)!);
-    return {
-      i, tenant_id: input.tenantId, session_id: input.sessionId, key: input.idempotencyKey, fingerprint: print,
-      message_id: body.messageId, content: input.message, attachments: input.attachments,
-      company_scope: input.companyScope ?? null, user_id: input.userId,
-      job_id: job.id, kind: job.kind, queue: job.queue, pool: job.pool, max_attempts: job.max_attempts, input: job.input,
-    };
-  }));
+  const sends = JSON.stringify(
+    round.map((i) => {
+      const { input, print, body } = prepared[i]!;
+      const job = jobRecord(specs.get(i)!);
+      return {
+        i,
+        tenant_id: input.tenantId,
+        session_id: input.sessionId,
+        key: input.idempotencyKey,
+        fingerprint: print,
+        message_id: body.messageId,
+        content: input.message,
+        attachments: input.attachments,
+        company_scope: input.companyScope ?? null,
+        user_id: input.userId,
+        job_id: job.id,
+        kind: job.kind,
+        queue: job.queue,
+        pool: job.pool,
+        max_attempts: job.max_attempts,
+        input: job.input,
+      };
+    }),
+  );
   // One call of chat_send_round (migration 0043): the quota of every send,
   // then the message (carrying its key) and the turn job of each it accepts,
   // at its place in the fair order. A refused send writes nothing and spends
   // no key. It reads the month's message counts without a lock and fails
   // (QT001) if a concurrent send took the room meanwhile; then, and only
   // then, the round runs again with the counter rows locked before they are read.
-  const run = (lockFirst: boolean) => db.any(sql.type(BatchRow)`
+  const run = (lockFirst: boolean) =>
+    db.any(sql.type(BatchRow)`
     select i, session_found, created, refusal, plan, message_limit, record_message_id, record_job_id, record_fingerprint
     from chat_send_round(${sends}::jsonb, ${sql.jsonb(MESSAGE_LIMITS)}, ${PLANS.free.monthlyMessages},
       ${sql.array(CREDIT_PROVIDERS, 'text')}, ${OFFLINE_MODEL}, ${lockFirst})`);
@@ -152,10 +197,17 @@ async function sendRound(
   const unseen: number[] = [];
   const refusals = new Map<number, QuotaRefusal>();
   for (const row of outcome) {
-    if (!row.session_found) results[row.i] = { value: new SessionNotFoundError('No such session in this tenant.'), jobs: [] };
+    if (!row.session_found)
+      results[row.i] = { value: new SessionNotFoundError('No such session in this tenant.'), jobs: [] };
     // Its turn job is written already (above), in this statement.
-    else if (row.created) results[row.i] = { value: { kind: 'accepted', body: prepared[row.i]!.body, job: specs.get(row.i)! }, jobs: [] };
-    else if (row.record_message_id) records.set(row.i, { fingerprint: row.record_fingerprint, messageId: row.record_message_id, jobId: row.record_job_id });
+    else if (row.created)
+      results[row.i] = { value: { kind: 'accepted', body: prepared[row.i]!.body, job: specs.get(row.i)! }, jobs: [] };
+    else if (row.record_message_id)
+      records.set(row.i, {
+        fingerprint: row.record_fingerprint,
+        messageId: row.record_message_id,
+        jobId: row.record_job_id,
+      });
     else {
       if (row.refusal) refusals.set(row.i, refusalOf(row.refusal, row.plan!, row.message_limit!));
       unseen.push(row.i);
@@ -167,7 +219,13 @@ async function sendRound(
     const found = await db.any(sql.type(KeyedMessage)`
       select tenant_id, idempotency_key as key, request_fingerprint as fingerprint, id as message_id, turn_job_id as job_id
       from chat_messages where idempotency_key is not null and (tenant_id, idempotency_key) in (
-        select * from unnest(${sql.array(unseen.map((i) => prepared[i]!.input.tenantId), 'uuid')}, ${sql.array(unseen.map((i) => prepared[i]!.input.idempotencyKey), 'text')}))`);
+        select * from unnest(${sql.array(
+          unseen.map((i) => prepared[i]!.input.tenantId),
+          'uuid',
+        )}, ${sql.array(
+          unseen.map((i) => prepared[i]!.input.idempotencyKey),
+          'text',
+        )}))`);
     for (const i of unseen) {
       const { input } = prepared[i]!;
       const m = found.find((r) => r.tenant_id === input.tenantId && r.key === input.idempotencyKey);
@@ -185,7 +243,10 @@ async function sendRound(
         ? { kind: 'refused', refusal }
         : !record || record.fingerprint !== print || !record.jobId
           ? { kind: 'conflict' }
-          : { kind: 'replayed', body: { jobId: record.jobId, messageId: record.messageId, sessionId: input.sessionId, status: 'queued' } };
+          : {
+              kind: 'replayed',
+              body: { jobId: record.jobId, messageId: record.messageId, sessionId: input.sessionId, status: 'queued' },
+            };
     results[i] = { value, jobs: [] };
   }
 }
@@ -206,8 +267,24 @@ function turnJob(input: SendInput, body: SendAccepted): JobSpec {
 const QUOTA_RACE = 'QT001';
 
 function refusalOf(code: QuotaRefusal['code'], plan: string, limit: number): QuotaRefusal {
-  if (code === 'MESSAGE_LIMIT_REACHED') return { code, message: `The ${plan} plan includes ${limit} messages a month; upgrade or wait for the next month.` };
-  if (code === 'QUEUE_LIMIT_REACHED') return { code, message: `The account has ${limit} unfinished jobs, the most its ${plan} plan allows at a time; send again once some are answered, or upgrade.` };
-  if (code === 'PROVIDER_KEY_MISSING') return { code, message: "No key can serve this session's model: add your own key for its provider (PUT /api/provider-keys/:provider), or choose another model for the session." };
-  return { code, message: 'The tenant has no platform credits left for this model; add credits or your own provider key.' };
+  if (code === 'MESSAGE_LIMIT_REACHED')
+    return {
+      code,
+      message: `The ${plan} plan includes ${limit} messages a month; upgrade or wait for the next month.`,
+    };
+  if (code === 'QUEUE_LIMIT_REACHED')
+    return {
+      code,
+      message: `The account has ${limit} unfinished jobs, the most its ${plan} plan allows at a time; send again once some are answered, or upgrade.`,
+    };
+  if (code === 'PROVIDER_KEY_MISSING')
+    return {
+      code,
+      message:
+        "No key can serve this session's model: add your own key for its provider (PUT /api/provider-keys/:provider), or choose another model for the session.",
+    };
+  return {
+    code,
+    message: 'The tenant has no platform credits left for this model; add credits or your own provider key.',
+  };
 }

@@ -36,7 +36,11 @@ export type Provisioned = { tenantId: string; agentId: string; sessionId: string
  * default agent and latest session, creating whatever is missing. A second
  * call returns the same ids.
  */
-export async function provisionChat(db: DatabasePool, userId: string, newTenantCreditsMicros: number): Promise<Provisioned> {
+export async function provisionChat(
+  db: DatabasePool,
+  userId: string,
+  newTenantCreditsMicros: number,
+): Promise<Provisioned> {
   return db.transaction(async (tx) => {
     // One provisioning per user at a time: two inits never make two of anything.
     await tx.query(sql.unsafe`select pg_advisory_xact_lock(hashtext('chat-init:' || ${userId}))`);
@@ -70,7 +74,11 @@ export async function createChatSession(
 ): Promise<SessionRow> {
   return db.transaction(async (tx) => {
     const agentId = input.agentId
-      ? await tx.maybeOneFirst(sql.type(z.object({ id: z.string() }))`select id from agents where id = ${input.agentId} and tenant_id = ${tenantId}`)
+      ? await tx.maybeOneFirst(
+          sql.type(
+            z.object({ id: z.string() }),
+          )`select id from agents where id = ${input.agentId} and tenant_id = ${tenantId}`,
+        )
       : (await defaultAgent(tx, tenantId)).id;
     if (!agentId) throw new UnknownAgentError('No such agent in this tenant.');
     return tx.one(sessionRow`
@@ -90,8 +98,14 @@ export async function listSessions(db: CommonQueryMethods, tenantId: string, lim
   return pageOf(rows, limit);
 }
 
-export async function findSession(db: CommonQueryMethods, tenantId: string, sessionId: string): Promise<SessionRow | null> {
-  return db.maybeOne(sessionRow`select ${SESSION_COLUMNS} from chat_sessions where id = ${sessionId} and tenant_id = ${tenantId}`);
+export async function findSession(
+  db: CommonQueryMethods,
+  tenantId: string,
+  sessionId: string,
+): Promise<SessionRow | null> {
+  return db.maybeOne(
+    sessionRow`select ${SESSION_COLUMNS} from chat_sessions where id = ${sessionId} and tenant_id = ${tenantId}`,
+  );
 }
 
 export const MessageRow = z.object({
@@ -111,7 +125,13 @@ export const messageRow = sql.type(MessageRow);
 export const MESSAGE_COLUMNS = sql.fragment`id, seq, session_id, role, content, attachments, company_scope, model, job_id, created_at`;
 
 /** Oldest to newest; the cursor is the position after the last message seen. */
-export async function listMessages(db: CommonQueryMethods, tenantId: string, sessionId: string, limit: number, cursor?: string) {
+export async function listMessages(
+  db: CommonQueryMethods,
+  tenantId: string,
+  sessionId: string,
+  limit: number,
+  cursor?: string,
+) {
   const afterSeq = cursor ? decodeSeqCursor(cursor) : 0;
   const rows = await db.any(messageRow`
     select ${MESSAGE_COLUMNS} from chat_messages

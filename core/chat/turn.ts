@@ -28,12 +28,32 @@ export type TurnContext = ModelTaskContext & { attempt: number };
 
 const HISTORY_LIMIT = 50;
 
-const History = z.object({ role: z.enum(['user', 'assistant', 'system']), content: z.string(), attachments: z.array(z.unknown()) });
-const Setup = z.object({ model: z.string().nullable(), plan: z.string(), agent_id: z.string().nullable(), user_seq: z.number().nullable(), from_channel: z.boolean(), history: z.array(History) });
+const History = z.object({
+  role: z.enum(['user', 'assistant', 'system']),
+  content: z.string(),
+  attachments: z.array(z.unknown()),
+});
+const Setup = z.object({
+  model: z.string().nullable(),
+  plan: z.string(),
+  agent_id: z.string().nullable(),
+  user_seq: z.number().nullable(),
+  from_channel: z.boolean(),
+  history: z.array(History),
+});
 
 /** `q`: the pool, or the transaction when asked inside one (slonik refuses the pool there). */
 async function alreadyAnswered(q: CommonQueryMethods, ctx: TurnContext): Promise<TurnResult | null> {
-  return q.maybeOne(sql.type(z.object({ assistantMessageId: z.string(), text: z.string(), model: z.string(), inputTokens: z.number(), outputTokens: z.number(), costMicros: z.number() }))`
+  return q.maybeOne(sql.type(
+    z.object({
+      assistantMessageId: z.string(),
+      text: z.string(),
+      model: z.string(),
+      inputTokens: z.number(),
+      outputTokens: z.number(),
+      costMicros: z.number(),
+    }),
+  )`
     select m.id as "assistantMessageId", m.content as text, coalesce(m.model, u.model, '') as model,
       coalesce(u.input_tokens, 0) as "inputTokens", coalesce(u.output_tokens, 0) as "outputTokens", coalesce(u.cost_micros, 0)::float8 as "costMicros"
     from chat_messages m left join usage_records u on u.job_id = m.job_id
@@ -70,11 +90,20 @@ export async function runChatTurn(input: TurnInput, ctx: TurnContext): Promise<T
       from (select role, content, attachments, seq from chat_messages
         where session_id = setup.session_id and seq <= setup.user_seq order by seq desc limit ${HISTORY_LIMIT}) h), '[]'::json) as history
     from setup`);
-  if (!setup || setup.user_seq === null) throw new PermanentJobError('session_not_found', 'The session or its message no longer exists.');
-  const messages: ChatMessage[] = setup.history.map((r) => ({ role: r.role, content: withAttachments(r.content, r.attachments) }));
+  if (!setup || setup.user_seq === null)
+    throw new PermanentJobError('session_not_found', 'The session or its message no longer exists.');
+  const messages: ChatMessage[] = setup.history.map((r) => ({
+    role: r.role,
+    content: withAttachments(r.content, r.attachments),
+  }));
   // The workspace's memory and skills go first, so changing them changes the next answer.
   const prompt = await withWorkspaceContext(ctx.db, ctx.tenantId, messages);
-  const call = await callModel(ctx, { modelId: setup.model ?? OFFLINE_MODEL, plan: setup.plan, messages: prompt, what: 'turn' });
+  const call = await callModel(ctx, {
+    modelId: setup.model ?? OFFLINE_MODEL,
+    plan: setup.plan,
+    messages: prompt,
+    what: 'turn',
+  });
   const { result, modelId } = call;
 
   return ctx.db.transaction(async (tx) => {
@@ -91,8 +120,21 @@ export async function runChatTurn(input: TurnInput, ctx: TurnContext): Promise<T
     if (!inserted) return (await alreadyAnswered(tx, ctx))!; // another attempt got there first
     await recordModelUsage(tx, ctx, call, { agentId: setup.agent_id, sessionId: input.sessionId });
     // A message that came from a messaging channel: its reply, once per turn, in this commit.
-    if (setup.from_channel) await enqueueChannelReply(tx, { tenantId: ctx.tenantId, turnJobId: ctx.jobId, userMessageId: input.userMessageId, text: result.text });
-    const answer: TurnResult = { assistantMessageId: inserted, text: result.text, model: modelId, inputTokens: result.inputTokens, outputTokens: result.outputTokens, costMicros: call.costMicros };
+    if (setup.from_channel)
+      await enqueueChannelReply(tx, {
+        tenantId: ctx.tenantId,
+        turnJobId: ctx.jobId,
+        userMessageId: input.userMessageId,
+        text: result.text,
+      });
+    const answer: TurnResult = {
+      assistantMessageId: inserted,
+      text: result.text,
+      model: modelId,
+      inputTokens: result.inputTokens,
+      outputTokens: result.outputTokens,
+      costMicros: call.costMicros,
+    };
     await ctx.completeWithin(tx, answer);
     return answer;
   });

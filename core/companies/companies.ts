@@ -52,7 +52,12 @@ export class UnknownCompanyAgentError extends Error {
 
 // ---- companies ----
 
-export async function createCompany(db: CommonQueryMethods, tenantId: string, userId: string | null, input: { name: string; description?: string | undefined }) {
+export async function createCompany(
+  db: CommonQueryMethods,
+  tenantId: string,
+  userId: string | null,
+  input: { name: string; description?: string | undefined },
+) {
   return db.one(sql.type(CompanyRow)`
     insert into companies (tenant_id, name, description, created_by)
     values (${tenantId}, ${input.name}, ${input.description ?? ''}, ${userId})
@@ -60,12 +65,24 @@ export async function createCompany(db: CommonQueryMethods, tenantId: string, us
 }
 
 export async function listCompanies(db: CommonQueryMethods, tenantId: string, limit: number, cursor?: string) {
-  return keysetPage(db, CompanyRow, { table: 'companies', columns: COMPANY_COLUMNS, where: sql.fragment`tenant_id = ${tenantId}`, limit, cursor });
+  return keysetPage(db, CompanyRow, {
+    table: 'companies',
+    columns: COMPANY_COLUMNS,
+    where: sql.fragment`tenant_id = ${tenantId}`,
+    limit,
+    cursor,
+  });
 }
 
-export async function findCompany(db: CommonQueryMethods, tenantId: string, companyId: string): Promise<CompanyRow | null> {
+export async function findCompany(
+  db: CommonQueryMethods,
+  tenantId: string,
+  companyId: string,
+): Promise<CompanyRow | null> {
   if (!isUuid(companyId)) return null;
-  return db.maybeOne(sql.type(CompanyRow)`select ${COMPANY_COLUMNS} from companies where id = ${companyId} and tenant_id = ${tenantId}`);
+  return db.maybeOne(
+    sql.type(CompanyRow)`select ${COMPANY_COLUMNS} from companies where id = ${companyId} and tenant_id = ${tenantId}`,
+  );
 }
 
 export async function updateCompany(
@@ -90,14 +107,26 @@ export async function deleteCompany(db: CommonQueryMethods, tenantId: string, co
 
 // ---- company agents ----
 
-export type NewCompanyAgent = { name: string; role?: string | undefined; model?: string | undefined; status?: 'active' | 'paused' | undefined };
+export type NewCompanyAgent = {
+  name: string;
+  role?: string | undefined;
+  model?: string | undefined;
+  status?: 'active' | 'paused' | undefined;
+};
 
 /** Null when the company is not the tenant's. */
-export async function createCompanyAgent(db: CommonQueryMethods, tenantId: string, companyId: string, input: NewCompanyAgent): Promise<CompanyAgentRow | null> {
+export async function createCompanyAgent(
+  db: CommonQueryMethods,
+  tenantId: string,
+  companyId: string,
+  input: NewCompanyAgent,
+): Promise<CompanyAgentRow | null> {
   if (!isUuid(companyId)) return null;
   return db.transaction(async (tx) => {
     // Another tenant's company is 404 before any question of slots.
-    const owned = await tx.exists(sql.unsafe`select 1 from companies where id = ${companyId} and tenant_id = ${tenantId}`);
+    const owned = await tx.exists(
+      sql.unsafe`select 1 from companies where id = ${companyId} and tenant_id = ${tenantId}`,
+    );
     if (!owned) return null;
     await claimAgentSlot(tx, tenantId);
     // insert ... select: the row exists only if the company is the tenant's.
@@ -109,7 +138,13 @@ export async function createCompanyAgent(db: CommonQueryMethods, tenantId: strin
   });
 }
 
-export async function listCompanyAgents(db: CommonQueryMethods, tenantId: string, companyId: string, limit: number, cursor?: string) {
+export async function listCompanyAgents(
+  db: CommonQueryMethods,
+  tenantId: string,
+  companyId: string,
+  limit: number,
+  cursor?: string,
+) {
   return keysetPage(db, CompanyAgentRow, {
     table: 'company_agents',
     columns: AGENT_COLUMNS,
@@ -119,7 +154,12 @@ export async function listCompanyAgents(db: CommonQueryMethods, tenantId: string
   });
 }
 
-export async function findCompanyAgent(db: CommonQueryMethods, tenantId: string, companyId: string, agentId: string): Promise<CompanyAgentRow | null> {
+export async function findCompanyAgent(
+  db: CommonQueryMethods,
+  tenantId: string,
+  companyId: string,
+  agentId: string,
+): Promise<CompanyAgentRow | null> {
   if (!isUuid(companyId) || !isUuid(agentId)) return null;
   return db.maybeOne(sql.type(CompanyAgentRow)`
     select ${AGENT_COLUMNS} from company_agents where id = ${agentId} and company_id = ${companyId} and tenant_id = ${tenantId}`);
@@ -148,13 +188,24 @@ export type NewCompanyTask = {
   assignedAgentId?: string | null | undefined;
 };
 
-async function checkAgentOfCompany(db: CommonQueryMethods, tenantId: string, companyId: string, agentId: string | null | undefined) {
+async function checkAgentOfCompany(
+  db: CommonQueryMethods,
+  tenantId: string,
+  companyId: string,
+  agentId: string | null | undefined,
+) {
   if (agentId === undefined || agentId === null) return;
-  if (!(await findCompanyAgent(db, tenantId, companyId, agentId))) throw new UnknownCompanyAgentError('No such agent in this company.');
+  if (!(await findCompanyAgent(db, tenantId, companyId, agentId)))
+    throw new UnknownCompanyAgentError('No such agent in this company.');
 }
 
 /** Null when the company is not the tenant's; UnknownCompanyAgentError for a foreign assignee. */
-export async function createCompanyTask(db: CommonQueryMethods, tenantId: string, companyId: string, input: NewCompanyTask): Promise<CompanyTaskRow | null> {
+export async function createCompanyTask(
+  db: CommonQueryMethods,
+  tenantId: string,
+  companyId: string,
+  input: NewCompanyTask,
+): Promise<CompanyTaskRow | null> {
   if (!isUuid(companyId)) return null;
   await checkAgentOfCompany(db, tenantId, companyId, input.assignedAgentId);
   return db.maybeOne(sql.type(CompanyTaskRow)`
@@ -164,7 +215,13 @@ export async function createCompanyTask(db: CommonQueryMethods, tenantId: string
     returning ${TASK_COLUMNS}`);
 }
 
-export async function listCompanyTasks(db: CommonQueryMethods, tenantId: string, companyId: string, limit: number, cursor?: string) {
+export async function listCompanyTasks(
+  db: CommonQueryMethods,
+  tenantId: string,
+  companyId: string,
+  limit: number,
+  cursor?: string,
+) {
   return keysetPage(db, CompanyTaskRow, {
     table: 'company_tasks',
     columns: TASK_COLUMNS,
@@ -174,7 +231,12 @@ export async function listCompanyTasks(db: CommonQueryMethods, tenantId: string,
   });
 }
 
-export async function findCompanyTask(db: CommonQueryMethods, tenantId: string, companyId: string, taskId: string): Promise<CompanyTaskRow | null> {
+export async function findCompanyTask(
+  db: CommonQueryMethods,
+  tenantId: string,
+  companyId: string,
+  taskId: string,
+): Promise<CompanyTaskRow | null> {
   if (!isUuid(companyId) || !isUuid(taskId)) return null;
   return db.maybeOne(sql.type(CompanyTaskRow)`
     select ${TASK_COLUMNS} from company_tasks where id = ${taskId} and company_id = ${companyId} and tenant_id = ${tenantId}`);

@@ -30,7 +30,12 @@ const Setup = z.object({
 });
 
 /** The prompt: who the agent is (its role in the company), then the task. */
-export function runPrompt(s: Pick<z.infer<typeof Setup>, 'company_name' | 'company_description' | 'title' | 'description' | 'agent_name' | 'agent_role'>): ChatMessage[] {
+export function runPrompt(
+  s: Pick<
+    z.infer<typeof Setup>,
+    'company_name' | 'company_description' | 'title' | 'description' | 'agent_name' | 'agent_role'
+  >,
+): ChatMessage[] {
   const who = `You are ${s.agent_name ?? 'an agent'} of the company ${s.company_name}.${s.agent_role ? ` Your role: ${s.agent_role}` : ''}`;
   const about = s.company_description ? `\nAbout the company: ${s.company_description}` : '';
   return [
@@ -52,12 +57,19 @@ export async function runCompanyTask(input: RunInput, ctx: RunContext): Promise<
   if (!setup) throw new PermanentJobError('run_not_found', 'The run, its task or its company no longer exists.');
   const modelId = setup.agent_model ?? setup.model ?? OFFLINE_MODEL;
   // Written by an earlier attempt that crashed before the job was recorded.
-  if (setup.output !== null) return { runId: input.runId, model: modelId, output: setup.output, inputTokens: 0, outputTokens: 0 };
+  if (setup.output !== null)
+    return { runId: input.runId, model: modelId, output: setup.output, inputTokens: 0, outputTokens: 0 };
 
   const prompt = await withWorkspaceContext(ctx.db, ctx.tenantId, runPrompt(setup)); // memory and skills
   const call = await callModel(ctx, { modelId, plan: setup.plan, messages: prompt, what: 'run' });
   const { result } = call;
-  const answer: RunResult = { runId: input.runId, model: modelId, output: result.text, inputTokens: result.inputTokens, outputTokens: result.outputTokens };
+  const answer: RunResult = {
+    runId: input.runId,
+    model: modelId,
+    output: result.text,
+    inputTokens: result.inputTokens,
+    outputTokens: result.outputTokens,
+  };
   return ctx.db.transaction(async (tx) => {
     // The job's final state first: completeWithin lets a 'running' mark under
     // way land before this transaction locks anything. That mark's trigger

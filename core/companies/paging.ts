@@ -11,7 +11,13 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** Refs are row uuids; anything else can never match (and must not reach a ::uuid cast). */
 export const isUuid = (value: string) => UUID.test(value);
 
-export type KeysetQuery = { table: string; columns: Fragment; where: Fragment; limit: number; cursor?: string | undefined };
+export type KeysetQuery = {
+  table: string;
+  columns: Fragment;
+  where: Fragment;
+  limit: number;
+  cursor?: string | undefined;
+};
 
 /** One page of `table`; throws InvalidCursorError for a cursor this service did not issue. */
 export async function keysetPage<S extends z.ZodObject>(db: CommonQueryMethods, row: S, q: KeysetQuery) {
@@ -23,7 +29,10 @@ export async function keysetPage<S extends z.ZodObject>(db: CommonQueryMethods, 
     order by created_at desc, id desc limit ${q.limit + 1}`);
   const page = pageOf(rows as Array<z.output<S> & { cursor_t: string; id: string }>, q.limit);
   // cursor_t is paging plumbing, not part of the row.
-  return { items: page.items.map(({ cursor_t: _t, ...item }) => item as unknown as z.output<S>), nextCursor: page.nextCursor };
+  return {
+    items: page.items.map(({ cursor_t: _t, ...item }) => item as unknown as z.output<S>),
+    nextCursor: page.nextCursor,
+  };
 }
 
 const COLUMN = /^[a-z_]+$/;

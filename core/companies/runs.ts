@@ -49,20 +49,30 @@ export async function startCompanyRun(
   const { tenantId, companyId, taskId, agentId } = input;
   return db.transaction(async (tx) => {
     // Lock the task so two starts and a PATCH to done cannot interleave.
-    const task = isUuid(companyId) && isUuid(taskId)
-      ? await tx.maybeOne(sql.type(z.object({ status: z.string() }))`
+    const task =
+      isUuid(companyId) && isUuid(taskId)
+        ? await tx.maybeOne(sql.type(z.object({ status: z.string() }))`
           select status from company_tasks where id = ${taskId} and company_id = ${companyId} and tenant_id = ${tenantId} for update`)
-      : null;
+        : null;
     if (!task) throw new RunRefusedError('task_not_found', 'No such task in this company.');
-    if (task.status === 'done' || task.status === 'cancelled') throw new RunRefusedError('task_closed', `The task is ${task.status}; reopen it to run it again.`);
+    if (task.status === 'done' || task.status === 'cancelled')
+      throw new RunRefusedError('task_closed', `The task is ${task.status}; reopen it to run it again.`);
     const agent = await findCompanyAgent(tx, tenantId, companyId, agentId);
     if (!agent) throw new RunRefusedError('agent_not_found', 'No such agent in this company.');
-    if (agent.status !== 'active') throw new RunRefusedError('agent_paused', 'The agent is paused; resume it to start runs.');
+    if (agent.status !== 'active')
+      throw new RunRefusedError('agent_paused', 'The agent is paused; resume it to start runs.');
 
     const jobId = randomUUID();
     const runId = randomUUID();
     // The job first: the run's job_id references it.
-    const job = await enqueueJob(tx, { id: jobId, kind: COMPANY_RUN_KIND, tenantId, input: { runId }, maxAttempts: 5, quota: true });
+    const job = await enqueueJob(tx, {
+      id: jobId,
+      kind: COMPANY_RUN_KIND,
+      tenantId,
+      input: { runId },
+      maxAttempts: 5,
+      quota: true,
+    });
     const run = await tx.one(sql.type(CompanyRunRow)`
       insert into company_runs (id, tenant_id, company_id, task_id, agent_id, job_id, model)
       values (${runId}, ${tenantId}, ${companyId}, ${taskId}, ${agentId}, ${jobId}, ${agent.model})
@@ -94,7 +104,12 @@ export async function listCompanyRuns(
   });
 }
 
-export async function findCompanyRun(db: CommonQueryMethods, tenantId: string, companyId: string, runId: string): Promise<CompanyRunRow | null> {
+export async function findCompanyRun(
+  db: CommonQueryMethods,
+  tenantId: string,
+  companyId: string,
+  runId: string,
+): Promise<CompanyRunRow | null> {
   if (!isUuid(companyId) || !isUuid(runId)) return null;
   return db.maybeOne(sql.type(CompanyRunRow)`
     select ${RUN_COLUMNS} from company_runs where id = ${runId} and company_id = ${companyId} and tenant_id = ${tenantId}`);

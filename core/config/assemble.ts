@@ -44,15 +44,27 @@ function identityConfig(e: Env): Config['identity'] {
 function providersConfig(e: Env): Config['providers'] {
   return {
     timeoutMs: e.PROVIDER_TIMEOUT_MS,
-    baseUrls: { openai: e.OPENAI_BASE_URL, anthropic: e.ANTHROPIC_BASE_URL, openrouter: e.OPENROUTER_BASE_URL, ollama: e.OLLAMA_BASE_URL },
+    baseUrls: {
+      openai: e.OPENAI_BASE_URL,
+      anthropic: e.ANTHROPIC_BASE_URL,
+      openrouter: e.OPENROUTER_BASE_URL,
+      ollama: e.OLLAMA_BASE_URL,
+    },
     allowPrivateUrls: e.PROVIDER_ALLOW_PRIVATE_URLS,
-    platformKeys: { openai: e.PLATFORM_OPENAI_API_KEY, anthropic: e.PLATFORM_ANTHROPIC_API_KEY, openrouter: e.PLATFORM_OPENROUTER_API_KEY },
+    platformKeys: {
+      openai: e.PLATFORM_OPENAI_API_KEY,
+      anthropic: e.PLATFORM_ANTHROPIC_API_KEY,
+      openrouter: e.PLATFORM_OPENROUTER_API_KEY,
+    },
     newTenantCreditsMicros: e.NEW_TENANT_CREDITS_MICROS,
   };
 }
 
 /** A private key wins when both are given: private_key_jwt never sends a shared secret. */
-function clientAuth(secret: string | undefined, jwk: Record<string, unknown> | undefined): ClientAuthSetting | undefined {
+function clientAuth(
+  secret: string | undefined,
+  jwk: Record<string, unknown> | undefined,
+): ClientAuthSetting | undefined {
   if (jwk) return { kind: 'private_key', jwk };
   if (secret) return { kind: 'secret', secret };
   return undefined;
@@ -116,10 +128,23 @@ export function assembleConfig(e: Env, dataDir: string, secrets: Record<SecretNa
     jobRetentionDays: e.JOB_RETENTION_DAYS,
     usageRecordRetentionDays: e.USAGE_RECORD_RETENTION_DAYS,
     eventRetentionDays: e.EVENT_RETENTION_DAYS,
-    planLimits: { fairWeight: e.PLAN_FAIR_WEIGHTS ?? {}, maxWorkspaces: e.PLAN_MAX_WORKSPACES ?? {}, maxOpenJobs: e.PLAN_MAX_OPEN_JOBS ?? {} },
-    loginThrottle: { perAccount: e.LOGIN_FAILURES_PER_ACCOUNT, perAddress: e.LOGIN_FAILURES_PER_ADDRESS, windowMs: e.LOGIN_LOCKOUT_MINUTES * 60_000 },
+    planLimits: {
+      fairWeight: e.PLAN_FAIR_WEIGHTS ?? {},
+      maxWorkspaces: e.PLAN_MAX_WORKSPACES ?? {},
+      maxOpenJobs: e.PLAN_MAX_OPEN_JOBS ?? {},
+    },
+    loginThrottle: {
+      perAccount: e.LOGIN_FAILURES_PER_ACCOUNT,
+      perAddress: e.LOGIN_FAILURES_PER_ADDRESS,
+      windowMs: e.LOGIN_LOCKOUT_MINUTES * 60_000,
+    },
     identity: identityConfig(e),
-    ws: { heartbeatMs: e.WS_HEARTBEAT_MS, maxBufferedBytes: e.WS_MAX_BUFFERED_BYTES, maxSubscriptions: e.WS_MAX_SUBSCRIPTIONS, authTimeoutMs: e.WS_AUTH_TIMEOUT_MS },
+    ws: {
+      heartbeatMs: e.WS_HEARTBEAT_MS,
+      maxBufferedBytes: e.WS_MAX_BUFFERED_BYTES,
+      maxSubscriptions: e.WS_MAX_SUBSCRIPTIONS,
+      authTimeoutMs: e.WS_AUTH_TIMEOUT_MS,
+    },
     providers: providersConfig(e),
     billing,
     channels: {

@@ -7,14 +7,26 @@ import type { SecretName } from './secrets.ts';
 import type { Env } from './settings.ts';
 
 /** What Stripe mode cannot run without: a half-configured Stripe is refused at start rather than at a customer's checkout. */
-const STRIPE_REQUIRES = ['STRIPE_WEBHOOK_SECRET', 'STRIPE_PRICE_PRO', 'STRIPE_PRICE_ENTERPRISE', 'STRIPE_PRICE_AGENT_ADDON'] as const;
+const STRIPE_REQUIRES = [
+  'STRIPE_WEBHOOK_SECRET',
+  'STRIPE_PRICE_PRO',
+  'STRIPE_PRICE_ENTERPRISE',
+  'STRIPE_PRICE_AGENT_ADDON',
+] as const;
 
 function billingMode(e: Env): BillingMode {
   const sandboxAllowed = e.NODE_ENV !== 'production';
   if (e.BILLING_SANDBOX && !sandboxAllowed) {
-    throw configError(['BILLING_SANDBOX: the billing sandbox is for development only; set STRIPE_SECRET_KEY in production']);
+    throw configError([
+      'BILLING_SANDBOX: the billing sandbox is for development only; set STRIPE_SECRET_KEY in production',
+    ]);
   }
-  const mode: BillingMode = e.STRIPE_SECRET_KEY && !e.BILLING_SANDBOX ? 'stripe' : sandboxAllowed && e.BILLING_SANDBOX !== false ? 'sandbox' : 'disabled';
+  const mode: BillingMode =
+    e.STRIPE_SECRET_KEY && !e.BILLING_SANDBOX
+      ? 'stripe'
+      : sandboxAllowed && e.BILLING_SANDBOX !== false
+        ? 'sandbox'
+        : 'disabled';
   if (mode === 'stripe') {
     const missing = STRIPE_REQUIRES.filter((n) => !e[n]);
     if (missing.length > 0) throw configError(missing.map((n) => `${n}: required with STRIPE_SECRET_KEY`));
@@ -25,7 +37,9 @@ function billingMode(e: Env): BillingMode {
 export function billingConfig(e: Env, baseUrl: string, secrets: Record<SecretName, Buffer>): BillingConfig {
   const mode = billingMode(e);
   // The sandbox's webhook secret is derived from the platform secret: stable across restarts, never configured.
-  const derived = createHmac('sha256', secrets.PLATFORM_JWT_SECRET).update('billing-sandbox-webhook').digest('base64url');
+  const derived = createHmac('sha256', secrets.PLATFORM_JWT_SECRET)
+    .update('billing-sandbox-webhook')
+    .digest('base64url');
   return {
     mode,
     stripe: {

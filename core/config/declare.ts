@@ -27,14 +27,21 @@ export type Setting<S extends z.ZodType = z.ZodType, Default = unknown> = {
   shown: string | undefined;
 };
 
-export function setting<S extends z.ZodType>(schema: S, spec: Described & { default: z.output<S>; devDefault?: z.output<S> }): Setting<S, z.output<S>>;
+export function setting<S extends z.ZodType>(
+  schema: S,
+  spec: Described & { default: z.output<S>; devDefault?: z.output<S> },
+): Setting<S, z.output<S>>;
 export function setting<S extends z.ZodType>(schema: S, spec: Described): Setting<S, undefined>;
-export function setting<S extends z.ZodType>(schema: S, spec: Described & { default?: z.output<S>; devDefault?: z.output<S> }): Setting<S, z.output<S> | undefined> {
+export function setting<S extends z.ZodType>(
+  schema: S,
+  spec: Described & { default?: z.output<S>; devDefault?: z.output<S> },
+): Setting<S, z.output<S> | undefined> {
   return { schema, default: spec.default, devDefault: spec.devDefault, doc: spec.doc, shown: spec.shown };
 }
 
 /** What a declared setting holds once the environment is read: unset only when it has no default. */
-export type ValueOf<T> = T extends Setting<infer S, infer D> ? (undefined extends D ? z.output<S> | undefined : z.output<S>) : never;
+export type ValueOf<T> =
+  T extends Setting<infer S, infer D> ? (undefined extends D ? z.output<S> | undefined : z.output<S>) : never;
 
 /** A section of docs/configuration.md, with the settings listed in it. */
 export type SettingsGroup<T extends Record<string, Setting> = Record<string, Setting>> = {
@@ -44,10 +51,15 @@ export type SettingsGroup<T extends Record<string, Setting> = Record<string, Set
   settings: T;
 };
 
-export const group = <T extends Record<string, Setting>>(title: string, about: string | undefined, settings: T): SettingsGroup<T> => ({ title, about, settings });
+export const group = <T extends Record<string, Setting>>(
+  title: string,
+  about: string | undefined,
+  settings: T,
+): SettingsGroup<T> => ({ title, about, settings });
 
 /** The value a setting takes when unset, for a production process or any other. */
-export const fallbackOf = (s: Setting, production: boolean): unknown => (production ? s.default : s.devDefault ?? s.default);
+export const fallbackOf = (s: Setting, production: boolean): unknown =>
+  production ? s.default : (s.devDefault ?? s.default);
 
 /** One zod object over every setting: unset ones take their default (for this NODE_ENV) or stay undefined. */
 export function envSchema(settings: Record<string, Setting>, production: boolean) {

@@ -4,7 +4,8 @@
 import type { Setting, SettingsGroup } from './declare.ts';
 import { GROUPS } from './settings.ts';
 
-export const TABLES_START = '<!-- settings tables: made by test/docs/configuration.test.ts from core/config/groups/; do not edit by hand -->';
+export const TABLES_START =
+  '<!-- settings tables: made by test/docs/configuration.test.ts from core/config/groups/; do not edit by hand -->';
 export const TABLES_END = '<!-- end of settings tables -->';
 
 const code = (value: unknown) => `\`${String(value)}\``;
@@ -14,7 +15,8 @@ const cell = (markdown: string) => markdown.replaceAll('|', '\\|');
 export function shownDefault(s: Setting): string {
   if (s.shown !== undefined) return s.shown;
   if (s.default === undefined) return 'unset';
-  if (s.devDefault !== undefined && s.devDefault !== s.default) return `production ${code(s.default)}, development and test ${code(s.devDefault)}`;
+  if (s.devDefault !== undefined && s.devDefault !== s.default)
+    return `production ${code(s.default)}, development and test ${code(s.devDefault)}`;
   return code(s.default);
 }
 
@@ -25,7 +27,8 @@ export function settingsTables(groups: readonly SettingsGroup[] = GROUPS): strin
     out.push(`## ${group.title}`, '');
     if (group.about) out.push(group.about, '');
     out.push('| Variable | Default | Meaning |', '|---|---|---|');
-    for (const [name, s] of Object.entries(group.settings)) out.push(`| \`${name}\` | ${cell(shownDefault(s))} | ${cell(s.doc)} |`);
+    for (const [name, s] of Object.entries(group.settings))
+      out.push(`| \`${name}\` | ${cell(shownDefault(s))} | ${cell(s.doc)} |`);
     out.push('');
   }
   out.push(TABLES_END);

@@ -19,14 +19,39 @@ import { websockets } from './groups/websockets.ts';
 import { workers } from './groups/workers.ts';
 
 export const GROUPS: readonly SettingsGroup[] = [
-  server, database, observability, workers, plans, retention, websockets,
-  logins, teams, externalLogin, agents, models, billing, channels, secrets,
+  server,
+  database,
+  observability,
+  workers,
+  plans,
+  retention,
+  websockets,
+  logins,
+  teams,
+  externalLogin,
+  agents,
+  models,
+  billing,
+  channels,
+  secrets,
 ];
 
 export const SETTINGS = {
-  ...server.settings, ...database.settings, ...observability.settings, ...workers.settings, ...plans.settings,
-  ...retention.settings, ...websockets.settings, ...logins.settings, ...teams.settings, ...externalLogin.settings,
-  ...agents.settings, ...models.settings, ...billing.settings, ...channels.settings, ...secrets.settings,
+  ...server.settings,
+  ...database.settings,
+  ...observability.settings,
+  ...workers.settings,
+  ...plans.settings,
+  ...retention.settings,
+  ...websockets.settings,
+  ...logins.settings,
+  ...teams.settings,
+  ...externalLogin.settings,
+  ...agents.settings,
+  ...models.settings,
+  ...billing.settings,
+  ...channels.settings,
+  ...secrets.settings,
 };
 
 export type SettingName = keyof typeof SETTINGS;

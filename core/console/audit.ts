@@ -22,7 +22,8 @@ export type AuditRow = z.infer<typeof AuditRow>;
 export type Operator = { userId: string; email: string };
 
 export async function recordAction(
-  tx: CommonQueryMethods, operator: Operator,
+  tx: CommonQueryMethods,
+  operator: Operator,
   entry: { action: OperatorAction; tenantId: string | null; jobId: string | null; reason: string; outcome: string },
 ): Promise<void> {
   await tx.query(sql.unsafe`
@@ -33,7 +34,9 @@ export async function recordAction(
 export const AUDIT_PAGE_SIZE = 50;
 
 export async function listAudit(
-  db: CommonQueryMethods, filter: { jobId?: string; tenantId?: string; beforeId?: number } = {}, limit = AUDIT_PAGE_SIZE,
+  db: CommonQueryMethods,
+  filter: { jobId?: string; tenantId?: string; beforeId?: number } = {},
+  limit = AUDIT_PAGE_SIZE,
 ): Promise<{ rows: readonly AuditRow[]; more: boolean }> {
   const where = [sql.fragment`true`];
   if (filter.jobId) where.push(sql.fragment`a.job_id = ${filter.jobId}`);

@@ -29,7 +29,8 @@ export function actionStates(action: BulkAction, state: JobStateFilter): JobStat
 
 const EFFECT: Record<BulkAction, string> = {
   retry: `Each is queued again as its next attempt, with up to ${RETRY_ATTEMPTS} more attempts, after the jobs already in its queue.`,
-  cancel: 'A queued job is cancelled before it runs; a running one\'s worker is asked to stop it (it ends as cancelled).',
+  cancel:
+    "A queued job is cancelled before it runs; a running one's worker is asked to stop it (it ends as cancelled).",
 };
 export const bulkEffect = (action: BulkAction) => EFFECT[action];
 
@@ -46,20 +47,36 @@ const countTargets = (db: CommonQueryMethods, action: BulkAction, filter: BulkFi
 export type BulkPreview = { count: number; capped: boolean; over: boolean; sample: readonly JobListRow[] };
 
 /** What the action would take now: how many (up to COUNT_CAP), and the newest few. */
-export async function previewBulk(db: DatabasePool, action: BulkAction, filter: BulkFilter, sampleSize = 20): Promise<BulkPreview> {
+export async function previewBulk(
+  db: DatabasePool,
+  action: BulkAction,
+  filter: BulkFilter,
+  sampleSize = 20,
+): Promise<BulkPreview> {
   const states = actionStates(action, filter.state);
   if (states.length === 0) return { count: 0, capped: false, over: false, sample: [] };
   const count = await countTargets(db, action, filter);
-  const sample = states.length === 1 ? (await listJobs(db, { ...filter, state: states[0]! }, sampleSize)).rows : (await listJobs(db, { ...filter, state: 'open' }, sampleSize)).rows.filter((r) => states.includes(r.status));
+  const sample =
+    states.length === 1
+      ? (await listJobs(db, { ...filter, state: states[0]! }, sampleSize)).rows
+      : (await listJobs(db, { ...filter, state: 'open' }, sampleSize)).rows.filter((r) => states.includes(r.status));
   return { count: Math.min(count, COUNT_CAP), capped: count > COUNT_CAP, over: count > BULK_LIMIT, sample };
 }
 
-export type BulkOutcome = { ok: true; done: number; skipped: number; outcome: string } | { ok: false; status: 409; message: string };
+export type BulkOutcome =
+  | { ok: true; done: number; skipped: number; outcome: string }
+  | { ok: false; status: 409; message: string };
 
 export const overLimitMessage = (count: number, capped: boolean) =>
   `This filter matches ${capped ? `more than ${COUNT_CAP.toLocaleString('en')}` : count.toLocaleString('en')} jobs, more than the ${BULK_LIMIT.toLocaleString('en')} one action may change: narrow it (a kind, a tenant, a time range).`;
 
-export async function runBulk(db: DatabasePool, operator: Operator, action: BulkAction, filter: BulkFilter, reason: string): Promise<BulkOutcome> {
+export async function runBulk(
+  db: DatabasePool,
+  operator: Operator,
+  action: BulkAction,
+  filter: BulkFilter,
+  reason: string,
+): Promise<BulkOutcome> {
   return db.transaction(async (tx) => {
     const ids = await tx.anyFirst(sql.type(z.object({ id: z.string() }))`
       select j.id from jobs j where ${targetsWhere(action, filter)} order by j.created_at, j.id limit ${BULK_LIMIT + 1} for update of j`);
@@ -70,11 +87,17 @@ export async function runBulk(db: DatabasePool, operator: Operator, action: Bulk
     const each = `${reason} (bulk ${action} of ${ids.length} job${ids.length === 1 ? '' : 's'})`;
     let done = 0;
     for (const id of ids) {
-      const outcome = action === 'retry' ? await retryJobIn(tx, operator, id, each) : await cancelJobIn(tx, operator, id, each);
+      const outcome =
+        action === 'retry' ? await retryJobIn(tx, operator, id, each) : await cancelJobIn(tx, operator, id, each);
       if (outcome.ok) done++;
     }
     const skipped = ids.length - done;
     const verb = action === 'retry' ? 'queued again' : 'cancelled or asked to stop';
-    return { ok: true, done, skipped, outcome: `${done} job${done === 1 ? '' : 's'} ${verb}${skipped ? `; ${skipped} could not be (see each job's page)` : ''}` };
+    return {
+      ok: true,
+      done,
+      skipped,
+      outcome: `${done} job${done === 1 ? '' : 's'} ${verb}${skipped ? `; ${skipped} could not be (see each job's page)` : ''}`,
+    };
   });
 }

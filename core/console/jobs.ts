@@ -48,14 +48,22 @@ export function jobFilterWhere(filter: JobFilter) {
   else if (filter.state !== 'any') where.push(sql.fragment`j.status = ${filter.state}`);
   if (filter.kind) where.push(sql.fragment`j.kind = ${filter.kind}`);
   if (filter.tenantId) where.push(sql.fragment`j.tenant_id = ${filter.tenantId}`);
-  if (filter.accountId) where.push(sql.fragment`j.tenant_id in (select id from tenants where account_id = ${filter.accountId})`);
+  if (filter.accountId)
+    where.push(sql.fragment`j.tenant_id in (select id from tenants where account_id = ${filter.accountId})`);
   if (filter.from) where.push(sql.fragment`j.created_at >= ${filter.from}::timestamptz`);
   if (filter.to) where.push(sql.fragment`j.created_at < ${filter.to}::timestamptz`);
-  if (filter.before) where.push(sql.fragment`(j.created_at, j.id) < (${filter.before.createdAt}::timestamptz, ${filter.before.id}::uuid)`);
+  if (filter.before)
+    where.push(
+      sql.fragment`(j.created_at, j.id) < (${filter.before.createdAt}::timestamptz, ${filter.before.id}::uuid)`,
+    );
   return sql.join(where, sql.fragment` and `);
 }
 
-export async function listJobs(db: CommonQueryMethods, filter: JobFilter, limit = JOB_PAGE_SIZE): Promise<{ rows: readonly JobListRow[]; more: boolean }> {
+export async function listJobs(
+  db: CommonQueryMethods,
+  filter: JobFilter,
+  limit = JOB_PAGE_SIZE,
+): Promise<{ rows: readonly JobListRow[]; more: boolean }> {
   const rows = await db.any(sql.type(ListRow)`
     select j.id, j.tenant_id, t.name as tenant_name, j.kind, j.status, j.attempts, j.max_attempts,
       j.created_at, j.finished_at, j.error ->> 'code' as error_code, j.created_at::text || '|' || j.id as cursor
@@ -92,7 +100,14 @@ const Detail = z.object({
   finished_at: z.string().nullable(),
   updated_at: z.string(),
   graphile: z
-    .object({ run_at: z.string(), locked_by: z.string().nullable(), locked_at: z.string().nullable(), attempts: z.number(), last_error: z.string().nullable(), key: z.string().nullable() })
+    .object({
+      run_at: z.string(),
+      locked_by: z.string().nullable(),
+      locked_at: z.string().nullable(),
+      attempts: z.number(),
+      last_error: z.string().nullable(),
+      key: z.string().nullable(),
+    })
     .nullable(),
   worker: z.object({ hostname: z.string(), pid: z.number(), last_seen_at: z.string() }).nullable(),
 });
@@ -101,7 +116,10 @@ export type JobDetail = z.infer<typeof Detail>;
 const HistoryRow = z.object({ at: z.string(), event: z.string(), attempt: z.number(), error: z.unknown() });
 export type HistoryRow = z.infer<typeof HistoryRow>;
 
-export async function jobDetail(db: CommonQueryMethods, jobId: string): Promise<{ job: JobDetail; history: readonly HistoryRow[] } | null> {
+export async function jobDetail(
+  db: CommonQueryMethods,
+  jobId: string,
+): Promise<{ job: JobDetail; history: readonly HistoryRow[] } | null> {
   const job = await db.maybeOne(sql.type(Detail)`
     select j.id, j.tenant_id, t.name as tenant_name, t.account_id::text, j.kind, j.status, j.queue_name, j.session_id,
       j.attempts, j.max_attempts, j.progress, j.result, j.error, j.input, j.locked_by,
@@ -127,7 +145,8 @@ export async function jobDetail(db: CommonQueryMethods, jobId: string): Promise<
 
 // ------------------------------------------------------------ masking
 
-const SECRET_KEY = /(secret|token|password|passwd|authorization|api[-_]?key|credential|sealed|private|cookie|signature)/i;
+const SECRET_KEY =
+  /(secret|token|password|passwd|authorization|api[-_]?key|credential|sealed|private|cookie|signature)/i;
 export const MASK = '•••• (masked)';
 
 /** The value with every field whose name sounds secret replaced, at any depth. */
@@ -135,7 +154,9 @@ export function maskSecrets(value: unknown, depth = 0): unknown {
   if (depth > 20) return MASK;
   if (Array.isArray(value)) return value.map((v) => maskSecrets(v, depth + 1));
   if (value && typeof value === 'object') {
-    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, SECRET_KEY.test(k) && v !== null ? MASK : maskSecrets(v, depth + 1)]));
+    return Object.fromEntries(
+      Object.entries(value).map(([k, v]) => [k, SECRET_KEY.test(k) && v !== null ? MASK : maskSecrets(v, depth + 1)]),
+    );
   }
   return value;
 }

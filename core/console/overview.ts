@@ -68,11 +68,17 @@ export async function readOverview(db: CommonQueryMethods): Promise<Overview> {
   const failed = await db.any(sql.type(z.object({ kind: z.string(), n: z.number() }))`
     select kind, count(*)::int as n from jobs where status = 'failed' and finished_at > now() - interval '1 hour' group by kind`);
   const finished = await finishedRecently(db);
-  const kindNames = [...new Set([...queue.map((q) => q.kind), ...failed.map((f) => f.kind), ...finished.map((f) => f.kind)])].sort();
+  const kindNames = [
+    ...new Set([...queue.map((q) => q.kind), ...failed.map((f) => f.kind), ...finished.map((f) => f.kind)]),
+  ].sort();
   const kinds = kindNames.map((kind) => {
     const q = queue.find((r) => r.kind === kind);
     return {
-      kind, ready: q?.ready ?? 0, running: q?.running ?? 0, waiting: q?.waiting ?? 0, oldest_ready_s: q?.oldest_ready_s ?? null,
+      kind,
+      ready: q?.ready ?? 0,
+      running: q?.running ?? 0,
+      waiting: q?.waiting ?? 0,
+      oldest_ready_s: q?.oldest_ready_s ?? null,
       failed_1h: failed.find((f) => f.kind === kind)?.n ?? 0,
       succeeded_10m: finished.filter((f) => f.kind === kind).reduce((n, f) => n + f.succeeded, 0),
     };
@@ -83,7 +89,11 @@ export async function readOverview(db: CommonQueryMethods): Promise<Overview> {
   for (let i = THROUGHPUT_MINUTES - 1; i >= 0; i--) {
     const minute = `${new Date(now.getTime() - i * 60_000).toISOString().slice(0, 16)}Z`;
     const rows = finished.filter((f) => f.minute === minute);
-    minutes.push({ minute, succeeded: rows.reduce((n, f) => n + f.succeeded, 0), failed: rows.reduce((n, f) => n + f.failed, 0) });
+    minutes.push({
+      minute,
+      succeeded: rows.reduce((n, f) => n + f.succeeded, 0),
+      failed: rows.reduce((n, f) => n + f.failed, 0),
+    });
   }
   const accounts = await db.any(sql.type(AccountRow)`
     with queue as (
@@ -107,7 +117,10 @@ export async function readOverview(db: CommonQueryMethods): Promise<Overview> {
     running: kinds.reduce((n, k) => n + k.running, 0),
     waiting: kinds.reduce((n, k) => n + k.waiting, 0),
     failed1h: kinds.reduce((n, k) => n + k.failed_1h, 0),
-    oldestReadyS: kinds.reduce<number | null>((m, k) => (k.oldest_ready_s === null ? m : Math.max(m ?? 0, k.oldest_ready_s)), null),
+    oldestReadyS: kinds.reduce<number | null>(
+      (m, k) => (k.oldest_ready_s === null ? m : Math.max(m ?? 0, k.oldest_ready_s)),
+      null,
+    ),
   };
   return { kinds, minutes, accounts, totals };
 }

@@ -22,7 +22,10 @@ export async function takeQueueSample(db: CommonQueryMethods, at: Date): Promise
   const minute = new Date(Math.floor(at.getTime() / 60_000) * 60_000);
   const queue = await readQueueByKind(db);
   const sum = (pick: (q: (typeof queue)[number]) => number) => queue.reduce((n, q) => n + pick(q), 0);
-  const oldest = queue.reduce<number | null>((max, q) => (q.oldest_ready_s !== null && (max === null || q.oldest_ready_s > max) ? q.oldest_ready_s : max), null);
+  const oldest = queue.reduce<number | null>(
+    (max, q) => (q.oldest_ready_s !== null && (max === null || q.oldest_ready_s > max) ? q.oldest_ready_s : max),
+    null,
+  );
   const written = await db.query(sql.unsafe`
     insert into queue_samples (at, ready, running, waiting, oldest_ready_s, succeeded, failed)
     select ${minute.toISOString()}, ${sum((q) => q.ready)}, ${sum((q) => q.running)}, ${sum((q) => q.waiting)}, ${oldest},

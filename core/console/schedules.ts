@@ -39,7 +39,13 @@ export function nextMatch(item: CronItem, from: Date, parseCronItems: typeof Par
   ts.setUTCSeconds(0, 0);
   for (let i = 0; i < 366 * 24 * 60; i++) {
     ts.setUTCMinutes(ts.getUTCMinutes() + 1);
-    const digest = { min: ts.getUTCMinutes(), hour: ts.getUTCHours(), date: ts.getUTCDate(), month: ts.getUTCMonth() + 1, dow: ts.getUTCDay() };
+    const digest = {
+      min: ts.getUTCMinutes(),
+      hour: ts.getUTCHours(),
+      date: ts.getUTCDate(),
+      month: ts.getUTCMonth() + 1,
+      dow: ts.getUTCDay(),
+    };
     if (parsed!.match(digest)) return ts;
   }
   return null;
@@ -48,7 +54,11 @@ export function nextMatch(item: CronItem, from: Date, parseCronItems: typeof Par
 /** How a run of the item names itself in scheduled_job_runs (define-scheduled-task.ts: its job key, else its task). */
 const runIdentifier = (item: CronItem) => item.options?.jobKey ?? item.task;
 
-export async function readSchedules(db: CommonQueryMethods, items: readonly CronItem[], runsEach = 5): Promise<ScheduleView[]> {
+export async function readSchedules(
+  db: CommonQueryMethods,
+  items: readonly CronItem[],
+  runsEach = 5,
+): Promise<ScheduleView[]> {
   const names = items.map(runIdentifier);
   const fired = await db.any(sql.type(z.object({ identifier: z.string(), at: z.string(), started_at: z.string() }))`
     select identifier, coalesce(scheduled_for, started_at)::text as at, started_at::text from scheduled_job_last_runs where identifier = any(${sql.array(names, 'text')})`);
@@ -66,7 +76,9 @@ export async function readSchedules(db: CommonQueryMethods, items: readonly Cron
     const last = firedAt.get(runIdentifier(item));
     const own = runs.filter((r) => r.identifier === runIdentifier(item));
     // The recorded run of that same start, if the task recorded it.
-    const lastRun = last ? (own.find((r) => new Date(r.started_at).getTime() === new Date(last.started_at).getTime()) ?? null) : null;
+    const lastRun = last
+      ? (own.find((r) => new Date(r.started_at).getTime() === new Date(last.started_at).getTime()) ?? null)
+      : null;
     return {
       identifier: item.identifier ?? item.task,
       task: item.task,

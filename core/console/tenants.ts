@@ -40,20 +40,33 @@ const withQueue = (page: ReturnType<typeof sql.fragment>) => sql.fragment`
   select ${columns} from page t left join users u on u.id = t.owner_id left join queue q on q.tenant_id = t.id::text
   order by t.created_at desc, t.id desc`;
 
-export type TenantFilter = { search?: string | undefined; suspended?: boolean | undefined; before?: { createdAt: string; id: string } | undefined };
+export type TenantFilter = {
+  search?: string | undefined;
+  suspended?: boolean | undefined;
+  before?: { createdAt: string; id: string } | undefined;
+};
 
-export async function listTenants(db: CommonQueryMethods, filter: TenantFilter, limit = TENANT_PAGE_SIZE): Promise<{ rows: readonly ConsoleTenant[]; more: boolean }> {
+export async function listTenants(
+  db: CommonQueryMethods,
+  filter: TenantFilter,
+  limit = TENANT_PAGE_SIZE,
+): Promise<{ rows: readonly ConsoleTenant[]; more: boolean }> {
   const where = [sql.fragment`true`];
   if (filter.search) {
     const like = `%${filter.search.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
     where.push(sql.fragment`(t.name ilike ${like} or t.id::text = ${filter.search} or u.email ilike ${like})`);
   }
   if (filter.suspended) where.push(sql.fragment`t.suspended_at is not null`);
-  if (filter.before) where.push(sql.fragment`(t.created_at, t.id) < (${filter.before.createdAt}::timestamptz, ${filter.before.id}::uuid)`);
-  const rows = await db.any(sql.type(TenantRow)`${withQueue(sql.fragment`
+  if (filter.before)
+    where.push(
+      sql.fragment`(t.created_at, t.id) < (${filter.before.createdAt}::timestamptz, ${filter.before.id}::uuid)`,
+    );
+  const rows = await db.any(
+    sql.type(TenantRow)`${withQueue(sql.fragment`
     select t.* from tenants t left join users u on u.id = t.owner_id
     where ${sql.join(where, sql.fragment` and `)}
-    order by t.created_at desc, t.id desc limit ${limit + 1}`)}`);
+    order by t.created_at desc, t.id desc limit ${limit + 1}`)}`,
+  );
   return { rows: rows.slice(0, limit), more: rows.length > limit };
 }
 

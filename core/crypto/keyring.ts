@@ -38,7 +38,8 @@ export class Keyring {
 
   open(keyId: string, ciphertext: string, associatedData: string): string {
     const key = this.keys.get(keyId);
-    if (!key) throw new Error(`data key ${keyId} is not configured (set DATA_ENCRYPTION_KEY_PREVIOUS to the retired key)`);
+    if (!key)
+      throw new Error(`data key ${keyId} is not configured (set DATA_ENCRYPTION_KEY_PREVIOUS to the retired key)`);
     return open(key, ciphertext, associatedData);
   }
 }

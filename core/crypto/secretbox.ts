@@ -9,7 +9,9 @@ export function seal(key: Buffer, plaintext: string, associatedData: string): st
   const cipher = createCipheriv('aes-256-gcm', key, nonce);
   cipher.setAAD(Buffer.from(associatedData, 'utf8'));
   const ciphertext = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
-  return ['v1', nonce, cipher.getAuthTag(), ciphertext].map((p) => (typeof p === 'string' ? p : p.toString('base64url'))).join('.');
+  return ['v1', nonce, cipher.getAuthTag(), ciphertext]
+    .map((p) => (typeof p === 'string' ? p : p.toString('base64url')))
+    .join('.');
 }
 
 export function open(key: Buffer, sealed: string, associatedData: string): string {

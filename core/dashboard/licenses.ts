@@ -9,7 +9,16 @@ import { sql, type CommonQueryMethods } from '../db/pool.ts';
 /** What each plan unlocks. Stored per-license features adjust this list. */
 export const PLAN_FEATURES = {
   pro: ['dashboards', 'exports', 'scheduled_reports', 'api_access'],
-  enterprise: ['dashboards', 'exports', 'scheduled_reports', 'api_access', 'sso', 'audit_log', 'custom_branding', 'priority_support'],
+  enterprise: [
+    'dashboards',
+    'exports',
+    'scheduled_reports',
+    'api_access',
+    'sso',
+    'audit_log',
+    'custom_branding',
+    'priority_support',
+  ],
 } as const satisfies Record<string, readonly string[]>;
 export type Plan = keyof typeof PLAN_FEATURES;
 export const PLANS = Object.keys(PLAN_FEATURES) as Plan[];
@@ -84,7 +93,9 @@ export async function createLicense(db: CommonQueryMethods, input: NewLicense): 
 
 /** The license a key belongs to, whatever its status (callers check `active`). */
 export async function findLicenseByKey(db: CommonQueryMethods, key: string): Promise<License | null> {
-  const row = await db.maybeOne(sql.type(Row)`select ${COLUMNS} from dashboard_licenses where key_hash = ${sha256(key)}`);
+  const row = await db.maybeOne(
+    sql.type(Row)`select ${COLUMNS} from dashboard_licenses where key_hash = ${sha256(key)}`,
+  );
   return row ? toLicense(row) : null;
 }
 

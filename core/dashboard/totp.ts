@@ -69,7 +69,12 @@ async function matchCode(secret: string, code: string, lastStep: number | null):
 }
 
 /** Records `step` as spent; false when the same or a later step was spent first. */
-async function spendStep(db: CommonQueryMethods, licenseId: string, sealedSecret: string, step: number): Promise<boolean> {
+async function spendStep(
+  db: CommonQueryMethods,
+  licenseId: string,
+  sealedSecret: string,
+  step: number,
+): Promise<boolean> {
   const row = await db.maybeOne(sql.type(z.object({ id: z.string() }))`
     update dashboard_licenses set totp_last_step = ${step}
     where id = ${licenseId} and totp_enabled_at is not null and totp_secret = ${sealedSecret}
@@ -99,7 +104,13 @@ export async function beginTotpSetup(
 ): Promise<TotpSetup> {
   const { generateSecret, generateURI } = otplib();
   const secret = generateSecret();
-  const otpauthUri = generateURI({ issuer: TOTP_ISSUER, label: license.purchaserEmail, secret, period: TOTP_PERIOD_S, digits: 6 });
+  const otpauthUri = generateURI({
+    issuer: TOTP_ISSUER,
+    label: license.purchaserEmail,
+    secret,
+    period: TOTP_PERIOD_S,
+    digits: 6,
+  });
   // Loaded here, at the one place it draws: most processes never do.
   const { default: QRCode } = await import('qrcode');
   const qrCodeDataUrl = await QRCode.toDataURL(otpauthUri, { errorCorrectionLevel: 'M', margin: 2, width: 256 });
@@ -115,7 +126,12 @@ export async function beginTotpSetup(
  * Confirms the pending secret with a code from the authenticator: 2FA is on
  * and the first set of recovery codes is returned. Null for a wrong code.
  */
-export async function confirmTotpSetup(db: DatabasePool, key: Buffer, licenseId: string, code: string): Promise<string[] | null> {
+export async function confirmTotpSetup(
+  db: DatabasePool,
+  key: Buffer,
+  licenseId: string,
+  code: string,
+): Promise<string[] | null> {
   const state = await loadState(db, licenseId);
   if (state?.enabled) throw new TotpStateError('already_enabled');
   if (!state?.totp_pending_secret) throw new TotpStateError('not_pending');
@@ -136,14 +152,21 @@ export async function confirmTotpSetup(db: DatabasePool, key: Buffer, licenseId:
 }
 
 /** Needs a live TOTP code (not a recovery code); null when the code is wrong or spent. */
-export async function regenerateRecoveryCodes(db: DatabasePool, key: Buffer, licenseId: string, code: string): Promise<string[] | null> {
+export async function regenerateRecoveryCodes(
+  db: DatabasePool,
+  key: Buffer,
+  licenseId: string,
+  code: string,
+): Promise<string[] | null> {
   const state = await loadState(db, licenseId);
   if (!state?.enabled || !state.totp_secret) throw new TotpStateError('not_enabled');
   const sealed = state.totp_secret;
   const step = await matchCode(open(key, sealed, associatedData(licenseId)), code, state.totp_last_step);
   if (step === null) return null;
   // Spending the step and replacing the codes commit together or not at all.
-  return db.transaction(async (tx) => ((await spendStep(tx, licenseId, sealed, step)) ? replaceRecoveryCodes(tx, licenseId) : null));
+  return db.transaction(async (tx) =>
+    (await spendStep(tx, licenseId, sealed, step)) ? replaceRecoveryCodes(tx, licenseId) : null,
+  );
 }
 
 // Checked against when no license matches, so an unknown e-mail costs about
@@ -161,10 +184,17 @@ export type SecondFactorLogin = { licenseId: string; method: 'totp' | 'recovery_
  * or a recovery code. Returns the license it unlocks, or null, whatever was
  * wrong (unknown e-mail, wrong, spent or replayed code).
  */
-export async function loginWithSecondFactor(db: DatabasePool, key: Buffer, email: string, code: string): Promise<SecondFactorLogin | null> {
+export async function loginWithSecondFactor(
+  db: DatabasePool,
+  key: Buffer,
+  email: string,
+  code: string,
+): Promise<SecondFactorLogin | null> {
   const typed = code.trim();
   if (TOTP_CODE.test(typed)) {
-    const candidates = await db.any(sql.type(z.object({ id: z.string(), totp_secret: z.string(), totp_last_step: Step }))`
+    const candidates = await db.any(sql.type(
+      z.object({ id: z.string(), totp_secret: z.string(), totp_last_step: Step }),
+    )`
       select l.id, l.totp_secret, l.totp_last_step from dashboard_licenses l
       where lower(l.purchaser_email) = lower(${email.trim()}) and ${ACTIVE_WITH_2FA}
       order by l.created_at, l.id`);
@@ -173,7 +203,11 @@ export async function loginWithSecondFactor(db: DatabasePool, key: Buffer, email
       await matchCode(decoySecret, typed, null);
     }
     for (const candidate of candidates) {
-      const step = await matchCode(open(key, candidate.totp_secret, associatedData(candidate.id)), typed, candidate.totp_last_step);
+      const step = await matchCode(
+        open(key, candidate.totp_secret, associatedData(candidate.id)),
+        typed,
+        candidate.totp_last_step,
+      );
       if (step !== null && (await spendStep(db, candidate.id, candidate.totp_secret, step))) {
         return { licenseId: candidate.id, method: 'totp' };
       }

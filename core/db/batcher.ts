@@ -95,7 +95,10 @@ export class StatementBatcher<I, O> {
       outcomes = await this.run(batch.map((p) => p.item));
     } catch (error) {
       if (batch.length === 1) return batch[0]!.reject(error);
-      this.options.logger?.warn({ err: error, size: batch.length }, `batched ${this.options.what} failed; running each on its own`);
+      this.options.logger?.warn(
+        { err: error, size: batch.length },
+        `batched ${this.options.what} failed; running each on its own`,
+      );
       await Promise.all(batch.map((pending) => this.flush([pending])));
       return;
     }

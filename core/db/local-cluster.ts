@@ -34,7 +34,9 @@ export function processDataDirectory(pid: number, cmdline: string[]): string | n
 function isPostmasterOf(pid: number, directory: string): boolean {
   try {
     const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
-    return cmdline.some((arg) => arg.endsWith('postgres')) && processDataDirectory(pid, cmdline) === path.resolve(directory);
+    return (
+      cmdline.some((arg) => arg.endsWith('postgres')) && processDataDirectory(pid, cmdline) === path.resolve(directory)
+    );
   } catch {
     return false;
   }
@@ -84,7 +86,10 @@ export function describeOwner(running: LiveServer): string {
 }
 
 /** The server another live process runs for this directory, for processes that must not own it. */
-export function runningCluster(directoryOption: string, database = 'platform'): { url: string; server: LiveServer } | null {
+export function runningCluster(
+  directoryOption: string,
+  database = 'platform',
+): { url: string; server: LiveServer } | null {
   const directory = path.resolve(directoryOption);
   const server = existsSync(path.join(directory, 'PG_VERSION')) ? liveServer(directory) : null;
   const credentials = server?.owner ? readCredentials(directory) : null;
@@ -106,6 +111,9 @@ export function databaseUrlFor(config: Config, processName: string, logger: Logg
       `Invalid configuration:\n  DATABASE_URL: required for ${processName}, or run \`npm run db\` in another terminal (the embedded PostgreSQL of DATA_DIR=${config.dataDir}, which ${processName} then uses); \`npm start\` runs everything in one process`,
     );
   }
-  logger.info({ directory: path.resolve(config.dataDir, 'pg'), server: describeOwner(shared.server) }, 'using the embedded PostgreSQL of DATA_DIR');
+  logger.info(
+    { directory: path.resolve(config.dataDir, 'pg'), server: describeOwner(shared.server) },
+    'using the embedded PostgreSQL of DATA_DIR',
+  );
   return shared.url;
 }

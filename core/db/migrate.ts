@@ -44,7 +44,11 @@ const ensureTable = `
   )`;
 
 /** `directory` is for tests that stop at an older migration. */
-export async function migrate(databaseUrl: string, logger: Logger, directory = MIGRATIONS_DIR): Promise<{ applied: string[] }> {
+export async function migrate(
+  databaseUrl: string,
+  logger: Logger,
+  directory = MIGRATIONS_DIR,
+): Promise<{ applied: string[] }> {
   const migrations = loadMigrations(directory);
   const client = new pg.Client({ connectionString: databaseUrl });
   await client.connect();
@@ -53,24 +57,35 @@ export async function migrate(databaseUrl: string, logger: Logger, directory = M
   try {
     await client.query('select pg_advisory_lock($1)', [MIGRATION_LOCK_KEY]);
     // Loaded here: an api process reads migrationState() but never migrates.
-    const [{ runMigrations: runWorkerMigrations }, { graphileLogger }] = await Promise.all([import('graphile-worker'), import('../graphile-logger.ts')]);
+    const [{ runMigrations: runWorkerMigrations }, { graphileLogger }] = await Promise.all([
+      import('graphile-worker'),
+      import('../graphile-logger.ts'),
+    ]);
     await runWorkerMigrations({ connectionString: databaseUrl, logger: graphileLogger(logger), maxPoolSize: 1 });
     await client.query(ensureTable);
     const done = new Map(
-      (await client.query<{ name: string; checksum: string }>('select name, checksum from schema_migrations')).rows.map((r) => [r.name, r.checksum]),
+      (await client.query<{ name: string; checksum: string }>('select name, checksum from schema_migrations')).rows.map(
+        (r) => [r.name, r.checksum],
+      ),
     );
     for (const migration of migrations) {
       const known = done.get(migration.name);
       if (known !== undefined) {
         if (known !== migration.checksum) {
-          logger.warn({ migration: migration.name }, 'migration file changed after it was applied; write a new migration instead');
+          logger.warn(
+            { migration: migration.name },
+            'migration file changed after it was applied; write a new migration instead',
+          );
         }
         continue;
       }
       await client.query('begin');
       try {
         await client.query(migration.sql);
-        await client.query('insert into schema_migrations (name, checksum) values ($1, $2)', [migration.name, migration.checksum]);
+        await client.query('insert into schema_migrations (name, checksum) values ($1, $2)', [
+          migration.name,
+          migration.checksum,
+        ]);
         await client.query('commit');
       } catch (error) {
         await client.query('rollback');
@@ -81,7 +96,10 @@ export async function migrate(databaseUrl: string, logger: Logger, directory = M
     }
     // One line however many: a first start applies them all.
     if (applied.length > 0) {
-      logger.info({ count: applied.length, first: applied[0], last: applied.at(-1), ms: Date.now() - started }, `${applied.length} migration${applied.length === 1 ? '' : 's'} applied`);
+      logger.info(
+        { count: applied.length, first: applied[0], last: applied.at(-1), ms: Date.now() - started },
+        `${applied.length} migration${applied.length === 1 ? '' : 's'} applied`,
+      );
     }
   } finally {
     await client.query('select pg_advisory_unlock($1)', [MIGRATION_LOCK_KEY]).catch(() => undefined);

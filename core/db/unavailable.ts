@@ -44,7 +44,13 @@ export class DatabaseUnavailableError extends Error {
 
 export function isDatabaseUnavailable(error: unknown): boolean {
   for (const e of errorChain(error)) {
-    if (e instanceof DatabaseUnavailableError || e instanceof ConnectionError || e instanceof BackendTerminatedError || e instanceof BackendTerminatedUnexpectedlyError) return true;
+    if (
+      e instanceof DatabaseUnavailableError ||
+      e instanceof ConnectionError ||
+      e instanceof BackendTerminatedError ||
+      e instanceof BackendTerminatedUnexpectedlyError
+    )
+      return true;
     const { code, message } = e as { code?: unknown; message?: unknown };
     if (typeof code === 'string' && CODES.has(code)) return true;
     if (typeof message === 'string' && MESSAGES.some((m) => message.includes(m))) return true;
@@ -62,7 +68,10 @@ export const DATABASE_RETRY_AFTER_S = 2;
  * failed attempt: handing the error on would let the job's queue go, and a
  * session's next turn could overtake it.
  */
-export async function retryWhileUnavailable<T>(write: () => Promise<T>, options: { signal?: AbortSignal | undefined; onWait?: (error: unknown) => void } = {}): Promise<T> {
+export async function retryWhileUnavailable<T>(
+  write: () => Promise<T>,
+  options: { signal?: AbortSignal | undefined; onWait?: (error: unknown) => void } = {},
+): Promise<T> {
   for (let attempt = 0; ; attempt++) {
     try {
       return await write();

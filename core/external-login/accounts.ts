@@ -27,9 +27,14 @@ const UserId = z.object({ user_id: z.string() });
 /** Providers send email_verified as a boolean or as the string "true". */
 export const verifiedFlag = (value: unknown) => value === true || value === 'true';
 
-export async function signInExternal(tx: DatabaseTransactionConnection, claims: ExternalClaims): Promise<ExternalSignIn> {
+export async function signInExternal(
+  tx: DatabaseTransactionConnection,
+  claims: ExternalClaims,
+): Promise<ExternalSignIn> {
   // Two first logins of one subject at once: the second waits and finds the first's link.
-  await tx.query(sql.unsafe`select pg_advisory_xact_lock(hashtextextended(${`external-login|${claims.provider}|${claims.subject}`}, 0))`);
+  await tx.query(
+    sql.unsafe`select pg_advisory_xact_lock(hashtextextended(${`external-login|${claims.provider}|${claims.subject}`}, 0))`,
+  );
   const known = await tx.maybeOneFirst(sql.type(UserId)`
     update user_identities set
       email = coalesce(${claims.email ?? null}, email),
@@ -37,13 +42,28 @@ export async function signInExternal(tx: DatabaseTransactionConnection, claims: 
       last_login_at = now(), updated_at = now()
     where provider = ${claims.provider} and subject = ${claims.subject}
     returning user_id`);
-  if (known) return { user: await tx.one(userRow`select id, email, display_name, avatar_url, is_operator from users where id = ${known}`), newUser: false, linked: false };
+  if (known)
+    return {
+      user: await tx.one(
+        userRow`select id, email, display_name, avatar_url, is_operator from users where id = ${known}`,
+      ),
+      newUser: false,
+      linked: false,
+    };
 
   if (!claims.email) {
-    throw new ExternalLoginError(403, 'email_required', 'The provider shared no e-mail address; allow sharing it and sign in again.');
+    throw new ExternalLoginError(
+      403,
+      'email_required',
+      'The provider shared no e-mail address; allow sharing it and sign in again.',
+    );
   }
   if (!claims.emailVerified) {
-    throw new ExternalLoginError(403, 'email_not_verified', 'The provider has not verified this e-mail address; verify it there and sign in again. Nothing was created or linked.');
+    throw new ExternalLoginError(
+      403,
+      'email_not_verified',
+      'The provider has not verified this e-mail address; verify it there and sign in again. Nothing was created or linked.',
+    );
   }
   let user = await tx.maybeOne(userRow`
     select id, email, display_name, avatar_url, is_operator from users where lower(email) = lower(${claims.email}) for update`);
@@ -55,7 +75,11 @@ export async function signInExternal(tx: DatabaseTransactionConnection, claims: 
       returning id, email, display_name, avatar_url, is_operator`);
     newUser = inserted !== null;
     // A password account with this e-mail was created a moment ago: link to it.
-    user = inserted ?? await tx.one(userRow`select id, email, display_name, avatar_url, is_operator from users where lower(email) = lower(${claims.email})`);
+    user =
+      inserted ??
+      (await tx.one(
+        userRow`select id, email, display_name, avatar_url, is_operator from users where lower(email) = lower(${claims.email})`,
+      ));
   }
   await tx.query(sql.unsafe`
     insert into user_identities (user_id, provider, subject, email, email_verified, last_login_at)

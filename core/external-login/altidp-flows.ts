@@ -62,11 +62,19 @@ export async function takeAltidpFlow(
   if (!row) return { error: 'unknown_state' };
   if (!browserToken || !constantTimeEqual(sha256(browserToken), row.browser_hash)) return { error: 'other_browser' };
   return {
-    flow: { nonce: row.nonce, codeVerifier: keyring.openPacked(row.code_verifier_sealed, aad(row.state_hash)), mode: row.mode, nextPath: row.next_path },
+    flow: {
+      nonce: row.nonce,
+      codeVerifier: keyring.openPacked(row.code_verifier_sealed, aad(row.state_hash)),
+      mode: row.mode,
+      nextPath: row.next_path,
+    },
   };
 }
 
-export async function createLoginTicket(db: CommonQueryMethods, input: { userId: string; mode: LoginMode; newUser: boolean }): Promise<string> {
+export async function createLoginTicket(
+  db: CommonQueryMethods,
+  input: { userId: string; mode: LoginMode; newUser: boolean },
+): Promise<string> {
   const ticket = randomToken('alt_', 32);
   await db.query(sql.unsafe`
     insert into external_login_tickets (ticket_hash, user_id, provider, mode, new_user, expires_at)
@@ -93,7 +101,8 @@ const UNSAFE_IN_PATH = /[\u0000-\u001f\u007f\\]/;
  */
 export function safeNextPath(next: string | undefined, baseUrl: string): string | null {
   if (next === undefined || next === '') return '/';
-  if (!next.startsWith('/') || next.startsWith('//') || next.startsWith('/\\') || UNSAFE_IN_PATH.test(next)) return null;
+  if (!next.startsWith('/') || next.startsWith('//') || next.startsWith('/\\') || UNSAFE_IN_PATH.test(next))
+    return null;
   const base = new URL(baseUrl);
   let resolved: URL;
   try {

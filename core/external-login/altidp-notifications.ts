@@ -13,12 +13,14 @@ import { enqueueSystemJob } from '../jobs/enqueue.ts';
 export const ALTIDP_NOTIFICATION_JOB = 'auth.altidp-notification';
 export const KNOWN_EVENTS = ['email-disabled', 'email-enabled', 'consent-revoked', 'account-delete'] as const;
 
-const EventClaim = z.object({
-  type: z.string().min(1).max(100),
-  sub: z.string().min(1).max(500).optional(),
-  email: z.string().max(320).optional(),
-  event_time: z.number().optional(),
-}).loose();
+const EventClaim = z
+  .object({
+    type: z.string().min(1).max(100),
+    sub: z.string().min(1).max(500).optional(),
+    email: z.string().max(320).optional(),
+    event_time: z.number().optional(),
+  })
+  .loose();
 
 /** The `events` claim: a JSON string (as altidp sends it) or an object. */
 export function eventOf(payload: JWTPayload): z.infer<typeof EventClaim> | null {
@@ -38,7 +40,12 @@ const Stored = z.object({ id: z.string(), status: z.string() });
 
 export type StoredNotification = { id: string; duplicate: boolean; status: string };
 
-export async function storeNotification(db: DatabasePool, jws: string, payload: JWTPayload, event: z.infer<typeof EventClaim>): Promise<StoredNotification> {
+export async function storeNotification(
+  db: DatabasePool,
+  jws: string,
+  payload: JWTPayload,
+  event: z.infer<typeof EventClaim>,
+): Promise<StoredNotification> {
   const known = (KNOWN_EVENTS as readonly string[]).includes(event.type);
   const dedupeKey = typeof payload.jti === 'string' && payload.jti ? `jti:${payload.jti}` : `sha256:${sha256(jws)}`;
   return db.transaction(async (tx) => {
@@ -49,12 +56,17 @@ export async function storeNotification(db: DatabasePool, jws: string, payload: 
       on conflict (dedupe_key) do nothing
       returning id, status`);
     if (!inserted) {
-      const existing = await tx.one(sql.type(Stored)`select id, status from altidp_notifications where dedupe_key = ${dedupeKey}`);
+      const existing = await tx.one(
+        sql.type(Stored)`select id, status from altidp_notifications where dedupe_key = ${dedupeKey}`,
+      );
       return { ...existing, duplicate: true };
     }
     if (known) {
       await enqueueSystemJob(tx, {
-        kind: ALTIDP_NOTIFICATION_JOB, payload: { notificationId: String(inserted.id) }, key: `altidp-notification:${inserted.id}`, maxAttempts: 10,
+        kind: ALTIDP_NOTIFICATION_JOB,
+        payload: { notificationId: String(inserted.id) },
+        key: `altidp-notification:${inserted.id}`,
+        maxAttempts: 10,
       });
     }
     return { ...inserted, duplicate: false };
@@ -76,7 +88,9 @@ export async function applyNotification(db: DatabasePool, id: string): Promise<{
       select id, event_type, subject from altidp_notifications where id = ${id} and status = 'queued' for update`);
     if (!row) return null;
     const userId = row.subject
-      ? await tx.maybeOneFirst(sql.type(UserId)`select user_id from user_identities where provider = 'altidp' and subject = ${row.subject}`)
+      ? await tx.maybeOneFirst(
+          sql.type(UserId)`select user_id from user_identities where provider = 'altidp' and subject = ${row.subject}`,
+        )
       : null;
     let outcome = 'no_identity';
     if (userId) {
@@ -90,8 +104,12 @@ export async function applyNotification(db: DatabasePool, id: string): Promise<{
           break;
         case 'consent-revoked':
         case 'account-delete': {
-          await tx.query(sql.unsafe`delete from user_identities where provider = 'altidp' and subject = ${row.subject}`);
-          await tx.query(sql.unsafe`update auth_refresh_tokens set revoked_at = now() where user_id = ${userId} and revoked_at is null`);
+          await tx.query(
+            sql.unsafe`delete from user_identities where provider = 'altidp' and subject = ${row.subject}`,
+          );
+          await tx.query(
+            sql.unsafe`update auth_refresh_tokens set revoked_at = now() where user_id = ${userId} and revoked_at is null`,
+          );
           outcome = 'identity_unlinked';
           if (row.event_type === 'account-delete' && !(await hasOtherSignIn(tx, userId))) {
             await deleteAccount(tx, userId);
@@ -101,7 +119,9 @@ export async function applyNotification(db: DatabasePool, id: string): Promise<{
         }
       }
     }
-    await tx.query(sql.unsafe`update altidp_notifications set status = 'applied', outcome = ${outcome}, applied_at = now() where id = ${row.id}`);
+    await tx.query(
+      sql.unsafe`update altidp_notifications set status = 'applied', outcome = ${outcome}, applied_at = now() where id = ${row.id}`,
+    );
     return { outcome };
   });
 }

@@ -38,7 +38,10 @@ export function oidcClientsFor(config: Config): OidcClients {
 }
 const isHttp = (issuer: string) => issuer.startsWith('http:');
 
-async function clientAuthentication(auth: ClientAuthSetting | undefined, methods: string[] | undefined): Promise<oidc.ClientAuth> {
+async function clientAuthentication(
+  auth: ClientAuthSetting | undefined,
+  methods: string[] | undefined,
+): Promise<oidc.ClientAuth> {
   if (!auth) return oidc.None();
   if (auth.kind === 'private_key') {
     const alg = typeof auth.jwk.alg === 'string' ? auth.jwk.alg : auth.jwk.kty === 'EC' ? 'ES256' : 'RS256';
@@ -46,7 +49,9 @@ async function clientAuthentication(auth: ClientAuthSetting | undefined, methods
     return oidc.PrivateKeyJwt({ key, kid: typeof auth.jwk.kid === 'string' ? auth.jwk.kid : undefined });
   }
   // client_secret_post where offered (some providers accept nothing else), else Basic.
-  return !methods || methods.includes('client_secret_post') ? oidc.ClientSecretPost(auth.secret) : oidc.ClientSecretBasic(auth.secret);
+  return !methods || methods.includes('client_secret_post')
+    ? oidc.ClientSecretPost(auth.secret)
+    : oidc.ClientSecretBasic(auth.secret);
 }
 
 type JwksGetter = ReturnType<typeof createRemoteJWKSet>;
@@ -76,7 +81,11 @@ export class OidcClients {
     return pending;
   }
 
-  private async build(issuer: string, clientId: string, auth: ClientAuthSetting | undefined): Promise<oidc.Configuration> {
+  private async build(
+    issuer: string,
+    clientId: string,
+    auth: ClientAuthSetting | undefined,
+  ): Promise<oidc.Configuration> {
     const insecure = isHttp(issuer);
     const server = await this.cached(this.servers, issuer, async () => {
       const options = { timeout: PROVIDER_TIMEOUT_MS / 1000, execute: insecure ? [oidc.allowInsecureRequests] : [] };
@@ -89,8 +98,14 @@ export class OidcClients {
     try {
       // openid-client expects RS256 ID tokens unless told otherwise.
       const algs = server.id_token_signing_alg_values_supported;
-      const metadata = algs && algs.length > 0 && !algs.includes('RS256') ? { id_token_signed_response_alg: algs[0] } : undefined;
-      const config = new oidc.Configuration(server, clientId, metadata, await clientAuthentication(auth, server.token_endpoint_auth_methods_supported));
+      const metadata =
+        algs && algs.length > 0 && !algs.includes('RS256') ? { id_token_signed_response_alg: algs[0] } : undefined;
+      const config = new oidc.Configuration(
+        server,
+        clientId,
+        metadata,
+        await clientAuthentication(auth, server.token_endpoint_auth_methods_supported),
+      );
       if (insecure) oidc.allowInsecureRequests(config);
       config.timeout = PROVIDER_TIMEOUT_MS / 1000;
       return config;
@@ -105,33 +120,73 @@ export class OidcClients {
    * audiences, expiry, and the nonce when the caller gives one or the token
    * carries one.
    */
-  async verifyIdToken(provider: ExternalProvider, token: string, check: { audiences: string[]; nonce?: string }): Promise<JWTPayload> {
-    const payload = await this.verifyJwt(provider, token, check.audiences, ['sub', 'exp', 'iat'], 'invalid_id_token', 'ID token');
+  async verifyIdToken(
+    provider: ExternalProvider,
+    token: string,
+    check: { audiences: string[]; nonce?: string },
+  ): Promise<JWTPayload> {
+    const payload = await this.verifyJwt(
+      provider,
+      token,
+      check.audiences,
+      ['sub', 'exp', 'iat'],
+      'invalid_id_token',
+      'ID token',
+    );
     if (typeof payload.azp === 'string' && !check.audiences.includes(payload.azp)) {
       throw new ExternalLoginError(401, 'invalid_id_token', 'The ID token was issued to another client (azp).');
     }
     if ((payload.nonce !== undefined || check.nonce !== undefined) && payload.nonce !== check.nonce) {
-      throw new ExternalLoginError(401, 'invalid_id_token', check.nonce === undefined ? 'The ID token carries a nonce; send the nonce it was requested with.' : 'The ID token was not issued for this nonce.');
+      throw new ExternalLoginError(
+        401,
+        'invalid_id_token',
+        check.nonce === undefined
+          ? 'The ID token carries a nonce; send the nonce it was requested with.'
+          : 'The ID token was not issued for this nonce.',
+      );
     }
     return payload;
   }
 
   /** Verifies any JWS the provider signed (ID tokens, notifications) against its JWKS. */
-  async verifyJwt(provider: ExternalProvider, token: string, audiences: string[], requiredClaims: string[], code: string, what: string): Promise<JWTPayload> {
+  async verifyJwt(
+    provider: ExternalProvider,
+    token: string,
+    audiences: string[],
+    requiredClaims: string[],
+    code: string,
+    what: string,
+  ): Promise<JWTPayload> {
     const config = await this.configuration(provider, this.settings[provider].clientId ?? audiences[0]!);
     const metadata = config.serverMetadata();
-    if (!metadata.jwks_uri) throw new ExternalLoginError(502, 'provider_unavailable', 'The provider publishes no jwks_uri.');
+    if (!metadata.jwks_uri)
+      throw new ExternalLoginError(502, 'provider_unavailable', 'The provider publishes no jwks_uri.');
     let keys = this.keySets.get(metadata.jwks_uri);
     if (!keys) {
-      keys = createRemoteJWKSet(new URL(metadata.jwks_uri), { timeoutDuration: PROVIDER_TIMEOUT_MS, cooldownDuration: 30_000 });
+      keys = createRemoteJWKSet(new URL(metadata.jwks_uri), {
+        timeoutDuration: PROVIDER_TIMEOUT_MS,
+        cooldownDuration: 30_000,
+      });
       this.keySets.set(metadata.jwks_uri, keys);
     }
     try {
-      const { payload } = await jwtVerify(token, keys, { issuer: metadata.issuer, audience: audiences, requiredClaims, clockTolerance: 30 });
+      const { payload } = await jwtVerify(token, keys, {
+        issuer: metadata.issuer,
+        audience: audiences,
+        requiredClaims,
+        clockTolerance: 30,
+      });
       return payload;
     } catch (error) {
-      if (error instanceof joseErrors.JWKSTimeout || (error instanceof TypeError && !(error instanceof joseErrors.JOSEError))) {
-        throw new ExternalLoginError(502, 'provider_unavailable', "The provider's signing keys could not be fetched; try again.");
+      if (
+        error instanceof joseErrors.JWKSTimeout ||
+        (error instanceof TypeError && !(error instanceof joseErrors.JOSEError))
+      ) {
+        throw new ExternalLoginError(
+          502,
+          'provider_unavailable',
+          "The provider's signing keys could not be fetched; try again.",
+        );
       }
       throw new ExternalLoginError(401, code, `The ${what} was refused: ${joseReason(error)}.`);
     }
@@ -140,10 +195,12 @@ export class OidcClients {
 
 function joseReason(error: unknown): string {
   if (error instanceof joseErrors.JWTExpired) return 'it has expired';
-  if (error instanceof joseErrors.JWTClaimValidationFailed) return `its "${error.claim}" claim is not what this service expects (${error.reason})`;
+  if (error instanceof joseErrors.JWTClaimValidationFailed)
+    return `its "${error.claim}" claim is not what this service expects (${error.reason})`;
   if (error instanceof joseErrors.JWSSignatureVerificationFailed) return 'its signature does not verify';
   if (error instanceof joseErrors.JWKSNoMatchingKey) return "it is not signed by any of the provider's keys";
-  if (error instanceof joseErrors.JOSEAlgNotAllowed || error instanceof joseErrors.JOSENotSupported) return 'it is not signed with an accepted algorithm';
+  if (error instanceof joseErrors.JOSEAlgNotAllowed || error instanceof joseErrors.JOSENotSupported)
+    return 'it is not signed with an accepted algorithm';
   return 'it is not a valid signed JWT';
 }
 
@@ -155,24 +212,42 @@ function joseReason(error: unknown): string {
 export function providerFailure(error: unknown, step: 'discovery' | 'code' | 'token' | 'userinfo'): ExternalLoginError {
   if (error instanceof ExternalLoginError) return error;
   if (error instanceof oidc.ResponseBodyError) {
-    if (error.status >= 500) return new ExternalLoginError(502, 'provider_unavailable', `The provider answered ${error.status}; try again.`);
+    if (error.status >= 500)
+      return new ExternalLoginError(502, 'provider_unavailable', `The provider answered ${error.status}; try again.`);
     const reason = `${error.error}${error.error_description ? `: ${error.error_description}` : ''}`;
-    if (step === 'code') return new ExternalLoginError(401, 'invalid_code', `The provider refused the authorization code (${reason}); it may be used, expired, or for another redirect URI or code verifier.`);
+    if (step === 'code')
+      return new ExternalLoginError(
+        401,
+        'invalid_code',
+        `The provider refused the authorization code (${reason}); it may be used, expired, or for another redirect URI or code verifier.`,
+      );
     return new ExternalLoginError(401, 'invalid_access_token', `The provider refused the token (${reason}).`);
   }
   if (error instanceof oidc.WWWAuthenticateChallengeError) {
     return new ExternalLoginError(401, 'invalid_access_token', 'The provider does not accept this access token.');
   }
   if (error instanceof oidc.AuthorizationResponseError) {
-    return new ExternalLoginError(401, 'access_denied', `The provider answered ${error.error}${error.error_description ? `: ${error.error_description}` : ''}.`);
+    return new ExternalLoginError(
+      401,
+      'access_denied',
+      `The provider answered ${error.error}${error.error_description ? `: ${error.error_description}` : ''}.`,
+    );
   }
   if (error instanceof oidc.ClientError) {
     // openid-client wraps oauth4webapi's precise reason (which claim failed) as the cause.
     const message = (error.cause instanceof Error ? error.cause.message : error.message).replace(/\.$/, '');
-    if (step === 'discovery' || error.code === 'OAUTH_RESPONSE_IS_NOT_CONFORM' || error.code === 'OAUTH_RESPONSE_IS_NOT_JSON') {
+    if (
+      step === 'discovery' ||
+      error.code === 'OAUTH_RESPONSE_IS_NOT_CONFORM' ||
+      error.code === 'OAUTH_RESPONSE_IS_NOT_JSON'
+    ) {
       return new ExternalLoginError(502, 'provider_unavailable', `The provider's answer is not usable (${message}).`);
     }
     return new ExternalLoginError(401, 'invalid_id_token', `The provider's ID token was refused: ${message}.`);
   }
-  return new ExternalLoginError(502, 'provider_unavailable', `The provider could not be reached (${(error as Error)?.message ?? 'unknown error'}); try again.`);
+  return new ExternalLoginError(
+    502,
+    'provider_unavailable',
+    `The provider could not be reached (${(error as Error)?.message ?? 'unknown error'}); try again.`,
+  );
 }

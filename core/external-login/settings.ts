@@ -9,7 +9,9 @@
 export type ExternalProvider = 'partner' | 'altidp';
 
 /** How our server authenticates to the provider's token endpoint. */
-export type ClientAuthSetting = { kind: 'secret'; secret: string } | { kind: 'private_key'; jwk: Record<string, unknown> };
+export type ClientAuthSetting =
+  | { kind: 'secret'; secret: string }
+  | { kind: 'private_key'; jwk: Record<string, unknown> };
 
 export type PartnerSettings = {
   issuer?: string;
@@ -35,7 +37,13 @@ export type AltidpSettings = {
 export type ExternalLoginSettings = { partner: PartnerSettings; altidp: AltidpSettings };
 
 /** What each kind of login needs; the names of the settings still missing. */
-export type LoginKind = 'partner-web' | 'partner-ios' | 'partner-token' | 'partner-connect' | 'altidp-redirect' | 'altidp-token';
+export type LoginKind =
+  | 'partner-web'
+  | 'partner-ios'
+  | 'partner-token'
+  | 'partner-connect'
+  | 'altidp-redirect'
+  | 'altidp-token';
 
 export function missingSettings(settings: ExternalLoginSettings, kind: LoginKind): string[] {
   const missing: string[] = [];
@@ -52,7 +60,8 @@ export function missingSettings(settings: ExternalLoginSettings, kind: LoginKind
       if (p.redirectUris.length === 0) missing.push('PARTNER_REDIRECT_URIS');
     }
     // Connected accounts: a confidential client (code exchange, refresh, revocation) at connectRedirectUri.
-    if (kind === 'partner-connect' && !p.clientAuth) missing.push('PARTNER_CLIENT_SECRET (or PARTNER_CLIENT_PRIVATE_KEY)');
+    if (kind === 'partner-connect' && !p.clientAuth)
+      missing.push('PARTNER_CLIENT_SECRET (or PARTNER_CLIENT_PRIVATE_KEY)');
     return missing;
   }
   const a = settings.altidp;

@@ -31,12 +31,14 @@ export class AgentAuthCache {
       this.clear();
     });
     // Cache nothing until invalidations can reach us.
-    void hub.listen('agent_auth_events', (registrationId) => {
-      this.invalidations += 1;
-      this.registrations.delete(registrationId);
-    }).then(() => {
-      this.enabled = hub.connected;
-    });
+    void hub
+      .listen('agent_auth_events', (registrationId) => {
+        this.invalidations += 1;
+        this.registrations.delete(registrationId);
+      })
+      .then(() => {
+        this.enabled = hub.connected;
+      });
   }
 
   token(token: string): AccessClaims | undefined {
@@ -69,7 +71,8 @@ export class AgentAuthCache {
   /** Keeps the snapshot unless an invalidation arrived since its read started (it may predate the change). */
   rememberRegistration(id: string, snapshot: RegistrationSnapshot, readStarted: number): void {
     if (!this.enabled || readStarted !== this.invalidations) return;
-    if (this.registrations.size >= MAX_REGISTRATIONS) this.registrations.delete(this.registrations.keys().next().value!);
+    if (this.registrations.size >= MAX_REGISTRATIONS)
+      this.registrations.delete(this.registrations.keys().next().value!);
     this.registrations.set(id, { snapshot, at: Date.now() });
   }
 

@@ -21,15 +21,32 @@ export const MAX_FAILED_CODES = 5;
  * blocks another's correct code; the global limit is only a circuit breaker
  * against guessing spread over many clients, far above honest traffic.
  */
-export const USER_CODE_GUESSES_PER_CLIENT: RateLimitRule = { bucket: 'user-code-guesses-client', limit: 30, windowMs: 60_000 };
+export const USER_CODE_GUESSES_PER_CLIENT: RateLimitRule = {
+  bucket: 'user-code-guesses-client',
+  limit: 30,
+  windowMs: 60_000,
+};
 export const USER_CODE_GUESSES_GLOBAL: RateLimitRule = { bucket: 'user-code-guesses', limit: 6_000, windowMs: 60_000 };
 
 export type ClaimErrorCode =
-  | 'invalid_claim_token' | 'claim_revoked' | 'claim_expired' | 'already_claimed' | 'invalid_login_hint' | 'too_many_attempts'
-  | 'claim_denied' | 'claim_not_confirmed' | 'user_code_expired' | 'invalid_user_code' | 'rate_limit_exceeded'
-  | 'organization_selection_required' | 'stale_organization_selection'
+  | 'invalid_claim_token'
+  | 'claim_revoked'
+  | 'claim_expired'
+  | 'already_claimed'
+  | 'invalid_login_hint'
+  | 'too_many_attempts'
+  | 'claim_denied'
+  | 'claim_not_confirmed'
+  | 'user_code_expired'
+  | 'invalid_user_code'
+  | 'rate_limit_exceeded'
+  | 'organization_selection_required'
+  | 'stale_organization_selection'
   // The page's own refusals.
-  | 'attempt_not_found' | 'attempt_closed' | 'wrong_account' | 'invalid_organization';
+  | 'attempt_not_found'
+  | 'attempt_closed'
+  | 'wrong_account'
+  | 'invalid_organization';
 
 export class ClaimError extends Error {
   override name = 'ClaimError';
@@ -43,27 +60,40 @@ export class ClaimError extends Error {
 }
 
 const EMAIL = z.email().max(320);
-const sameEmail = (a: string | null | undefined, b: string | null | undefined) => !!a && !!b && a.toLowerCase() === b.toLowerCase();
+const sameEmail = (a: string | null | undefined, b: string | null | undefined) =>
+  !!a && !!b && a.toLowerCase() === b.toLowerCase();
 
 /** POST /agent/identity/claim: opens an attempt whose page the person visits. */
-export async function startClaim(db: DatabasePool, input: { claimToken: string; loginHint: string }): Promise<{ attemptId: string; expiresIn: number }> {
+export async function startClaim(
+  db: DatabasePool,
+  input: { claimToken: string; loginHint: string },
+): Promise<{ attemptId: string; expiresIn: number }> {
   return db.transaction(async (tx) => {
     const reg = await registrationByClaimToken(tx, input.claimToken);
     if (!reg) throw new ClaimError('invalid_claim_token', 'The claim token is not known; register again.');
-    if (reg.status === 'revoked' || reg.claim_revoked_at) throw new ClaimError('claim_revoked', 'This claim was revoked; register again.');
+    if (reg.status === 'revoked' || reg.claim_revoked_at)
+      throw new ClaimError('claim_revoked', 'This claim was revoked; register again.');
     if (reg.claim_expired) throw new ClaimError('claim_expired', 'The claim token has expired; register again.');
-    if (reg.claim_state === 'claimed') throw new ClaimError('already_claimed', 'This registration is already claimed; register again.');
+    if (reg.claim_state === 'claimed')
+      throw new ClaimError('already_claimed', 'This registration is already claimed; register again.');
     const hint = EMAIL.safeParse(input.loginHint);
     if (!hint.success) throw new ClaimError('invalid_login_hint', 'login_hint must be an e-mail address.');
     if (reg.type === 'service_auth' && !sameEmail(hint.data, reg.login_hint)) {
-      throw new ClaimError('invalid_login_hint', 'login_hint must be the e-mail address the registration was made for.');
+      throw new ClaimError(
+        'invalid_login_hint',
+        'login_hint must be the e-mail address the registration was made for.',
+      );
     }
     const pending = await tx.one(sql.type(z.object({ n: z.number(), wait_s: z.number().nullable() }))`
       select count(*)::int as n, ceil(extract(epoch from min(expires_at) - now()))::int as wait_s
       from agent_claim_attempts
       where registration_id = ${reg.id} and status in ('open', 'confirmed') and expires_at > now()`);
     if (pending.n >= MAX_OPEN_ATTEMPTS) {
-      throw new ClaimError('too_many_attempts', `${pending.n} claim attempts are still pending; wait for one to expire.`, Math.max(1, pending.wait_s ?? 1));
+      throw new ClaimError(
+        'too_many_attempts',
+        `${pending.n} claim attempts are still pending; wait for one to expire.`,
+        Math.max(1, pending.wait_s ?? 1),
+      );
     }
     const attemptId = await tx.oneFirst(sql.type(z.object({ id: z.string() }))`
       insert into agent_claim_attempts (registration_id, login_hint, expires_at)
@@ -108,7 +138,11 @@ export function phaseOf(a: AttemptView): AttemptPhase {
 
 const UUID = z.uuid();
 
-export async function findAttempt(db: CommonQueryMethods, attemptId: string, lock = false): Promise<AttemptView | null> {
+export async function findAttempt(
+  db: CommonQueryMethods,
+  attemptId: string,
+  lock = false,
+): Promise<AttemptView | null> {
   if (!UUID.safeParse(attemptId).success) return null;
   // Registration before attempt, the order completeClaim locks them in.
   if (lock) {
@@ -132,7 +166,9 @@ export async function findAttempt(db: CommonQueryMethods, attemptId: string, loc
 
 /** The person's organizations: their tenants other than the agent's own workspace. */
 export async function organizationsOf(db: CommonQueryMethods, userId: string, workspaceId: string) {
-  return (await membershipsOf(db, userId)).filter((m) => m.tenant_id !== workspaceId).map((m) => ({ id: m.tenant_id, name: m.tenant_name }));
+  return (await membershipsOf(db, userId))
+    .filter((m) => m.tenant_id !== workspaceId)
+    .map((m) => ({ id: m.tenant_id, name: m.tenant_name }));
 }
 
 type PageAction = { attemptId: string; userId: string; userEmail: string };
@@ -141,15 +177,23 @@ type PageAction = { attemptId: string; userId: string; userEmail: string };
 async function lockedAttempt(tx: CommonQueryMethods, input: PageAction, phases: AttemptPhase[]): Promise<AttemptView> {
   const attempt = await findAttempt(tx, input.attemptId, true);
   if (!attempt) throw new ClaimError('attempt_not_found', 'No such claim.');
-  if (!phases.includes(phaseOf(attempt))) throw new ClaimError('attempt_closed', 'This claim can no longer be changed.');
-  if (!sameEmail(attempt.login_hint, input.userEmail)) throw new ClaimError('wrong_account', `This claim is for ${attempt.login_hint}.`);
+  if (!phases.includes(phaseOf(attempt)))
+    throw new ClaimError('attempt_closed', 'This claim can no longer be changed.');
+  if (!sameEmail(attempt.login_hint, input.userEmail))
+    throw new ClaimError('wrong_account', `This claim is for ${attempt.login_hint}.`);
   return attempt;
 }
 
-async function checkedOrganization(tx: CommonQueryMethods, userId: string, attempt: AttemptView, picked: string | null) {
+async function checkedOrganization(
+  tx: CommonQueryMethods,
+  userId: string,
+  attempt: AttemptView,
+  picked: string | null,
+) {
   const orgs = await organizationsOf(tx, userId, attempt.tenant_id);
   if (picked) {
-    if (!orgs.some((o) => o.id === picked)) throw new ClaimError('invalid_organization', 'Pick one of your organizations.');
+    if (!orgs.some((o) => o.id === picked))
+      throw new ClaimError('invalid_organization', 'Pick one of your organizations.');
     return picked;
   }
   // One organization needs no choice; several wait for the person's pick.
@@ -157,7 +201,10 @@ async function checkedOrganization(tx: CommonQueryMethods, userId: string, attem
 }
 
 /** Confirm: the person stands behind the agent; returns the user code to show once. */
-export async function confirmAttempt(db: DatabasePool, input: PageAction & { organizationId: string | null }): Promise<{ userCode: string; expiresIn: number }> {
+export async function confirmAttempt(
+  db: DatabasePool,
+  input: PageAction & { organizationId: string | null },
+): Promise<{ userCode: string; expiresIn: number }> {
   return db.transaction(async (tx) => {
     const attempt = await lockedAttempt(tx, input, ['open']);
     const organizationId = await checkedOrganization(tx, input.userId, attempt, input.organizationId);
@@ -173,10 +220,14 @@ export async function confirmAttempt(db: DatabasePool, input: PageAction & { org
 }
 
 /** Re-select the organization of a confirmed attempt (the code stays the same). */
-export async function selectOrganization(db: DatabasePool, input: PageAction & { organizationId: string | null }): Promise<void> {
+export async function selectOrganization(
+  db: DatabasePool,
+  input: PageAction & { organizationId: string | null },
+): Promise<void> {
   await db.transaction(async (tx) => {
     const attempt = await lockedAttempt(tx, input, ['confirmed']);
-    if (attempt.confirmed_by !== input.userId) throw new ClaimError('wrong_account', `This claim was confirmed by another account.`);
+    if (attempt.confirmed_by !== input.userId)
+      throw new ClaimError('wrong_account', `This claim was confirmed by another account.`);
     const organizationId = await checkedOrganization(tx, input.userId, attempt, input.organizationId);
     await tx.query(sql.unsafe`
       update agent_claim_attempts
@@ -190,8 +241,12 @@ export async function denyAttempt(db: DatabasePool, input: PageAction): Promise<
   await db.transaction(async (tx) => {
     const attempt = await lockedAttempt(tx, input, ['open', 'confirmed']);
     // confirmed_by records who decided, for a denial too.
-    await tx.query(sql.unsafe`update agent_claim_attempts set status = 'denied', confirmed_by = ${input.userId} where id = ${attempt.id}`);
-    await tx.query(sql.unsafe`update agent_registrations set claim_revoked_at = now() where id = ${attempt.registration_id}`);
+    await tx.query(
+      sql.unsafe`update agent_claim_attempts set status = 'denied', confirmed_by = ${input.userId} where id = ${attempt.id}`,
+    );
+    await tx.query(
+      sql.unsafe`update agent_registrations set claim_revoked_at = now() where id = ${attempt.registration_id}`,
+    );
   });
 }
 
@@ -218,17 +273,24 @@ type CompleteInput = {
   sign: (claims: AssertionClaims) => Promise<string>;
 };
 
-type ClaimState = { reg: NonNullable<Awaited<ReturnType<typeof registrationByClaimToken>>>; attempt: ConfirmedAttempt & { user_code_hash: string; confirmed_by: string } };
+type ClaimState = {
+  reg: NonNullable<Awaited<ReturnType<typeof registrationByClaimToken>>>;
+  attempt: ConfirmedAttempt & { user_code_hash: string; confirmed_by: string };
+};
 
 /** Everything that refuses a completion before the code is looked at (locks when q is a transaction). */
 async function stateBeforeCode(q: CommonQueryMethods, claimToken: string): Promise<ClaimState | ClaimError> {
   const reg = await registrationByClaimToken(q, claimToken);
   if (!reg) return new ClaimError('invalid_claim_token', 'The claim token is not known; register again.');
-  if (reg.claim_state === 'claimed') return new ClaimError('already_claimed', 'This registration is already claimed; the identity was returned once.');
+  if (reg.claim_state === 'claimed')
+    return new ClaimError('already_claimed', 'This registration is already claimed; the identity was returned once.');
   if (reg.claim_expired) return new ClaimError('claim_expired', 'The claim token has expired; register again.');
-  const denied = await q.exists(sql.unsafe`select 1 from agent_claim_attempts where registration_id = ${reg.id} and status = 'denied'`);
+  const denied = await q.exists(
+    sql.unsafe`select 1 from agent_claim_attempts where registration_id = ${reg.id} and status = 'denied'`,
+  );
   if (denied) return new ClaimError('claim_denied', 'The person denied this claim; register again.');
-  if (reg.status === 'revoked' || reg.claim_revoked_at) return new ClaimError('claim_revoked', 'This claim was revoked; register again.');
+  if (reg.status === 'revoked' || reg.claim_revoked_at)
+    return new ClaimError('claim_revoked', 'This claim was revoked; register again.');
   const attempt = await q.maybeOne(sql.type(ConfirmedAttempt)`
     select id, status, user_code_hash, coalesce(user_code_expires_at <= now(), true) as code_expired, confirmed_by, organization_id,
       organization_picked_at is not null as organization_picked
@@ -236,7 +298,10 @@ async function stateBeforeCode(q: CommonQueryMethods, claimToken: string): Promi
     order by confirmed_at desc nulls last, created_at desc limit 1 for update`);
   if (!attempt) return new ClaimError('claim_not_confirmed', 'The person has not confirmed yet; wait and retry.');
   if (attempt.status === 'locked' || attempt.code_expired || !attempt.user_code_hash || !attempt.confirmed_by) {
-    return new ClaimError('user_code_expired', 'The user code is no longer valid; start the claim again for a fresh link.');
+    return new ClaimError(
+      'user_code_expired',
+      'The user code is no longer valid; start the claim again for a fresh link.',
+    );
   }
   return { reg, attempt: { ...attempt, user_code_hash: attempt.user_code_hash, confirmed_by: attempt.confirmed_by } };
 }
@@ -249,9 +314,19 @@ export async function completeClaim(db: DatabasePool, input: CompleteInput): Pro
   const early = await stateBeforeCode(db, input.claimToken);
   if (early instanceof ClaimError) throw early;
   const client = await hitRateLimit(db, USER_CODE_GUESSES_PER_CLIENT, input.clientIp);
-  if (!client.allowed) throw new ClaimError('rate_limit_exceeded', 'Too many user code guesses from this client; wait and retry.', client.retryAfterSeconds);
+  if (!client.allowed)
+    throw new ClaimError(
+      'rate_limit_exceeded',
+      'Too many user code guesses from this client; wait and retry.',
+      client.retryAfterSeconds,
+    );
   const global = await hitRateLimit(db, USER_CODE_GUESSES_GLOBAL, 'global');
-  if (!global.allowed) throw new ClaimError('rate_limit_exceeded', 'Too many user code guesses; wait and retry.', global.retryAfterSeconds);
+  if (!global.allowed)
+    throw new ClaimError(
+      'rate_limit_exceeded',
+      'Too many user code guesses; wait and retry.',
+      global.retryAfterSeconds,
+    );
   // Signed before the transaction commits, so a signing failure leaves the claim open; unused if refused below.
   const assertion = await input.sign({ registrationId: early.reg.id, principalId: early.reg.principal_id });
 
@@ -261,7 +336,8 @@ export async function completeClaim(db: DatabasePool, input: CompleteInput): Pro
     const state = await stateBeforeCode(tx, input.claimToken);
     if (state instanceof ClaimError) return state;
     const { reg, attempt } = state;
-    if (reg.id !== early.reg.id) return new ClaimError('invalid_claim_token', 'The claim token is not known; register again.');
+    if (reg.id !== early.reg.id)
+      return new ClaimError('invalid_claim_token', 'The claim token is not known; register again.');
     if (!constantTimeEqual(hashUserCode(input.userCode), attempt.user_code_hash)) {
       await tx.query(sql.unsafe`
         update agent_claim_attempts set failed_codes = failed_codes + 1,
@@ -273,10 +349,16 @@ export async function completeClaim(db: DatabasePool, input: CompleteInput): Pro
     const orgs = await organizationsOf(tx, userId, reg.tenant_id);
     const pickedGone = attempt.organization_picked && !attempt.organization_id; // deleted since it was picked
     if (pickedGone || (attempt.organization_id && !orgs.some((o) => o.id === attempt.organization_id))) {
-      return new ClaimError('stale_organization_selection', 'The chosen organization is no longer available; the person must choose again on the claim page.');
+      return new ClaimError(
+        'stale_organization_selection',
+        'The chosen organization is no longer available; the person must choose again on the claim page.',
+      );
     }
     if (!attempt.organization_id && orgs.length > 0) {
-      return new ClaimError('organization_selection_required', 'The person must choose an organization on the claim page; then retry.');
+      return new ClaimError(
+        'organization_selection_required',
+        'The person must choose an organization on the claim page; then retry.',
+      );
     }
 
     await tx.query(sql.unsafe`
@@ -286,8 +368,12 @@ export async function completeClaim(db: DatabasePool, input: CompleteInput): Pro
     // Unowned until now, it joins the person's account (fairness and quotas count by account).
     await tx.query(sql.unsafe`
       insert into tenant_memberships (tenant_id, user_id, role) values (${reg.tenant_id}, ${userId}, 'admin') on conflict do nothing`);
-    await tx.query(sql.unsafe`update tenants set owner_id = ${userId} where id = ${reg.tenant_id} and owner_id is null`);
-    await tx.query(sql.unsafe`update agent_claim_attempts set status = 'completed', completed_at = now() where id = ${attempt.id}`);
+    await tx.query(
+      sql.unsafe`update tenants set owner_id = ${userId} where id = ${reg.tenant_id} and owner_id is null`,
+    );
+    await tx.query(
+      sql.unsafe`update agent_claim_attempts set status = 'completed', completed_at = now() where id = ${attempt.id}`,
+    );
     // An anonymous registration's old refresh token is rotated out (reuse then revokes).
     await tx.query(sql.unsafe`
       update agent_refresh_tokens set status = 'rotated', rotated_at = now() where registration_id = ${reg.id} and status = 'active'`);

@@ -11,7 +11,15 @@ import type { Position } from '../paging.ts';
 import { RegistrationRow } from './registrations.ts';
 
 /** A registration as its tenant's Admin sees it: the registration's own columns, its principal, where it acts. */
-export const RegistrationListRow = RegistrationRow.pick({ id: true, type: true, status: true, claim_state: true, principal_id: true, claimed_at: true, created_at: true }).extend({
+export const RegistrationListRow = RegistrationRow.pick({
+  id: true,
+  type: true,
+  status: true,
+  claim_state: true,
+  principal_id: true,
+  claimed_at: true,
+  created_at: true,
+}).extend({
   principal_name: z.string(),
   principal_status: z.enum(['active', 'unlinked']),
   linked: z.boolean(),
@@ -37,7 +45,11 @@ const listFrom = sql.fragment`
 const visibleIn = (tenantId: string) => sql.fragment`(r.tenant_id = ${tenantId} or r.organization_id = ${tenantId})`;
 
 /** A keyset page (limit + 1 rows), newest first. */
-export async function listRegistrations(db: CommonQueryMethods, tenantId: string, page: { limit: number; after: Position | null }) {
+export async function listRegistrations(
+  db: CommonQueryMethods,
+  tenantId: string,
+  page: { limit: number; after: Position | null },
+) {
   return db.any(sql.type(RegistrationListRow)`
     select ${listColumns} ${listFrom}
     where ${visibleIn(tenantId)}
@@ -47,11 +59,18 @@ export async function listRegistrations(db: CommonQueryMethods, tenantId: string
 }
 
 async function visibleRegistration(db: CommonQueryMethods, tenantId: string, registrationId: string) {
-  return db.maybeOne(sql.type(RegistrationListRow)`select ${listColumns} ${listFrom} where r.id = ${registrationId} and ${visibleIn(tenantId)}`);
+  return db.maybeOne(
+    sql.type(
+      RegistrationListRow,
+    )`select ${listColumns} ${listFrom} where r.id = ${registrationId} and ${visibleIn(tenantId)}`,
+  );
 }
 
 /** Revokes the registration and its refresh tokens; null when the tenant's Admin cannot see it. Repeating it changes nothing. */
-export async function revokeRegistration(db: DatabasePool, input: { tenantId: string; registrationId: string; userId: string }) {
+export async function revokeRegistration(
+  db: DatabasePool,
+  input: { tenantId: string; registrationId: string; userId: string },
+) {
   return db.transaction(async (tx) => {
     const found = await tx.maybeOneFirst(sql.type(z.object({ id: z.string() }))`
       select r.id from agent_registrations r where r.id = ${input.registrationId} and ${visibleIn(input.tenantId)} for update`);
@@ -59,13 +78,18 @@ export async function revokeRegistration(db: DatabasePool, input: { tenantId: st
     await tx.query(sql.unsafe`
       update agent_registrations set status = 'revoked', revoked_at = now(), revoked_by = ${input.userId}
       where id = ${found} and status = 'active'`);
-    await tx.query(sql.unsafe`update agent_refresh_tokens set status = 'revoked' where registration_id = ${found} and status = 'active'`);
+    await tx.query(
+      sql.unsafe`update agent_refresh_tokens set status = 'revoked' where registration_id = ${found} and status = 'active'`,
+    );
     return visibleRegistration(tx, input.tenantId, found);
   });
 }
 
 /** Unlinks the registration's agent principal: its calls answer principal_not_linked. Null when not visible. */
-export async function unlinkRegistration(db: DatabasePool, input: { tenantId: string; registrationId: string; userId: string }) {
+export async function unlinkRegistration(
+  db: DatabasePool,
+  input: { tenantId: string; registrationId: string; userId: string },
+) {
   return db.transaction(async (tx) => {
     const principal = await tx.maybeOneFirst(sql.type(z.object({ principal_id: z.string() }))`
       select r.principal_id from agent_registrations r where r.id = ${input.registrationId} and ${visibleIn(input.tenantId)} for update`);

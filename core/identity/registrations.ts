@@ -30,7 +30,9 @@ export type NewRegistration = { registration: RegistrationRow; claimToken: strin
 
 async function issueAgentRefreshToken(tx: CommonQueryMethods, registrationId: string): Promise<string> {
   const token = randomToken('art_');
-  await tx.query(sql.unsafe`insert into agent_refresh_tokens (registration_id, token_hash) values (${registrationId}, ${sha256(token)})`);
+  await tx.query(
+    sql.unsafe`insert into agent_refresh_tokens (registration_id, token_hash) values (${registrationId}, ${sha256(token)})`,
+  );
   return token;
 }
 
@@ -56,7 +58,9 @@ export async function createRegistration(
   });
 }
 
-export type RefreshOutcome = { registration: RegistrationRow; refreshToken: string } | { error: 'invalid_refresh_token' };
+export type RefreshOutcome =
+  | { registration: RegistrationRow; refreshToken: string }
+  | { error: 'invalid_refresh_token' };
 
 /**
  * Rotates a refresh token. A token that was already rotated out means a copy
@@ -64,7 +68,9 @@ export type RefreshOutcome = { registration: RegistrationRow; refreshToken: stri
  */
 export async function rotateAgentRefreshToken(db: DatabasePool, token: string): Promise<RefreshOutcome> {
   return db.transaction(async (tx) => {
-    const row = await tx.maybeOne(sql.type(z.object({ id: z.string(), registration_id: z.string(), status: z.string() }))`
+    const row = await tx.maybeOne(sql.type(
+      z.object({ id: z.string(), registration_id: z.string(), status: z.string() }),
+    )`
       select id, registration_id, status from agent_refresh_tokens where token_hash = ${sha256(token)} for update`);
     if (!row) return { error: 'invalid_refresh_token' as const };
     if (row.status === 'rotated') {
@@ -76,13 +82,18 @@ export async function rotateAgentRefreshToken(db: DatabasePool, token: string): 
     const registration = await tx.one(registrationRow`
       select ${REGISTRATION_COLUMNS} from agent_registrations where id = ${row.registration_id}`);
     if (registration.status !== 'active') return { error: 'invalid_refresh_token' as const };
-    await tx.query(sql.unsafe`update agent_refresh_tokens set status = 'rotated', rotated_at = now() where id = ${row.id}`);
+    await tx.query(
+      sql.unsafe`update agent_refresh_tokens set status = 'rotated', rotated_at = now() where id = ${row.id}`,
+    );
     return { registration, refreshToken: await issueAgentRefreshToken(tx, registration.id) };
   });
 }
 
 /** The claim tokens's registration, locked for the caller's transaction. */
-export async function registrationByClaimToken(tx: CommonQueryMethods, claimToken: string): Promise<(RegistrationRow & { claim_expired: boolean }) | null> {
+export async function registrationByClaimToken(
+  tx: CommonQueryMethods,
+  claimToken: string,
+): Promise<(RegistrationRow & { claim_expired: boolean }) | null> {
   return tx.maybeOne(sql.type(RegistrationRow.extend({ claim_expired: z.boolean() }))`
     select ${REGISTRATION_COLUMNS}, claim_expires_at <= now() as claim_expired
     from agent_registrations where claim_token_hash = ${sha256(claimToken)} for update`);

@@ -8,7 +8,12 @@ import type { KeyStore } from './keys.ts';
 import { SIGNING_ALG } from './keys.ts';
 import { isDatabaseUnavailable } from '../db/unavailable.ts';
 
-export const AGENT_SCOPES = ['svc:companies:read', 'svc:boards:read', 'svc:boards:publish', 'svc:agents:write'] as const;
+export const AGENT_SCOPES = [
+  'svc:companies:read',
+  'svc:boards:read',
+  'svc:boards:publish',
+  'svc:agents:write',
+] as const;
 export type AgentScope = (typeof AGENT_SCOPES)[number];
 
 /** Before a claim: read-only views and restoring the trial's own agents. */
@@ -16,14 +21,20 @@ export const PRE_CLAIM_SCOPES: readonly AgentScope[] = ['svc:companies:read', 's
 /** After a claim, a person stands behind the agent: publishing too. */
 export const POST_CLAIM_SCOPES: readonly AgentScope[] = AGENT_SCOPES;
 
-export const scopesFor = (claimState: string): readonly AgentScope[] => (claimState === 'claimed' ? POST_CLAIM_SCOPES : PRE_CLAIM_SCOPES);
+export const scopesFor = (claimState: string): readonly AgentScope[] =>
+  claimState === 'claimed' ? POST_CLAIM_SCOPES : PRE_CLAIM_SCOPES;
 
 export const resources = (baseUrl: string) => ({ agent: `${baseUrl}/api/agent`, mcp: `${baseUrl}/mcp` });
 export const tokenEndpoint = (authUrl: string) => `${authUrl}/oauth2/token`;
 
 export type AssertionClaims = { registrationId: string; principalId: string };
 
-export async function signAssertion(keys: KeyStore, authUrl: string, claims: AssertionClaims, ttlS: number): Promise<string> {
+export async function signAssertion(
+  keys: KeyStore,
+  authUrl: string,
+  claims: AssertionClaims,
+  ttlS: number,
+): Promise<string> {
   const { kid, key } = await keys.signingKey();
   return new SignJWT({ reg: claims.registrationId, typ: 'agent_assertion' })
     .setProtectedHeader({ alg: SIGNING_ALG, kid, typ: 'JWT' })
@@ -65,7 +76,9 @@ export async function verifyAssertion(keys: KeyStore, token: string, authUrl: st
     return { registrationId: payload.reg, principalId: payload.sub };
   } catch (error) {
     if (error instanceof RejectedTokenError) throw error;
-    throw new RejectedTokenError(error instanceof joseErrors.JWTExpired ? 'the assertion has expired' : 'the assertion is not valid');
+    throw new RejectedTokenError(
+      error instanceof joseErrors.JWTExpired ? 'the assertion has expired' : 'the assertion is not valid',
+    );
   }
 }
 
@@ -85,7 +98,12 @@ export async function signAccessToken(
   ttlS: number,
 ): Promise<string> {
   const { kid, key } = await keys.signingKey();
-  return new SignJWT({ reg: claims.registrationId, tid: claims.tenantId, scope: claims.scopes.join(' '), client_id: claims.principalId })
+  return new SignJWT({
+    reg: claims.registrationId,
+    tid: claims.tenantId,
+    scope: claims.scopes.join(' '),
+    client_id: claims.principalId,
+  })
     .setProtectedHeader({ alg: SIGNING_ALG, kid, typ: 'at+jwt' })
     .setIssuer(authUrl)
     .setSubject(claims.principalId)
@@ -97,7 +115,12 @@ export async function signAccessToken(
 }
 
 /** Local verification for resource servers: signature, issuer, audience, expiry. */
-export async function verifyAccessToken(keys: KeyStore, token: string, authUrl: string, resource: string): Promise<AccessClaims> {
+export async function verifyAccessToken(
+  keys: KeyStore,
+  token: string,
+  authUrl: string,
+  resource: string,
+): Promise<AccessClaims> {
   try {
     const { payload } = await jwtVerify(token, (header) => keys.verificationKey(header.kid), {
       algorithms: [SIGNING_ALG],
@@ -121,6 +144,10 @@ export async function verifyAccessToken(keys: KeyStore, token: string, authUrl: 
     if (error instanceof RejectedTokenError) throw error;
     // The keys could not be read (PostgreSQL away): an outage (503), not a bad token (401).
     if (isDatabaseUnavailable(error)) throw error;
-    throw new RejectedTokenError(error instanceof joseErrors.JWTExpired ? 'the access token has expired' : 'the access token is not valid for this resource');
+    throw new RejectedTokenError(
+      error instanceof joseErrors.JWTExpired
+        ? 'the access token has expired'
+        : 'the access token is not valid for this resource',
+    );
   }
 }

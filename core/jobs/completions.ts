@@ -15,7 +15,17 @@
 // statement, the two choices halve the CPU a completion costs.
 import type { Logger } from 'pino';
 import { StatementBatcher } from '../db/batcher.ts';
-import { claimQueues, completeJobs, openAttempts, reportProgress, type AttemptStart, type Completion, type Holder, type PreparedQueryable, type QueueClaim } from './lifecycle.ts';
+import {
+  claimQueues,
+  completeJobs,
+  openAttempts,
+  reportProgress,
+  type AttemptStart,
+  type Completion,
+  type Holder,
+  type PreparedQueryable,
+  type QueueClaim,
+} from './lifecycle.ts';
 
 /** A pool that hands out connections (workers/graphile-pool.ts waits through outages). */
 export type ConnectionSource = {

@@ -18,7 +18,9 @@ export function keepFoldingAccountCounts(db: CommonQueryMethods, logger: Logger,
     if (running) return;
     running = true;
     foldAccountCounts(db)
-      .catch((error: unknown) => logger.debug({ err: error }, 'could not fold the accounts\' job counts; the next round will'))
+      .catch((error: unknown) =>
+        logger.debug({ err: error }, "could not fold the accounts' job counts; the next round will"),
+      )
       .finally(() => (running = false));
   }, everyMs);
   timer.unref();

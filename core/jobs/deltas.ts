@@ -48,7 +48,8 @@ export function encodeDeltas(deltas: readonly Delta[]): string[] {
   const joined: Delta[] = [];
   for (const d of deltas) {
     const last = joined.at(-1);
-    if (last && last.jobId === d.jobId && last.attempt === d.attempt && last.offset + last.text.length === d.offset) last.text += d.text;
+    if (last && last.jobId === d.jobId && last.attempt === d.attempt && last.offset + last.text.length === d.offset)
+      last.text += d.text;
     else joined.push({ ...d });
   }
   const payloads: string[] = [];
@@ -89,7 +90,13 @@ export function decodeDeltas(payload: string): Delta[] {
   for (const item of items) {
     if (!Array.isArray(item) || item.length !== 4) continue;
     const [jobId, attempt, offset, text] = item as unknown[];
-    if (typeof jobId === 'string' && typeof attempt === 'number' && typeof offset === 'number' && typeof text === 'string') out.push({ jobId, attempt, offset, text });
+    if (
+      typeof jobId === 'string' &&
+      typeof attempt === 'number' &&
+      typeof offset === 'number' &&
+      typeof text === 'string'
+    )
+      out.push({ jobId, attempt, offset, text });
   }
   return out;
 }
@@ -115,7 +122,10 @@ export class DeltaPublisher {
     this.buffer.push(delta);
     if (this.buffer.length > MAX_BUFFERED) {
       this.buffer.splice(0, this.buffer.length - MAX_BUFFERED);
-      if (this.dropped++ === 0) this.logger.warn('stream deltas: the database is not keeping up; dropping the oldest (final states still carry the whole answers)');
+      if (this.dropped++ === 0)
+        this.logger.warn(
+          'stream deltas: the database is not keeping up; dropping the oldest (final states still carry the whole answers)',
+        );
     }
     this.timer ??= setTimeout(() => void this.flush(), this.flushMs);
   }
@@ -134,11 +144,17 @@ export class DeltaPublisher {
     this.buffer = [];
     const payloads = encodeDeltas(batch);
     try {
-      await this.db.query(`select pg_notify('${DELTA_CHANNEL}', p) from unnest($1::text[]) with ordinality as x(p, n) order by n`, [payloads]);
+      await this.db.query(
+        `select pg_notify('${DELTA_CHANNEL}', p) from unnest($1::text[]) with ordinality as x(p, n) order by n`,
+        [payloads],
+      );
       this.stats.notifications += payloads.length;
       this.stats.deltas += batch.length;
     } catch (error) {
-      this.logger.debug({ err: error, deltas: batch.length }, 'stream deltas: a flush failed; those deltas are lost (the final state has the text)');
+      this.logger.debug(
+        { err: error, deltas: batch.length },
+        'stream deltas: a flush failed; those deltas are lost (the final state has the text)',
+      );
     }
   }
 

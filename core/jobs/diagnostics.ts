@@ -56,13 +56,17 @@ export async function enqueueDiagJob(
   input: { tenantId: string; kind: DiagKind; input: Record<string, unknown>; operator: boolean },
 ): Promise<EnqueuedJob> {
   if (!input.operator) {
-    const account = await tx.oneFirst(sql.type(z.object({ account_id: z.string() }))`select account_id from tenants where id = ${input.tenantId}`);
+    const account = await tx.oneFirst(
+      sql.type(z.object({ account_id: z.string() }))`select account_id from tenants where id = ${input.tenantId}`,
+    );
     await tx.query(sql.unsafe`select pg_advisory_xact_lock(hashtextextended(${`diag-open:${account}`}, 0))`);
     const open = await tx.oneFirst(sql.type(z.object({ open: z.number() }))`
       select count(*)::int as open from jobs j join tenants t on t.id = j.tenant_id
       where t.account_id = ${account} and j.status in ('queued', 'running') and j.kind like 'diag.%'`);
     if (open >= TENANT_DIAG_OPEN_LIMIT) {
-      throw new DiagLimitError(`This account has ${open} unfinished diagnostic jobs, the most a tenant Admin may have; wait for one to finish (GET /api/jobs/:jobId) or cancel one.`);
+      throw new DiagLimitError(
+        `This account has ${open} unfinished diagnostic jobs, the most a tenant Admin may have; wait for one to finish (GET /api/jobs/:jobId) or cancel one.`,
+      );
     }
   }
   return enqueueJob(tx, { kind: input.kind, tenantId: input.tenantId, input: input.input, quota: true });

@@ -125,7 +125,10 @@ const isSystem = (spec: JobSpec | SystemJobSpec): spec is SystemJobSpec => 'syst
  * connection) it is given. Platform jobs get their ids here when they have
  * none; the answer lists them in order (system jobs are left out).
  */
-export async function enqueueJobs(db: CommonQueryMethods, specs: ReadonlyArray<JobSpec | SystemJobSpec>): Promise<EnqueuedJob[]> {
+export async function enqueueJobs(
+  db: CommonQueryMethods,
+  specs: ReadonlyArray<JobSpec | SystemJobSpec>,
+): Promise<EnqueuedJob[]> {
   if (specs.length === 0) return [];
   const records = specs.map((spec) => (isSystem(spec) ? systemRecord(spec) : jobRecord(spec)));
   await db.query(sql.unsafe`select platform_enqueue(${sql.jsonb(records as never)})`).catch((error: unknown) => {

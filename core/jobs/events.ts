@@ -125,11 +125,15 @@ export class JobEventHub {
   }
 
   private async connect(isReconnect: boolean): Promise<void> {
-    const client = new pg.Client({ connectionString: this.connectionString, application_name: this.options.applicationName ?? 'api-job-events' });
+    const client = new pg.Client({
+      connectionString: this.connectionString,
+      application_name: this.options.applicationName ?? 'api-job-events',
+    });
     client.on('notification', (message) => {
       if (message.channel === CHANNEL && message.payload) this.onNotification(message.payload);
       else if (message.channel === DELTA_CHANNEL && message.payload) this.onDeltas(message.payload);
-      else if (message.payload !== undefined) for (const handler of this.channels.get(message.channel) ?? []) handler(message.payload!);
+      else if (message.payload !== undefined)
+        for (const handler of this.channels.get(message.channel) ?? []) handler(message.payload!);
     });
     const lost = (error?: Error) => {
       if (this.client !== client) return;

@@ -32,7 +32,11 @@ export type Submitted<T> = { value: T; jobs: EnqueuedJob[] };
  * one result per input, in order. If it throws, the batch is retried request
  * by request, so only a failing input fails.
  */
-export type BatchHandler<I, T> = ((tx: DatabaseTransactionConnection, inputs: readonly I[], inTransaction: boolean) => Promise<Array<{ value: T; jobs: readonly JobSpec[] }>>) & {
+export type BatchHandler<I, T> = ((
+  tx: DatabaseTransactionConnection,
+  inputs: readonly I[],
+  inTransaction: boolean,
+) => Promise<Array<{ value: T; jobs: readonly JobSpec[] }>>) & {
   /**
    * Set by a handler whose every statement is atomic on its own and which
    * writes its jobs itself (it returns none). Its inputs then go in a lane of
@@ -81,10 +85,16 @@ export class GroupCommitter {
       // The pool stands in for a transaction: such a handler only uses what both have.
       const run = async (inputs: readonly unknown[]): Promise<Array<ItemOutcome<Submitted<unknown>>>> => {
         const results = await handler(this.pool as unknown as DatabaseTransactionConnection, inputs, false);
-        if (results.some((r) => r.jobs.length > 0)) throw new Error('a handler that needs no transaction must write its jobs itself');
+        if (results.some((r) => r.jobs.length > 0))
+          throw new Error('a handler that needs no transaction must write its jobs itself');
         return results.map((r) => ({ ok: true, value: { value: r.value, jobs: [] } }));
       };
-      lane = new StatementBatcher(run, { maxBatch: this.options.maxBatch ?? DEFAULT_MAX_BATCH, maxInFlight: 1, what: 'group commit', logger: this.options.logger });
+      lane = new StatementBatcher(run, {
+        maxBatch: this.options.maxBatch ?? DEFAULT_MAX_BATCH,
+        maxInFlight: 1,
+        what: 'group commit',
+        logger: this.options.logger,
+      });
       this.lanes.set(handler, lane);
     }
     return lane;
@@ -124,7 +134,11 @@ export class GroupCommitter {
         if (item.batched) groups.set(item.batched.handler, [...(groups.get(item.batched.handler) ?? []), item]);
       }
       for (const [handler, items] of groups) {
-        const results = await handler(tx, items.map((i) => i.batched!.input), true);
+        const results = await handler(
+          tx,
+          items.map((i) => i.batched!.input),
+          true,
+        );
         items.forEach((item, i) => {
           const result = results[i]!;
           owners.push({ item, from: specs.length, count: result.jobs.length });
@@ -137,7 +151,11 @@ export class GroupCommitter {
         try {
           const { work, jobs, savepoint = true } = item.submission;
           // A single-request batch needs no savepoint: its failure is the batch's.
-          const value = work ? (batch.length === 1 || !savepoint ? await work(tx) : await tx.transaction((sp) => work(sp))) : undefined;
+          const value = work
+            ? batch.length === 1 || !savepoint
+              ? await work(tx)
+              : await tx.transaction((sp) => work(sp))
+            : undefined;
           const itemSpecs = typeof jobs === 'function' ? jobs(value) : jobs;
           owners.push({ item, from: specs.length, count: itemSpecs.length });
           specs.push(...itemSpecs);

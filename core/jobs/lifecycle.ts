@@ -42,7 +42,11 @@ const attemptColumns = (attempt: number, holder: Holder) => sql.fragment`
  * halves the CPU of the process and the server (see JobCompletions).
  */
 export type PreparedQueryable = {
-  query: (statement: { name: string; text: string; values: unknown[] }) => Promise<{ rows: Array<Record<string, unknown>> }>;
+  query: (statement: {
+    name: string;
+    text: string;
+    values: unknown[];
+  }) => Promise<{ rows: Array<Record<string, unknown>> }>;
 };
 
 const OPEN_ATTEMPTS = `
@@ -55,7 +59,11 @@ const OPEN_ATTEMPTS = `
  * 'later' (it waits: its own wake-up comes at its time), or its serial
  * queue (a job of a queue runs when its queue's turn claims it).
  */
-export type AttemptStart = { state: 'run' } | { state: 'skip' } | { state: 'later' } | { state: 'serial'; queue: string };
+export type AttemptStart =
+  | { state: 'run' }
+  | { state: 'skip' }
+  | { state: 'later' }
+  | { state: 'serial'; queue: string };
 
 /**
  * One read for the wake-ups that start together. A job asked to stop while
@@ -65,7 +73,8 @@ export async function openAttempts(db: PreparedQueryable, jobIds: readonly strin
   const { rows } = await db.query({ name: 'platform_open_attempts', text: OPEN_ATTEMPTS, values: [jobIds] });
   const byId = new Map(rows.map((r) => [r.id as string, r]));
   const stopping = rows.filter((r) => r.status === 'cancelling').map((r) => r.id as string);
-  if (stopping.length > 0) await db.query({ name: 'platform_end_cancelling', text: END_CANCELLING, values: [stopping] });
+  if (stopping.length > 0)
+    await db.query({ name: 'platform_end_cancelling', text: END_CANCELLING, values: [stopping] });
   return jobIds.map((id): AttemptStart => {
     const row = byId.get(id);
     if (!row || (row.status !== 'queued' && row.status !== 'running')) return { state: 'skip' };
@@ -83,20 +92,52 @@ const CLAIM_QUEUES = `
 
 /** What a queue's wake-up found (queue_claim, migration 0043). */
 export type QueueClaim =
-  | { queue: string; outcome: 'claimed'; jobId: string; tenantId: string; kind: string; input: Record<string, unknown>; attempt: number; maxAttempts: number }
+  | {
+      queue: string;
+      outcome: 'claimed';
+      jobId: string;
+      tenantId: string;
+      kind: string;
+      input: Record<string, unknown>;
+      attempt: number;
+      maxAttempts: number;
+    }
   | { queue: string; outcome: 'busy' | 'later' | 'empty' };
 
 /** Claims the next job of each queue for the worker pool beside it (one statement for many queues). */
-export async function claimQueues(db: PreparedQueryable, claims: ReadonlyArray<{ queue: string; holder: string }>): Promise<QueueClaim[]> {
-  const { rows } = await db.query({ name: 'platform_claim_queues', text: CLAIM_QUEUES, values: [claims.map((c) => c.queue), claims.map((c) => c.holder)] });
-  return rows.map((r): QueueClaim => r.outcome === 'claimed'
-    ? { queue: r.queue as string, outcome: 'claimed', jobId: r.job_id as string, tenantId: r.tenant_id as string, kind: r.kind as string,
-      input: (r.input ?? {}) as Record<string, unknown>, attempt: Number(r.attempt), maxAttempts: Number(r.max_attempts) }
-    : { queue: r.queue as string, outcome: r.outcome as 'busy' | 'later' | 'empty' });
+export async function claimQueues(
+  db: PreparedQueryable,
+  claims: ReadonlyArray<{ queue: string; holder: string }>,
+): Promise<QueueClaim[]> {
+  const { rows } = await db.query({
+    name: 'platform_claim_queues',
+    text: CLAIM_QUEUES,
+    values: [claims.map((c) => c.queue), claims.map((c) => c.holder)],
+  });
+  return rows.map(
+    (r): QueueClaim =>
+      r.outcome === 'claimed'
+        ? {
+            queue: r.queue as string,
+            outcome: 'claimed',
+            jobId: r.job_id as string,
+            tenantId: r.tenant_id as string,
+            kind: r.kind as string,
+            input: (r.input ?? {}) as Record<string, unknown>,
+            attempt: Number(r.attempt),
+            maxAttempts: Number(r.max_attempts),
+          }
+        : { queue: r.queue as string, outcome: r.outcome as 'busy' | 'later' | 'empty' },
+  );
 }
 
 /** Marks the attempt as running (idempotent); false when it may no longer write. */
-export async function markRunning(db: CommonQueryMethods, jobId: string, attempt: number, holder: Holder = NO_HOLDER): Promise<boolean> {
+export async function markRunning(
+  db: CommonQueryMethods,
+  jobId: string,
+  attempt: number,
+  holder: Holder = NO_HOLDER,
+): Promise<boolean> {
   const result = await db.query(sql.unsafe`
     update jobs set status = 'running', ${attemptColumns(attempt, holder)}
     where id = ${jobId} and ${mayWrite(attempt)}`);
@@ -115,7 +156,13 @@ const REPORT_PROGRESS = `
  * progress is on the path from a send to its answer, and losing the latest
  * progress in a server crash costs nothing, so it need not wait for a flush.
  */
-export async function reportProgress(db: PreparedQueryable, jobId: string, attempt: number, progress: unknown, holder: Holder = NO_HOLDER): Promise<boolean> {
+export async function reportProgress(
+  db: PreparedQueryable,
+  jobId: string,
+  attempt: number,
+  progress: unknown,
+  holder: Holder = NO_HOLDER,
+): Promise<boolean> {
   const { rows } = await db.query({
     name: 'platform_report_progress',
     text: REPORT_PROGRESS,
@@ -132,7 +179,13 @@ export async function reportProgress(db: PreparedQueryable, jobId: string, attem
 const withoutPartialText = sql.fragment`progress = case when jsonb_typeof(progress) = 'object' and progress ? 'text' then null else progress end`;
 
 /** Records the result exactly once; false when the job is no longer this attempt's to finish. */
-export async function completeJob(db: CommonQueryMethods, jobId: string, attempt: number, result: unknown, holder: Holder = NO_HOLDER): Promise<boolean> {
+export async function completeJob(
+  db: CommonQueryMethods,
+  jobId: string,
+  attempt: number,
+  result: unknown,
+  holder: Holder = NO_HOLDER,
+): Promise<boolean> {
   const updated = await db.query(sql.unsafe`
     update jobs
     set status = 'succeeded', result = ${sql.jsonb((result ?? null) as never)}, error = null, finished_at = now(), ${attemptColumns(attempt, holder)},
@@ -175,7 +228,13 @@ export async function completeJobs(db: PreparedQueryable, completions: readonly 
 }
 
 /** A failed attempt that ends the job: 'failed', with its code and message. */
-export async function failJob(db: CommonQueryMethods, jobId: string, attempt: number, failure: JobFailure, holder: Holder = NO_HOLDER): Promise<boolean> {
+export async function failJob(
+  db: CommonQueryMethods,
+  jobId: string,
+  attempt: number,
+  failure: JobFailure,
+  holder: Holder = NO_HOLDER,
+): Promise<boolean> {
   const error = { code: failure.code, message: failure.message, retrying: false };
   const updated = await db.query(sql.unsafe`
     update jobs set status = 'failed', error = ${sql.jsonb(error)}, finished_at = now(), ${attemptColumns(attempt, holder)}
@@ -192,9 +251,19 @@ export async function failJob(db: CommonQueryMethods, jobId: string, attempt: nu
  * `leaveQueue`: a serial job lets its queue go on while it waits. False when
  * the attempt may no longer write.
  */
-export async function waitJob(db: CommonQueryMethods, wait: {
-  jobId: string; attempt: number; keepAttempt: boolean; until: Date; error?: Record<string, unknown>; progress?: unknown; holder?: Holder; leaveQueue?: boolean;
-}): Promise<boolean> {
+export async function waitJob(
+  db: CommonQueryMethods,
+  wait: {
+    jobId: string;
+    attempt: number;
+    keepAttempt: boolean;
+    until: Date;
+    error?: Record<string, unknown>;
+    progress?: unknown;
+    holder?: Holder;
+    leaveQueue?: boolean;
+  },
+): Promise<boolean> {
   const holder = wait.holder ?? NO_HOLDER;
   const waited = await db.oneFirst(sql.type(z.object({ ok: z.boolean() }))`
     select job_wait(${wait.jobId}, ${wait.attempt}, ${wait.keepAttempt}, ${wait.until.toISOString()}::timestamptz,
@@ -205,7 +274,9 @@ export async function waitJob(db: CommonQueryMethods, wait: {
 
 /** Moves a waiting job's next run to `at` (now, when what it waits for arrived). */
 export async function wakeJob(db: CommonQueryMethods, jobId: string, at: Date | 'now'): Promise<void> {
-  await db.query(sql.unsafe`select job_wake(${jobId}, ${at === 'now' ? sql.fragment`now()` : sql.fragment`${at.toISOString()}::timestamptz`})`);
+  await db.query(
+    sql.unsafe`select job_wake(${jobId}, ${at === 'now' ? sql.fragment`now()` : sql.fragment`${at.toISOString()}::timestamptz`})`,
+  );
 }
 
 /**

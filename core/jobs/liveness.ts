@@ -11,7 +11,12 @@ import { PLATFORM_VERSION } from '../version.ts';
 /** What a worker process tells about itself (shown in the console). */
 export type WorkerInfo = { concurrency: number; ioConcurrency: number };
 
-export async function beatHeart(db: CommonQueryMethods, poolId: string, workerIds: readonly string[], info?: WorkerInfo): Promise<void> {
+export async function beatHeart(
+  db: CommonQueryMethods,
+  poolId: string,
+  workerIds: readonly string[],
+  info?: WorkerInfo,
+): Promise<void> {
   if (workerIds.length === 0) return;
   await db.query(sql.unsafe`
     insert into worker_heartbeats (worker_id, pool_id, hostname, pid, version, concurrency, io_concurrency)

@@ -28,8 +28,17 @@ export async function applyPlanLimits(db: CommonQueryMethods, settings: PlanLimi
     where l.plan = r.plan`);
 }
 
-export const PlanLimitsRow = z.object({ plan: z.string(), fair_weight: z.number(), max_workspaces: z.number(), max_open_jobs: z.number() });
+export const PlanLimitsRow = z.object({
+  plan: z.string(),
+  fair_weight: z.number(),
+  max_workspaces: z.number(),
+  max_open_jobs: z.number(),
+});
 
 export async function readPlanLimits(db: CommonQueryMethods) {
-  return db.any(sql.type(PlanLimitsRow)`select plan, fair_weight, max_workspaces, max_open_jobs from plan_limits order by max_open_jobs`);
+  return db.any(
+    sql.type(
+      PlanLimitsRow,
+    )`select plan, fair_weight, max_workspaces, max_open_jobs from plan_limits order by max_open_jobs`,
+  );
 }

@@ -9,13 +9,29 @@ export type PoolName = (typeof POOLS)[number];
 
 /** Kinds whose time is spent waiting on a model, a channel's API or a partner's. */
 export const IO_BOUND_KINDS: ReadonlySet<string> = new Set([
-  'chat.turn', 'company.run', 'channel.deliver', 'channel.link', 'channel.disconnect', 'partner.token-revocation', 'diag.wait', 'team.invitation_email',
+  'chat.turn',
+  'company.run',
+  'channel.deliver',
+  'channel.link',
+  'channel.disconnect',
+  'partner.token-revocation',
+  'diag.wait',
+  'team.invitation_email',
 ]);
 
 export const poolOf = (kind: string): PoolName => (IO_BOUND_KINDS.has(kind) ? 'io' : 'short');
 
 /** Every kind of platform job (a row of `jobs` that clients follow); the rest of the worker's tasks are the platform's own. */
 export const PLATFORM_JOB_KINDS: readonly string[] = [
-  'agent.restore', 'billing.webhook', 'channel.deliver', 'channel.disconnect', 'channel.link', 'chat.turn', 'company.run',
-  'diag.noop', 'diag.steps', 'diag.wait', 'team.invitation_email',
+  'agent.restore',
+  'billing.webhook',
+  'channel.deliver',
+  'channel.disconnect',
+  'channel.link',
+  'chat.turn',
+  'company.run',
+  'diag.noop',
+  'diag.steps',
+  'diag.wait',
+  'team.invitation_email',
 ];

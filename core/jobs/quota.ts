@@ -13,7 +13,9 @@ export class QueueLimitError extends Error {
     readonly limit: number,
     readonly open: number,
   ) {
-    super(`The account has ${open} unfinished jobs and its ${plan} plan allows ${limit} at a time; wait for some to finish, or upgrade.`);
+    super(
+      `The account has ${open} unfinished jobs and its ${plan} plan allows ${limit} at a time; wait for some to finish, or upgrade.`,
+    );
   }
 }
 

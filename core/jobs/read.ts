@@ -14,7 +14,11 @@ export async function findJobForUser(db: CommonQueryMethods, jobId: string, user
 }
 
 /** The job and the caller's role in its tenant, when the caller is a member. */
-export async function findJobWithRole(db: CommonQueryMethods, jobId: string, userId: string): Promise<{ job: JobRow; role: TenantRole } | null> {
+export async function findJobWithRole(
+  db: CommonQueryMethods,
+  jobId: string,
+  userId: string,
+): Promise<{ job: JobRow; role: TenantRole } | null> {
   const row = await db.maybeOne(sql.type(JobRow.extend({ member_role: TenantRoleSchema }))`
     select j.*, m.role as member_role from jobs j
     join tenant_memberships m on m.tenant_id = j.tenant_id and m.user_id = ${userId}

@@ -13,7 +13,10 @@ export const JobError = z
     code: z.string().describe('Stable machine-readable error code'),
     message: z.string().describe('What went wrong, for a person'),
     retrying: z.boolean().optional().describe('True while the job will be attempted again'),
-    retryAt: z.iso.datetime().optional().describe('When the next attempt is due (a backoff, or the Retry-After the other side sent)'),
+    retryAt: z.iso
+      .datetime()
+      .optional()
+      .describe('When the next attempt is due (a backoff, or the Retry-After the other side sent)'),
   })
   .meta({ id: 'JobError' });
 

@@ -10,8 +10,16 @@ export const DEAD_WORKER_SWEEP_TASK = 'maintenance.dead_workers';
 export const DEAD_WORKER_SWEEP_KEY = 'maintenance:dead_workers';
 
 /** Puts the next sweep in the queue; with preserveRunAt an earlier pending one is kept. */
-export async function scheduleDeadWorkerSweep(db: CommonQueryMethods, delayMs: number, preserveRunAt: boolean): Promise<void> {
+export async function scheduleDeadWorkerSweep(
+  db: CommonQueryMethods,
+  delayMs: number,
+  preserveRunAt: boolean,
+): Promise<void> {
   await enqueueSystemJob(db, {
-    kind: DEAD_WORKER_SWEEP_TASK, key: DEAD_WORKER_SWEEP_KEY, runAt: new Date(Date.now() + delayMs), maxAttempts: 1, preserveRunAt,
+    kind: DEAD_WORKER_SWEEP_TASK,
+    key: DEAD_WORKER_SWEEP_KEY,
+    runAt: new Date(Date.now() + delayMs),
+    maxAttempts: 1,
+    preserveRunAt,
   });
 }

@@ -39,7 +39,8 @@ export const EXPIRING_ROWS: ExpiringRows[] = [
     // A minute past the window's end: replicas' clocks may differ a little.
     name: 'closed agent admission windows',
     table: 'agent_admission_windows',
-    expired: (config) => sql.fragment`window_start < now() - make_interval(secs => ${config.identity.agentRateWindowMs / 1000 + 60})`,
+    expired: (config) =>
+      sql.fragment`window_start < now() - make_interval(secs => ${config.identity.agentRateWindowMs / 1000 + 60})`,
   },
   {
     name: 'queue samples older than a day',
@@ -103,7 +104,8 @@ export const EXPIRING_ROWS: ExpiringRows[] = [
     // Providers redeliver for days, not months: the event id stays known that long.
     name: 'processed billing webhook events past EVENT_RETENTION_DAYS',
     table: 'billing_events',
-    expired: (config) => sql.fragment`status <> 'queued' and received_at < now() - make_interval(days => ${config.eventRetentionDays})`,
+    expired: (config) =>
+      sql.fragment`status <> 'queued' and received_at < now() - make_interval(days => ${config.eventRetentionDays})`,
   },
   {
     name: 'channel inbound updates past EVENT_RETENTION_DAYS',
@@ -113,13 +115,15 @@ export const EXPIRING_ROWS: ExpiringRows[] = [
   {
     name: 'channel replies sent or failed past EVENT_RETENTION_DAYS',
     table: 'channel_deliveries',
-    expired: (config) => sql.fragment`status <> 'queued' and created_at < now() - make_interval(days => ${config.eventRetentionDays})`,
+    expired: (config) =>
+      sql.fragment`status <> 'queued' and created_at < now() - make_interval(days => ${config.eventRetentionDays})`,
   },
   {
     // Its e-mail (invitation_emails) goes with it; the audit keeps its entries (invitation id set null).
     name: 'invitations accepted, revoked or expired past EVENT_RETENTION_DAYS',
     table: 'tenant_invitations',
-    expired: (config) => sql.fragment`coalesce(accepted_at, revoked_at, expires_at) < now() - make_interval(days => ${config.eventRetentionDays})`,
+    expired: (config) =>
+      sql.fragment`coalesce(accepted_at, revoked_at, expires_at) < now() - make_interval(days => ${config.eventRetentionDays})`,
   },
   {
     // Kept a while to spot a rotated token used again (its family is revoked then).
@@ -168,7 +172,11 @@ export const EXPIRING_ROWS: ExpiringRows[] = [
   },
 ];
 
-export async function sweepExpiredRows(db: DatabasePool, config: Config, batchSize = 1000): Promise<Record<string, number>> {
+export async function sweepExpiredRows(
+  db: DatabasePool,
+  config: Config,
+  batchSize = 1000,
+): Promise<Record<string, number>> {
   const removed: Record<string, number> = {};
   for (const entry of EXPIRING_ROWS) {
     const table = sql.identifier([entry.table]);

@@ -42,7 +42,11 @@ export async function createManagedAgent(
 }
 
 /** Soft delete: the row stays as a tombstone. Null when absent from the tenant. */
-export async function deleteManagedAgent(db: CommonQueryMethods, tenantId: string, id: string): Promise<ManagedAgentRow | null> {
+export async function deleteManagedAgent(
+  db: CommonQueryMethods,
+  tenantId: string,
+  id: string,
+): Promise<ManagedAgentRow | null> {
   const deleted = await db.maybeOne(row`
     update managed_agents set status = 'deleted', deleted_at = now()
     where id = ${id} and tenant_id = ${tenantId} and status = 'active'
@@ -51,7 +55,11 @@ export async function deleteManagedAgent(db: CommonQueryMethods, tenantId: strin
 }
 
 /** The agent in this tenant, or null: an id of another tenant reads as absent. */
-export async function findManagedAgent(db: CommonQueryMethods, tenantId: string, id: string): Promise<ManagedAgentRow | null> {
+export async function findManagedAgent(
+  db: CommonQueryMethods,
+  tenantId: string,
+  id: string,
+): Promise<ManagedAgentRow | null> {
   if (!z.uuid().safeParse(id).success) return null;
   return db.maybeOne(row`select ${COLUMNS} from managed_agents where id = ${id} and tenant_id = ${tenantId}`);
 }
@@ -72,7 +80,11 @@ export type Restored = { agent: ManagedAgentRow; job: RestoreJob | null };
  * it first (the conditional update matches nothing) the agent is returned as
  * it is now with its latest restore job, and nothing is enqueued twice.
  */
-export async function restoreManagedAgent(db: DatabasePool, agent: ManagedAgentRow, runnerId: string): Promise<Restored> {
+export async function restoreManagedAgent(
+  db: DatabasePool,
+  agent: ManagedAgentRow,
+  runnerId: string,
+): Promise<Restored> {
   return db.transaction(async (tx) => {
     const restored = await tx.maybeOne(row`
       update managed_agents set status = 'active', deleted_at = null, restored_at = now(), runner_id = ${runnerId}

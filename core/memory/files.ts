@@ -11,7 +11,13 @@ const SAFE_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/;
 /** A file name, never a path: letters, digits, '.', '_', '-', no '..', at most 100 characters. */
 export const isSafeFilename = (name: string) => SAFE_NAME.test(name) && !name.includes('..');
 
-export const MemoryFileRow = z.object({ id: z.string(), name: z.string(), bytes: z.number(), created_at: z.string(), updated_at: z.string() });
+export const MemoryFileRow = z.object({
+  id: z.string(),
+  name: z.string(),
+  bytes: z.number(),
+  created_at: z.string(),
+  updated_at: z.string(),
+});
 export type MemoryFileRow = z.infer<typeof MemoryFileRow>;
 const META = sql.fragment`id, name, bytes, created_at, updated_at`;
 
@@ -49,7 +55,9 @@ export async function writeMemoryFile(
   return db.transaction(async (tx) => {
     await tx.query(sql.unsafe`select pg_advisory_xact_lock(hashtext('memory:' || ${input.tenantId}))`);
     const settings = await getMemorySettings(tx, input.tenantId);
-    const usage = await tx.one(sql.type(z.object({ files: z.number(), total: z.number(), own: z.number().nullable(), content: z.string().nullable() }))`
+    const usage = await tx.one(sql.type(
+      z.object({ files: z.number(), total: z.number(), own: z.number().nullable(), content: z.string().nullable() }),
+    )`
       select count(*)::int as files, coalesce(sum(bytes), 0)::int as total,
         max(bytes) filter (where name = ${input.name}) as own,
         max(content) filter (where name = ${input.name}) as content
@@ -57,14 +65,26 @@ export async function writeMemoryFile(
     const content = input.mode === 'append' && usage.content !== null ? usage.content + input.content : input.content;
     const bytes = Buffer.byteLength(content, 'utf8');
     if (bytes > settings.maxFileBytes) {
-      throw new MemoryLimitError(413, 'memory_file_too_large', `A memory file may hold ${settings.maxFileBytes} bytes; this one would hold ${bytes}.`);
+      throw new MemoryLimitError(
+        413,
+        'memory_file_too_large',
+        `A memory file may hold ${settings.maxFileBytes} bytes; this one would hold ${bytes}.`,
+      );
     }
     if (usage.own === null && usage.files >= settings.maxFiles) {
-      throw new MemoryLimitError(400, 'memory_too_many_files', `The workspace may keep ${settings.maxFiles} memory files; delete one first.`);
+      throw new MemoryLimitError(
+        400,
+        'memory_too_many_files',
+        `The workspace may keep ${settings.maxFiles} memory files; delete one first.`,
+      );
     }
     const total = usage.total - (usage.own ?? 0) + bytes;
     if (total > settings.maxTotalBytes) {
-      throw new MemoryLimitError(413, 'memory_total_too_large', `Memory may hold ${settings.maxTotalBytes} bytes in all; this write would make ${total}.`);
+      throw new MemoryLimitError(
+        413,
+        'memory_total_too_large',
+        `Memory may hold ${settings.maxTotalBytes} bytes in all; this write would make ${total}.`,
+      );
     }
     return tx.one(sql.type(MemoryFileRow.extend({ content: z.string() }))`
       insert into memory_files (tenant_id, name, content, bytes, created_by)

@@ -29,10 +29,20 @@ export type MemorySettings = {
 };
 
 const Row = z.object({
-  enabled: z.boolean(), retention_days: z.number(), max_files: z.number(), max_file_bytes: z.number(), max_total_bytes: z.number(), updated_at: z.string(),
+  enabled: z.boolean(),
+  retention_days: z.number(),
+  max_files: z.number(),
+  max_file_bytes: z.number(),
+  max_total_bytes: z.number(),
+  updated_at: z.string(),
 });
 const toSettings = (r: z.infer<typeof Row>): MemorySettings => ({
-  enabled: r.enabled, retentionDays: r.retention_days, maxFiles: r.max_files, maxFileBytes: r.max_file_bytes, maxTotalBytes: r.max_total_bytes, updatedAt: r.updated_at,
+  enabled: r.enabled,
+  retentionDays: r.retention_days,
+  maxFiles: r.max_files,
+  maxFileBytes: r.max_file_bytes,
+  maxTotalBytes: r.max_total_bytes,
+  updatedAt: r.updated_at,
 });
 
 export async function getMemorySettings(db: CommonQueryMethods, tenantId: string): Promise<MemorySettings> {
@@ -53,8 +63,12 @@ export async function saveMemorySettings(
   change: Partial<Omit<MemorySettings, 'updatedAt'>>,
 ): Promise<MemorySettings> {
   const current = await getMemorySettings(db, tenantId);
-  const next = { ...current, ...Object.fromEntries(Object.entries(change).filter(([, v]) => v !== undefined)) } as MemorySettings;
-  if (next.maxFileBytes > next.maxTotalBytes) throw new InvalidMemorySettingsError('maxFileBytes cannot exceed maxTotalBytes.');
+  const next = {
+    ...current,
+    ...Object.fromEntries(Object.entries(change).filter(([, v]) => v !== undefined)),
+  } as MemorySettings;
+  if (next.maxFileBytes > next.maxTotalBytes)
+    throw new InvalidMemorySettingsError('maxFileBytes cannot exceed maxTotalBytes.');
   const row = await db.one(sql.type(Row)`
     insert into memory_settings (tenant_id, enabled, retention_days, max_files, max_file_bytes, max_total_bytes, updated_by)
     values (${tenantId}, ${next.enabled}, ${next.retentionDays}, ${next.maxFiles}, ${next.maxFileBytes}, ${next.maxTotalBytes}, ${userId})

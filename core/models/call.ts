@@ -52,21 +52,29 @@ export async function callModel(
 ): Promise<ModelCall> {
   const { modelId } = input;
   if (!modelAllowed(planOf(input.plan), modelId)) {
-    throw new PermanentJobError('model_not_allowed', `The ${input.plan} plan does not include ${modelId}; pick an allowed model.`);
+    throw new PermanentJobError(
+      'model_not_allowed',
+      `The ${input.plan} plan does not include ${modelId}; pick an allowed model.`,
+    );
   }
   const parsed = parseModel(modelId);
   if (!parsed) throw new PermanentJobError('model_not_found', `Unknown model ${modelId}.`);
   const { provider, model } = parsed;
   const adapter = providerFor(provider, ctx.config.providers);
   const credentials = await credentialsFor(ctx.db, ctx.keyring, ctx.config, ctx.tenantId, provider);
-  if (!credentials) throw new PermanentJobError('provider_key_missing', `No key for ${provider}: add one in provider keys.`);
+  if (!credentials)
+    throw new PermanentJobError('provider_key_missing', `No key for ${provider}: add one in provider keys.`);
   // Platform credits pay for metered providers only (never the offline model or a local Ollama).
   const paidByCredits = credentials.source === 'platform_credits' && adapter.needsKey;
   let budget = Number.POSITIVE_INFINITY;
   if (paidByCredits) {
     budget = await ctx.db.oneFirst(sql.type(z.object({ b: z.number() }))`
       select coalesce((select balance_micros::float8 from tenant_credits where tenant_id = ${ctx.tenantId}), 0) as b`);
-    if (budget <= 0) throw new PermanentJobError('credits_exhausted', 'No platform credits left; add credits or your own provider key.');
+    if (budget <= 0)
+      throw new PermanentJobError(
+        'credits_exhausted',
+        'No platform credits left; add credits or your own provider key.',
+      );
   }
 
   const abort = new AbortController();
@@ -103,13 +111,25 @@ export async function callModel(
       { apiKey: credentials.apiKey, baseUrl: credentials.baseUrl },
     );
   } catch (error) {
-    if (overBudget) throw new PermanentJobError('credits_exhausted', `The platform credits ran out during the ${input.what}.`);
+    if (overBudget)
+      throw new PermanentJobError('credits_exhausted', `The platform credits ran out during the ${input.what}.`);
     if (error instanceof ProviderError) {
       const code = `provider_${error.kind}`;
       // A Retry-After the provider sent sets when the next attempt comes (the job waits parked, its slot free).
       const detail = `${credentials.baseUrl ? hostOf(credentials.baseUrl) : `${provider} default address`}${error.status ? ` answered ${error.status}` : ''}: ${error.message}`;
-      if (error.retryable) throw new RetryableJobError(code, `The model provider failed (${error.kind}); retrying.`, error.retryAfterMs, detail);
-      throw new PermanentJobError(code, error.kind === 'invalid_key' ? `The ${provider} key was refused; update it in provider keys.` : `The model provider refused the ${input.what} (${error.kind}).`);
+      if (error.retryable)
+        throw new RetryableJobError(
+          code,
+          `The model provider failed (${error.kind}); retrying.`,
+          error.retryAfterMs,
+          detail,
+        );
+      throw new PermanentJobError(
+        code,
+        error.kind === 'invalid_key'
+          ? `The ${provider} key was refused; update it in provider keys.`
+          : `The model provider refused the ${input.what} (${error.kind}).`,
+      );
     }
     throw error;
   } finally {
@@ -117,7 +137,8 @@ export async function callModel(
     // The last pieces go out before the job's final state can.
     await ctx.flushDeltas?.();
   }
-  if (overBudget) throw new PermanentJobError('credits_exhausted', `The platform credits ran out during the ${input.what}.`);
+  if (overBudget)
+    throw new PermanentJobError('credits_exhausted', `The platform credits ran out during the ${input.what}.`);
 
   return {
     modelId,
@@ -144,6 +165,8 @@ export async function recordModelUsage(
       ${call.result.inputTokens}, ${call.result.outputTokens}, ${call.costMicros}, ${call.credential})
     on conflict (job_id) do nothing`);
   if (call.costMicros > 0 && !(await spendCredits(tx, ctx.tenantId, call.costMicros))) {
-    await tx.query(sql.unsafe`update tenant_credits set balance_micros = 0, updated_at = now() where tenant_id = ${ctx.tenantId}`);
+    await tx.query(
+      sql.unsafe`update tenant_credits set balance_micros = 0, updated_at = now() where tenant_id = ${ctx.tenantId}`,
+    );
   }
 }

@@ -34,7 +34,9 @@ const Existing = z.object({ id: z.string(), granted_scopes: z.array(z.string()) 
 /** Stores a grant on the person's account for this subject (created on the first grant); returns the account id. */
 export async function storeGrant(tx: CommonQueryMethods, keyring: Keyring, grant: Grant): Promise<string> {
   // Two callbacks for the same new account at once: the second waits and updates the first's row.
-  await tx.query(sql.unsafe`select pg_advisory_xact_lock(hashtextextended(${`partner-account|${grant.tenantId}|${grant.userId}|${grant.subject}`}, 0))`);
+  await tx.query(
+    sql.unsafe`select pg_advisory_xact_lock(hashtextextended(${`partner-account|${grant.tenantId}|${grant.userId}|${grant.subject}`}, 0))`,
+  );
   const existing = await tx.maybeOne(sql.type(Existing)`
     select id, granted_scopes from partner_accounts
     where tenant_id = ${grant.tenantId} and user_id = ${grant.userId} and subject = ${grant.subject} and state <> 'revoked'
@@ -80,7 +82,8 @@ export type AccountRow = z.infer<typeof AccountRow>;
 export type AccountStatus = 'active' | 'inactive' | 'needs_reauth' | 'revoked';
 
 /** active: the tenant's agents use it for at least one service; inactive: connected, used for none. */
-export const statusOf = (a: AccountRow): AccountStatus => (a.state === 'needs_reauth' ? 'needs_reauth' : a.services.some((s) => s.active) ? 'active' : 'inactive');
+export const statusOf = (a: AccountRow): AccountStatus =>
+  a.state === 'needs_reauth' ? 'needs_reauth' : a.services.some((s) => s.active) ? 'active' : 'inactive';
 
 const accountsQuery = (tenantId: string, userId: string, accountId: string | null) => sql.type(AccountRow)`
   select a.id, a.subject, a.email, a.state, a.granted_scopes, a.connected_at, a.last_used_at,
@@ -92,7 +95,8 @@ const accountsQuery = (tenantId: string, userId: string, accountId: string | nul
   order by a.connected_at, a.id`;
 
 /** The person's connected accounts in the tenant (removed ones are gone at once). */
-export const listAccounts = (db: CommonQueryMethods, tenantId: string, userId: string) => db.any(accountsQuery(tenantId, userId, null));
+export const listAccounts = (db: CommonQueryMethods, tenantId: string, userId: string) =>
+  db.any(accountsQuery(tenantId, userId, null));
 
 export const findAccount = (db: CommonQueryMethods, tenantId: string, userId: string, accountId: string) =>
   db.maybeOne(accountsQuery(tenantId, userId, accountId));
@@ -100,17 +104,32 @@ export const findAccount = (db: CommonQueryMethods, tenantId: string, userId: st
 const notFound = () => new PartnerAccountError(404, 'not_found', 'No such connected account.');
 
 /** Makes this account the one the tenant's agents use for its services (all, or the ones named). */
-export async function activateAccount(tx: CommonQueryMethods, tenantId: string, userId: string, accountId: string, services?: string[]): Promise<AccountRow> {
+export async function activateAccount(
+  tx: CommonQueryMethods,
+  tenantId: string,
+  userId: string,
+  accountId: string,
+  services?: string[],
+): Promise<AccountRow> {
   await tx.query(sql.unsafe`select pg_advisory_xact_lock(hashtext(${`partner-services:${tenantId}`}))`);
   const account = await findAccount(tx, tenantId, userId, accountId);
   if (!account) throw notFound();
   if (account.state === 'needs_reauth') {
-    throw new PartnerAccountError(409, 'needs_reauth', 'The provider no longer accepts this account\'s grant; connect it again (POST /oauth/partner/start) before activating it.');
+    throw new PartnerAccountError(
+      409,
+      'needs_reauth',
+      "The provider no longer accepts this account's grant; connect it again (POST /oauth/partner/start) before activating it.",
+    );
   }
   const own = account.services.map((s) => s.serviceId);
   const chosen = services ?? own;
   const missing = chosen.filter((id) => !own.includes(id));
-  if (missing.length > 0) throw new PartnerAccountError(400, 'service_not_granted', `This account has no grant for ${missing.join(', ')}; connect it with those services first.`);
+  if (missing.length > 0)
+    throw new PartnerAccountError(
+      400,
+      'service_not_granted',
+      `This account has no grant for ${missing.join(', ')}; connect it with those services first.`,
+    );
   if (chosen.length > 0) {
     await tx.query(sql.unsafe`
       update partner_account_services set active = false
@@ -131,7 +150,12 @@ const Removed = z.object({ access_token_sealed: z.string().nullable(), refresh_t
  * tenant. Returns whether a revocation was queued (false when the account
  * held no tokens).
  */
-export async function removeAccount(tx: CommonQueryMethods, tenantId: string, userId: string, accountId: string): Promise<boolean> {
+export async function removeAccount(
+  tx: CommonQueryMethods,
+  tenantId: string,
+  userId: string,
+  accountId: string,
+): Promise<boolean> {
   const old = await tx.maybeOne(sql.type(Removed)`
     select access_token_sealed, refresh_token_sealed from partner_accounts
     where id = ${accountId} and tenant_id = ${tenantId} and user_id = ${userId} and state <> 'revoked'

@@ -12,31 +12,175 @@ const read = (id: string) => [`svc.${id}.read`];
 const readWrite = (id: string) => [`svc.${id}.read`, `svc.${id}.write`];
 
 export const SERVICES = [
-  { id: 'calendar', name: 'Calendar', category: 'Core', description: 'Read events and free/busy time; create and update events.', scopes: readWrite('calendar') },
-  { id: 'mail', name: 'Mail', category: 'Core', description: 'Read, search and draft e-mail; send on the person\'s behalf.', scopes: readWrite('mail') },
-  { id: 'contacts', name: 'Contacts', category: 'Core', description: 'Look up and update the person\'s contacts.', scopes: readWrite('contacts') },
-  { id: 'drive', name: 'Drive', category: 'Core', description: 'List, read and upload files in cloud storage.', scopes: readWrite('drive') },
-  { id: 'documents', name: 'Documents', category: 'Core', description: 'Read and edit text documents.', scopes: readWrite('documents') },
-  { id: 'spreadsheets', name: 'Spreadsheets', category: 'Core', description: 'Read and edit spreadsheets.', scopes: readWrite('spreadsheets') },
-  { id: 'tasks', name: 'Tasks', category: 'Core', description: 'Read and manage task lists.', scopes: readWrite('tasks') },
+  {
+    id: 'calendar',
+    name: 'Calendar',
+    category: 'Core',
+    description: 'Read events and free/busy time; create and update events.',
+    scopes: readWrite('calendar'),
+  },
+  {
+    id: 'mail',
+    name: 'Mail',
+    category: 'Core',
+    description: "Read, search and draft e-mail; send on the person's behalf.",
+    scopes: readWrite('mail'),
+  },
+  {
+    id: 'contacts',
+    name: 'Contacts',
+    category: 'Core',
+    description: "Look up and update the person's contacts.",
+    scopes: readWrite('contacts'),
+  },
+  {
+    id: 'drive',
+    name: 'Drive',
+    category: 'Core',
+    description: 'List, read and upload files in cloud storage.',
+    scopes: readWrite('drive'),
+  },
+  {
+    id: 'documents',
+    name: 'Documents',
+    category: 'Core',
+    description: 'Read and edit text documents.',
+    scopes: readWrite('documents'),
+  },
+  {
+    id: 'spreadsheets',
+    name: 'Spreadsheets',
+    category: 'Core',
+    description: 'Read and edit spreadsheets.',
+    scopes: readWrite('spreadsheets'),
+  },
+  {
+    id: 'tasks',
+    name: 'Tasks',
+    category: 'Core',
+    description: 'Read and manage task lists.',
+    scopes: readWrite('tasks'),
+  },
   { id: 'notes', name: 'Notes', category: 'Core', description: 'Read and write notes.', scopes: readWrite('notes') },
-  { id: 'chat', name: 'Chat', category: 'Communication', description: 'Read conversations and post messages in team chat.', scopes: readWrite('chat') },
-  { id: 'meetings', name: 'Meetings', category: 'Communication', description: 'Schedule video meetings and read their transcripts.', scopes: readWrite('meetings') },
-  { id: 'phone', name: 'Phone', category: 'Communication', description: 'Read call history and voicemail.', scopes: read('phone') },
-  { id: 'sms', name: 'Text messages', category: 'Communication', description: 'Read and send text messages.', scopes: readWrite('sms') },
-  { id: 'video', name: 'Video', category: 'Communication', description: 'List and upload videos on the person\'s channel.', scopes: readWrite('video') },
-  { id: 'groups', name: 'Groups', category: 'Communication', description: 'Read mailing lists and group discussions.', scopes: read('groups') },
-  { id: 'maps', name: 'Maps', category: 'Location', description: 'Read saved places and lists on the person\'s maps.', scopes: read('maps') },
-  { id: 'places', name: 'Places', category: 'Location', description: 'Search places and their opening hours.', scopes: read('places') },
-  { id: 'directions', name: 'Directions', category: 'Location', description: 'Plan routes and travel times.', scopes: read('directions') },
-  { id: 'timeline', name: 'Timeline', category: 'Location', description: 'Read the person\'s location history.', scopes: read('timeline') },
-  { id: 'geocoding', name: 'Geocoding', category: 'Location', description: 'Turn addresses into coordinates and back.', scopes: read('geocoding') },
-  { id: 'photos', name: 'Photos', category: 'Specialized', description: 'Read albums and upload photos.', scopes: readWrite('photos') },
-  { id: 'fitness', name: 'Fitness', category: 'Specialized', description: 'Read activity and health measurements.', scopes: read('fitness') },
-  { id: 'books', name: 'Books', category: 'Specialized', description: 'Read the person\'s library and reading lists.', scopes: read('books') },
-  { id: 'translation', name: 'Translation', category: 'Specialized', description: 'Translate text with the person\'s glossaries.', scopes: read('translation') },
-  { id: 'analytics', name: 'Analytics', category: 'Specialized', description: 'Read reports of the person\'s web properties.', scopes: read('analytics') },
-  { id: 'payments', name: 'Payments', category: 'Specialized', description: 'Read payment history and receipts.', scopes: read('payments') },
+  {
+    id: 'chat',
+    name: 'Chat',
+    category: 'Communication',
+    description: 'Read conversations and post messages in team chat.',
+    scopes: readWrite('chat'),
+  },
+  {
+    id: 'meetings',
+    name: 'Meetings',
+    category: 'Communication',
+    description: 'Schedule video meetings and read their transcripts.',
+    scopes: readWrite('meetings'),
+  },
+  {
+    id: 'phone',
+    name: 'Phone',
+    category: 'Communication',
+    description: 'Read call history and voicemail.',
+    scopes: read('phone'),
+  },
+  {
+    id: 'sms',
+    name: 'Text messages',
+    category: 'Communication',
+    description: 'Read and send text messages.',
+    scopes: readWrite('sms'),
+  },
+  {
+    id: 'video',
+    name: 'Video',
+    category: 'Communication',
+    description: "List and upload videos on the person's channel.",
+    scopes: readWrite('video'),
+  },
+  {
+    id: 'groups',
+    name: 'Groups',
+    category: 'Communication',
+    description: 'Read mailing lists and group discussions.',
+    scopes: read('groups'),
+  },
+  {
+    id: 'maps',
+    name: 'Maps',
+    category: 'Location',
+    description: "Read saved places and lists on the person's maps.",
+    scopes: read('maps'),
+  },
+  {
+    id: 'places',
+    name: 'Places',
+    category: 'Location',
+    description: 'Search places and their opening hours.',
+    scopes: read('places'),
+  },
+  {
+    id: 'directions',
+    name: 'Directions',
+    category: 'Location',
+    description: 'Plan routes and travel times.',
+    scopes: read('directions'),
+  },
+  {
+    id: 'timeline',
+    name: 'Timeline',
+    category: 'Location',
+    description: "Read the person's location history.",
+    scopes: read('timeline'),
+  },
+  {
+    id: 'geocoding',
+    name: 'Geocoding',
+    category: 'Location',
+    description: 'Turn addresses into coordinates and back.',
+    scopes: read('geocoding'),
+  },
+  {
+    id: 'photos',
+    name: 'Photos',
+    category: 'Specialized',
+    description: 'Read albums and upload photos.',
+    scopes: readWrite('photos'),
+  },
+  {
+    id: 'fitness',
+    name: 'Fitness',
+    category: 'Specialized',
+    description: 'Read activity and health measurements.',
+    scopes: read('fitness'),
+  },
+  {
+    id: 'books',
+    name: 'Books',
+    category: 'Specialized',
+    description: "Read the person's library and reading lists.",
+    scopes: read('books'),
+  },
+  {
+    id: 'translation',
+    name: 'Translation',
+    category: 'Specialized',
+    description: "Translate text with the person's glossaries.",
+    scopes: read('translation'),
+  },
+  {
+    id: 'analytics',
+    name: 'Analytics',
+    category: 'Specialized',
+    description: "Read reports of the person's web properties.",
+    scopes: read('analytics'),
+  },
+  {
+    id: 'payments',
+    name: 'Payments',
+    category: 'Specialized',
+    description: 'Read payment history and receipts.',
+    scopes: read('payments'),
+  },
 ] as const satisfies readonly Service[];
 
 export type ServiceId = (typeof SERVICES)[number]['id'];
@@ -59,7 +203,10 @@ export function scopeFor(services: readonly string[], alreadyGranted: readonly s
 }
 
 /** Per service: the scopes of it that were granted; services with none granted are left out. */
-export function grantedPerService(services: readonly string[], granted: ReadonlySet<string>): { serviceId: string; scopes: string[] }[] {
+export function grantedPerService(
+  services: readonly string[],
+  granted: ReadonlySet<string>,
+): { serviceId: string; scopes: string[] }[] {
   return services
     .map((id) => ({ serviceId: id, scopes: (serviceById(id)?.scopes ?? []).filter((s) => granted.has(s)) }))
     .filter((s) => s.scopes.length > 0);
@@ -68,6 +215,11 @@ export function grantedPerService(services: readonly string[], granted: Readonly
 export function catalogByCategory() {
   return CATEGORIES.map((category) => ({
     category,
-    services: SERVICES.filter((s) => s.category === category).map((s) => ({ id: s.id, name: s.name, description: s.description, scopes: [...s.scopes] })),
+    services: SERVICES.filter((s) => s.category === category).map((s) => ({
+      id: s.id,
+      name: s.name,
+      description: s.description,
+      scopes: [...s.scopes],
+    })),
   }));
 }

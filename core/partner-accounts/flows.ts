@@ -43,7 +43,13 @@ const Taken = z.object({
   services: z.array(z.string()),
 });
 
-export type TakenConnectFlow = { id: string; tenantId: string; userId: string; services: string[]; codeVerifier: string };
+export type TakenConnectFlow = {
+  id: string;
+  tenantId: string;
+  userId: string;
+  services: string[];
+  codeVerifier: string;
+};
 
 /**
  * Takes the pending flow of this state once: the verifier is cleared in the

@@ -16,7 +16,12 @@ const Pending = z.object({ access_token_sealed: z.string().nullable(), refresh_t
 export type RevocationOutcome = 'revoked' | 'nothing_to_revoke' | 'no_revocation_endpoint';
 
 /** Revokes what is left of the account's tokens; throws (to be retried) when the provider fails. */
-export async function revokeRemovedTokens(db: DatabasePool, config: Config, keyring: Keyring, accountId: string): Promise<RevocationOutcome> {
+export async function revokeRemovedTokens(
+  db: DatabasePool,
+  config: Config,
+  keyring: Keyring,
+  accountId: string,
+): Promise<RevocationOutcome> {
   const row = await db.maybeOne(sql.type(Pending)`
     update partner_token_revocations set attempts = attempts + 1 where account_id = ${accountId}
     returning access_token_sealed, refresh_token_sealed`);
@@ -33,18 +38,26 @@ export async function revokeRemovedTokens(db: DatabasePool, config: Config, keyr
     return 'no_revocation_endpoint';
   }
   // The refresh token first: revoking it ends the grant at most providers.
-  const order: [TokenKind, string | null][] = [['refresh', row.refresh_token_sealed], ['access', row.access_token_sealed]];
+  const order: [TokenKind, string | null][] = [
+    ['refresh', row.refresh_token_sealed],
+    ['access', row.access_token_sealed],
+  ];
   for (const [kind, sealed] of order) {
     if (!sealed) continue;
     try {
-      await oidc.tokenRevocation(client, openToken(keyring, accountId, kind, sealed), { token_type_hint: `${kind}_token` });
+      await oidc.tokenRevocation(client, openToken(keyring, accountId, kind, sealed), {
+        token_type_hint: `${kind}_token`,
+      });
     } catch (error) {
       // unsupported_token_type: the provider does not revoke this kind; nothing more to do for it.
-      if (!(error instanceof oidc.ResponseBodyError && error.error === 'unsupported_token_type')) throw await recordFailure(db, accountId, error);
+      if (!(error instanceof oidc.ResponseBodyError && error.error === 'unsupported_token_type'))
+        throw await recordFailure(db, accountId, error);
     }
-    await db.query(kind === 'refresh'
-      ? sql.unsafe`update partner_token_revocations set refresh_token_sealed = null where account_id = ${accountId}`
-      : sql.unsafe`update partner_token_revocations set access_token_sealed = null where account_id = ${accountId}`);
+    await db.query(
+      kind === 'refresh'
+        ? sql.unsafe`update partner_token_revocations set refresh_token_sealed = null where account_id = ${accountId}`
+        : sql.unsafe`update partner_token_revocations set access_token_sealed = null where account_id = ${accountId}`,
+    );
   }
   await db.query(sql.unsafe`delete from partner_token_revocations where account_id = ${accountId}`);
   return 'revoked';
@@ -52,6 +65,8 @@ export async function revokeRemovedTokens(db: DatabasePool, config: Config, keyr
 
 async function recordFailure(db: DatabasePool, accountId: string, error: unknown): Promise<Error> {
   const failure = providerFailure(error, 'token');
-  await db.query(sql.unsafe`update partner_token_revocations set last_error = ${failure.message.slice(0, 500)} where account_id = ${accountId}`);
+  await db.query(
+    sql.unsafe`update partner_token_revocations set last_error = ${failure.message.slice(0, 500)} where account_id = ${accountId}`,
+  );
   return new Error(`token revocation failed: ${failure.message}`);
 }

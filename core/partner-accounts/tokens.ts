@@ -33,7 +33,11 @@ const Active = z.object({
 export type PartnerAccountUse = { accountId: string; serviceId: string; scopes: string[] };
 
 const needsReauth = (serviceId: string) =>
-  new PartnerAccountError(409, 'needs_reauth', `The ${serviceId} account's grant was refused by the provider; its owner must connect it again.`);
+  new PartnerAccountError(
+    409,
+    'needs_reauth',
+    `The ${serviceId} account's grant was refused by the provider; its owner must connect it again.`,
+  );
 
 export async function withPartnerAccessToken<T>(
   db: DatabasePool,
@@ -47,10 +51,18 @@ export async function withPartnerAccessToken<T>(
            (a.access_expires_at is null or a.access_expires_at > now() + make_interval(secs => ${EXPIRY_MARGIN_S})) as fresh
     from partner_account_services s join partner_accounts a on a.id = s.account_id
     where s.tenant_id = ${tenantId} and s.service_id = ${serviceId} and s.active and a.state <> 'revoked'`);
-  if (!row) throw new PartnerAccountError(404, 'partner_account_not_connected', `No connected account is active for ${serviceId} in this workspace.`);
+  if (!row)
+    throw new PartnerAccountError(
+      404,
+      'partner_account_not_connected',
+      `No connected account is active for ${serviceId} in this workspace.`,
+    );
   if (row.state === 'needs_reauth') throw needsReauth(serviceId);
   const keyring = Keyring.fromConfig(config);
-  const token = row.fresh && row.access_token_sealed ? openToken(keyring, row.id, 'access', row.access_token_sealed) : await refreshAccessToken(db, config, keyring, row.id);
+  const token =
+    row.fresh && row.access_token_sealed
+      ? openToken(keyring, row.id, 'access', row.access_token_sealed)
+      : await refreshAccessToken(db, config, keyring, row.id);
   if (token === null) throw needsReauth(serviceId);
   await db.query(sql.unsafe`update partner_accounts set last_used_at = now() where id = ${row.id}`);
   return fn(token, { accountId: row.id, serviceId, scopes: row.scopes });
@@ -64,7 +76,12 @@ const Locked = z.object({
 });
 
 /** The account's current access token, refreshed under the row lock; null when the grant is gone (needs_reauth). */
-export async function refreshAccessToken(db: DatabasePool, config: Config, keyring: Keyring, accountId: string): Promise<string | null> {
+export async function refreshAccessToken(
+  db: DatabasePool,
+  config: Config,
+  keyring: Keyring,
+  accountId: string,
+): Promise<string | null> {
   return db.transaction(async (tx) => {
     const row = await tx.maybeOne(sql.type(Locked)`
       select state, access_token_sealed, refresh_token_sealed,
@@ -74,7 +91,9 @@ export async function refreshAccessToken(db: DatabasePool, config: Config, keyri
     // Another caller refreshed while this one waited for the lock.
     if (row.fresh && row.access_token_sealed) return openToken(keyring, accountId, 'access', row.access_token_sealed);
     const markNeedsReauth = async () => {
-      await tx.query(sql.unsafe`update partner_accounts set state = 'needs_reauth', updated_at = now() where id = ${accountId}`);
+      await tx.query(
+        sql.unsafe`update partner_accounts set state = 'needs_reauth', updated_at = now() where id = ${accountId}`,
+      );
       return null;
     };
     if (!row.refresh_token_sealed) return markNeedsReauth();
@@ -85,13 +104,18 @@ export async function refreshAccessToken(db: DatabasePool, config: Config, keyri
     try {
       tokens = await oidc.refreshTokenGrant(client, openToken(keyring, accountId, 'refresh', row.refresh_token_sealed));
     } catch (error) {
-      if (error instanceof oidc.ResponseBodyError && error.status < 500 && (error.error === 'invalid_grant' || error.error === 'unauthorized_client')) {
+      if (
+        error instanceof oidc.ResponseBodyError &&
+        error.status < 500 &&
+        (error.error === 'invalid_grant' || error.error === 'unauthorized_client')
+      ) {
         return markNeedsReauth();
       }
       const failure = providerFailure(error, 'token');
       throw new PartnerAccountError(502, 'provider_unavailable', failure.message);
     }
-    const expires = tokens.expires_in === undefined ? null : sql.fragment`now() + make_interval(secs => ${tokens.expires_in})`;
+    const expires =
+      tokens.expires_in === undefined ? null : sql.fragment`now() + make_interval(secs => ${tokens.expires_in})`;
     const refresh = tokens.refresh_token ? sealToken(keyring, accountId, 'refresh', tokens.refresh_token) : null;
     await tx.query(sql.unsafe`
       update partner_accounts set access_token_sealed = ${sealToken(keyring, accountId, 'access', tokens.access_token)},

@@ -80,7 +80,10 @@ export function reportLostDatabaseWork(error: unknown): void {
 export function guardUnhandledRejections(logger: Logger): void {
   process.on('unhandledRejection', (reason) => {
     if (isDatabaseUnavailable(reason)) {
-      logger.warn({ reason: (reason as Error)?.message }, 'database unreachable: an operation failed and will be recovered');
+      logger.warn(
+        { reason: (reason as Error)?.message },
+        'database unreachable: an operation failed and will be recovered',
+      );
       reportLostDatabaseWork(reason);
       return;
     }

@@ -15,11 +15,19 @@ async function probePort(host: string, port: number): Promise<number> {
     const server = createServer();
     server.once('error', (error: NodeJS.ErrnoException) => {
       if (error.code === 'EADDRINUSE') {
-        reject(new ListenPortError(`port ${port} on ${host} is already in use; stop what holds it, or set PORT to another port (PORT=0 picks a free one)`));
+        reject(
+          new ListenPortError(
+            `port ${port} on ${host} is already in use; stop what holds it, or set PORT to another port (PORT=0 picks a free one)`,
+          ),
+        );
       } else if (error.code === 'EACCES') {
         reject(new ListenPortError(`port ${port} on ${host} needs privileges; set PORT to 1024 or above`));
       } else if (error.code === 'EADDRNOTAVAIL' || error.code === 'ENOTFOUND') {
-        reject(new ListenPortError(`HOST ${host} is not an address of this machine; set HOST (127.0.0.1, or 0.0.0.0 for every interface)`));
+        reject(
+          new ListenPortError(
+            `HOST ${host} is not an address of this machine; set HOST (127.0.0.1, or 0.0.0.0 for every interface)`,
+          ),
+        );
       } else {
         reject(error);
       }

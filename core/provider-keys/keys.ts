@@ -14,7 +14,14 @@ const associatedData = (tenantId: string, provider: string) => `provider-key:${t
 
 export const maskKey = (last4: string) => `••••••••${last4}`;
 
-export type MaskedKey = { provider: KeyedProvider; masked: string; last4: string; baseUrl: string | null; createdAt: string; updatedAt: string };
+export type MaskedKey = {
+  provider: KeyedProvider;
+  masked: string;
+  last4: string;
+  baseUrl: string | null;
+  createdAt: string;
+  updatedAt: string;
+};
 
 const MetaRow = z.object({
   provider: z.string(),
@@ -34,7 +41,13 @@ const toMasked = (row: z.infer<typeof MetaRow>): MaskedKey => ({
   updatedAt: row.updated_at,
 });
 
-export type PutKeyInput = { tenantId: string; provider: KeyedProvider; apiKey: string; baseUrl?: string | null; userId: string };
+export type PutKeyInput = {
+  tenantId: string;
+  provider: KeyedProvider;
+  apiKey: string;
+  baseUrl?: string | null;
+  userId: string;
+};
 
 /** Stores or replaces the tenant's key for a provider; returns the masked view, never the key. */
 export async function putKey(db: CommonQueryMethods, keyring: Keyring, input: PutKeyInput): Promise<MaskedKey> {
@@ -52,7 +65,9 @@ export async function putKey(db: CommonQueryMethods, keyring: Keyring, input: Pu
 
 /** True when a key was removed. */
 export async function deleteKey(db: CommonQueryMethods, tenantId: string, provider: KeyedProvider): Promise<boolean> {
-  const { rowCount } = await db.query(sql.unsafe`delete from provider_keys where tenant_id = ${tenantId} and provider = ${provider}`);
+  const { rowCount } = await db.query(
+    sql.unsafe`delete from provider_keys where tenant_id = ${tenantId} and provider = ${provider}`,
+  );
   return rowCount > 0;
 }
 
@@ -69,8 +84,15 @@ export type ResolvedKey = { provider: KeyedProvider; apiKey: string; baseUrl: st
  * under the previous data key too (DATA_ENCRYPTION_KEY_PREVIOUS), so a
  * rotation never strands a stored key.
  */
-export async function resolveKey(db: CommonQueryMethods, keyring: Keyring, tenantId: string, provider: string): Promise<ResolvedKey | null> {
-  const row = await db.maybeOne(sql.type(z.object({ key_id: z.string(), ciphertext: z.string(), base_url: z.string().nullable() }))`
+export async function resolveKey(
+  db: CommonQueryMethods,
+  keyring: Keyring,
+  tenantId: string,
+  provider: string,
+): Promise<ResolvedKey | null> {
+  const row = await db.maybeOne(sql.type(
+    z.object({ key_id: z.string(), ciphertext: z.string(), base_url: z.string().nullable() }),
+  )`
     select key_id, ciphertext, base_url from provider_keys where tenant_id = ${tenantId} and provider = ${provider}`);
   if (!row) return null;
   return {
@@ -102,7 +124,9 @@ export async function credentialsFor(
 ): Promise<CallCredentials | null> {
   const fallbackUrl = defaultBaseUrl(config, provider);
   // The built-in model takes no key: nothing to look up.
-  const own = (KEYED_PROVIDERS as readonly string[]).includes(provider) ? await resolveKey(db, keyring, tenantId, provider) : null;
+  const own = (KEYED_PROVIDERS as readonly string[]).includes(provider)
+    ? await resolveKey(db, keyring, tenantId, provider)
+    : null;
   if (own) return { source: 'tenant_key', apiKey: own.apiKey, baseUrl: own.baseUrl ?? fallbackUrl };
   if (!providerFor(provider, config.providers).needsKey) return { source: 'platform_credits', baseUrl: fallbackUrl };
   const platformKey = (config.providers.platformKeys as Partial<Record<ProviderId, string>>)[provider];
@@ -125,7 +149,8 @@ export async function creditBalance(db: CommonQueryMethods, tenantId: string): P
  * when the balance is short or the tenant has no credits row.
  */
 export async function spendCredits(tx: CommonQueryMethods, tenantId: string, amount: number): Promise<boolean> {
-  if (!Number.isSafeInteger(amount) || amount < 0) throw new RangeError(`credit amount must be a non-negative integer, got ${amount}`);
+  if (!Number.isSafeInteger(amount) || amount < 0)
+    throw new RangeError(`credit amount must be a non-negative integer, got ${amount}`);
   if (amount === 0) return true;
   const { rowCount } = await tx.query(sql.unsafe`
     update tenant_credits set balance_micros = balance_micros - ${amount}, updated_at = now()
@@ -146,14 +171,23 @@ export function formatDollars(amountMicros: number): string {
   const sign = amountMicros < 0 ? '-' : '';
   const abs = Math.abs(amountMicros);
   const whole = Math.floor(abs / 1_000_000);
-  const fraction = String(abs % 1_000_000).padStart(6, '0').replace(/0+$/, '').padEnd(2, '0');
+  const fraction = String(abs % 1_000_000)
+    .padStart(6, '0')
+    .replace(/0+$/, '')
+    .padEnd(2, '0');
   return `${sign}${whole}.${fraction}`;
 }
 
 /** One row of the provider-key audit trail (never the key itself). */
 export async function auditKey(
   db: CommonQueryMethods,
-  entry: { tenantId: string; provider: string; action: 'saved' | 'deleted' | 'resolved'; userId: string | null; requestId?: string },
+  entry: {
+    tenantId: string;
+    provider: string;
+    action: 'saved' | 'deleted' | 'resolved';
+    userId: string | null;
+    requestId?: string;
+  },
 ): Promise<void> {
   await db.query(sql.unsafe`
     insert into provider_key_audit (tenant_id, provider, action, user_id, request_id)

@@ -12,7 +12,10 @@ import { providerFor } from '../providers/registry.ts';
 export async function recordPlatformProviderKeys(db: CommonQueryMethods, config: Config): Promise<void> {
   const keys = config.providers.platformKeys as Partial<Record<string, string>>;
   // Providers that need no key (a local Ollama) are never refused for lack of one.
-  const rows = KEYED_PROVIDERS.filter((p) => providerFor(p, config.providers).needsKey).map((provider) => ({ provider, configured: Boolean(keys[provider]) }));
+  const rows = KEYED_PROVIDERS.filter((p) => providerFor(p, config.providers).needsKey).map((provider) => ({
+    provider,
+    configured: Boolean(keys[provider]),
+  }));
   await db.query(sql.unsafe`
     insert into platform_provider_keys (provider, configured)
     select provider, configured from jsonb_to_recordset(${sql.jsonb(rows)}) as r(provider text, configured boolean)

@@ -81,7 +81,10 @@ export function createHttpAdapter(protocol: ProviderProtocol, options: AdapterOp
   /** The URL of `path` at the credential's endpoint, and the connection pool the outbound policy gives it. */
   function endpoint(credentials: Credentials, path: string) {
     const baseUrl = credentials.baseUrl ?? options.defaultBaseUrl;
-    const dispatcher = dispatcherFor(baseUrl, { trustedBaseUrl: options.defaultBaseUrl, allowPrivateUrls: options.allowPrivateUrls ?? false });
+    const dispatcher = dispatcherFor(baseUrl, {
+      trustedBaseUrl: options.defaultBaseUrl,
+      allowPrivateUrls: options.allowPrivateUrls ?? false,
+    });
     return { url: `${baseUrl.replace(/\/+$/, '')}${path}`, dispatcher };
   }
 
@@ -103,7 +106,8 @@ export function createHttpAdapter(protocol: ProviderProtocol, options: AdapterOp
     error instanceof HttpStatusError ? httpFailure(error.failure) : fallbackError(error, deadline, started);
 
   async function complete(request: CompletionRequest, credentials: Credentials): Promise<CompletionResult> {
-    if (protocol.needsKey && !credentials.apiKey) throw new ProviderError('invalid_key', `no API key for ${displayName}`);
+    if (protocol.needsKey && !credentials.apiKey)
+      throw new ProviderError('invalid_key', `no API key for ${displayName}`);
     const { url, dispatcher } = endpoint(credentials, protocol.completionPath);
     const body = JSON.stringify(protocol.body(request));
     const reader = protocol.reader(displayName);
@@ -111,15 +115,19 @@ export function createHttpAdapter(protocol: ProviderProtocol, options: AdapterOp
     let text = '';
     let started = false;
     try {
-      await postEventStream(url, { headers: protocol.headers(credentials.apiKey), body, signal: deadline.signal, dispatcher }, (event) => {
-        started = true;
-        deadline.touch();
-        const delta = reader.read(event);
-        if (!delta) return;
-        text += delta;
-        // Awaited only when the caller's handler returns a promise.
-        return deliverDelta(request.onDelta, delta);
-      });
+      await postEventStream(
+        url,
+        { headers: protocol.headers(credentials.apiKey), body, signal: deadline.signal, dispatcher },
+        (event) => {
+          started = true;
+          deadline.touch();
+          const delta = reader.read(event);
+          if (!delta) return;
+          text += delta;
+          // Awaited only when the caller's handler returns a promise.
+          return deliverDelta(request.onDelta, delta);
+        },
+      );
       const aborted = deadline.abortError();
       if (aborted) throw aborted;
     } catch (error) {
@@ -132,7 +140,8 @@ export function createHttpAdapter(protocol: ProviderProtocol, options: AdapterOp
       deadline.dispose();
     }
     const finishReason = reader.finishReason();
-    if (finishReason === null) throw new ProviderError('interrupted', `${displayName} ended the stream ${reader.incomplete()}`);
+    if (finishReason === null)
+      throw new ProviderError('interrupted', `${displayName} ended the stream ${reader.incomplete()}`);
     const usage = reader.usage();
     return {
       text,
@@ -142,7 +151,10 @@ export function createHttpAdapter(protocol: ProviderProtocol, options: AdapterOp
     };
   }
 
-  async function validateKey(credentials: Credentials, signal?: AbortSignal): Promise<{ valid: true } | { valid: false; reason: string }> {
+  async function validateKey(
+    credentials: Credentials,
+    signal?: AbortSignal,
+  ): Promise<{ valid: true } | { valid: false; reason: string }> {
     if (protocol.needsKey && !credentials.apiKey) return { valid: false, reason: 'no API key given' };
     const deadline = new Deadline(timeoutMs, signal);
     try {

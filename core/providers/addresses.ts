@@ -32,21 +32,55 @@ type Rule = [network: string, prefix: number];
 const RULES: ReadonlyArray<[AddressClass, 'ipv4' | 'ipv6', Rule[]]> = [
   ['unspecified', 'ipv4', [['0.0.0.0', 8]]],
   ['loopback', 'ipv4', [['127.0.0.0', 8]]],
-  ['private', 'ipv4', [['10.0.0.0', 8], ['172.16.0.0', 12], ['192.168.0.0', 16]]],
+  [
+    'private',
+    'ipv4',
+    [
+      ['10.0.0.0', 8],
+      ['172.16.0.0', 12],
+      ['192.168.0.0', 16],
+    ],
+  ],
   ['link-local', 'ipv4', [['169.254.0.0', 16]]],
   ['shared', 'ipv4', [['100.64.0.0', 10]]],
   ['multicast', 'ipv4', [['224.0.0.0', 4]]],
   // IETF protocol assignments, documentation, the retired 6to4 relay anycast,
   // benchmarking, class E and broadcast.
-  ['reserved', 'ipv4', [['192.0.0.0', 24], ['192.0.2.0', 24], ['192.88.99.0', 24], ['198.18.0.0', 15], ['198.51.100.0', 24], ['203.0.113.0', 24], ['240.0.0.0', 4]]],
+  [
+    'reserved',
+    'ipv4',
+    [
+      ['192.0.0.0', 24],
+      ['192.0.2.0', 24],
+      ['192.88.99.0', 24],
+      ['198.18.0.0', 15],
+      ['198.51.100.0', 24],
+      ['203.0.113.0', 24],
+      ['240.0.0.0', 4],
+    ],
+  ],
   ['unspecified', 'ipv6', [['::', 128]]],
   ['loopback', 'ipv6', [['::1', 128]]],
   ['unique-local', 'ipv6', [['fc00::', 7]]],
   ['link-local', 'ipv6', [['fe80::', 10]]],
   // Deprecated site-local and the local-use NAT64 prefix reach private networks too.
-  ['private', 'ipv6', [['fec0::', 10], ['64:ff9b:1::', 48]]],
+  [
+    'private',
+    'ipv6',
+    [
+      ['fec0::', 10],
+      ['64:ff9b:1::', 48],
+    ],
+  ],
   ['multicast', 'ipv6', [['ff00::', 8]]],
-  ['reserved', 'ipv6', [['100::', 64], ['2001:db8::', 32]]],
+  [
+    'reserved',
+    'ipv6',
+    [
+      ['100::', 64],
+      ['2001:db8::', 32],
+    ],
+  ],
 ];
 
 function listsFor(family: 'ipv4' | 'ipv6'): Array<[AddressClass, BlockList]> {

@@ -16,7 +16,12 @@ const DEFAULT_MAX_TOKENS = 4096;
 /** The API version the Messages protocol here is written against. */
 const ANTHROPIC_VERSION = '2023-06-01';
 
-type Usage = { input_tokens?: number | null; output_tokens?: number | null; cache_creation_input_tokens?: number | null; cache_read_input_tokens?: number | null };
+type Usage = {
+  input_tokens?: number | null;
+  output_tokens?: number | null;
+  cache_creation_input_tokens?: number | null;
+  cache_read_input_tokens?: number | null;
+};
 /** The parts of a Messages stream event we read. */
 type StreamEvent = {
   type: string;
@@ -94,7 +99,10 @@ const messagesProtocol: ProviderProtocol = {
   needsKey: true,
   completionPath: '/v1/messages',
   keyCheckPath: '/v1/models?limit=1',
-  headers: (apiKey) => ({ ...(apiKey === undefined ? {} : { 'x-api-key': apiKey }), 'anthropic-version': ANTHROPIC_VERSION }),
+  headers: (apiKey) => ({
+    ...(apiKey === undefined ? {} : { 'x-api-key': apiKey }),
+    'anthropic-version': ANTHROPIC_VERSION,
+  }),
   body(request) {
     const { system, turns } = toAnthropicMessages(request.messages);
     return {

@@ -5,7 +5,13 @@ import { estimateInputTokens, estimateTokens } from './errors.ts';
 import type { ChatMessage, CompletionRequest, CompletionResult, ModelInfo, ProviderAdapter } from './types.ts';
 
 export const BUILTIN_MODELS: readonly ModelInfo[] = [
-  { id: 'offline', name: 'Offline (built-in)', contextWindow: 8_192, inputPricePerMTokMicros: 0, outputPricePerMTokMicros: 0 },
+  {
+    id: 'offline',
+    name: 'Offline (built-in)',
+    contextWindow: 8_192,
+    inputPricePerMTokMicros: 0,
+    outputPricePerMTokMicros: 0,
+  },
 ];
 
 const QUOTE_LIMIT = 160;
@@ -17,7 +23,10 @@ function quote(text: string): string {
 
 /** A "## Heading" section of the system messages (the workspace context), up to the next "## ". */
 function systemSection(messages: readonly ChatMessage[], heading: string): string | null {
-  const system = messages.filter((m) => m.role === 'system').map((m) => m.content).join('\n\n');
+  const system = messages
+    .filter((m) => m.role === 'system')
+    .map((m) => m.content)
+    .join('\n\n');
   const start = system.indexOf(`${heading}\n`);
   if (start < 0) return null;
   const body = system.slice(start + heading.length + 1);
@@ -34,13 +43,19 @@ function workspaceReply(messages: readonly ChatMessage[], question: string): str
   if (/\b(memory|remember)\b/i.test(question)) {
     const memory = systemSection(messages, '## Memory');
     if (memory === null) return 'My memory is empty (or switched off) in this workspace.';
-    const text = memory.split('\n').filter((l) => l.trim() !== '' && !l.startsWith('The workspace')).map((l) => (l.startsWith('### ') ? `(${l.slice(4)})` : l)).join(' ');
+    const text = memory
+      .split('\n')
+      .filter((l) => l.trim() !== '' && !l.startsWith('The workspace'))
+      .map((l) => (l.startsWith('### ') ? `(${l.slice(4)})` : l))
+      .join(' ');
     return `From memory: "${quote(text)}"`;
   }
   if (/\bskills?\b/i.test(question)) {
     const skills = systemSection(messages, '## Skills');
     const names = skills === null ? [] : [...skills.matchAll(/^### (\S+)/gm)].map((m) => m[1]!);
-    return names.length === 0 ? 'I have no skills installed in this workspace.' : `Skills I can use: ${names.join(', ')}.`;
+    return names.length === 0
+      ? 'I have no skills installed in this workspace.'
+      : `Skills I can use: ${names.join(', ')}.`;
   }
   return null;
 }
@@ -68,7 +83,9 @@ export function splitForStreaming(text: string, parts: number): string[] {
   const words = text.match(/\S+\s*/g) ?? [];
   if (words.length === 0) return text ? [text] : [];
   const n = Math.max(1, Math.min(parts, words.length));
-  return Array.from({ length: n }, (_, i) => words.slice(Math.floor((i * words.length) / n), Math.floor(((i + 1) * words.length) / n)).join(''));
+  return Array.from({ length: n }, (_, i) =>
+    words.slice(Math.floor((i * words.length) / n), Math.floor(((i + 1) * words.length) / n)).join(''),
+  );
 }
 
 function abortReason(signal: AbortSignal): unknown {

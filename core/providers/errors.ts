@@ -66,7 +66,11 @@ export function kindForStreamError(type: string | null | undefined): ProviderErr
 }
 
 /** An error event inside a stream (it has a type or code but no status) as a ProviderError. */
-export function streamEventError(displayName: string, type: string | null | undefined, message: string | undefined): ProviderError {
+export function streamEventError(
+  displayName: string,
+  type: string | null | undefined,
+  message: string | undefined,
+): ProviderError {
   return new ProviderError(kindForStreamError(type), `${displayName}: ${message ?? 'error in the stream'}`);
 }
 
@@ -77,7 +81,12 @@ export function httpProviderError(
   hint?: string | null,
 ): ProviderError {
   const kind = kindForStatus(status, hint);
-  return new ProviderError(kind, message, status, kind === 'rate_limited' || kind === 'unavailable' ? retryAfterMs(headers) : undefined);
+  return new ProviderError(
+    kind,
+    message,
+    status,
+    kind === 'rate_limited' || kind === 'unavailable' ? retryAfterMs(headers) : undefined,
+  );
 }
 
 /** Wraps an error thrown by the caller's onDelta so it passes through unmapped. */
@@ -92,7 +101,10 @@ export class DeltaHandlerError extends Error {
  * order), none is made when it returns none (a stream's hot path); what it
  * throws passes through as DeltaHandlerError.
  */
-export function deliverDelta(onDelta: ((d: string) => void | Promise<void>) | undefined, delta: string): void | Promise<void> {
+export function deliverDelta(
+  onDelta: ((d: string) => void | Promise<void>) | undefined,
+  delta: string,
+): void | Promise<void> {
   if (!onDelta || delta === '') return;
   let outcome: void | Promise<void>;
   try {

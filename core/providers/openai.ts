@@ -70,7 +70,10 @@ function chatCompletionsProtocol(id: OpenAICompatibleOptions['id'], needsKey: bo
     errorBody(parsed) {
       const body = parsed as { error?: ErrorObject | string; message?: string };
       const e = typeof body.error === 'object' ? body.error : undefined;
-      return { message: e?.message ?? (typeof body.error === 'string' ? body.error : undefined) ?? body.message, hint: e?.code ?? e?.type };
+      return {
+        message: e?.message ?? (typeof body.error === 'string' ? body.error : undefined) ?? body.message,
+        hint: e?.code ?? e?.type,
+      };
     },
   };
 }

@@ -55,7 +55,9 @@ type Classify = (address: string) => AddressClass | null;
 function addressProblem(host: string, address: string, classify: Classify = classifyAddress): string | null {
   const found = classify(address);
   if (!found) return null;
-  return host === address ? `${address} is ${describeClass(found)}` : `${host} resolves to ${address}, ${describeClass(found)}`;
+  return host === address
+    ? `${address} is ${describeClass(found)}`
+    : `${host} resolves to ${address}, ${describeClass(found)}`;
 }
 
 /** Literal IPs and localhost names are judged without DNS; undefined means a name to resolve. */
@@ -148,7 +150,8 @@ export function createGuardedDispatcher(guard: Guard = {}): Agent {
 export function createGuardedFetch(guard: Guard = {}): typeof fetch {
   let agent: Agent | undefined;
   return async (input, init) => {
-    if (typeof input !== 'string' && !(input instanceof URL)) throw new TypeError('the guarded fetch takes a URL, not a Request');
+    if (typeof input !== 'string' && !(input instanceof URL))
+      throw new TypeError('the guarded fetch takes a URL, not a Request');
     const form = urlFormProblem(new URL(input));
     if (form) throw new OutboundBlockedError(`the provider URL is refused: ${form}`);
     agent ??= createGuardedDispatcher(guard);

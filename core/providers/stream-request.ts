@@ -48,7 +48,10 @@ const REDIRECTS = new Set([300, 301, 302, 303, 307, 308]);
  * network failure); each hop connects through `dispatcher`, so the outbound
  * policy checks every one.
  */
-export async function getOk(url: string, init: { headers: Record<string, string>; signal: AbortSignal; dispatcher: Dispatcher }): Promise<void> {
+export async function getOk(
+  url: string,
+  init: { headers: Record<string, string>; signal: AbortSignal; dispatcher: Dispatcher },
+): Promise<void> {
   const response = await undici().request(url, {
     method: 'GET',
     headers: { accept: 'application/json', ...init.headers },

@@ -59,7 +59,13 @@ export class ProviderError extends Error {
   }
 }
 
-export type ModelInfo = { id: string; name: string; contextWindow?: number; inputPricePerMTokMicros: number; outputPricePerMTokMicros: number };
+export type ModelInfo = {
+  id: string;
+  name: string;
+  contextWindow?: number;
+  inputPricePerMTokMicros: number;
+  outputPricePerMTokMicros: number;
+};
 
 export interface ProviderAdapter {
   readonly id: ProviderId;
@@ -70,5 +76,8 @@ export interface ProviderAdapter {
   readonly models: readonly ModelInfo[];
   complete(request: CompletionRequest, credentials: Credentials): Promise<CompletionResult>;
   /** A cheap authenticated call (e.g. list models): invalid_key when refused. */
-  validateKey(credentials: Credentials, signal?: AbortSignal): Promise<{ valid: true } | { valid: false; reason: string }>;
+  validateKey(
+    credentials: Credentials,
+    signal?: AbortSignal,
+  ): Promise<{ valid: true } | { valid: false; reason: string }>;
 }

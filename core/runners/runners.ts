@@ -24,7 +24,11 @@ export class RunnerRevokedError extends Error {
 
 const Id = z.object({ id: z.string() });
 
-export async function enrollRunner(db: CommonQueryMethods, tenantId: string, name: string): Promise<{ runnerId: string; token: string }> {
+export async function enrollRunner(
+  db: CommonQueryMethods,
+  tenantId: string,
+  name: string,
+): Promise<{ runnerId: string; token: string }> {
   const token = randomToken(RUNNER_TOKEN_PREFIX);
   const runnerId = await db.oneFirst(sql.type(Id)`
     insert into runners (tenant_id, name, token_hash) values (${tenantId}, ${name}, ${sha256(token)}) returning id`);
@@ -37,7 +41,11 @@ export type RunnerIdentity = z.infer<typeof RunnerIdentity>;
 /** The active runner holding this token, or null. Lookup by hash: the token never reaches SQL. */
 export async function runnerByToken(db: CommonQueryMethods, token: string): Promise<RunnerIdentity | null> {
   if (!token.startsWith(RUNNER_TOKEN_PREFIX)) return null;
-  return db.maybeOne(sql.type(RunnerIdentity)`select id, tenant_id from runners where token_hash = ${sha256(token)} and status = 'active'`);
+  return db.maybeOne(
+    sql.type(
+      RunnerIdentity,
+    )`select id, tenant_id from runners where token_hash = ${sha256(token)} and status = 'active'`,
+  );
 }
 
 export const PendingWorkRow = z.object({
@@ -54,7 +62,11 @@ export type PendingWorkRow = z.infer<typeof PendingWorkRow>;
  * Records a heartbeat and returns the runner's pending work, oldest first.
  * The update re-checks the status, so a revoke that commits first wins.
  */
-export async function heartbeat(db: CommonQueryMethods, runner: RunnerIdentity, gatewayConnected: boolean): Promise<readonly PendingWorkRow[]> {
+export async function heartbeat(
+  db: CommonQueryMethods,
+  runner: RunnerIdentity,
+  gatewayConnected: boolean,
+): Promise<readonly PendingWorkRow[]> {
   const seen = await db.maybeOne(sql.type(Id)`
     update runners set last_heartbeat_at = now(), gateway_connected = ${gatewayConnected}
     where id = ${runner.id} and status = 'active' returning id`);
@@ -66,7 +78,11 @@ export async function heartbeat(db: CommonQueryMethods, runner: RunnerIdentity, 
     order by w.created_at limit 100`);
 }
 
-const WorkState = z.object({ id: z.string(), state: z.enum(['pending', 'acknowledged', 'done']), acknowledged_at: z.string().nullable() });
+const WorkState = z.object({
+  id: z.string(),
+  state: z.enum(['pending', 'acknowledged', 'done']),
+  acknowledged_at: z.string().nullable(),
+});
 export type WorkState = z.infer<typeof WorkState>;
 
 /**
@@ -74,7 +90,11 @@ export type WorkState = z.infer<typeof WorkState>;
  * work already acknowledged or done is returned as it is. Null: no such work
  * for this runner. A runner revoked meanwhile acknowledges nothing.
  */
-export async function acknowledgeWork(db: CommonQueryMethods, runner: RunnerIdentity, workId: string): Promise<WorkState | null> {
+export async function acknowledgeWork(
+  db: CommonQueryMethods,
+  runner: RunnerIdentity,
+  workId: string,
+): Promise<WorkState | null> {
   const updated = await db.maybeOne(sql.type(WorkState)`
     update runner_work set state = 'acknowledged', acknowledged_at = now()
     where id = ${workId} and runner_id = ${runner.id} and state = 'pending'
@@ -83,7 +103,11 @@ export async function acknowledgeWork(db: CommonQueryMethods, runner: RunnerIden
   if (updated) return updated;
   const active = await db.exists(sql.unsafe`select 1 from runners where id = ${runner.id} and status = 'active'`);
   if (!active) throw new RunnerRevokedError('runner revoked');
-  return db.maybeOne(sql.type(WorkState)`select id, state, acknowledged_at from runner_work where id = ${workId} and runner_id = ${runner.id}`);
+  return db.maybeOne(
+    sql.type(
+      WorkState,
+    )`select id, state, acknowledged_at from runner_work where id = ${workId} and runner_id = ${runner.id}`,
+  );
 }
 
 export async function runExecutionEnabled(db: CommonQueryMethods, tenantId: string): Promise<boolean> {
@@ -92,13 +116,21 @@ export async function runExecutionEnabled(db: CommonQueryMethods, tenantId: stri
   return enabled ?? true;
 }
 
-export async function setRunExecutionEnabled(db: CommonQueryMethods, tenantId: string, enabled: boolean): Promise<void> {
+export async function setRunExecutionEnabled(
+  db: CommonQueryMethods,
+  tenantId: string,
+  enabled: boolean,
+): Promise<void> {
   await db.query(sql.unsafe`
     insert into tenant_agent_settings (tenant_id, run_execution_enabled) values (${tenantId}, ${enabled})
     on conflict (tenant_id) do update set run_execution_enabled = excluded.run_execution_enabled, updated_at = now()`);
 }
 
-export type NotReadyReason = 'runner_not_enrolled' | 'run_execution_disabled' | 'runner_offline' | 'cloud_gateway_not_connected';
+export type NotReadyReason =
+  | 'runner_not_enrolled'
+  | 'run_execution_disabled'
+  | 'runner_offline'
+  | 'cloud_gateway_not_connected';
 export type Readiness = { ready: true; runnerId: string } | { ready: false; reason: NotReadyReason };
 
 /** The facts readiness is decided from, as one row (see readinessFacts). */
@@ -153,6 +185,10 @@ export function readinessOf(f: ReadinessFacts): Readiness {
 }
 
 /** Whether the tenant can run agent work now (one statement). */
-export async function readiness(db: CommonQueryMethods, tenantId: string, preferredRunnerId: string | null): Promise<Readiness> {
+export async function readiness(
+  db: CommonQueryMethods,
+  tenantId: string,
+  preferredRunnerId: string | null,
+): Promise<Readiness> {
   return readinessOf(await db.one(sql.type(ReadinessFacts)`${readinessFacts(tenantId, preferredRunnerId)}`));
 }

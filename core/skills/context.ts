@@ -14,7 +14,14 @@ export const SKILLS_HEADING = '## Skills';
 
 export type SkillsContext = { text: string; skills: string[]; truncated: boolean };
 
-const Row = z.object({ name: z.string(), description: z.string(), version: z.string().nullable(), instructions: z.string(), env_schema: z.array(EnvField), configured: z.array(z.string()) });
+const Row = z.object({
+  name: z.string(),
+  description: z.string(),
+  version: z.string().nullable(),
+  instructions: z.string(),
+  env_schema: z.array(EnvField),
+  configured: z.array(z.string()),
+});
 
 export async function skillsContext(db: CommonQueryMethods, tenantId: string): Promise<SkillsContext> {
   const rows = await db.any(sql.type(Row)`
@@ -22,14 +29,18 @@ export async function skillsContext(db: CommonQueryMethods, tenantId: string): P
       array(select jsonb_object_keys(coalesce(c.values_json, '{}') || coalesce(c.secrets, '{}'))) as configured
     from skills s left join skill_configs c on c.skill_id = s.id and c.tenant_id = s.tenant_id
     where s.tenant_id = ${tenantId} and s.published order by s.name`);
-  const usable = rows.filter((r) => r.env_schema.every((f) => !f.required || f.default !== undefined || r.configured.includes(f.name)));
+  const usable = rows.filter((r) =>
+    r.env_schema.every((f) => !f.required || f.default !== undefined || r.configured.includes(f.name)),
+  );
   if (usable.length === 0) return { text: '', skills: [], truncated: false };
   let text = `${SKILLS_HEADING}\nInstalled skills you can use (follow a skill's instructions when the task fits it):`;
   const skills: string[] = [];
   let truncated = false;
   for (const s of usable) {
     const cut = s.instructions.length > SKILL_INSTRUCTIONS_BUDGET;
-    const body = cut ? `${s.instructions.slice(0, SKILL_INSTRUCTIONS_BUDGET)}\n[instructions cut to fit the budget]` : s.instructions;
+    const body = cut
+      ? `${s.instructions.slice(0, SKILL_INSTRUCTIONS_BUDGET)}\n[instructions cut to fit the budget]`
+      : s.instructions;
     const block = `\n\n### ${s.name}${s.version ? ` (version ${s.version})` : ''}\n${s.description}\n\n${body.trim()}`;
     if (text.length + block.length > SKILLS_PROMPT_BUDGET) {
       text += `\n\n[${usable.length - skills.length} more skills left out to fit the budget]`;

@@ -25,7 +25,10 @@ export const EnvSchema = z
   .max(MAX_ENV_FIELDS)
   .refine((fields) => new Set(fields.map((f) => f.name)).size === fields.length, 'field names must be unique')
   .refine((fields) => fields.every((f) => !(f.secret && f.default !== undefined)), 'a secret field has no default')
-  .refine((fields) => fields.every((f) => f.default === undefined || valueProblem(f, f.default) === null), 'a default must match its type');
+  .refine(
+    (fields) => fields.every((f) => f.default === undefined || valueProblem(f, f.default) === null),
+    'a default must match its type',
+  );
 export type EnvSchema = z.infer<typeof EnvSchema>;
 
 export type EnvValue = string | number | boolean;
@@ -38,9 +41,16 @@ export function valueProblem(field: EnvField, value: EnvValue): string | null {
     case 'boolean':
       return typeof value === 'boolean' ? null : 'true or false';
     case 'url':
-      return typeof value === 'string' && URL.canParse(value) && /^https?:/i.test(value) && value.length <= MAX_ENV_VALUE_LENGTH ? null : 'an http(s) URL';
+      return typeof value === 'string' &&
+        URL.canParse(value) &&
+        /^https?:/i.test(value) &&
+        value.length <= MAX_ENV_VALUE_LENGTH
+        ? null
+        : 'an http(s) URL';
     default:
-      return typeof value === 'string' && value.length <= MAX_ENV_VALUE_LENGTH ? null : `text of at most ${MAX_ENV_VALUE_LENGTH} characters`;
+      return typeof value === 'string' && value.length <= MAX_ENV_VALUE_LENGTH
+        ? null
+        : `text of at most ${MAX_ENV_VALUE_LENGTH} characters`;
   }
 }
 
@@ -59,7 +69,8 @@ export function checkValues(schema: readonly EnvField[], values: Record<string, 
     }
   }
   for (const field of schema) {
-    if (field.required && field.default === undefined && !(field.name in values)) issues.push({ path: `body.values.${field.name}`, message: 'required' });
+    if (field.required && field.default === undefined && !(field.name in values))
+      issues.push({ path: `body.values.${field.name}`, message: 'required' });
   }
   return issues;
 }

@@ -15,7 +15,10 @@ const FrontMatter = z
   .object({
     name: z.string().min(1).max(64).regex(SKILL_NAME, 'lowercase letters, digits and single hyphens'),
     description: z.string().trim().min(1).max(1024),
-    version: z.union([z.string().trim().min(1).max(64), z.number()]).transform(String).optional(),
+    version: z
+      .union([z.string().trim().min(1).max(64), z.number()])
+      .transform(String)
+      .optional(),
     env: EnvSchema.optional(),
     'allowed-tools': z.union([z.string().max(2000), z.array(z.string().min(1).max(200)).max(100)]).optional(),
   })

@@ -25,11 +25,21 @@ export const SKILL_LIMITS = {
 } as const;
 
 export type SkillFile = { path: string; sha256: string; bytes: number };
-export type ScannedSkill = { dir: string; manifest: Manifest; manifestSha256: string; files: SkillFile[]; treeSha256: string; totalBytes: number };
+export type ScannedSkill = {
+  dir: string;
+  manifest: Manifest;
+  manifestSha256: string;
+  files: SkillFile[];
+  treeSha256: string;
+  totalBytes: number;
+};
 export type RefusedSkill = { name: string; code: string; reason: string };
 
 class SkillRefusal extends Error {
-  constructor(readonly code: string, message: string) {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -37,20 +47,25 @@ class SkillRefusal extends Error {
 const sha256 = (data: Buffer | string) => createHash('sha256').update(data).digest('hex');
 
 async function walk(root: string, rel: string, depth: number, out: { path: string; bytes: number }[]): Promise<void> {
-  if (depth > SKILL_LIMITS.depth) throw new SkillRefusal('too_deep', `directories nest deeper than ${SKILL_LIMITS.depth} levels`);
+  if (depth > SKILL_LIMITS.depth)
+    throw new SkillRefusal('too_deep', `directories nest deeper than ${SKILL_LIMITS.depth} levels`);
   const entries = await readdir(path.join(root, rel), { withFileTypes: true });
   for (const entry of entries.sort((a, b) => (a.name < b.name ? -1 : 1))) {
     const relPath = rel ? `${rel}/${entry.name}` : entry.name;
     const info = await lstat(path.join(root, relPath)).catch((error: NodeJS.ErrnoException) => {
-      if (error.code === 'ENOENT') throw new SkillRefusal('changed', `${relPath} went away while the skill was read; sync again`);
+      if (error.code === 'ENOENT')
+        throw new SkillRefusal('changed', `${relPath} went away while the skill was read; sync again`);
       throw error;
     });
-    if (info.isSymbolicLink()) throw new SkillRefusal('symlink', `${relPath} is a symbolic link; a skill holds its own files only`);
+    if (info.isSymbolicLink())
+      throw new SkillRefusal('symlink', `${relPath} is a symbolic link; a skill holds its own files only`);
     if (info.isDirectory()) await walk(root, relPath, depth + 1, out);
     else if (info.isFile()) {
-      if (info.size > SKILL_LIMITS.fileBytes) throw new SkillRefusal('too_large', `${relPath} is larger than ${SKILL_LIMITS.fileBytes} bytes`);
+      if (info.size > SKILL_LIMITS.fileBytes)
+        throw new SkillRefusal('too_large', `${relPath} is larger than ${SKILL_LIMITS.fileBytes} bytes`);
       out.push({ path: relPath, bytes: info.size });
-      if (out.length > SKILL_LIMITS.files) throw new SkillRefusal('too_many_files', `more than ${SKILL_LIMITS.files} files`);
+      if (out.length > SKILL_LIMITS.files)
+        throw new SkillRefusal('too_many_files', `more than ${SKILL_LIMITS.files} files`);
     } else throw new SkillRefusal('unsupported_file', `${relPath} is not a regular file`);
   }
 }
@@ -73,22 +88,29 @@ export async function readSkillFile(base: string, relPath: string): Promise<Buff
     handle = await open(file, OPEN_FLAGS);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'ELOOP') throw new SkillRefusal('symlink', `${relPath} is a symbolic link; a skill holds its own files only`);
-    if (code === 'ENOENT') throw new SkillRefusal('changed', `${relPath} went away while the skill was read; sync again`);
+    if (code === 'ELOOP')
+      throw new SkillRefusal('symlink', `${relPath} is a symbolic link; a skill holds its own files only`);
+    if (code === 'ENOENT')
+      throw new SkillRefusal('changed', `${relPath} went away while the skill was read; sync again`);
     throw error;
   }
   try {
     const info = await handle.stat();
     if (!info.isFile()) throw new SkillRefusal('unsupported_file', `${relPath} is not a regular file`);
-    if (info.size > SKILL_LIMITS.fileBytes) throw new SkillRefusal('too_large', `${relPath} is larger than ${SKILL_LIMITS.fileBytes} bytes`);
+    if (info.size > SKILL_LIMITS.fileBytes)
+      throw new SkillRefusal('too_large', `${relPath} is larger than ${SKILL_LIMITS.fileBytes} bytes`);
     // Where the opened file really is (Linux names it under /proc). Not the
     // listed place: a directory above it is a link now, or it was moved.
     const opened = await readlink(`/proc/self/fd/${handle.fd}`).catch(() => null);
     const expected = path.join(await realpath(base), relPath);
     if (opened !== null && opened !== expected) {
       const dirNow = await realpath(path.dirname(file)).catch(() => null);
-      if (dirNow === path.dirname(expected)) throw new SkillRefusal('changed', `${relPath} changed while the skill was read; sync again`);
-      throw new SkillRefusal('symlink', `${relPath} is reached through a symbolic link; a skill holds its own files only`);
+      if (dirNow === path.dirname(expected))
+        throw new SkillRefusal('changed', `${relPath} changed while the skill was read; sync again`);
+      throw new SkillRefusal(
+        'symlink',
+        `${relPath} is reached through a symbolic link; a skill holds its own files only`,
+      );
     }
     // One byte more than the limit tells a file that grew since its stat.
     const buffer = Buffer.alloc(Math.min(info.size, SKILL_LIMITS.fileBytes) + 1);
@@ -99,7 +121,8 @@ export async function readSkillFile(base: string, relPath: string): Promise<Buff
       length += bytesRead;
       if (length === buffer.length) break;
     }
-    if (length > info.size) throw new SkillRefusal('changed', `${relPath} changed while the skill was read; sync again`);
+    if (length > info.size)
+      throw new SkillRefusal('changed', `${relPath} changed while the skill was read; sync again`);
     return buffer.subarray(0, length);
   } finally {
     await handle.close();
@@ -111,8 +134,10 @@ async function scanOne(root: string, dir: string): Promise<ScannedSkill> {
   const listed: { path: string; bytes: number }[] = [];
   await walk(base, '', 0, listed);
   const totalBytes = listed.reduce((n, f) => n + f.bytes, 0);
-  if (totalBytes > SKILL_LIMITS.totalBytes) throw new SkillRefusal('too_large', `the files hold more than ${SKILL_LIMITS.totalBytes} bytes`);
-  if (!listed.some((f) => f.path === 'SKILL.md')) throw new SkillRefusal('missing_manifest', 'no SKILL.md at the top of the directory');
+  if (totalBytes > SKILL_LIMITS.totalBytes)
+    throw new SkillRefusal('too_large', `the files hold more than ${SKILL_LIMITS.totalBytes} bytes`);
+  if (!listed.some((f) => f.path === 'SKILL.md'))
+    throw new SkillRefusal('missing_manifest', 'no SKILL.md at the top of the directory');
   const files: SkillFile[] = [];
   let manifestText = '';
   let manifestSha256 = '';
@@ -121,7 +146,8 @@ async function scanOne(root: string, dir: string): Promise<ScannedSkill> {
     const digest = sha256(bytes);
     files.push({ path: f.path, sha256: digest, bytes: bytes.length });
     if (f.path === 'SKILL.md') {
-      if (bytes.length > SKILL_LIMITS.manifestBytes) throw new SkillRefusal('too_large', `SKILL.md is larger than ${SKILL_LIMITS.manifestBytes} bytes`);
+      if (bytes.length > SKILL_LIMITS.manifestBytes)
+        throw new SkillRefusal('too_large', `SKILL.md is larger than ${SKILL_LIMITS.manifestBytes} bytes`);
       manifestText = bytes.toString('utf8');
       manifestSha256 = digest;
     }
@@ -133,7 +159,8 @@ async function scanOne(root: string, dir: string): Promise<ScannedSkill> {
     if (error instanceof ManifestError) throw new SkillRefusal('invalid_manifest', error.message);
     throw error;
   }
-  if (manifest.name !== dir) throw new SkillRefusal('name_mismatch', `SKILL.md names "${manifest.name}" but the directory is "${dir}"`);
+  if (manifest.name !== dir)
+    throw new SkillRefusal('name_mismatch', `SKILL.md names "${manifest.name}" but the directory is "${dir}"`);
   const treeSha256 = sha256(files.map((f) => `${f.path}\0${f.sha256}\0${f.bytes}\n`).join(''));
   return { dir, manifest, manifestSha256, files, treeSha256, totalBytes: files.reduce((n, f) => n + f.bytes, 0) };
 }
@@ -157,14 +184,23 @@ export async function scanSkillsDirectory(root: string): Promise<{ skills: Scann
   for (const entry of dirs.slice(0, SKILL_LIMITS.skills)) {
     if (!entry.isDirectory()) continue; // loose files (a README) are not skills
     if (!SKILL_NAME.test(entry.name) || entry.name.length > 64) {
-      refused.push({ name: entry.name.slice(0, 64), code: 'invalid_name', reason: 'a skill directory is named with lowercase letters, digits and single hyphens (at most 64)' });
+      refused.push({
+        name: entry.name.slice(0, 64),
+        code: 'invalid_name',
+        reason: 'a skill directory is named with lowercase letters, digits and single hyphens (at most 64)',
+      });
       continue;
     }
     try {
       skills.push(await scanOne(root, entry.name));
     } catch (error) {
       if (error instanceof SkillRefusal) refused.push({ name: entry.name, code: error.code, reason: error.message });
-      else refused.push({ name: entry.name, code: 'unreadable', reason: `cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'})` });
+      else
+        refused.push({
+          name: entry.name,
+          code: 'unreadable',
+          reason: `cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'})`,
+        });
     }
   }
   return { skills, refused };

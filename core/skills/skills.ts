@@ -24,17 +24,28 @@ export const SkillRow = z.object({
 export type SkillRow = z.infer<typeof SkillRow>;
 const COLUMNS = sql.fragment`id, name, description, version, allowed_tools, env_schema, published, published_at, manifest_sha256, tree_sha256, files, total_bytes, synced_at, created_at, updated_at`;
 
-export async function listSkills(db: CommonQueryMethods, tenantId: string, only: 'published' | 'all'): Promise<readonly SkillRow[]> {
+export async function listSkills(
+  db: CommonQueryMethods,
+  tenantId: string,
+  only: 'published' | 'all',
+): Promise<readonly SkillRow[]> {
   return db.any(sql.type(SkillRow)`
     select ${COLUMNS} from skills where tenant_id = ${tenantId} ${only === 'published' ? sql.fragment`and published` : sql.fragment``}
     order by name`);
 }
 
 export async function findSkill(db: CommonQueryMethods, tenantId: string, skillId: string): Promise<SkillRow | null> {
-  return db.maybeOne(sql.type(SkillRow)`select ${COLUMNS} from skills where id = ${skillId} and tenant_id = ${tenantId}`);
+  return db.maybeOne(
+    sql.type(SkillRow)`select ${COLUMNS} from skills where id = ${skillId} and tenant_id = ${tenantId}`,
+  );
 }
 
-export async function setPublished(db: CommonQueryMethods, tenantId: string, skillId: string, published: boolean): Promise<SkillRow | null> {
+export async function setPublished(
+  db: CommonQueryMethods,
+  tenantId: string,
+  skillId: string,
+  published: boolean,
+): Promise<SkillRow | null> {
   return db.maybeOne(sql.type(SkillRow)`
     update skills set published = ${published}, published_at = ${published ? sql.fragment`coalesce(published_at, now())` : sql.fragment`null`}, updated_at = now()
     where id = ${skillId} and tenant_id = ${tenantId} returning ${COLUMNS}`);
@@ -45,7 +56,12 @@ export async function setPublished(db: CommonQueryMethods, tenantId: string, ski
  * type or secrecy are dropped in the same transaction (a plain value never
  * becomes a secret one, nor the reverse).
  */
-export async function setEnvSchema(db: DatabasePool, tenantId: string, skillId: string, schema: EnvSchema): Promise<SkillRow | null> {
+export async function setEnvSchema(
+  db: DatabasePool,
+  tenantId: string,
+  skillId: string,
+  schema: EnvSchema,
+): Promise<SkillRow | null> {
   return db.transaction(async (tx) => {
     const before = await tx.maybeOne(sql.type(z.object({ env_schema: z.array(EnvField) }))`
       select env_schema from skills where id = ${skillId} and tenant_id = ${tenantId} for update`);

@@ -5,12 +5,21 @@ import { z } from 'zod';
 import { sql, type DatabasePool } from '../db/pool.ts';
 import { scanSkillsDirectory, type RefusedSkill, type ScannedSkill } from './scan.ts';
 
-export type SyncedSkill = { skillId: string; name: string; version: string | null; status: 'created' | 'updated' | 'unchanged'; treeSha256: string };
+export type SyncedSkill = {
+  skillId: string;
+  name: string;
+  version: string | null;
+  status: 'created' | 'updated' | 'unchanged';
+  treeSha256: string;
+};
 export type SyncOutcome = { synced: SyncedSkill[]; refused: RefusedSkill[] };
 
 const Existing = z.object({ id: z.string(), version: z.string().nullable(), tree_sha256: z.string() });
 
-export async function syncSkills(db: DatabasePool, input: { tenantId: string; userId: string; dir: string }): Promise<SyncOutcome> {
+export async function syncSkills(
+  db: DatabasePool,
+  input: { tenantId: string; userId: string; dir: string },
+): Promise<SyncOutcome> {
   const scan = await scanSkillsDirectory(input.dir);
   const refused = [...scan.refused];
   const synced: SyncedSkill[] = [];
@@ -19,9 +28,19 @@ export async function syncSkills(db: DatabasePool, input: { tenantId: string; us
     await tx.query(sql.unsafe`select pg_advisory_xact_lock(hashtext('skills-sync:' || ${input.tenantId}))`);
     for (const skill of scan.skills) {
       const name = skill.manifest.name;
-      const existing = await tx.maybeOne(sql.type(Existing)`select id, version, tree_sha256 from skills where tenant_id = ${input.tenantId} and name = ${name}`);
+      const existing = await tx.maybeOne(
+        sql.type(
+          Existing,
+        )`select id, version, tree_sha256 from skills where tenant_id = ${input.tenantId} and name = ${name}`,
+      );
       if (existing && existing.tree_sha256 === skill.treeSha256) {
-        synced.push({ skillId: existing.id, name, version: existing.version, status: 'unchanged', treeSha256: skill.treeSha256 });
+        synced.push({
+          skillId: existing.id,
+          name,
+          version: existing.version,
+          status: 'unchanged',
+          treeSha256: skill.treeSha256,
+        });
         continue;
       }
       if (existing && existing.version === skill.manifest.version) {
@@ -32,8 +51,16 @@ export async function syncSkills(db: DatabasePool, input: { tenantId: string; us
         });
         continue;
       }
-      const id = existing ? await update(tx, existing.id, skill, input.userId) : await insert(tx, input.tenantId, skill, input.userId);
-      synced.push({ skillId: id, name, version: skill.manifest.version, status: existing ? 'updated' : 'created', treeSha256: skill.treeSha256 });
+      const id = existing
+        ? await update(tx, existing.id, skill, input.userId)
+        : await insert(tx, input.tenantId, skill, input.userId);
+      synced.push({
+        skillId: id,
+        name,
+        version: skill.manifest.version,
+        status: existing ? 'updated' : 'created',
+        treeSha256: skill.treeSha256,
+      });
     }
   });
   return { synced, refused: refused.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)) };

@@ -16,7 +16,11 @@ export async function workspaceContext(db: CommonQueryMethods, tenantId: string)
 }
 
 /** The messages with the workspace context as a system message in front (merged into a leading system message). */
-export async function withWorkspaceContext(db: CommonQueryMethods, tenantId: string, messages: ChatMessage[]): Promise<ChatMessage[]> {
+export async function withWorkspaceContext(
+  db: CommonQueryMethods,
+  tenantId: string,
+  messages: ChatMessage[],
+): Promise<ChatMessage[]> {
   const context = await workspaceContext(db, tenantId);
   if (context === '') return messages;
   const [first, ...rest] = messages;

@@ -7,7 +7,13 @@ import { sql, type CommonQueryMethods } from '../db/pool.ts';
 import type { Position } from '../paging.ts';
 import type { TenantRole } from '../tenants/roles.ts';
 
-export type AuditAction = 'invitation_created' | 'invitation_revoked' | 'invitation_accepted' | 'role_changed' | 'member_removed' | 'member_left';
+export type AuditAction =
+  | 'invitation_created'
+  | 'invitation_revoked'
+  | 'invitation_accepted'
+  | 'role_changed'
+  | 'member_removed'
+  | 'member_left';
 
 export type AuditEntry = {
   tenantId: string;
@@ -47,7 +53,11 @@ export const AuditRow = z.object({
 export type AuditRow = z.infer<typeof AuditRow>;
 
 /** Newest first, a keyset page (limit + 1 rows). */
-export async function listAudit(db: CommonQueryMethods, tenantId: string, page: { limit: number; after: Position | null }) {
+export async function listAudit(
+  db: CommonQueryMethods,
+  tenantId: string,
+  page: { limit: number; after: Position | null },
+) {
   return db.any(sql.type(AuditRow)`
     select id, action, actor_id, actor_email, subject_id, subject_email, invitation_id, from_role, to_role, created_at, created_at::text as cursor_t
     from tenant_member_audit

@@ -65,7 +65,15 @@ export type CreatedInvitation = { invitation: InvitationRow; link: string; email
  */
 export async function createInvitation(
   db: CommonQueryMethods,
-  input: { tenantId: string; actor: Actor; email: string; role: TenantRole; settings: TeamSettings; baseUrl: string; keyring: Keyring },
+  input: {
+    tenantId: string;
+    actor: Actor;
+    email: string;
+    role: TenantRole;
+    settings: TeamSettings;
+    baseUrl: string;
+    keyring: Keyring;
+  },
 ): Promise<CreatedInvitation> {
   const { tenantId, actor, settings } = input;
   const email = input.email.trim();
@@ -76,44 +84,80 @@ export async function createInvitation(
     await lockTenant(tx, tenantId);
     const member = await tx.exists(sql.unsafe`
       select 1 from tenant_memberships m join users u on u.id = m.user_id where m.tenant_id = ${tenantId} and lower(u.email) = lower(${email})`);
-    if (member) throw new InvitationError(409, 'already_member', `${email} is already a member of this workspace; change their role instead.`);
+    if (member)
+      throw new InvitationError(
+        409,
+        'already_member',
+        `${email} is already a member of this workspace; change their role instead.`,
+      );
     const counts = await tx.one(sql.type(z.object({ today: z.number(), open: z.number(), retry_s: z.number() }))`
       select count(*) filter (where created_at > now() - interval '1 day')::int as today,
         count(*) filter (where accepted_at is null and revoked_at is null and expires_at > now() and lower(email) <> lower(${email}))::int as open,
         coalesce(ceil(extract(epoch from min(created_at) filter (where created_at > now() - interval '1 day') + interval '1 day' - now())), 0)::int as retry_s
       from tenant_invitations where tenant_id = ${tenantId} and created_at > now() - greatest(interval '1 day', make_interval(hours => ${settings.invitationTtlHours}))`);
     if (counts.today >= settings.invitationsPerDay) {
-      throw new InvitationError(429, 'invitation_limit', `This workspace sent ${counts.today} invitations in the last 24 hours, the most allowed (INVITATIONS_PER_DAY); try again in ${Math.max(1, Math.ceil(counts.retry_s / 60))} minutes.`);
+      throw new InvitationError(
+        429,
+        'invitation_limit',
+        `This workspace sent ${counts.today} invitations in the last 24 hours, the most allowed (INVITATIONS_PER_DAY); try again in ${Math.max(1, Math.ceil(counts.retry_s / 60))} minutes.`,
+      );
     }
     if (counts.open >= settings.pendingInvitations) {
-      throw new InvitationError(409, 'too_many_pending_invitations', `This workspace has ${counts.open} open invitations, the most allowed (INVITATIONS_PENDING_MAX); revoke some first.`);
+      throw new InvitationError(
+        409,
+        'too_many_pending_invitations',
+        `This workspace has ${counts.open} open invitations, the most allowed (INVITATIONS_PENDING_MAX); revoke some first.`,
+      );
     }
     const replaced = await tx.anyFirst(sql.type(z.object({ id: z.string() }))`
       update tenant_invitations set revoked_at = now()
       where tenant_id = ${tenantId} and lower(email) = lower(${email}) and accepted_at is null and revoked_at is null
       returning id`);
     for (const id of replaced) {
-      await tx.query(sql.unsafe`update invitation_emails set status = 'cancelled', sealed_link = null where invitation_id = ${id} and status = 'queued'`);
-      await recordAudit(tx, { tenantId, action: 'invitation_revoked', actorId: actor.userId, subjectEmail: email, invitationId: id, requestId: actor.requestId });
+      await tx.query(
+        sql.unsafe`update invitation_emails set status = 'cancelled', sealed_link = null where invitation_id = ${id} and status = 'queued'`,
+      );
+      await recordAudit(tx, {
+        tenantId,
+        action: 'invitation_revoked',
+        actorId: actor.userId,
+        subjectEmail: email,
+        invitationId: id,
+        requestId: actor.requestId,
+      });
     }
     const id = await tx.oneFirst(sql.type(z.object({ id: z.string() }))`
       insert into tenant_invitations (tenant_id, email, role, token_hash, invited_by, expires_at)
       values (${tenantId}, ${email}, ${input.role}, ${sql.binary(tokenHash(token))}, ${actor.userId}, now() + make_interval(hours => ${settings.invitationTtlHours}))
       returning id`);
-    await recordAudit(tx, { tenantId, action: 'invitation_created', actorId: actor.userId, subjectEmail: email, invitationId: id, toRole: input.role, requestId: actor.requestId });
+    await recordAudit(tx, {
+      tenantId,
+      action: 'invitation_created',
+      actorId: actor.userId,
+      subjectEmail: email,
+      invitationId: id,
+      toRole: input.role,
+      requestId: actor.requestId,
+    });
     const emailed = settings.smtpUrl !== null;
     if (emailed) {
       const outbox = await tx.oneFirst(sql.type(z.object({ id: z.string() }))`
         insert into invitation_emails (invitation_id, sealed_link) values (${id}, ${input.keyring.sealPacked(link, `invitation-email:${id}`)}) returning id`);
       await enqueueJobs(tx, [{ kind: INVITATION_EMAIL_JOB, tenantId, input: { emailId: outbox }, maxAttempts: 8 }]);
     }
-    const invitation = await tx.one(sql.type(InvitationRow)`select ${invitationColumns} from tenant_invitations i where i.id = ${id}`);
+    const invitation = await tx.one(
+      sql.type(InvitationRow)`select ${invitationColumns} from tenant_invitations i where i.id = ${id}`,
+    );
     return { invitation, link, emailed };
   });
 }
 
 /** Open invitations (not accepted or revoked; expired ones too, marked by expires_at), newest first. */
-export async function listOpenInvitations(db: CommonQueryMethods, tenantId: string, page: { limit: number; after: Position | null }) {
+export async function listOpenInvitations(
+  db: CommonQueryMethods,
+  tenantId: string,
+  page: { limit: number; after: Position | null },
+) {
   return db.any(sql.type(InvitationRow)`
     select ${invitationColumns} from tenant_invitations i
     where i.tenant_id = ${tenantId} and i.accepted_at is null and i.revoked_at is null
@@ -122,17 +166,38 @@ export async function listOpenInvitations(db: CommonQueryMethods, tenantId: stri
     limit ${page.limit + 1}`);
 }
 
-export async function revokeInvitation(db: CommonQueryMethods, tenantId: string, actor: Actor, invitationId: string): Promise<void> {
+export async function revokeInvitation(
+  db: CommonQueryMethods,
+  tenantId: string,
+  actor: Actor,
+  invitationId: string,
+): Promise<void> {
   await db.transaction(async (tx) => {
-    const row = await tx.maybeOne(sql.type(z.object({ email: z.string(), accepted: z.boolean(), revoked: z.boolean() }))`
+    const row = await tx.maybeOne(sql.type(
+      z.object({ email: z.string(), accepted: z.boolean(), revoked: z.boolean() }),
+    )`
       select email, accepted_at is not null as accepted, revoked_at is not null as revoked
       from tenant_invitations where id = ${invitationId} and tenant_id = ${tenantId} for update`);
     if (!row) throw new InvitationError(404, 'not_found', 'No such invitation.');
-    if (row.accepted) throw new InvitationError(409, 'invitation_used', 'This invitation was already accepted; remove the member instead.');
+    if (row.accepted)
+      throw new InvitationError(
+        409,
+        'invitation_used',
+        'This invitation was already accepted; remove the member instead.',
+      );
     if (row.revoked) return;
     await tx.query(sql.unsafe`update tenant_invitations set revoked_at = now() where id = ${invitationId}`);
-    await tx.query(sql.unsafe`update invitation_emails set status = 'cancelled', sealed_link = null where invitation_id = ${invitationId} and status = 'queued'`);
-    await recordAudit(tx, { tenantId, action: 'invitation_revoked', actorId: actor.userId, subjectEmail: row.email, invitationId, requestId: actor.requestId });
+    await tx.query(
+      sql.unsafe`update invitation_emails set status = 'cancelled', sealed_link = null where invitation_id = ${invitationId} and status = 'queued'`,
+    );
+    await recordAudit(tx, {
+      tenantId,
+      action: 'invitation_revoked',
+      actorId: actor.userId,
+      subjectEmail: row.email,
+      invitationId,
+      requestId: actor.requestId,
+    });
   });
 }
 
@@ -152,7 +217,11 @@ export const InvitationView = z.object({
 export type InvitationView = z.infer<typeof InvitationView>;
 
 /** The invitation behind a token, in whatever state (null: no such token). */
-export async function inspectInvitation(db: CommonQueryMethods, token: string, lock = false): Promise<InvitationView | null> {
+export async function inspectInvitation(
+  db: CommonQueryMethods,
+  token: string,
+  lock = false,
+): Promise<InvitationView | null> {
   if (!token.startsWith(TOKEN_PREFIX) || token.length > 200) return null;
   return db.maybeOne(sql.type(InvitationView)`
     select i.id, i.tenant_id, t.name as tenant_name, i.email, i.role,
@@ -166,9 +235,24 @@ export async function inspectInvitation(db: CommonQueryMethods, token: string, l
 
 /** The refusal for an invitation that is not open. */
 export function notOpen(view: InvitationView): InvitationError | null {
-  if (view.state === 'expired') return new InvitationError(410, 'invitation_expired', 'This invitation has expired; ask an Admin of the workspace for a new one.');
-  if (view.state === 'revoked') return new InvitationError(410, 'invitation_revoked', 'This invitation was revoked (or replaced by a newer one); ask an Admin of the workspace for a new one.');
-  if (view.state === 'accepted') return new InvitationError(410, 'invitation_used', 'This invitation was already accepted; an invitation works once.');
+  if (view.state === 'expired')
+    return new InvitationError(
+      410,
+      'invitation_expired',
+      'This invitation has expired; ask an Admin of the workspace for a new one.',
+    );
+  if (view.state === 'revoked')
+    return new InvitationError(
+      410,
+      'invitation_revoked',
+      'This invitation was revoked (or replaced by a newer one); ask an Admin of the workspace for a new one.',
+    );
+  if (view.state === 'accepted')
+    return new InvitationError(
+      410,
+      'invitation_used',
+      'This invitation was already accepted; an invitation works once.',
+    );
   return null;
 }
 
@@ -194,16 +278,30 @@ export async function acceptInvitation(
     let created = false;
     if ('userId' in who) {
       const found = await findUser(tx, who.userId);
-      if (!found) throw new InvitationError(403, 'invitation_email_mismatch', 'This invitation is for another e-mail address.');
+      if (!found)
+        throw new InvitationError(403, 'invitation_email_mismatch', 'This invitation is for another e-mail address.');
       if (found.email.toLowerCase() !== view.email.toLowerCase()) {
-        throw new InvitationError(403, 'invitation_email_mismatch', `This invitation is for ${view.email}; you are signed in as ${found.email}. Sign in with the invited address, or ask for an invitation to yours.`);
+        throw new InvitationError(
+          403,
+          'invitation_email_mismatch',
+          `This invitation is for ${view.email}; you are signed in as ${found.email}. Sign in with the invited address, or ask for an invitation to yours.`,
+        );
       }
       user = found;
     } else {
       try {
-        user = await createUserIn(tx, { email: view.email, passwordHash: who.newAccount.passwordHash, displayName: who.newAccount.displayName });
+        user = await createUserIn(tx, {
+          email: view.email,
+          passwordHash: who.newAccount.passwordHash,
+          displayName: who.newAccount.displayName,
+        });
       } catch (error) {
-        if (error instanceof EmailTakenError) throw new InvitationError(409, 'account_exists', `An account for ${view.email} already exists: sign in and accept the invitation there.`);
+        if (error instanceof EmailTakenError)
+          throw new InvitationError(
+            409,
+            'account_exists',
+            `An account for ${view.email} already exists: sign in and accept the invitation there.`,
+          );
         throw error;
       }
       created = true;
@@ -213,9 +311,20 @@ export async function acceptInvitation(
       insert into tenant_memberships (tenant_id, user_id, role) values (${view.tenant_id}, ${user.id}, ${view.role})
       on conflict do nothing returning user_id`);
     if (!inserted) throw new InvitationError(409, 'already_member', `You are already a member of ${view.tenant_name}.`);
-    await tx.query(sql.unsafe`update tenant_invitations set accepted_at = now(), accepted_by = ${user.id} where id = ${view.id}`);
-    await tx.query(sql.unsafe`update invitation_emails set status = 'cancelled', sealed_link = null where invitation_id = ${view.id} and status = 'queued'`);
-    await recordAudit(tx, { tenantId: view.tenant_id, action: 'invitation_accepted', actorId: user.id, subjectId: user.id, invitationId: view.id, toRole: view.role });
+    await tx.query(
+      sql.unsafe`update tenant_invitations set accepted_at = now(), accepted_by = ${user.id} where id = ${view.id}`,
+    );
+    await tx.query(
+      sql.unsafe`update invitation_emails set status = 'cancelled', sealed_link = null where invitation_id = ${view.id} and status = 'queued'`,
+    );
+    await recordAudit(tx, {
+      tenantId: view.tenant_id,
+      action: 'invitation_accepted',
+      actorId: user.id,
+      subjectId: user.id,
+      invitationId: view.id,
+      toRole: view.role,
+    });
     return { view: { ...view, state: 'accepted' as const, accepted_by: user.id }, user, created };
   });
 }

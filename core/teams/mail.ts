@@ -23,7 +23,11 @@ const transports = new Map<string, Transporter>();
 function transportFor(url: string): Transporter {
   let transport = transports.get(url);
   if (!transport) {
-    transport = nodemailer().createTransport(url, { connectionTimeout: 10_000, greetingTimeout: 10_000, socketTimeout: 20_000 } as never);
+    transport = nodemailer().createTransport(url, {
+      connectionTimeout: 10_000,
+      greetingTimeout: 10_000,
+      socketTimeout: 20_000,
+    } as never);
     transports.set(url, transport);
   }
   return transport;
@@ -41,9 +45,21 @@ const Outbox = z.object({
   inviter: z.string().nullable(),
 });
 
-export type MailContext = { db: CommonQueryMethods; keyring: Keyring; settings: TeamSettings; attempt: number; maxAttempts: number };
+export type MailContext = {
+  db: CommonQueryMethods;
+  keyring: Keyring;
+  settings: TeamSettings;
+  attempt: number;
+  maxAttempts: number;
+};
 
-export function invitationMessage(o: { tenantName: string; inviter: string; role: TenantRole; link: string; expiresAt: Date }) {
+export function invitationMessage(o: {
+  tenantName: string;
+  inviter: string;
+  role: TenantRole;
+  link: string;
+  expiresAt: Date;
+}) {
   const subject = `${o.inviter} invited you to ${o.tenantName}`;
   const text = [
     `${o.inviter} invited you to join the workspace "${o.tenantName}" as ${ROLE_TITLES[o.role]}.`,
@@ -58,31 +74,48 @@ export function invitationMessage(o: { tenantName: string; inviter: string; role
 }
 
 /** Sends the e-mail, or ends without sending when there is nothing to send. */
-export async function sendInvitationEmail(emailId: string, ctx: MailContext): Promise<{ outcome: 'sent' | 'not_sent'; reason?: string }> {
+export async function sendInvitationEmail(
+  emailId: string,
+  ctx: MailContext,
+): Promise<{ outcome: 'sent' | 'not_sent'; reason?: string }> {
   const row = await ctx.db.maybeOne(sql.type(Outbox)`
     select e.status, e.sealed_link, i.id as invitation_id, i.email, i.role,
       (i.accepted_at is null and i.revoked_at is null and i.expires_at > now()) as open, i.expires_at, t.name as tenant_name,
       (select coalesce(display_name, email) from users where id = i.invited_by) as inviter
     from invitation_emails e join tenant_invitations i on i.id = e.invitation_id join tenants t on t.id = i.tenant_id
     where e.id = ${emailId}`);
-  if (row?.status !== 'queued' || !row.sealed_link) return { outcome: 'not_sent', reason: row ? `the e-mail is ${row.status}` : 'the e-mail is gone' };
+  if (row?.status !== 'queued' || !row.sealed_link)
+    return { outcome: 'not_sent', reason: row ? `the e-mail is ${row.status}` : 'the e-mail is gone' };
   if (!row.open) {
-    await ctx.db.query(sql.unsafe`update invitation_emails set status = 'cancelled', sealed_link = null where id = ${emailId}`);
+    await ctx.db.query(
+      sql.unsafe`update invitation_emails set status = 'cancelled', sealed_link = null where id = ${emailId}`,
+    );
     return { outcome: 'not_sent', reason: 'the invitation is no longer open' };
   }
   if (!ctx.settings.smtpUrl) {
     // Given up on: the sealed link leaves the table, as after a refusal.
     await ctx.db.query(sql.unsafe`
       update invitation_emails set status = 'failed', sealed_link = null, last_error = 'SMTP_URL is not set on the worker' where id = ${emailId}`);
-    throw new PermanentJobError('smtp_not_configured', 'SMTP_URL is no longer set; the invitation e-mail cannot be sent.');
+    throw new PermanentJobError(
+      'smtp_not_configured',
+      'SMTP_URL is no longer set; the invitation e-mail cannot be sent.',
+    );
   }
   const link = ctx.keyring.openPacked(row.sealed_link, `invitation-email:${row.invitation_id}`);
-  const message = invitationMessage({ tenantName: row.tenant_name, inviter: row.inviter ?? 'An Admin', role: row.role, link, expiresAt: new Date(row.expires_at) });
+  const message = invitationMessage({
+    tenantName: row.tenant_name,
+    inviter: row.inviter ?? 'An Admin',
+    role: row.role,
+    link,
+    expiresAt: new Date(row.expires_at),
+  });
   try {
     await transportFor(ctx.settings.smtpUrl).sendMail({ from: ctx.settings.mailFrom, to: row.email, ...message });
   } catch (error) {
     const code = (error as { responseCode?: number }).responseCode;
-    const detail = code ? `the SMTP server answered ${code}` : `the SMTP server could not be reached (${(error as Error).message.slice(0, 200)})`;
+    const detail = code
+      ? `the SMTP server answered ${code}`
+      : `the SMTP server could not be reached (${(error as Error).message.slice(0, 200)})`;
     const permanent = code !== undefined && code >= 500;
     const last = ctx.attempt >= ctx.maxAttempts;
     await ctx.db.query(sql.unsafe`

@@ -45,7 +45,11 @@ const memberColumns = (tenantId: string) => sql.fragment`
   where m.tenant_id = ${tenantId}`;
 
 /** Members in the order they joined, a keyset page (limit + 1 rows). */
-export async function listMembers(db: CommonQueryMethods, tenantId: string, page: { limit: number; after: Position | null }) {
+export async function listMembers(
+  db: CommonQueryMethods,
+  tenantId: string,
+  page: { limit: number; after: Position | null },
+) {
   return db.any(sql.type(MemberRow)`
     select ${memberColumns(tenantId)}
       ${page.after ? sql.fragment`and (m.created_at, m.user_id) > (${page.after.t}::timestamptz, ${page.after.id}::uuid)` : sql.fragment``}
@@ -76,29 +80,56 @@ async function lockMember(tx: CommonQueryMethods, tenantId: string, userId: stri
 
 function mustKeepAdmin({ member, admins }: Locked, what: string): void {
   if (member.owner) {
-    throw new MembershipRuleError('owner_protected', `The workspace's owner stays an Admin and a member (the workspace counts for their account), so they cannot ${what}.`);
+    throw new MembershipRuleError(
+      'owner_protected',
+      `The workspace's owner stays an Admin and a member (the workspace counts for their account), so they cannot ${what}.`,
+    );
   }
   if (member.role === 'admin' && admins <= 1) {
-    throw new MembershipRuleError('last_admin', `A workspace keeps at least one Admin: make another member an Admin first, then ${what}.`);
+    throw new MembershipRuleError(
+      'last_admin',
+      `A workspace keeps at least one Admin: make another member an Admin first, then ${what}.`,
+    );
   }
 }
 
 export type Actor = { userId: string; requestId?: string };
 
-export async function changeRole(db: CommonQueryMethods, tenantId: string, actor: Actor, userId: string, role: TenantRole): Promise<MemberRow> {
+export async function changeRole(
+  db: CommonQueryMethods,
+  tenantId: string,
+  actor: Actor,
+  userId: string,
+  role: TenantRole,
+): Promise<MemberRow> {
   return db.transaction(async (tx) => {
     const locked = await lockMember(tx, tenantId, userId);
     const from = locked.member.role;
     if (from === role) return locked.member;
     if (from === 'admin') mustKeepAdmin(locked, `move them from Admin to ${role}`);
-    await tx.query(sql.unsafe`update tenant_memberships set role = ${role} where tenant_id = ${tenantId} and user_id = ${userId}`);
-    await recordAudit(tx, { tenantId, action: 'role_changed', actorId: actor.userId, subjectId: userId, fromRole: from, toRole: role, requestId: actor.requestId });
+    await tx.query(
+      sql.unsafe`update tenant_memberships set role = ${role} where tenant_id = ${tenantId} and user_id = ${userId}`,
+    );
+    await recordAudit(tx, {
+      tenantId,
+      action: 'role_changed',
+      actorId: actor.userId,
+      subjectId: userId,
+      fromRole: from,
+      toRole: role,
+      requestId: actor.requestId,
+    });
     return { ...locked.member, role };
   });
 }
 
 /** Removes a member; removing oneself is leaving (recorded as such). */
-export async function removeMember(db: CommonQueryMethods, tenantId: string, actor: Actor, userId: string): Promise<void> {
+export async function removeMember(
+  db: CommonQueryMethods,
+  tenantId: string,
+  actor: Actor,
+  userId: string,
+): Promise<void> {
   const leaving = actor.userId === userId;
   await db.transaction(async (tx) => {
     const locked = await lockMember(tx, tenantId, userId);

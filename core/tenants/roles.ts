@@ -16,4 +16,6 @@ export const ROLE_TITLES: Record<TenantRole, string> = { admin: 'Admin', member:
 
 /** The words of a 403 for a role below the one a route needs. */
 export const roleNeeded = (minimum: TenantRole): string =>
-  minimum === 'admin' ? 'This needs the Admin role in the tenant.' : `This needs the ${ROLE_TITLES[minimum]} role (or Admin) in the tenant.`;
+  minimum === 'admin'
+    ? 'This needs the Admin role in the tenant.'
+    : `This needs the ${ROLE_TITLES[minimum]} role (or Admin) in the tenant.`;

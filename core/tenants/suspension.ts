@@ -8,7 +8,11 @@ export const Suspension = z.object({ suspended_at: z.string().nullable(), suspen
 export type Suspension = z.infer<typeof Suspension>;
 
 /** Suspends the tenant (keeping the first suspension time); null when there is no such tenant. */
-export async function suspendTenant(db: CommonQueryMethods, tenantId: string, reason: string): Promise<Suspension | null> {
+export async function suspendTenant(
+  db: CommonQueryMethods,
+  tenantId: string,
+  reason: string,
+): Promise<Suspension | null> {
   return db.maybeOne(sql.type(Suspension)`
     update tenants set suspended_at = coalesce(suspended_at, now()), suspended_reason = ${reason.slice(0, 500)}
     where id = ${tenantId} returning suspended_at, suspended_reason`);

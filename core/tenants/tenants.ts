@@ -37,13 +37,17 @@ export async function createTenant(db: CommonQueryMethods, userId: string, name:
       from plan_limits f left join lateral account_limits(${userId}) l on true
       where f.plan = 'free'`);
     if (owned.n >= owned.max) {
-      throw new TenantLimitError(`The account has created ${owned.n} workspaces, the most its ${owned.plan} plan allows; upgrade a workspace to create more.`);
+      throw new TenantLimitError(
+        `The account has created ${owned.n} workspaces, the most its ${owned.plan} plan allows; upgrade a workspace to create more.`,
+      );
     }
     const tenant = await tx.one(sql.type(TenantRow)`
       insert into tenants (name, settings, created_by, owner_id)
       values (${name}, ${sql.jsonb(DEFAULT_TENANT_SETTINGS)}, ${userId}, ${userId})
       returning id, name, plan, settings, created_at`);
-    await tx.query(sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${tenant.id}, ${userId}, 'admin')`);
+    await tx.query(
+      sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${tenant.id}, ${userId}, 'admin')`,
+    );
     return tenant;
   });
 }
@@ -59,7 +63,11 @@ export async function findTenantForMember(db: CommonQueryMethods, tenantId: stri
 export const TenantListRow = TenantRow.extend({ role: TenantRoleSchema, owned: z.boolean(), cursor_t: z.string() });
 
 /** The tenants the user is a member of, newest first, a keyset page (limit + 1 rows). */
-export async function listTenantsOfMember(db: CommonQueryMethods, userId: string, page: { limit: number; after: Position | null }) {
+export async function listTenantsOfMember(
+  db: CommonQueryMethods,
+  userId: string,
+  page: { limit: number; after: Position | null },
+) {
   return db.any(sql.type(TenantListRow)`
     select t.id, t.name, t.plan, t.settings, t.created_at, m.role, t.owner_id is not distinct from ${userId}::uuid as owned, t.created_at::text as cursor_t
     from tenant_memberships m join tenants t on t.id = m.tenant_id
@@ -69,7 +77,12 @@ export async function listTenantsOfMember(db: CommonQueryMethods, userId: string
     limit ${page.limit + 1}`);
 }
 
-export const SecretMeta = z.object({ name: z.string(), created_at: z.string(), updated_at: z.string(), inserted: z.boolean() });
+export const SecretMeta = z.object({
+  name: z.string(),
+  created_at: z.string(),
+  updated_at: z.string(),
+  inserted: z.boolean(),
+});
 
 /** Stores or replaces a secret; returns metadata only, never the value. */
 export async function putTenantSecret(
@@ -87,7 +100,12 @@ export async function putTenantSecret(
 
 export const SessionRow = z.object({ id: z.string(), title: z.string(), created_at: z.string() });
 
-export async function createSession(db: CommonQueryMethods, tenantId: string, userId: string, title: string | undefined) {
+export async function createSession(
+  db: CommonQueryMethods,
+  tenantId: string,
+  userId: string,
+  title: string | undefined,
+) {
   return db.one(sql.type(SessionRow)`
     insert into chat_sessions (tenant_id, title, created_by)
     values (${tenantId}, ${title ?? 'New session'}, ${userId})

@@ -51,7 +51,12 @@ export async function getBudget(db: CommonQueryMethods, tenantId: string): Promi
 }
 
 /** Sets the tenant's own limit, or with null goes back to the plan's default. */
-export async function setBudget(db: CommonQueryMethods, tenantId: string, userId: string, monthlyLimitMicros: number | null) {
+export async function setBudget(
+  db: CommonQueryMethods,
+  tenantId: string,
+  userId: string,
+  monthlyLimitMicros: number | null,
+) {
   if (monthlyLimitMicros === null) {
     await db.query(sql.unsafe`delete from tenant_budgets where tenant_id = ${tenantId}`);
   } else {

@@ -73,9 +73,14 @@ const sameRecord = (row: UsageRecordRow, input: IngestInput) =>
   (input.occurredAt === undefined || Date.parse(row.occurred_at) === Date.parse(input.occurredAt));
 
 /** Writes one record; a repeated ingest key returns the first record (replayed: true). */
-export async function ingestUsage(db: CommonQueryMethods, input: IngestInput): Promise<{ record: UsageRecordRow; replayed: boolean }> {
+export async function ingestUsage(
+  db: CommonQueryMethods,
+  input: IngestInput,
+): Promise<{ record: UsageRecordRow; replayed: boolean }> {
   if (input.agentId) {
-    const known = await db.exists(sql.unsafe`select 1 from agents where id = ${input.agentId} and tenant_id = ${input.tenantId}`);
+    const known = await db.exists(
+      sql.unsafe`select 1 from agents where id = ${input.agentId} and tenant_id = ${input.tenantId}`,
+    );
     if (!known) throw new UnknownAgentError('No such agent in this tenant.');
   }
   const inserted = await db.transaction(async (tx) => {
@@ -95,13 +100,17 @@ export async function ingestUsage(db: CommonQueryMethods, input: IngestInput): P
         where m.cost_micros + excluded.cost_micros <= ${INGEST_MONTHLY_CEILING.costMicros}
           and m.tokens + excluded.tokens <= ${INGEST_MONTHLY_CEILING.tokens}
       returning 1 as counted`);
-    if (!counted) throw new UsageCeilingError('This record would take the month\'s ingested usage past the ceiling of 10,000,000 USD (10^13 micro-dollars) or 10^13 tokens.');
+    if (!counted)
+      throw new UsageCeilingError(
+        "This record would take the month's ingested usage past the ceiling of 10,000,000 USD (10^13 micro-dollars) or 10^13 tokens.",
+      );
     return record;
   });
   if (inserted) return { record: inserted, replayed: false };
   const existing = await db.one(recordRow`
     select ${columns} from usage_records where tenant_id = ${input.tenantId} and ingest_key = ${input.ingestKey ?? null}`);
-  if (!sameRecord(existing, input)) throw new IngestKeyConflictError('This ingest key was already used for a different record.');
+  if (!sameRecord(existing, input))
+    throw new IngestKeyConflictError('This ingest key was already used for a different record.');
   return { record: existing, replayed: true };
 }
 
@@ -134,5 +143,8 @@ export async function queryUsage(db: CommonQueryMethods, tenantId: string, filte
     limit ${filters.limit + 1}`);
   const items = rows.slice(0, filters.limit);
   const last = items.at(-1);
-  return { items, nextCursor: rows.length > filters.limit && last ? encodeCursor({ t: last.position, id: last.id }) : null };
+  return {
+    items,
+    nextCursor: rows.length > filters.limit && last ? encodeCursor({ t: last.position, id: last.id }) : null,
+  };
 }

@@ -14,7 +14,13 @@ const ROLLUP_LOCK = 73_015_520;
 /** Queued days beyond this wait for the next run, so one run stays short. */
 const MAX_QUEUED_DAYS_PER_RUN = 400;
 
-export type DayRollup = { day: string; scope: 'all' | 'queued'; tenants: number | null; rows: number; dequeued: number };
+export type DayRollup = {
+  day: string;
+  scope: 'all' | 'queued';
+  tenants: number | null;
+  rows: number;
+  dequeued: number;
+};
 
 const Today = z.object({ today: z.string(), yesterday: z.string() });
 const QueuedDay = z.object({ day: z.string() });
@@ -24,7 +30,9 @@ const Queued = z.object({ id: z.string(), tenant_id: z.string() });
 export async function rollup(db: DatabasePool, options: { days?: string[] } = {}): Promise<{ days: DayRollup[] }> {
   let requested = options.days;
   if (!requested) {
-    const now = await db.one(sql.type(Today)`select usage_day(now())::text as today, (usage_day(now()) - 1)::text as yesterday`);
+    const now = await db.one(
+      sql.type(Today)`select usage_day(now())::text as today, (usage_day(now()) - 1)::text as yesterday`,
+    );
     requested = [now.yesterday, now.today];
   }
   const full = [...new Set(requested)].sort();
@@ -62,6 +70,15 @@ async function rollupDay(tx: DatabaseTransactionConnection, day: string, allTena
       returning 1)
     select count(*) as n from inserted`);
   const { rowCount } = await tx.query(sql.unsafe`
-    delete from usage_rollup_queue where id = any(${sql.array(seen.map((r) => r.id), 'int8')})`);
-  return { day, scope: allTenants ? 'all' : 'queued', tenants: allTenants ? null : tenants.length, rows, dequeued: rowCount };
+    delete from usage_rollup_queue where id = any(${sql.array(
+      seen.map((r) => r.id),
+      'int8',
+    )})`);
+  return {
+    day,
+    scope: allTenants ? 'all' : 'queued',
+    tenants: allTenants ? null : tenants.length,
+    rows,
+    dequeued: rowCount,
+  };
 }

@@ -21,10 +21,20 @@ const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
 
 function post(port: number, path: string, headers: Record<string, string>, body: string): Promise<number> {
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, method: 'POST', path, headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) }, agent }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode ?? 0));
-    });
+    const req = http.request(
+      {
+        host: '127.0.0.1',
+        port,
+        method: 'POST',
+        path,
+        headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) },
+        agent,
+      },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });
@@ -43,21 +53,37 @@ export async function billingFigures(ctx: BenchContext, benchEnv: Record<string,
   const sign = (payload: string) => stripe.webhooks.generateTestHeaderString({ payload, secret });
   const send = (event: unknown) => {
     const payload = JSON.stringify(event);
-    return post(port, '/api/billing/webhook', { 'content-type': 'application/json', 'stripe-signature': sign(payload) }, payload);
+    return post(
+      port,
+      '/api/billing/webhook',
+      { 'content-type': 'application/json', 'stripe-signature': sign(payload) },
+      payload,
+    );
   };
   // Events are captured here instead of being delivered, so the bench times the delivery.
   const captured: Stripe.Event[] = [];
-  const sandbox = new SandboxStripeApi(ctx.db, { baseUrl: config.baseUrl, secretKey: config.billing.stripe.secretKey, prices: config.billing.stripe.prices, deliver: async (e) => void captured.push(e) });
+  const sandbox = new SandboxStripeApi(ctx.db, {
+    baseUrl: config.baseUrl,
+    secretKey: config.billing.stripe.secretKey,
+    prices: config.billing.stripe.prices,
+    deliver: async (e) => void captured.push(e),
+  });
 
   /** A tenant with a paid sandbox subscription whose events have not been delivered. */
   const subscribedTenant = async () => {
-    const tenantId = await ctx.db.oneFirst(sql.type(z.object({ id: z.string() }))`insert into tenants (name) values ('bench billing') returning id`);
+    const tenantId = await ctx.db.oneFirst(
+      sql.type(z.object({ id: z.string() }))`insert into tenants (name) values ('bench billing') returning id`,
+    );
     const customer = await stripe.customers.create({ metadata: { tenant_id: tenantId } });
     const session = await stripe.checkout.sessions.create({
-      mode: 'subscription', customer: customer.id, client_reference_id: tenantId,
+      mode: 'subscription',
+      customer: customer.id,
+      client_reference_id: tenantId,
       line_items: [{ price: config.billing.stripe.prices.pro, quantity: 1 }],
-      success_url: config.billing.successUrl, cancel_url: config.billing.cancelUrl,
-      metadata: { tenant_id: tenantId }, subscription_data: { metadata: { tenant_id: tenantId } },
+      success_url: config.billing.successUrl,
+      cancel_url: config.billing.cancelUrl,
+      metadata: { tenant_id: tenantId },
+      subscription_data: { metadata: { tenant_id: tenantId } },
     });
     captured.length = 0;
     await sandbox.completeCheckout(session.id);
@@ -86,7 +112,9 @@ export async function billingFigures(ctx: BenchContext, benchEnv: Record<string,
         const t0 = performance.now();
         if ((await send(event)) !== 200) throw new Error('webhook refused');
         for (;;) {
-          const plan = await ctx.db.oneFirst(sql.type(z.object({ plan: z.string() }))`select plan from tenants where id = ${tenantId}`);
+          const plan = await ctx.db.oneFirst(
+            sql.type(z.object({ plan: z.string() }))`select plan from tenants where id = ${tenantId}`,
+          );
           if (plan === 'pro') break;
           await sleep(1);
         }
@@ -95,7 +123,10 @@ export async function billingFigures(ctx: BenchContext, benchEnv: Record<string,
     } finally {
       await worker.stop();
     }
-    return { acceptedPerSecond: accepted.perSecond, planChanged: { p50: percentile(latencies, 50), p99: percentile(latencies, 99) } };
+    return {
+      acceptedPerSecond: accepted.perSecond,
+      planChanged: { p50: percentile(latencies, 50), p99: percentile(latencies, 99) },
+    };
   } finally {
     await app.close();
     await hub.stop();

@@ -20,7 +20,10 @@ const QUEUE = 'bench-noop';
 export type BullmqFigures = { enqueue: Throughput; executedPerSecond: number; redisVersion: string };
 
 /** null when Debian's redis-server is not installed (the bench then skips the BullMQ lines and says so). */
-export async function bullmqFigures(ctx: BenchContext, options: { callers: number; concurrency: number; jobs: number }): Promise<BullmqFigures | null> {
+export async function bullmqFigures(
+  ctx: BenchContext,
+  options: { callers: number; concurrency: number; jobs: number },
+): Promise<BullmqFigures | null> {
   if (!(options.jobs >= 1)) throw new RangeError('bullmqFigures: jobs must be at least 1');
   const bin = onPath('redis-server');
   if (!bin) return null;
@@ -33,7 +36,24 @@ export async function bullmqFigures(ctx: BenchContext, options: { callers: numbe
     const port = await freePort();
     redis = spawn(
       bin,
-      ['--port', String(port), '--bind', '127.0.0.1', '--protected-mode', 'no', '--daemonize', 'no', '--dir', dir, '--save', '', '--appendonly', 'yes', '--appendfsync', 'always'],
+      [
+        '--port',
+        String(port),
+        '--bind',
+        '127.0.0.1',
+        '--protected-mode',
+        'no',
+        '--daemonize',
+        'no',
+        '--dir',
+        dir,
+        '--save',
+        '',
+        '--appendonly',
+        'yes',
+        '--appendfsync',
+        'always',
+      ],
       { stdio: ['ignore', 'pipe', 'pipe'] },
     );
     let output = '';
@@ -63,7 +83,11 @@ export async function bullmqFigures(ctx: BenchContext, options: { callers: numbe
         finished = resolve;
         failed = reject;
       });
-      const worker = new Worker(QUEUE, async () => undefined, { connection, concurrency: options.concurrency, autorun: false });
+      const worker = new Worker(QUEUE, async () => undefined, {
+        connection,
+        concurrency: options.concurrency,
+        autorun: false,
+      });
       worker.on('error', (error) => ctx.logger.warn({ err: error }, 'bullmq worker error'));
       worker.on('failed', (_job, error) => failed(error));
       worker.on('completed', () => {
@@ -72,7 +96,10 @@ export async function bullmqFigures(ctx: BenchContext, options: { callers: numbe
       try {
         const t0 = performance.now();
         const running = worker.run();
-        await Promise.race([allDone, running.then(() => Promise.reject(new Error('bullmq worker stopped before the backlog was drained')))]);
+        await Promise.race([
+          allDone,
+          running.then(() => Promise.reject(new Error('bullmq worker stopped before the backlog was drained'))),
+        ]);
         const executedPerSecond = options.jobs / ((performance.now() - t0) / 1000);
         return { enqueue, executedPerSecond, redisVersion };
       } finally {
@@ -116,7 +143,8 @@ function freePort(): Promise<number> {
 async function untilPong(redis: ChildProcess, port: number, output: () => string): Promise<void> {
   const deadline = performance.now() + 10_000;
   while (!(await pong(port))) {
-    if (redis.exitCode !== null || redis.signalCode !== null) throw new Error(`redis-server exited (${redis.exitCode ?? redis.signalCode}): ${output()}`);
+    if (redis.exitCode !== null || redis.signalCode !== null)
+      throw new Error(`redis-server exited (${redis.exitCode ?? redis.signalCode}): ${output()}`);
     if (performance.now() > deadline) throw new Error(`redis-server did not answer PING on port ${port}: ${output()}`);
     await sleep(20);
   }

@@ -19,13 +19,30 @@ import type { BenchContext } from './scenarios.ts';
 
 type Answer = { status: number; body: string; at: number };
 
-function request(agent: http.Agent, port: number, method: string, path: string, headers: Record<string, string>, body?: string): Promise<Answer> {
+function request(
+  agent: http.Agent,
+  port: number,
+  method: string,
+  path: string,
+  headers: Record<string, string>,
+  body?: string,
+): Promise<Answer> {
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, method, path, agent, headers: { ...headers, ...(body ? { 'content-length': String(Buffer.byteLength(body)) } : {}) } }, (res) => {
-      let text = '';
-      res.on('data', (c) => (text += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text, at: performance.now() }));
-    });
+    const req = http.request(
+      {
+        host: '127.0.0.1',
+        port,
+        method,
+        path,
+        agent,
+        headers: { ...headers, ...(body ? { 'content-length': String(Buffer.byteLength(body)) } : {}) },
+      },
+      (res) => {
+        let text = '';
+        res.on('data', (c) => (text += c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text, at: performance.now() }));
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });
@@ -41,18 +58,37 @@ export async function channelFigures(ctx: BenchContext, config: Config, waiters 
     await hub.listen('channel_link_events', () => mark('notification'));
   }
   await app.listen({ host: '127.0.0.1', port: 0 });
-  if (process.env.BENCH_DEBUG) app.server.prependListener('request', (req: http.IncomingMessage) => req.url?.includes('/inbound/') && mark('inbound request'));
+  if (process.env.BENCH_DEBUG)
+    app.server.prependListener(
+      'request',
+      (req: http.IncomingMessage) => req.url?.includes('/inbound/') && mark('inbound request'),
+    );
   const port = (app.server.address() as { port: number }).port;
   const agent = new http.Agent({ keepAlive: true, maxSockets: waiters + 50 });
   try {
     const userId = randomUUID();
-    const tenantId = await ctx.db.oneFirst(sql.unsafe`insert into tenants (name, plan) values ('bench channels', 'enterprise') returning id`) as string;
+    const tenantId = (await ctx.db.oneFirst(
+      sql.unsafe`insert into tenants (name, plan) values ('bench channels', 'enterprise') returning id`,
+    )) as string;
     await ctx.db.query(sql.unsafe`insert into users (id, email) values (${userId}, ${`${userId}@bench.test`})`);
-    await ctx.db.query(sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${tenantId}, ${userId}, 'admin')`);
+    await ctx.db.query(
+      sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${tenantId}, ${userId}, 'admin')`,
+    );
     const token = await signPlatformToken({ userId }, config.secrets.PLATFORM_JWT_SECRET, config.authUrl);
     const headers = { authorization: `Bearer ${token}`, 'x-tenant-id': tenantId, 'content-type': 'application/json' };
     const secret = 'bench-webhook-signing-secret-000';
-    const saved = JSON.parse((await request(agent, port, 'POST', '/api/channels/webhook/config', headers, JSON.stringify({ callbackUrl: 'https://example.com/replies', signingSecret: secret }))).body);
+    const saved = JSON.parse(
+      (
+        await request(
+          agent,
+          port,
+          'POST',
+          '/api/channels/webhook/config',
+          headers,
+          JSON.stringify({ callbackUrl: 'https://example.com/replies', signingSecret: secret }),
+        )
+      ).body,
+    );
     const inboundPath = new URL(saved.inboundUrl).pathname;
     const { authorization: _a, ...plainHeaders } = headers;
     const inbound = (body: Record<string, unknown>) => {
@@ -66,7 +102,14 @@ export async function channelFigures(ctx: BenchContext, config: Config, waiters 
     const rssBefore = process.memoryUsage().rss;
     const getHeaders = { authorization: headers.authorization, 'x-tenant-id': tenantId };
     // The waiters are a child process's (link-waiters.ts): the api answers them, the bench's clock times them.
-    const { answered } = await startLinkWaiters({ port, path: '/api/channels/webhook/link/wait?timeout=60', headers: getHeaders, waiters, databaseUrl: ctx.url, channel: 'channel_link_events' });
+    const { answered } = await startLinkWaiters({
+      port,
+      path: '/api/channels/webhook/link/wait?timeout=60',
+      headers: getHeaders,
+      waiters,
+      databaseUrl: ctx.url,
+      channel: 'channel_link_events',
+    });
     while (app.channelWaiters.size() < waiters) await sleep(20);
     // Each waiter reads the link once it waits: a query queued behind those
     // reads (the pool serves in order) returns once all of them are done, so
@@ -82,13 +125,18 @@ export async function channelFigures(ctx: BenchContext, config: Config, waiters 
       boundAt = performance.timeOrigin + performance.now();
       return answered;
     });
-    if (answers.some((a) => a.status !== 200)) throw new Error(`channels: link/wait answered ${answers.find((a) => a.status !== 200)!.status}`);
+    if (answers.some((a) => a.status !== 200))
+      throw new Error(`channels: link/wait answered ${answers.find((a) => a.status !== 200)!.status}`);
     const woken = answers.map((a) => a.at - sent);
     if (notifiedAt === null) throw new Error('channels: the binding was never announced');
     const afterCommit = answers.map((a) => a.at - notifiedAt);
     if (process.env.BENCH_DEBUG) {
-      const after = Object.entries(marks).map(([k, at]) => `${k} ${(at - sent).toFixed(1)} ms`).join(', ');
-      process.stderr.write(`${after}; inbound answered after ${(boundAt - sent).toFixed(1)} ms; first waiter ${Math.min(...woken).toFixed(1)} ms, last ${Math.max(...woken).toFixed(1)} ms\n`);
+      const after = Object.entries(marks)
+        .map(([k, at]) => `${k} ${(at - sent).toFixed(1)} ms`)
+        .join(', ');
+      process.stderr.write(
+        `${after}; inbound answered after ${(boundAt - sent).toFixed(1)} ms; first waiter ${Math.min(...woken).toFixed(1)} ms, last ${Math.max(...woken).toFixed(1)} ms\n`,
+      );
     }
     await request(agent, port, 'POST', '/api/channels/webhook/enable', headers, '{}');
 
@@ -100,7 +148,14 @@ export async function channelFigures(ctx: BenchContext, config: Config, waiters 
       if (answer.status !== 200 || !answer.body.includes('"turn"')) failures++;
     });
     if (failures > 0) throw new Error(`${failures} inbound messages were not accepted as turns`);
-    return { acceptedPerSecond: accepted.perSecond, waiters, rssAddedMb: rssAdded / 1024 / 1024, wakeP50: percentile(woken, 50), wakeP99: percentile(woken, 99), afterCommitP99: percentile(afterCommit, 99) };
+    return {
+      acceptedPerSecond: accepted.perSecond,
+      waiters,
+      rssAddedMb: rssAdded / 1024 / 1024,
+      wakeP50: percentile(woken, 50),
+      wakeP99: percentile(woken, 99),
+      afterCommitP99: percentile(afterCommit, 99),
+    };
   } finally {
     agent.destroy();
     await app.close();

@@ -33,7 +33,8 @@ export async function chatSendLoad(load: ChatLoad): Promise<Throughput> {
   const code = await new Promise<number | null>((resolve, reject) => child.once('exit', resolve).once('error', reject));
   if (code !== 0) throw new Error(`the chat load client exited with ${code}: ${output.slice(-2000)}`);
   const result = JSON.parse(output) as Result;
-  if (result.failed > 0) throw new Error(`${result.failed} chat sends were not accepted; the first answer: ${result.firstFailure}`);
+  if (result.failed > 0)
+    throw new Error(`${result.failed} chat sends were not accepted; the first answer: ${result.firstFailure}`);
   return { ops: result.ok, seconds: result.seconds, perSecond: result.ok / result.seconds };
 }
 
@@ -43,33 +44,41 @@ async function runLoad(load: ChatLoad): Promise<Result> {
   const request = () => {
     const k = ++n;
     const body = JSON.stringify({ sessionId: load.sessions[k % load.sessions.length], message: `message ${k}` });
-    return `POST /api/chat/send HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${load.token}\r\nx-tenant-id: ${load.tenantId}\r\n`
-      + `idempotency-key: ${load.keyPrefix}-${k}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`;
+    return (
+      `POST /api/chat/send HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${load.token}\r\nx-tenant-id: ${load.tenantId}\r\n` +
+      `idempotency-key: ${load.keyPrefix}-${k}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`
+    );
   };
   const started = performance.now();
   const deadline = started + load.seconds * 1000;
-  await Promise.all(Array.from({ length: load.connections }, (_, c) => new Promise<void>((resolve, reject) => {
-    const socket = net.connect(load.ports[c % load.ports.length]!, '127.0.0.1');
-    socket.setNoDelay(true);
-    let buffered = '';
-    socket.once('connect', () => socket.write(request()));
-    socket.on('error', reject);
-    socket.on('data', (data) => {
-      buffered += data;
-      for (;;) {
-        const head = buffered.indexOf('\r\n\r\n');
-        if (head < 0) return;
-        const length = Number(/\r\ncontent-length: *(\d+)/i.exec(buffered.slice(0, head))?.[1] ?? 0);
-        if (buffered.length < head + 4 + length) return;
-        const response = buffered.slice(0, head + 4 + length);
-        buffered = buffered.slice(head + 4 + length);
-        if (response.startsWith('HTTP/1.1 202')) result.ok++;
-        else if (result.failed++ === 0) result.firstFailure = response.slice(0, 1000);
-        if (performance.now() < deadline) socket.write(request());
-        else return void socket.end(() => resolve());
-      }
-    });
-  })));
+  await Promise.all(
+    Array.from(
+      { length: load.connections },
+      (_, c) =>
+        new Promise<void>((resolve, reject) => {
+          const socket = net.connect(load.ports[c % load.ports.length]!, '127.0.0.1');
+          socket.setNoDelay(true);
+          let buffered = '';
+          socket.once('connect', () => socket.write(request()));
+          socket.on('error', reject);
+          socket.on('data', (data) => {
+            buffered += data;
+            for (;;) {
+              const head = buffered.indexOf('\r\n\r\n');
+              if (head < 0) return;
+              const length = Number(/\r\ncontent-length: *(\d+)/i.exec(buffered.slice(0, head))?.[1] ?? 0);
+              if (buffered.length < head + 4 + length) return;
+              const response = buffered.slice(0, head + 4 + length);
+              buffered = buffered.slice(head + 4 + length);
+              if (response.startsWith('HTTP/1.1 202')) result.ok++;
+              else if (result.failed++ === 0) result.firstFailure = response.slice(0, 1000);
+              if (performance.now() < deadline) socket.write(request());
+              else return void socket.end(() => resolve());
+            }
+          });
+        }),
+    ),
+  );
   result.seconds = (performance.now() - started) / 1000;
   return result;
 }

@@ -19,7 +19,8 @@ import { rawInserts, summarize, truncateQueues, type BenchContext, type Latencie
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
 
-const post = (port: number, path: string, headers: Record<string, string>, body: string) => postJson(agent, port, path, headers, body);
+const post = (port: number, path: string, headers: Record<string, string>, body: string) =>
+  postJson(agent, port, path, headers, body);
 
 /** Where the time from a send to its final websocket message goes, per part. */
 export type ChatBreakdown = { accepted: Latencies; pickedUp: Latencies; ran: Latencies; delivered: Latencies };
@@ -56,16 +57,26 @@ export async function chatFigures(ctx: BenchContext, config: Config, samples: nu
   await app.listen({ host: '127.0.0.1', port: 0 });
   const port = (app.server.address() as { port: number }).port;
 
-  const userId = await ctx.db.oneFirst(sql.unsafe`insert into users (email) values ('chat-bench@bench.test') returning id`) as string;
+  const userId = (await ctx.db.oneFirst(
+    sql.unsafe`insert into users (email) values ('chat-bench@bench.test') returning id`,
+  )) as string;
   await ctx.db.query(sql.unsafe`update tenants set plan = 'enterprise' where id = ${ctx.tenantId}`);
-  await ctx.db.query(sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${ctx.tenantId}, ${userId}, 'admin')`);
+  await ctx.db.query(
+    sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${ctx.tenantId}, ${userId}, 'admin')`,
+  );
   const token = await signPlatformToken({ userId }, config.secrets.PLATFORM_JWT_SECRET, config.baseUrl);
   const headers = { authorization: `Bearer ${token}`, 'x-tenant-id': ctx.tenantId };
-  const newSession = async () => (JSON.parse((await post(port, '/api/chat/sessions', headers, '{}')).body) as { id: string }).id;
+  const newSession = async () =>
+    (JSON.parse((await post(port, '/api/chat/sessions', headers, '{}')).body) as { id: string }).id;
   const session = await newSession();
   let n = 0;
   const sendOnce = async (sessionId = session) => {
-    const res = await post(port, '/api/chat/send', { ...headers, 'idempotency-key': `bench-${process.pid}-${++n}` }, JSON.stringify({ sessionId, message: `message ${n}` }));
+    const res = await post(
+      port,
+      '/api/chat/send',
+      { ...headers, 'idempotency-key': `bench-${process.pid}-${++n}` },
+      JSON.stringify({ sessionId, message: `message ${n}` }),
+    );
     if (res.status !== 202) throw new Error(`send answered ${res.status}: ${res.body}`);
     return JSON.parse(res.body) as { jobId: string };
   };
@@ -88,16 +99,23 @@ export async function chatFigures(ctx: BenchContext, config: Config, samples: nu
     const sessions = await Promise.all(Array.from({ length: 32 }, newSession));
     const { result: rawMany, cpu: rawCpu } = await cpuDuring(ctx.db, () => rawInserts(ctx, 32));
     const { result: perSession, cpu: sendCpu } = await cpuDuring(ctx.db, () =>
-      profiled('chat-send', () => chatSendLoad({ ...load, sessions, keyPrefix: `bench-${process.pid}-many` })));
+      profiled('chat-send', () => chatSendLoad({ ...load, sessions, keyPrefix: `bench-${process.pid}-many` })),
+    );
     const rawManyAfter = await rawInserts(ctx, 32);
     await truncateQueues(ctx.db);
 
     const worker = await startWorker({ config: quiet, databaseUrl: ctx.url, logger: ctx.logger, concurrency: 4 });
-    const socket = new WebSocket(`ws://127.0.0.1:${port}/api/ws`, { headers: { authorization: headers.authorization } });
+    const socket = new WebSocket(`ws://127.0.0.1:${port}/api/ws`, {
+      headers: { authorization: headers.authorization },
+    });
     const waiting = new Map<string, { progress?: number; resolve: (final: number) => void }>();
     socket.on('message', (data) => {
       const at = performance.now();
-      const m = JSON.parse(String(data)) as { type: string; job?: { id: string; status: string; progress: unknown }; deltas?: Array<{ jobId: string }> };
+      const m = JSON.parse(String(data)) as {
+        type: string;
+        job?: { id: string; status: string; progress: unknown };
+        deltas?: Array<{ jobId: string }>;
+      };
       // The first piece of the answer: a stream delta (or a progress write).
       for (const d of m.deltas ?? []) {
         const w = waiting.get(d.jobId);
@@ -112,15 +130,22 @@ export async function chatFigures(ctx: BenchContext, config: Config, samples: nu
     // The worker runs in this process: its events time the pickup and the end of the task (after its final commit).
     // A turn's Graphile job is its session queue's wake-up: the samples go one at a time, so it stands for the turn.
     const marks = new Map<string, { start?: number; success?: number }>();
-    const mark = (what: 'start' | 'success') => ({ job }: { job: { payload: unknown } }) => {
-      const id = (job.payload as { queue?: string } | null)?.queue;
-      if (id) marks.set(id, { ...marks.get(id), [what]: performance.now() });
-    };
+    const mark =
+      (what: 'start' | 'success') =>
+      ({ job }: { job: { payload: unknown } }) => {
+        const id = (job.payload as { queue?: string } | null)?.queue;
+        if (id) marks.set(id, { ...marks.get(id), [what]: performance.now() });
+      };
     worker.events.on('job:start', mark('start'));
     worker.events.on('job:success', mark('success'));
     const firsts: number[] = [];
     const finals: number[] = [];
-    const parts = { accepted: [] as number[], pickedUp: [] as number[], ran: [] as number[], delivered: [] as number[] };
+    const parts = {
+      accepted: [] as number[],
+      pickedUp: [] as number[],
+      ran: [] as number[],
+      delivered: [] as number[],
+    };
     /** Subscribes to a job; resolves with the time its final message arrived. */
     const follow = (jobId: string) => {
       const entry: { progress?: number; resolve: (final: number) => void } = { resolve: () => undefined };
@@ -162,7 +187,12 @@ export async function chatFigures(ctx: BenchContext, config: Config, samples: nu
     waiting.clear();
     socket.close();
     await worker.stop();
-    const breakdown = { accepted: summarize(parts.accepted), pickedUp: summarize(parts.pickedUp), ran: summarize(parts.ran), delivered: summarize(parts.delivered) };
+    const breakdown = {
+      accepted: summarize(parts.accepted),
+      pickedUp: summarize(parts.pickedUp),
+      ran: summarize(parts.ran),
+      delivered: summarize(parts.delivered),
+    };
     return {
       acceptedPerSecond: accepted.perSecond,
       acceptedPerSecondManySessions: perSession.perSecond,

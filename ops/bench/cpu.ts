@@ -68,7 +68,10 @@ export async function cpuDuring<T>(db: DatabasePool, work: () => Promise<T>): Pr
     for (const { first, last } of seen.values()) postgres += last - first;
     return {
       result,
-      cpu: { processSeconds: (used.user + used.system) / 1e6, postgresSeconds: postmaster === null || seen.size === 0 ? null : postgres },
+      cpu: {
+        processSeconds: (used.user + used.system) / 1e6,
+        postgresSeconds: postmaster === null || seen.size === 0 ? null : postgres,
+      },
     };
   } finally {
     clearInterval(sampler);

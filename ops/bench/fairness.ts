@@ -26,8 +26,10 @@ const QUIET_SAMPLES = 40;
 async function account(ctx: BenchContext, workspaces: number): Promise<string[]> {
   const userId = randomUUID();
   await ctx.db.query(sql.unsafe`insert into users (id, email) values (${userId}, ${`${userId}@bench.test`})`);
-  return Array.from(await ctx.db.anyFirst(sql.unsafe`
-    insert into tenants (name, created_by, owner_id) select 'bench fairness ' || n, ${userId}, ${userId} from generate_series(1, ${workspaces}) n returning id`)) as string[];
+  return Array.from(
+    await ctx.db.anyFirst(sql.unsafe`
+    insert into tenants (name, created_by, owner_id) select 'bench fairness ' || n, ${userId}, ${userId} from generate_series(1, ${workspaces}) n returning id`),
+  ) as string[];
 }
 
 async function quietStarts(ctx: BenchContext, env: Record<string, string>, fair: boolean): Promise<Latencies> {
@@ -36,7 +38,11 @@ async function quietStarts(ctx: BenchContext, env: Record<string, string>, fair:
   const [quiet] = await account(ctx, 1);
   // Without fairness every job is enqueued at now(): Graphile's plain first come, first served.
   const at = (spec: JobSpec): JobSpec => (fair ? spec : { ...spec, runAt: new Date() });
-  const worker = await startWorker({ config: loadConfig({ ...env, WORKER_IO_CONCURRENCY: String(SLOTS) }), databaseUrl: ctx.url, logger: ctx.logger });
+  const worker = await startWorker({
+    config: loadConfig({ ...env, WORKER_IO_CONCURRENCY: String(SLOTS) }),
+    databaseUrl: ctx.url,
+    logger: ctx.logger,
+  });
   const started = new Map<string, number>();
   (worker.events as unknown as EventEmitter).on('job:start', ({ job }: { job: { payload: unknown } }) => {
     const jobId = (job.payload as { jobId?: string }).jobId;
@@ -44,14 +50,26 @@ async function quietStarts(ctx: BenchContext, env: Record<string, string>, fair:
   });
   try {
     for (const tenantId of noisy) {
-      await ctx.db.transaction((tx) => enqueueJobs(tx, Array.from({ length: FLOOD_PER_WORKSPACE }, () =>
-        at({ kind: 'diag.wait', tenantId, input: { ms: Math.round(FLOOD_MS - FLOOD_SPREAD_MS + Math.random() * 2 * FLOOD_SPREAD_MS) } }))));
+      await ctx.db.transaction((tx) =>
+        enqueueJobs(
+          tx,
+          Array.from({ length: FLOOD_PER_WORKSPACE }, () =>
+            at({
+              kind: 'diag.wait',
+              tenantId,
+              input: { ms: Math.round(FLOOD_MS - FLOOD_SPREAD_MS + Math.random() * 2 * FLOOD_SPREAD_MS) },
+            }),
+          ),
+        ),
+      );
     }
     await sleep(FLOOD_MS); // the flood holds every slot
     const samples: number[] = [];
     for (let i = 0; i < QUIET_SAMPLES; i++) {
       const enqueuedAt = performance.now();
-      const [job] = await ctx.db.transaction((tx) => enqueueJobs(tx, [at({ kind: 'diag.wait', tenantId: quiet!, input: { ms: 0 } })]));
+      const [job] = await ctx.db.transaction((tx) =>
+        enqueueJobs(tx, [at({ kind: 'diag.wait', tenantId: quiet!, input: { ms: 0 } })]),
+      );
       while (!started.has(job!.id)) await sleep(1);
       samples.push(started.get(job!.id)! - enqueuedAt);
       await sleep(20);
@@ -62,6 +80,9 @@ async function quietStarts(ctx: BenchContext, env: Record<string, string>, fair:
   }
 }
 
-export async function fairnessFigures(ctx: BenchContext, env: Record<string, string>): Promise<{ fair: Latencies; fifo: Latencies; slots: number }> {
+export async function fairnessFigures(
+  ctx: BenchContext,
+  env: Record<string, string>,
+): Promise<{ fair: Latencies; fifo: Latencies; slots: number }> {
   return { slots: SLOTS, fair: await quietStarts(ctx, env, true), fifo: await quietStarts(ctx, env, false) };
 }

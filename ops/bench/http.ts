@@ -15,7 +15,13 @@ import type { BenchContext } from './scenarios.ts';
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
 
-function call(port: number, method: string, path: string, headers: Record<string, string> = {}, body?: string): Promise<number> {
+function call(
+  port: number,
+  method: string,
+  path: string,
+  headers: Record<string, string> = {},
+  body?: string,
+): Promise<number> {
   return new Promise((resolve, reject) => {
     const req = http.request({ host: '127.0.0.1', port, method, path, headers, agent }, (res) => {
       res.resume();
@@ -50,16 +56,48 @@ export async function httpFigures(ctx: BenchContext, config: Config) {
   await app.listen({ host: '127.0.0.1', port: 0 });
   const port = (app.server.address() as { port: number }).port;
 
-  const { registration } = await createRegistration(ctx.db, { type: 'anonymous', ip: '127.0.0.1', claimTokenTtlS: 3600 });
-  const assertion = await signAssertion(app.idpKeys, config.authUrl, { registrationId: registration.id, principalId: registration.principal_id }, 3600);
-  const form = new URLSearchParams({ grant_type: 'urn:ietf:params:oauth:grant-type:jwt-bearer', assertion, resource: `${config.baseUrl}/api/agent` }).toString();
-  const formHeaders = { 'content-type': 'application/x-www-form-urlencoded', 'content-length': String(Buffer.byteLength(form)) };
+  const { registration } = await createRegistration(ctx.db, {
+    type: 'anonymous',
+    ip: '127.0.0.1',
+    claimTokenTtlS: 3600,
+  });
+  const assertion = await signAssertion(
+    app.idpKeys,
+    config.authUrl,
+    { registrationId: registration.id, principalId: registration.principal_id },
+    3600,
+  );
+  const form = new URLSearchParams({
+    grant_type: 'urn:ietf:params:oauth:grant-type:jwt-bearer',
+    assertion,
+    resource: `${config.baseUrl}/api/agent`,
+  }).toString();
+  const formHeaders = {
+    'content-type': 'application/x-www-form-urlencoded',
+    'content-length': String(Buffer.byteLength(form)),
+  };
   const tokenResponse = await app.inject({ method: 'POST', url: '/oauth2/token', headers: formHeaders, payload: form });
   const bearer = { authorization: `Bearer ${tokenResponse.json().access_token}` };
   // The same operation as a tool call at /mcp (its own token audience).
-  const mcpForm = new URLSearchParams({ grant_type: 'urn:ietf:params:oauth:grant-type:jwt-bearer', assertion, resource: `${config.baseUrl}/mcp` }).toString();
-  const mcpToken = (await app.inject({ method: 'POST', url: '/oauth2/token', headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: mcpForm })).json().access_token;
-  const mcpBody = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'getAgentMe', arguments: {} } });
+  const mcpForm = new URLSearchParams({
+    grant_type: 'urn:ietf:params:oauth:grant-type:jwt-bearer',
+    assertion,
+    resource: `${config.baseUrl}/mcp`,
+  }).toString();
+  const mcpToken = (
+    await app.inject({
+      method: 'POST',
+      url: '/oauth2/token',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      payload: mcpForm,
+    })
+  ).json().access_token;
+  const mcpBody = JSON.stringify({
+    jsonrpc: '2.0',
+    id: 1,
+    method: 'tools/call',
+    params: { name: 'getAgentMe', arguments: {} },
+  });
   const mcpHeaders = {
     authorization: `Bearer ${mcpToken}`,
     'content-type': 'application/json',
@@ -68,7 +106,8 @@ export async function httpFigures(ctx: BenchContext, config: Config) {
     'content-length': String(Buffer.byteLength(mcpBody)),
   };
   const probe = await app.inject({ method: 'POST', url: '/mcp', headers: mcpHeaders, payload: mcpBody });
-  if (probe.statusCode !== 200 || probe.json().result?.isError) throw new Error(`the MCP tool call fails: ${probe.body}`);
+  if (probe.statusCode !== 200 || probe.json().result?.isError)
+    throw new Error(`the MCP tool call fails: ${probe.body}`);
   const mcpCall = () => call(port, 'POST', '/mcp', mcpHeaders, mcpBody);
 
   try {
@@ -83,10 +122,15 @@ export async function httpFigures(ctx: BenchContext, config: Config) {
     const round = Math.max(1, ctx.seconds / 3);
     for (let i = 0; i < 3; i++) {
       bareRate = Math.max(bareRate, (await load(round, concurrency, () => call(barePort, 'GET', '/bare'))).perSecond);
-      me = Math.max(me, (await load(round, concurrency, () => call(port, 'GET', '/api/agent/v1/me', bearer))).perSecond);
+      me = Math.max(
+        me,
+        (await load(round, concurrency, () => call(port, 'GET', '/api/agent/v1/me', bearer))).perSecond,
+      );
       mcp = Math.max(mcp, (await load(round, concurrency, mcpCall)).perSecond);
     }
-    const exchanges = await load(ctx.seconds, concurrency, () => call(port, 'POST', '/oauth2/token', formHeaders, form));
+    const exchanges = await load(ctx.seconds, concurrency, () =>
+      call(port, 'POST', '/oauth2/token', formHeaders, form),
+    );
     return { bare: bareRate, me, mcp, exchanges: exchanges.perSecond };
   } finally {
     await app.close();

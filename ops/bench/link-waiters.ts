@@ -11,7 +11,14 @@ import pg from 'pg';
 import { spawn } from 'node:child_process';
 import net from 'node:net';
 
-export type WaiterLoad = { port: number; path: string; headers: Record<string, string>; waiters: number; databaseUrl: string; channel: string };
+export type WaiterLoad = {
+  port: number;
+  path: string;
+  headers: Record<string, string>;
+  waiters: number;
+  databaseUrl: string;
+  channel: string;
+};
 export type Answered = { answers: Array<{ at: number; status: number }>; notifiedAt: number | null };
 
 /** Starts the waiters; `answered` resolves with each answer's arrival time and status. */
@@ -28,7 +35,10 @@ export async function startLinkWaiters(load: WaiterLoad): Promise<{ answered: Pr
     if (output.startsWith('waiting\n')) onWaiting();
   });
   const exited = new Promise<number | null>((resolve, reject) => child.once('exit', resolve).once('error', reject));
-  await Promise.race([waiting, exited.then((code) => Promise.reject(new Error(`the link waiters exited with ${code}: ${output}`)))]);
+  await Promise.race([
+    waiting,
+    exited.then((code) => Promise.reject(new Error(`the link waiters exited with ${code}: ${output}`))),
+  ]);
   const answered = exited.then((code) => {
     if (code !== 0) throw new Error(`the link waiters exited with ${code}: ${output.slice(-2000)}`);
     return JSON.parse(output.slice('waiting\n'.length)) as Answered;
@@ -37,7 +47,9 @@ export async function startLinkWaiters(load: WaiterLoad): Promise<{ answered: Pr
 }
 
 async function runWaiters(load: WaiterLoad): Promise<void> {
-  const head = `GET ${load.path} HTTP/1.1\r\nhost: 127.0.0.1\r\n${Object.entries(load.headers).map(([k, v]) => `${k}: ${v}\r\n`).join('')}\r\n`;
+  const head = `GET ${load.path} HTTP/1.1\r\nhost: 127.0.0.1\r\n${Object.entries(load.headers)
+    .map(([k, v]) => `${k}: ${v}\r\n`)
+    .join('')}\r\n`;
   const now = () => performance.timeOrigin + performance.now();
   const listener = new pg.Client({ connectionString: load.databaseUrl });
   await listener.connect();
@@ -46,18 +58,22 @@ async function runWaiters(load: WaiterLoad): Promise<void> {
   await listener.query(`listen ${load.channel}`);
   const answers: Array<{ at: number; status: number }> = [];
   const sockets: net.Socket[] = [];
-  const done = Array.from({ length: load.waiters }, () => new Promise<void>((resolve, reject) => {
-    const socket = net.connect(load.port, '127.0.0.1');
-    sockets.push(socket);
-    socket.setNoDelay(true);
-    socket.once('connect', () => socket.write(head));
-    socket.on('error', reject);
-    socket.once('data', (data) => {
-      // The status line arrives first; the time is when the answer began to arrive.
-      answers.push({ at: now(), status: Number(String(data).slice(9, 12)) });
-      resolve();
-    });
-  }));
+  const done = Array.from(
+    { length: load.waiters },
+    () =>
+      new Promise<void>((resolve, reject) => {
+        const socket = net.connect(load.port, '127.0.0.1');
+        sockets.push(socket);
+        socket.setNoDelay(true);
+        socket.once('connect', () => socket.write(head));
+        socket.on('error', reject);
+        socket.once('data', (data) => {
+          // The status line arrives first; the time is when the answer began to arrive.
+          answers.push({ at: now(), status: Number(String(data).slice(9, 12)) });
+          resolve();
+        });
+      }),
+  );
   // Every request is written once every socket has connected and flushed.
   await new Promise((r) => setTimeout(r, 0));
   process.stdout.write('waiting\n');

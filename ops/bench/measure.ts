@@ -8,7 +8,11 @@ import path from 'node:path';
 export type Throughput = { ops: number; seconds: number; perSecond: number };
 
 /** Runs `op` in `concurrency` loops for `seconds`; returns completed ops per second. */
-export async function throughput(concurrency: number, seconds: number, op: (loop: number) => Promise<void>): Promise<Throughput> {
+export async function throughput(
+  concurrency: number,
+  seconds: number,
+  op: (loop: number) => Promise<void>,
+): Promise<Throughput> {
   let ops = 0;
   const started = performance.now();
   const deadline = started + seconds * 1000;
@@ -37,7 +41,13 @@ export class Report {
   readonly rows: Row[] = [];
 
   /** `baseline` 'none': a figure on its own (a count, a bound), not compared with anything. */
-  add(figure: string, value: number, unit: string, baseline?: { name: string; value: number } | 'none', target?: string) {
+  add(
+    figure: string,
+    value: number,
+    unit: string,
+    baseline?: { name: string; value: number } | 'none',
+    target?: string,
+  ) {
     const base = baseline === 'none' ? null : baseline;
     this.rows.push({
       figure,
@@ -53,7 +63,11 @@ export class Report {
     const headers = ['figure', 'value', 'ratio', 'baseline (same run)', 'target'];
     const cells = this.rows.map((r) => [r.figure, r.value, r.ratio, r.baseline, r.target ?? '']);
     const widths = headers.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
-    const line = (c: string[]) => c.map((v, i) => v.padEnd(widths[i]!)).join('  ').trimEnd();
+    const line = (c: string[]) =>
+      c
+        .map((v, i) => v.padEnd(widths[i]!))
+        .join('  ')
+        .trimEnd();
     console.log(line(headers));
     console.log(widths.map((w) => '-'.repeat(w)).join('  '));
     for (const c of cells) console.log(line(c));
@@ -69,13 +83,29 @@ function format(value: number): string {
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** POSTs a JSON body over a keep-alive agent; the status and the body that came back. */
-export function postJson(agent: http.Agent, port: number, path: string, headers: Record<string, string>, body: string): Promise<{ status: number; body: string }> {
+export function postJson(
+  agent: http.Agent,
+  port: number,
+  path: string,
+  headers: Record<string, string>,
+  body: string,
+): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, method: 'POST', path, agent, headers: { ...headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) } }, (res) => {
-      let data = '';
-      res.on('data', (c) => (data += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: data }));
-    });
+    const req = http.request(
+      {
+        host: '127.0.0.1',
+        port,
+        method: 'POST',
+        path,
+        agent,
+        headers: { ...headers, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(body)) },
+      },
+      (res) => {
+        let data = '';
+        res.on('data', (c) => (data += c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: data }));
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });

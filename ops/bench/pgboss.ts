@@ -55,4 +55,3 @@ export async function pgBossFigures(ctx: BenchContext, samples: number, concurre
     await boss.stop({ graceful: false, wait: true }).catch(() => undefined);
   }
 }
-

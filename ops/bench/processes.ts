@@ -99,8 +99,10 @@ function getStatus(port: number, route: string): Promise<number> {
 export async function waitForHealth(proc: PlatformProcess, port: number, timeoutMs = 60_000): Promise<void> {
   const deadline = performance.now() + timeoutMs;
   while ((await getStatus(port, '/healthz')) !== 200) {
-    if (proc.child.exitCode !== null || proc.child.signalCode !== null) throw new Error(`${proc.name} exited before answering /healthz:\n${proc.tail()}`);
-    if (performance.now() > deadline) throw new Error(`${proc.name} did not answer /healthz within ${timeoutMs} ms:\n${proc.tail()}`);
+    if (proc.child.exitCode !== null || proc.child.signalCode !== null)
+      throw new Error(`${proc.name} exited before answering /healthz:\n${proc.tail()}`);
+    if (performance.now() > deadline)
+      throw new Error(`${proc.name} did not answer /healthz within ${timeoutMs} ms:\n${proc.tail()}`);
     await sleep(50);
   }
 }

@@ -15,7 +15,11 @@ export type StartFigures = { seconds: number; cpuSeconds: number; rssMb: number 
 /** One start of `args` (after node): until GET /readyz answers 200, then stopped. */
 async function startOnce(args: string[], env: Record<string, string>): Promise<StartFigures> {
   const started = performance.now();
-  const child = spawn(process.execPath, args, { cwd: root, env: { PATH: process.env.PATH ?? '', ...env, LOG_LEVEL: 'info', LOG_FORMAT: 'json' }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, args, {
+    cwd: root,
+    env: { PATH: process.env.PATH ?? '', ...env, LOG_LEVEL: 'info', LOG_FORMAT: 'json' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   try {
     let output = '';
     child.stdout.setEncoding('utf8').on('data', (d: string) => (output += d));
@@ -26,7 +30,13 @@ async function startOnce(args: string[], env: Record<string, string>): Promise<S
       if (child.exitCode !== null) throw new Error(`the api exited with ${child.exitCode}: ${output.slice(-1000)}`);
       await sleep(5);
     }
-    while ((await fetch(`${url}/readyz`).then((r) => r.status, () => 0)) !== 200) await sleep(5);
+    while (
+      (await fetch(`${url}/readyz`).then(
+        (r) => r.status,
+        () => 0,
+      )) !== 200
+    )
+      await sleep(5);
     const seconds = (performance.now() - started) / 1000;
     const status = readFileSync(`/proc/${child.pid}/status`, 'utf8');
     const stat = readFileSync(`/proc/${child.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
@@ -41,10 +51,17 @@ async function startOnce(args: string[], env: Record<string, string>): Promise<S
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 
 function medians(runs: StartFigures[]): StartFigures {
-  return { seconds: median(runs.map((r) => r.seconds)), cpuSeconds: median(runs.map((r) => r.cpuSeconds)), rssMb: median(runs.map((r) => r.rssMb)) };
+  return {
+    seconds: median(runs.map((r) => r.seconds)),
+    cpuSeconds: median(runs.map((r) => r.cpuSeconds)),
+    rssMb: median(runs.map((r) => r.rssMb)),
+  };
 }
 
-export async function startFigures(env: Record<string, string>, starts = 5): Promise<{ tsx: StartFigures; compiled: StartFigures }> {
+export async function startFigures(
+  env: Record<string, string>,
+  starts = 5,
+): Promise<{ tsx: StartFigures; compiled: StartFigures }> {
   // Compiled beside the checkout, so packages resolve from its node_modules as dist/'s do.
   const dist = mkdtempSync(path.join(root, '.bench-dist-'));
   try {

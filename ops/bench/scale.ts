@@ -21,52 +21,103 @@ import { startWorker } from '../../workers/worker.ts';
 import { percentile } from './measure.ts';
 import type { BenchContext } from './scenarios.ts';
 
-export const SCALE_FIGURES = ['chat send', 'chat send -> started (enqueue to start, a worker waiting)', 'chat send -> final state (built-in model, a worker running)', 'activity: sessions page', "activity: a session's entries page", 'GET /api/chat/jobs/:id', 'GET /api/agent/v1/me'] as const;
+export const SCALE_FIGURES = [
+  'chat send',
+  'chat send -> started (enqueue to start, a worker waiting)',
+  'chat send -> final state (built-in model, a worker running)',
+  'activity: sessions page',
+  "activity: a session's entries page",
+  'GET /api/chat/jobs/:id',
+  'GET /api/agent/v1/me',
+] as const;
 export type ScaleFigure = (typeof SCALE_FIGURES)[number];
 
-export type Probe = { app: FastifyInstance; close: () => Promise<void>; requests: Record<ScaleFigure, () => Promise<number>> };
+export type Probe = {
+  app: FastifyInstance;
+  close: () => Promise<void>;
+  requests: Record<ScaleFigure, () => Promise<number>>;
+};
 
 /** A probe tenant with a person, a session with a few turns, and a claimed agent; one request per figure. */
 export async function probe(ctx: BenchContext, config: Config): Promise<Probe> {
   const hub = new JobEventHub(ctx.url, ctx.db, ctx.logger);
   await hub.start();
-  const app = await buildApp({ config: { ...config, logLevel: 'warn' }, db: ctx.db, jobEvents: hub, jobs: new GroupCommitter(ctx.db) });
+  const app = await buildApp({
+    config: { ...config, logLevel: 'warn' },
+    db: ctx.db,
+    jobEvents: hub,
+    jobs: new GroupCommitter(ctx.db),
+  });
   await app.ready();
   const userId = randomUUID();
   const tenantId = randomUUID();
   await ctx.db.transaction(async (tx) => {
     await tx.query(sql.unsafe`insert into users (id, email) values (${userId}, ${`${userId}@scale.bench`})`);
     await tx.query(sql.unsafe`insert into tenants (id, name, plan) values (${tenantId}, 'scale probe', 'enterprise')`);
-    await tx.query(sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${tenantId}, ${userId}, 'admin')`);
+    await tx.query(
+      sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${tenantId}, ${userId}, 'admin')`,
+    );
   });
-  const headers = { authorization: `Bearer ${await signPlatformToken({ userId }, config.secrets.PLATFORM_JWT_SECRET, config.authUrl)}`, 'x-tenant-id': tenantId };
-  const sessionId = (await app.inject({ method: 'POST', url: '/api/chat/sessions', headers, payload: { title: 'Probe' } })).json().id as string;
+  const headers = {
+    authorization: `Bearer ${await signPlatformToken({ userId }, config.secrets.PLATFORM_JWT_SECRET, config.authUrl)}`,
+    'x-tenant-id': tenantId,
+  };
+  const sessionId = (
+    await app.inject({ method: 'POST', url: '/api/chat/sessions', headers, payload: { title: 'Probe' } })
+  ).json().id as string;
   let n = 0;
   const send = async () => {
-    const res = await app.inject({ method: 'POST', url: '/api/chat/send', headers: { ...headers, 'idempotency-key': `scale-${randomUUID()}` }, payload: { sessionId, message: `probe ${++n}` } });
+    const res = await app.inject({
+      method: 'POST',
+      url: '/api/chat/send',
+      headers: { ...headers, 'idempotency-key': `scale-${randomUUID()}` },
+      payload: { sessionId, message: `probe ${++n}` },
+    });
     if (res.statusCode !== 202) throw new Error(`scale: chat send answered ${res.statusCode}: ${res.body}`);
     return res.json().jobId as string;
   };
   const jobId = await send();
-  const worker = await startWorker({ config: { ...config, logLevel: 'warn' }, databaseUrl: ctx.url, logger: ctx.logger, concurrency: 4 });
-  /** Resolves once the job's status passes `done`: from its events, or from a read if it got there before the subscription. */
-  const reaches = (id: string, done: (status: string) => boolean) => new Promise<void>((resolve) => {
-    const seen = (status: string) => {
-      if (!done(status)) return;
-      off();
-      resolve();
-    };
-    const off = hub.subscribe(id, (row) => seen(row.status));
-    // It may have finished before the subscription: read it once.
-    void ctx.db.oneFirst(sql.unsafe`select status from jobs where id = ${id}`).then((status) => seen(status as string));
+  const worker = await startWorker({
+    config: { ...config, logLevel: 'warn' },
+    databaseUrl: ctx.url,
+    logger: ctx.logger,
+    concurrency: 4,
   });
+  /** Resolves once the job's status passes `done`: from its events, or from a read if it got there before the subscription. */
+  const reaches = (id: string, done: (status: string) => boolean) =>
+    new Promise<void>((resolve) => {
+      const seen = (status: string) => {
+        if (!done(status)) return;
+        off();
+        resolve();
+      };
+      const off = hub.subscribe(id, (row) => seen(row.status));
+      // It may have finished before the subscription: read it once.
+      void ctx.db
+        .oneFirst(sql.unsafe`select status from jobs where id = ${id}`)
+        .then((status) => seen(status as string));
+    });
   const final = (id: string) => reaches(id, isFinal);
   await final(jobId);
   const { registration } = await createRegistration(ctx.db, { type: 'anonymous', ip: '10.9.9.9', claimTokenTtlS: 600 });
-  await ctx.db.query(sql.unsafe`update agent_registrations set claim_state = 'claimed', claimed_by = ${userId}, claimed_at = now() where id = ${registration.id}`);
-  await ctx.db.query(sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${registration.tenant_id}, ${userId}, 'admin')`);
-  const agentToken = await signAccessToken(app.idpKeys, config.authUrl, resources(config.baseUrl).agent,
-    { principalId: registration.principal_id, registrationId: registration.id, tenantId: registration.tenant_id, scopes: [...AGENT_SCOPES] }, 3600);
+  await ctx.db.query(
+    sql.unsafe`update agent_registrations set claim_state = 'claimed', claimed_by = ${userId}, claimed_at = now() where id = ${registration.id}`,
+  );
+  await ctx.db.query(
+    sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${registration.tenant_id}, ${userId}, 'admin')`,
+  );
+  const agentToken = await signAccessToken(
+    app.idpKeys,
+    config.authUrl,
+    resources(config.baseUrl).agent,
+    {
+      principalId: registration.principal_id,
+      registrationId: registration.id,
+      tenantId: registration.tenant_id,
+      scopes: [...AGENT_SCOPES],
+    },
+    3600,
+  );
   const get = (url: string, h: Record<string, string>) => async () => {
     const started = performance.now();
     const res = await app.inject({ url, headers: h });
@@ -105,7 +156,11 @@ export async function probe(ctx: BenchContext, config: Config): Promise<Probe> {
 }
 
 /** p50 of each figure over `samples` requests, after a few uncounted ones. */
-export async function scaleFigures(ctx: BenchContext, config: Config, samples: number): Promise<Record<ScaleFigure, number>> {
+export async function scaleFigures(
+  ctx: BenchContext,
+  config: Config,
+  samples: number,
+): Promise<Record<ScaleFigure, number>> {
   const p = await probe(ctx, config);
   try {
     const out = {} as Record<ScaleFigure, number>;
@@ -126,13 +181,21 @@ export type Seeded = { seconds: number; rows: Record<string, number> };
 /** Seeds `factor` times the model's volume (factor 1: 10M jobs ...). */
 export async function seedScale(ctx: BenchContext, factor: number): Promise<Seeded> {
   const n = (x: number) => Math.max(1, Math.round(x * factor));
-  const rows = { tenants: n(10_000), chat_sessions: n(100_000), chat_messages: n(2_000_000), jobs: n(10_000_000), usage_records: n(1_000_000) };
+  const rows = {
+    tenants: n(10_000),
+    chat_sessions: n(100_000),
+    chat_messages: n(2_000_000),
+    jobs: n(10_000_000),
+    usage_records: n(1_000_000),
+  };
   const started = performance.now();
   await ctx.db.transaction(async (tx) => {
     // Triggers (notifications, counters, foreign key checks) off for the load: the rows are consistent by construction.
     await tx.query(sql.unsafe`set local session_replication_role = replica`);
     await tx.query(sql.unsafe`set local statement_timeout = 0`); // ten million rows take minutes
-    await tx.query(sql.unsafe`create temp table scale_tenants on commit drop as select i, gen_random_uuid() as id from generate_series(1, ${rows.tenants}::int) i`);
+    await tx.query(
+      sql.unsafe`create temp table scale_tenants on commit drop as select i, gen_random_uuid() as id from generate_series(1, ${rows.tenants}::int) i`,
+    );
     await tx.query(sql.unsafe`insert into tenants (id, name, plan) select id, 'scale ' || i, 'pro' from scale_tenants`);
     await tx.query(sql.unsafe`create temp table scale_sessions on commit drop as
       select s as i, gen_random_uuid() as id, t.id as tenant_id from generate_series(1, ${rows.chat_sessions}::int) s join scale_tenants t on t.i = 1 + s % ${rows.tenants}::int`);

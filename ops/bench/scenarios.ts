@@ -28,7 +28,9 @@ export async function resetQueues(ctx: BenchContext): Promise<void> {
  */
 export async function truncateQueues(db: DatabasePool, raw = false): Promise<void> {
   await db.query(sql.unsafe`truncate jobs, account_job_counts, account_job_count_changes cascade`);
-  await db.query(sql.unsafe`select graphile_worker.force_unlock_workers(array(select distinct locked_by from graphile_worker.jobs where locked_by is not null))`);
+  await db.query(
+    sql.unsafe`select graphile_worker.force_unlock_workers(array(select distinct locked_by from graphile_worker.jobs where locked_by is not null))`,
+  );
   await db.query(sql.unsafe`select graphile_worker.complete_jobs(array(select id from graphile_worker.jobs))`);
   if (raw) await db.query(sql.unsafe`truncate bench_raw`);
 }
@@ -78,7 +80,12 @@ export async function enqueueGrouped(ctx: BenchContext, callers: number, pool: D
  * Drains `count` no-op jobs with a plain Graphile Worker runner: with its
  * defaults, or (`batched`) with its local queue of 64 and batched completions.
  */
-export async function rawExecuted(ctx: BenchContext, count: number, concurrency: number, batched = false): Promise<number> {
+export async function rawExecuted(
+  ctx: BenchContext,
+  count: number,
+  concurrency: number,
+  batched = false,
+): Promise<number> {
   const client = new pg.Client({ connectionString: ctx.url });
   await client.connect();
   await client.query(
@@ -100,7 +107,9 @@ export async function rawExecuted(ctx: BenchContext, count: number, concurrency:
     taskList: { 'bench.noop': async () => undefined },
     logger: graphileLogger(ctx.logger),
     events,
-    ...(batched ? { preset: { worker: { localQueue: { size: 64 }, completeJobBatchDelay: 0, failJobBatchDelay: 0 } } } : {}),
+    ...(batched
+      ? { preset: { worker: { localQueue: { size: 64 }, completeJobBatchDelay: 0, failJobBatchDelay: 0 } } }
+      : {}),
   });
   await allDone;
   const seconds = (performance.now() - started) / 1000;
@@ -111,7 +120,12 @@ export async function rawExecuted(ctx: BenchContext, count: number, concurrency:
 /** Enqueues `count` jobs at once for our worker to drain (see index.ts); unfair: at now(), outside the fair order (priority -1, as the platform's own). */
 export async function enqueueBacklog(ctx: BenchContext, count: number, fair = true): Promise<void> {
   const runAt = fair ? undefined : new Date();
-  await ctx.db.transaction((tx) => enqueueJobs(tx, Array.from({ length: count }, () => ({ ...spec(ctx), ...(runAt ? { runAt } : {}) }))));
+  await ctx.db.transaction((tx) =>
+    enqueueJobs(
+      tx,
+      Array.from({ length: count }, () => ({ ...spec(ctx), ...(runAt ? { runAt } : {}) })),
+    ),
+  );
 }
 
 export type Latencies = { p50: number; p95: number; p99: number };

@@ -6,9 +6,17 @@ import { z } from 'zod';
 import { sql, type DatabasePool } from '../../core/db/pool.ts';
 
 export const statementsWanted = process.env.BENCH_STATEMENTS === '1';
-export const statementSettings: Record<string, string> = statementsWanted ? { shared_preload_libraries: 'pg_stat_statements', 'pg_stat_statements.track': 'all' } : {};
+export const statementSettings: Record<string, string> = statementsWanted
+  ? { shared_preload_libraries: 'pg_stat_statements', 'pg_stat_statements.track': 'all' }
+  : {};
 
-const Row = z.object({ calls: z.number(), total_ms: z.number(), mean_ms: z.number(), wal_kb: z.number(), query: z.string() });
+const Row = z.object({
+  calls: z.number(),
+  total_ms: z.number(),
+  mean_ms: z.number(),
+  wal_kb: z.number(),
+  query: z.string(),
+});
 
 export async function startStatements(db: DatabasePool): Promise<void> {
   if (!statementsWanted) return;
@@ -27,7 +35,9 @@ export async function printStatements(db: DatabasePool, section: string, limit =
   if (rows.length === 0) return; // the section did not run
   process.stderr.write(`\n  statements of section ${section} (pg_stat_statements, by total time):\n`);
   for (const r of rows) {
-    process.stderr.write(`  ${String(r.calls).padStart(8)} calls ${r.total_ms.toFixed(0).padStart(7)} ms ${r.mean_ms.toFixed(3).padStart(8)} ms/call ${r.wal_kb.toFixed(0).padStart(7)} kB WAL  ${r.query.slice(0, 160)}\n`);
+    process.stderr.write(
+      `  ${String(r.calls).padStart(8)} calls ${r.total_ms.toFixed(0).padStart(7)} ms ${r.mean_ms.toFixed(3).padStart(8)} ms/call ${r.wal_kb.toFixed(0).padStart(7)} kB WAL  ${r.query.slice(0, 160)}\n`,
+    );
   }
   await db.query(sql.unsafe`select pg_stat_statements_reset()`);
 }

@@ -15,7 +15,8 @@ const event = (id: string, delta: Record<string, unknown>, finish: string | null
   `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: 0, model: 'bench', choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
 
 const server = createServer((req, res) => {
-  if (req.method === 'GET' && req.url === '/stats') return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(stats));
+  if (req.method === 'GET' && req.url === '/stats')
+    return void res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(stats));
   req.resume();
   req.on('end', () => {
     const id = `chatcmpl-bench-${++stats.started}`;
@@ -32,7 +33,9 @@ const server = createServer((req, res) => {
       }
       clearInterval(timer);
       res.write(event(id, {}, 'stop'));
-      res.write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: 0, model: 'bench', choices: [], usage: { prompt_tokens: 10, completion_tokens: total, total_tokens: total + 10 } })}\n\n`);
+      res.write(
+        `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: 0, model: 'bench', choices: [], usage: { prompt_tokens: 10, completion_tokens: total, total_tokens: total + 10 } })}\n\n`,
+      );
       res.end('data: [DONE]\n\n');
     }, 1000 / tokensPerSecond);
     res.on('close', () => {

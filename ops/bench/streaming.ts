@@ -41,54 +41,91 @@ function cpuSeconds(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND;
 }
 function rssMb(pid: number): number {
-  const line = readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').find((l) => l.startsWith('VmRSS:'))!;
+  const line = readFileSync(`/proc/${pid}/status`, 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith('VmRSS:'))!;
   return Number(line.replace(/\D+/g, '')) / 1024;
 }
 
 function providerStats(port: number): Promise<{ open: number; maxOpen: number; finished: number }> {
   return new Promise((resolve, reject) => {
-    http.get({ host: '127.0.0.1', port, path: '/stats', agent: false }, (res) => {
-      let body = '';
-      res.on('data', (c) => (body += c));
-      res.on('end', () => resolve(JSON.parse(body)));
-    }).on('error', reject);
+    http
+      .get({ host: '127.0.0.1', port, path: '/stats', agent: false }, (res) => {
+        let body = '';
+        res.on('data', (c) => (body += c));
+        res.on('end', () => resolve(JSON.parse(body)));
+      })
+      .on('error', reject);
   });
 }
 
-export async function streamingFigures(ctx: BenchContext, config: Config, env: Record<string, string>, turns: number): Promise<StreamingFigures> {
-  const provider = spawnEntry('stream provider', 'ops/bench/stream-provider.ts', { STREAM_TOKENS_PER_S: '20', STREAM_SECONDS: '10' });
+export async function streamingFigures(
+  ctx: BenchContext,
+  config: Config,
+  env: Record<string, string>,
+  turns: number,
+): Promise<StreamingFigures> {
+  const provider = spawnEntry('stream provider', 'ops/bench/stream-provider.ts', {
+    STREAM_TOKENS_PER_S: '20',
+    STREAM_SECONDS: '10',
+  });
   await provider.logged('listening');
   const providerPort = Number(/"port":(\d+)/.exec(provider.tail())![1]);
   const worker = spawnEntry('worker', 'workers/runner.ts', {
-    ...env, LOG_LEVEL: 'info', LOG_FORMAT: 'json', OPENAI_BASE_URL: `http://127.0.0.1:${providerPort}/v1`, WORKER_IO_CONCURRENCY: String(turns + 100),
+    ...env,
+    LOG_LEVEL: 'info',
+    LOG_FORMAT: 'json',
+    OPENAI_BASE_URL: `http://127.0.0.1:${providerPort}/v1`,
+    WORKER_IO_CONCURRENCY: String(turns + 100),
   });
   const port = await freePort();
   const api = spawnEntry('api', 'api/server.ts', {
-    ...env, LOG_LEVEL: 'warn', LOG_FORMAT: 'json', PORT: String(port), HOST: '127.0.0.1', BASE_URL: config.baseUrl, WS_MAX_SUBSCRIPTIONS: String(turns + 10),
+    ...env,
+    LOG_LEVEL: 'warn',
+    LOG_FORMAT: 'json',
+    PORT: String(port),
+    HOST: '127.0.0.1',
+    BASE_URL: config.baseUrl,
+    WS_MAX_SUBSCRIPTIONS: String(turns + 10),
   });
   const agent = new http.Agent({ keepAlive: true, maxSockets: 32 });
   try {
     await worker.logged('worker started');
     await waitForHealth(api, port);
-    const tenantId = await ctx.db.oneFirst(sql.unsafe`insert into tenants (name, plan) values ('bench streaming', 'enterprise') returning id`) as string;
+    const tenantId = (await ctx.db.oneFirst(
+      sql.unsafe`insert into tenants (name, plan) values ('bench streaming', 'enterprise') returning id`,
+    )) as string;
     const userId = randomUUID();
     await ctx.db.query(sql.unsafe`insert into users (id, email) values (${userId}, ${`${userId}@bench.test`})`);
-    await ctx.db.query(sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${tenantId}, ${userId}, 'admin')`);
-    await putKey(ctx.db, Keyring.fromConfig(config), { tenantId, provider: 'openai', apiKey: 'sk-bench-streaming-key', userId });
+    await ctx.db.query(
+      sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${tenantId}, ${userId}, 'admin')`,
+    );
+    await putKey(ctx.db, Keyring.fromConfig(config), {
+      tenantId,
+      provider: 'openai',
+      apiKey: 'sk-bench-streaming-key',
+      userId,
+    });
     const sessions = await ctx.db.anyFirst(sql.type(z.object({ id: z.string() }))`
       insert into chat_sessions (tenant_id, title, model, created_by)
       select ${tenantId}, 'stream ' || n, 'openai/gpt-4o-mini', ${userId} from generate_series(1, ${turns}) n returning id`);
     const token = await signPlatformToken({ userId }, config.secrets.PLATFORM_JWT_SECRET, config.baseUrl);
     const headers = { authorization: `Bearer ${token}`, 'x-tenant-id': tenantId };
 
-    const socket = new WebSocket(`ws://127.0.0.1:${port}/api/ws`, { headers: { authorization: headers.authorization } });
+    const socket = new WebSocket(`ws://127.0.0.1:${port}/api/ws`, {
+      headers: { authorization: headers.authorization },
+    });
     const latencies: number[] = [];
     let deltas = 0;
     let measuring = false;
     const finals = new Set<string>();
     socket.on('message', (data) => {
       const now = Date.now();
-      const m = JSON.parse(String(data)) as { type: string; deltas?: Array<{ text: string; offset: number }>; job?: { id: string; status: string } };
+      const m = JSON.parse(String(data)) as {
+        type: string;
+        deltas?: Array<{ text: string; offset: number }>;
+        job?: { id: string; status: string };
+      };
       if (m.type === 'deltas') {
         for (const d of m.deltas!) {
           deltas++;
@@ -102,22 +139,31 @@ export async function streamingFigures(ctx: BenchContext, config: Config, env: R
 
     const jobIds: string[] = [];
     let next = 0;
-    await Promise.all(Array.from({ length: 32 }, async () => {
-      while (next < sessions.length) {
-        const sessionId = sessions[next++]!;
-        const res = await postJson(agent, port, '/api/chat/send', { ...headers, 'idempotency-key': `stream-${sessionId}` }, JSON.stringify({ sessionId, message: 'Stream, please.' }));
-        if (res.status !== 202) throw new Error(`send answered ${res.status}: ${res.body}`);
-        const { jobId } = JSON.parse(res.body) as { jobId: string };
-        jobIds.push(jobId);
-        socket.send(JSON.stringify({ type: 'subscribe', jobId }));
-      }
-    }));
+    await Promise.all(
+      Array.from({ length: 32 }, async () => {
+        while (next < sessions.length) {
+          const sessionId = sessions[next++]!;
+          const res = await postJson(
+            agent,
+            port,
+            '/api/chat/send',
+            { ...headers, 'idempotency-key': `stream-${sessionId}` },
+            JSON.stringify({ sessionId, message: 'Stream, please.' }),
+          );
+          if (res.status !== 202) throw new Error(`send answered ${res.status}: ${res.body}`);
+          const { jobId } = JSON.parse(res.body) as { jobId: string };
+          jobIds.push(jobId);
+          socket.send(JSON.stringify({ type: 'subscribe', jobId }));
+        }
+      }),
+    );
     // Every turn streaming at once: measure the worker for a few seconds.
     const allOpen = performance.now();
     for (;;) {
       const s = await providerStats(providerPort);
       if (s.open >= turns || s.finished > 0) break;
-      if (performance.now() - allOpen > 60_000) throw new Error(`only ${s.open} of ${turns} streams opened within 60 s`);
+      if (performance.now() - allOpen > 60_000)
+        throw new Error(`only ${s.open} of ${turns} streams opened within 60 s`);
       await sleep(100);
     }
     const pid = worker.child.pid!;

@@ -22,13 +22,22 @@ export async function websocketLatency(ctx: BenchContext, config: Config, sample
   const base = await app.listen({ host: '127.0.0.1', port: 0 });
   const userId = randomUUID();
   await db.query(sql.unsafe`insert into users (id, email) values (${userId}, ${`${userId}@bench.test`})`);
-  await db.query(sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${ctx.tenantId}, ${userId}, 'admin')`);
+  await db.query(
+    sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${ctx.tenantId}, ${userId}, 'admin')`,
+  );
   const token = await signPlatformToken({ userId }, config.secrets.PLATFORM_JWT_SECRET, config.baseUrl);
 
-  const jobs = await db.transaction((tx) => enqueueJobs(tx, Array.from({ length: samples }, () => ({ kind: 'bench.idle', tenantId: ctx.tenantId }))));
+  const jobs = await db.transaction((tx) =>
+    enqueueJobs(
+      tx,
+      Array.from({ length: samples }, () => ({ kind: 'bench.idle', tenantId: ctx.tenantId })),
+    ),
+  );
   // Running, as a worker would have them, so the finishing update is the real one.
   for (const job of jobs) await markRunning(db, job.id, 1, { lockedBy: 'bench', lockedAt: null });
-  const socket = new WebSocket(`${base.replace('http', 'ws')}/api/ws`, { headers: { authorization: `Bearer ${token}` } });
+  const socket = new WebSocket(`${base.replace('http', 'ws')}/api/ws`, {
+    headers: { authorization: `Bearer ${token}` },
+  });
   const arrivals = new Map<string, (at: number) => void>();
   let snapshots = 0;
   let allSubscribed!: () => void;

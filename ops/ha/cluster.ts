@@ -24,7 +24,6 @@ process.once('exit', () => {
 
 type Proc = { child: ChildProcess; exited: Promise<void> };
 
-
 export class HaCluster {
   readonly dir = mkdtempSync(path.join(tmpdir(), 'platform-ha-'));
   readonly members: Member[] = [];
@@ -41,15 +40,29 @@ export class HaCluster {
   constructor(readonly options: { synchronous: boolean } = { synchronous: true }) {}
 
   async start(): Promise<void> {
-    if (!this.binDir) throw new Error('no PostgreSQL 14 or newer under /usr/lib/postgresql (apt-get install postgresql)');
+    if (!this.binDir)
+      throw new Error('no PostgreSQL 14 or newer under /usr/lib/postgresql (apt-get install postgresql)');
     if ('uid' in this.ids) chownSync(this.dir, this.ids.uid!, this.ids.gid!);
     this.etcdPorts = { client: await freePort(), peer: await freePort() };
     await this.startEtcd();
     for (let i = 0; i < 3; i++) {
-      this.members.push({ name: `pg${i}`, pgPort: await freePort(), restPort: await freePort(), dataDir: path.join(this.dir, `pg${i}`) });
+      this.members.push({
+        name: `pg${i}`,
+        pgPort: await freePort(),
+        restPort: await freePort(),
+        dataDir: path.join(this.dir, `pg${i}`),
+      });
     }
     for (const m of this.members) {
-      writeFileSync(this.configFile(m), patroniConfig(m, { dir: this.dir, binDir: this.binDir, etcdPort: this.etcdPorts.client, synchronous: this.options.synchronous }));
+      writeFileSync(
+        this.configFile(m),
+        patroniConfig(m, {
+          dir: this.dir,
+          binDir: this.binDir,
+          etcdPort: this.etcdPorts.client,
+          synchronous: this.options.synchronous,
+        }),
+      );
       if ('uid' in this.ids) chownSync(this.configFile(m), this.ids.uid!, this.ids.gid!);
     }
     // The first member bootstraps; the others clone it once it leads.
@@ -90,7 +103,11 @@ export class HaCluster {
       socket.on('error', reject);
       socket.setTimeout(1_000, () => socket.destroy(new Error('HAProxy stats socket timed out')));
     });
-    return csv.split('\n').map((line) => line.split(',')).filter((f) => f[0] === 'postgres-primary' && f[1] !== 'BACKEND' && f[1] !== 'FRONTEND' && f[17] === 'UP').map((f) => f[1]!);
+    return csv
+      .split('\n')
+      .map((line) => line.split(','))
+      .filter((f) => f[0] === 'postgres-primary' && f[1] !== 'BACKEND' && f[1] !== 'FRONTEND' && f[17] === 'UP')
+      .map((f) => f[1]!);
   }
 
   private configFile(m: Member): string {
@@ -108,20 +125,36 @@ export class HaCluster {
     const log = createWriteStream(path.join(this.dir, `${name}.log`), { flags: 'a' });
     child.stdout!.pipe(log, { end: false });
     child.stderr!.pipe(log, { end: false });
-    const exited = new Promise<void>((resolve) => child.once('exit', () => {
-      children.delete(child);
-      resolve();
-    }));
+    const exited = new Promise<void>((resolve) =>
+      child.once('exit', () => {
+        children.delete(child);
+        resolve();
+      }),
+    );
     return { child, exited };
   }
 
   private async startEtcd(): Promise<void> {
     const { client, peer } = this.etcdPorts;
     this.etcd = this.spawnLogged('etcd', 'etcd', [
-      '--name', 'etcd0', '--data-dir', path.join(this.dir, 'etcd'),
-      '--listen-client-urls', `http://127.0.0.1:${client}`, '--advertise-client-urls', `http://127.0.0.1:${client}`,
-      '--listen-peer-urls', `http://127.0.0.1:${peer}`, '--initial-advertise-peer-urls', `http://127.0.0.1:${peer}`,
-      '--initial-cluster', `etcd0=http://127.0.0.1:${peer}`, '--logger', 'zap', '--log-level', 'warn',
+      '--name',
+      'etcd0',
+      '--data-dir',
+      path.join(this.dir, 'etcd'),
+      '--listen-client-urls',
+      `http://127.0.0.1:${client}`,
+      '--advertise-client-urls',
+      `http://127.0.0.1:${client}`,
+      '--listen-peer-urls',
+      `http://127.0.0.1:${peer}`,
+      '--initial-advertise-peer-urls',
+      `http://127.0.0.1:${peer}`,
+      '--initial-cluster',
+      `etcd0=http://127.0.0.1:${peer}`,
+      '--logger',
+      'zap',
+      '--log-level',
+      'warn',
     ]);
     await this.until('etcd answering', 30_000, async () => (await fetch(`http://127.0.0.1:${client}/health`)).ok);
   }
@@ -142,31 +175,43 @@ export class HaCluster {
 
   /** Until HAProxy sends new connections to `m` alone. */
   async waitForRoutedTo(m: Member, timeoutMs: number): Promise<void> {
-    await this.until(`HAProxy routing to ${m.name} alone`, timeoutMs, async () => {
-      const up = await this.routedTo();
-      return up.length === 1 && up[0] === m.name;
-    }, 50);
+    await this.until(
+      `HAProxy routing to ${m.name} alone`,
+      timeoutMs,
+      async () => {
+        const up = await this.routedTo();
+        return up.length === 1 && up[0] === m.name;
+      },
+      50,
+    );
   }
 
   /** The member Patroni calls the running primary now (null: none). */
   async primary(): Promise<Member | null> {
-    const answers = await Promise.all(this.members.map(async (m) => {
-      try {
-        const res = await fetch(`http://127.0.0.1:${m.restPort}/primary`, { signal: AbortSignal.timeout(1_000) });
-        return res.status === 200 ? m : null;
-      } catch {
-        return null;
-      }
-    }));
+    const answers = await Promise.all(
+      this.members.map(async (m) => {
+        try {
+          const res = await fetch(`http://127.0.0.1:${m.restPort}/primary`, { signal: AbortSignal.timeout(1_000) });
+          return res.status === 200 ? m : null;
+        } catch {
+          return null;
+        }
+      }),
+    );
     return answers.find((m) => m !== null) ?? null;
   }
 
   async waitForPrimary(timeoutMs: number, not?: Member): Promise<Member> {
     let found: Member | null = null;
-    await this.until('a primary', timeoutMs, async () => {
-      found = await this.primary();
-      return found !== null && found !== not;
-    }, 100);
+    await this.until(
+      'a primary',
+      timeoutMs,
+      async () => {
+        found = await this.primary();
+        return found !== null && found !== not;
+      },
+      100,
+    );
     return found!;
   }
 
@@ -180,13 +225,20 @@ export class HaCluster {
   /** Until a standby is the synchronous one (Patroni's /sync answers 200 there). */
   async waitForSyncStandby(timeoutMs: number): Promise<Member> {
     let found: Member | null = null;
-    await this.until('a synchronous standby', timeoutMs, async () => {
-      for (const m of this.members) {
-        const res = await fetch(`http://127.0.0.1:${m.restPort}/sync`, { signal: AbortSignal.timeout(1_000) }).catch(() => null);
-        if (res?.status === 200) found = m;
-      }
-      return found !== null;
-    }, 200);
+    await this.until(
+      'a synchronous standby',
+      timeoutMs,
+      async () => {
+        for (const m of this.members) {
+          const res = await fetch(`http://127.0.0.1:${m.restPort}/sync`, { signal: AbortSignal.timeout(1_000) }).catch(
+            () => null,
+          );
+          if (res?.status === 200) found = m;
+        }
+        return found !== null;
+      },
+      200,
+    );
     return found!;
   }
 
@@ -197,14 +249,28 @@ export class HaCluster {
    * fault's figures.
    */
   async waitForHealthy(timeoutMs: number): Promise<void> {
-    await this.until('all three members running and caught up', timeoutMs, async () => {
-      const states = await Promise.all(this.members.map((m) => this.memberState(m)));
-      if (!states.every((s) => s?.state === 'running') || (await this.primary()) === null) return false;
-      const res = await fetch(`http://127.0.0.1:${this.members[0]!.restPort}/cluster`, { signal: AbortSignal.timeout(1_000) });
-      const { members } = (await res.json()) as { members: Array<{ role: string; state: string; lag?: number | string }> };
-      const standbys = members.filter((m) => m.role !== 'leader');
-      return standbys.length === this.members.length - 1 && standbys.every((m) => (m.state === 'running' || m.state === 'streaming') && typeof m.lag === 'number' && m.lag < 1_048_576);
-    }, 250);
+    await this.until(
+      'all three members running and caught up',
+      timeoutMs,
+      async () => {
+        const states = await Promise.all(this.members.map((m) => this.memberState(m)));
+        if (!states.every((s) => s?.state === 'running') || (await this.primary()) === null) return false;
+        const res = await fetch(`http://127.0.0.1:${this.members[0]!.restPort}/cluster`, {
+          signal: AbortSignal.timeout(1_000),
+        });
+        const { members } = (await res.json()) as {
+          members: Array<{ role: string; state: string; lag?: number | string }>;
+        };
+        const standbys = members.filter((m) => m.role !== 'leader');
+        return (
+          standbys.length === this.members.length - 1 &&
+          standbys.every(
+            (m) => (m.state === 'running' || m.state === 'streaming') && typeof m.lag === 'number' && m.lag < 1_048_576,
+          )
+        );
+      },
+      250,
+    );
     if (this.options.synchronous) await this.waitForSyncStandby(timeoutMs);
   }
 
@@ -234,9 +300,15 @@ export class HaCluster {
 
   /** A planned switchover to `candidate`, as an operator does it. */
   switchover(leader: Member, candidate: Member): string {
-    return execFileSync('patronictl', ['-c', this.configFile(leader), 'switchover', '--leader', leader.name, '--candidate', candidate.name, '--force'], {
-      encoding: 'utf8', env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: this.dir, LANG: 'C.UTF-8' }, timeout: 60_000,
-    });
+    return execFileSync(
+      'patronictl',
+      ['-c', this.configFile(leader), 'switchover', '--leader', leader.name, '--candidate', candidate.name, '--force'],
+      {
+        encoding: 'utf8',
+        env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: this.dir, LANG: 'C.UTF-8' },
+        timeout: 60_000,
+      },
+    );
   }
 
   async restartEtcd(downMs: number): Promise<void> {
@@ -255,7 +327,14 @@ export class HaCluster {
   }
 
   private async canConnect(port: number): Promise<boolean> {
-    const client = new pg.Client({ host: '127.0.0.1', port, user: 'postgres', password: 'postgres', database: 'postgres', connectionTimeoutMillis: 1_000 });
+    const client = new pg.Client({
+      host: '127.0.0.1',
+      port,
+      user: 'postgres',
+      password: 'postgres',
+      database: 'postgres',
+      connectionTimeoutMillis: 1_000,
+    });
     try {
       await client.connect();
       return true;
@@ -277,25 +356,31 @@ export class HaCluster {
   }
 
   private async untilConnects(url: string, timeoutMs: number): Promise<void> {
-    await this.until('PostgreSQL through HAProxy', timeoutMs, async () => {
-      const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 1_000 });
-      try {
-        await client.connect();
-        const { rows } = await client.query('select pg_is_in_recovery() as standby');
-        return rows[0]?.standby === false;
-      } catch {
-        return false;
-      } finally {
-        await client.end().catch(() => undefined);
-      }
-    }, 200);
+    await this.until(
+      'PostgreSQL through HAProxy',
+      timeoutMs,
+      async () => {
+        const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 1_000 });
+        try {
+          await client.connect();
+          const { rows } = await client.query('select pg_is_in_recovery() as standby');
+          return rows[0]?.standby === false;
+        } catch {
+          return false;
+        } finally {
+          await client.end().catch(() => undefined);
+        }
+      },
+      200,
+    );
   }
 
   private async until(what: string, timeoutMs: number, check: () => Promise<boolean>, everyMs = 200): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       if (await check().catch(() => false)) return;
-      if (Date.now() > deadline) throw new Error(`HA cluster: no ${what} within ${timeoutMs / 1000} s (logs in ${this.dir})`);
+      if (Date.now() > deadline)
+        throw new Error(`HA cluster: no ${what} within ${timeoutMs / 1000} s (logs in ${this.dir})`);
       await sleep(everyMs);
     }
   }

@@ -13,7 +13,10 @@
 
 export type Member = { name: string; pgPort: number; restPort: number; dataDir: string };
 
-export function patroniConfig(m: Member, o: { dir: string; binDir: string; etcdPort: number; synchronous: boolean }): string {
+export function patroniConfig(
+  m: Member,
+  o: { dir: string; binDir: string; etcdPort: number; synchronous: boolean },
+): string {
   return `scope: platform-ha
 name: ${m.name}
 log:

@@ -26,7 +26,9 @@ export function missingHaPackages(): string[] {
 export function postgresBinDir(): string | null {
   const root = '/usr/lib/postgresql';
   if (!existsSync(root)) return null;
-  const versions = readdirSync(root).map(Number).filter((v) => v >= 14 && existsSync(path.join(root, String(v), 'bin', 'postgres'))).sort((a, b) => b - a);
+  const versions = readdirSync(root)
+    .map(Number)
+    .filter((v) => v >= 14 && existsSync(path.join(root, String(v), 'bin', 'postgres')))
+    .sort((a, b) => b - a);
   return versions.length ? path.join(root, String(versions[0]), 'bin') : null;
 }
-

@@ -8,7 +8,14 @@ import type { Replay } from './chat.ts';
 import type { SoakClient } from './client.ts';
 import type { SoakAgent } from './seed.ts';
 
-export type Mutation = { agent: SoakAgent; kind: 'create' | 'save'; key: string; boardId: string; status: number; version: number };
+export type Mutation = {
+  agent: SoakAgent;
+  kind: 'create' | 'save';
+  key: string;
+  boardId: string;
+  status: number;
+  version: number;
+};
 
 export class AgentWorkload {
   readonly mutations: Mutation[] = [];
@@ -21,15 +28,26 @@ export class AgentWorkload {
 
   mutate(agent: SoakAgent, random: () => number): void {
     const previous = this.chains.get(agent) ?? Promise.resolve();
-    this.chains.set(agent, previous.then(() => this.mutateNow(agent, random)).catch(() => undefined));
+    this.chains.set(
+      agent,
+      previous.then(() => this.mutateNow(agent, random)).catch(() => undefined),
+    );
   }
 
   private async mutateNow(agent: SoakAgent, random: () => number): Promise<void> {
     const key = `soak-agent-${randomUUID()}`;
     const boardId = this.boards.get(agent);
     const [method, route, body] = boardId
-      ? (['PUT', `/api/agent/v1/boards/${boardId}/content`, { content: { widgets: [{ type: 'note', text: key }] } }] as const)
-      : (['POST', '/api/agent/v1/boards', { title: `Soak board ${key.slice(-8)}`, scope_type: 'company', scope_id: agent.companyId }] as const);
+      ? ([
+          'PUT',
+          `/api/agent/v1/boards/${boardId}/content`,
+          { content: { widgets: [{ type: 'note', text: key }] } },
+        ] as const)
+      : ([
+          'POST',
+          '/api/agent/v1/boards',
+          { title: `Soak board ${key.slice(-8)}`, scope_type: 'company', scope_id: agent.companyId },
+        ] as const);
     const headers = { authorization: `Bearer ${await agent.token()}`, 'idempotency-key': key };
     const answer = await this.client.until(method, route, { headers, body, deadline: Date.now() + 120_000 });
     if (!answer || answer.status >= 300) {
@@ -42,7 +60,14 @@ export class AgentWorkload {
     this.mutations.push({ agent, kind: boardId ? 'save' : 'create', key, boardId: id, status: answer.status, version });
     if (random() < 0.33) {
       const again = await this.client.until(method, route, { headers, body, deadline: Date.now() + 120_000 });
-      if (again) this.replays.push({ key, route: `${method} ${route.replace(/[0-9a-f-]{36}/g, ':id')}`, same: again.status === answer.status && again.body === answer.body, first: answer.body, again: `${again.status} ${again.body}` });
+      if (again)
+        this.replays.push({
+          key,
+          route: `${method} ${route.replace(/[0-9a-f-]{36}/g, ':id')}`,
+          same: again.status === answer.status && again.body === answer.body,
+          first: answer.body,
+          again: `${again.status} ${again.body}`,
+        });
     }
   }
 

@@ -27,7 +27,12 @@ export class BillingWorkload {
   private stopped = false;
   private redelivery: NodeJS.Timeout | null = null;
 
-  constructor(private readonly client: SoakClient, private readonly db: DatabasePool, private readonly webhookSecret: string, private readonly random: () => number) {}
+  constructor(
+    private readonly client: SoakClient,
+    private readonly db: DatabasePool,
+    private readonly webhookSecret: string,
+    private readonly random: () => number,
+  ) {}
 
   start(tenants: SoakTenant[]): void {
     this.running = tenants.map((t) => this.cycle(t));
@@ -56,17 +61,27 @@ export class BillingWorkload {
     }
   }
 
-  private async answered(tenant: SoakTenant, method: string, route: string, headers: Record<string, string>, want: number) {
+  private async answered(
+    tenant: SoakTenant,
+    method: string,
+    route: string,
+    headers: Record<string, string>,
+    want: number,
+  ) {
     const answer = await this.client.until(method, route, { headers, deadline: Date.now() + 120_000 });
     if (answer?.status === want) return answer;
-    this.count(`${method} ${route.replace(/\/[A-Za-z0-9_]{20,}/g, '/:id')}: ${answer ? `${answer.status} ${answer.body.slice(0, 120)}` : 'unreachable'} (tenant ${tenant.tenantId})`);
+    this.count(
+      `${method} ${route.replace(/\/[A-Za-z0-9_]{20,}/g, '/:id')}: ${answer ? `${answer.status} ${answer.body.slice(0, 120)}` : 'unreachable'} (tenant ${tenant.tenantId})`,
+    );
     return null;
   }
 
   private async planBecomes(tenant: SoakTenant, plan: string): Promise<boolean> {
     const deadline = Date.now() + 120_000;
     while (Date.now() < deadline) {
-      const status = await this.client.request('GET', '/api/billing/status', { headers: { authorization: `Bearer ${await tenant.token()}`, 'x-tenant-id': tenant.tenantId } });
+      const status = await this.client.request('GET', '/api/billing/status', {
+        headers: { authorization: `Bearer ${await tenant.token()}`, 'x-tenant-id': tenant.tenantId },
+      });
       if (status?.status === 200 && (JSON.parse(status.body) as { plan: string }).plan === plan) {
         this.transitions.set(tenant.tenantId, (this.transitions.get(tenant.tenantId) ?? 0) + 1);
         return true;
@@ -90,8 +105,14 @@ export class BillingWorkload {
         this.duplicated.add(event.id);
         if (this.random() >= 0.2) continue;
       }
-      const signature = this.signer.webhooks.generateTestHeaderString({ payload: event.payload, secret: this.webhookSecret });
-      const answer = await this.client.request('POST', '/api/billing/webhook', { headers: { 'content-type': 'application/json', 'stripe-signature': signature }, body: new RawBody(event.payload) });
+      const signature = this.signer.webhooks.generateTestHeaderString({
+        payload: event.payload,
+        secret: this.webhookSecret,
+      });
+      const answer = await this.client.request('POST', '/api/billing/webhook', {
+        headers: { 'content-type': 'application/json', 'stripe-signature': signature },
+        body: new RawBody(event.payload),
+      });
       if (answer?.status === 200) {
         if (again) this.duplicates++;
         else this.redelivered++;

@@ -28,7 +28,10 @@ export class ChannelWorkload {
   private server: Server | null = null;
   private seen = new Set<string>();
 
-  constructor(private readonly client: SoakClient, private readonly random: () => number) {}
+  constructor(
+    private readonly client: SoakClient,
+    private readonly random: () => number,
+  ) {}
 
   /** The reply receiver on 127.0.0.1; answers its URL. */
   async listen(): Promise<string> {
@@ -56,31 +59,50 @@ export class ChannelWorkload {
     const headers = { authorization: `Bearer ${await tenant.token()}`, 'x-tenant-id': tenant.tenantId };
     const secret = `soak-channel-secret-${index}-${randomUUID()}`;
     const deadline = () => Date.now() + 60_000;
-    const config = await this.client.until('POST', '/api/channels/webhook/config', { headers, body: { callbackUrl: `${receiverUrl}/replies/${index}`, signingSecret: secret }, deadline: deadline() });
-    if (config?.status !== 200) throw new Error(`soak: configuring a webhook channel answered ${config?.status}: ${config?.body}`);
+    const config = await this.client.until('POST', '/api/channels/webhook/config', {
+      headers,
+      body: { callbackUrl: `${receiverUrl}/replies/${index}`, signingSecret: secret },
+      deadline: deadline(),
+    });
+    if (config?.status !== 200)
+      throw new Error(`soak: configuring a webhook channel answered ${config?.status}: ${config?.body}`);
     const inboundPath = new URL((JSON.parse(config.body) as { inboundUrl: string }).inboundUrl).pathname;
     const link = await this.client.until('POST', '/api/channels/webhook/link', { headers, deadline: deadline() });
-    if (link?.status !== 202 && link?.status !== 200) throw new Error(`soak: linking a webhook channel answered ${link?.status}: ${link?.body}`);
+    if (link?.status !== 202 && link?.status !== 200)
+      throw new Error(`soak: linking a webhook channel answered ${link?.status}: ${link?.body}`);
     const { sessionToken } = JSON.parse(link.body) as { sessionToken: string };
     const channel: ChannelTenant = { tenant, conversation: `conversation-${index}`, secret, inboundPath };
-    for (const until = deadline(); ;) {
-      const bound = await this.post(channel, { id: `bind-${randomUUID()}`, from: { id: channel.conversation }, sessionToken }, until);
-      if (bound?.status !== 200) throw new Error(`soak: binding a webhook channel answered ${bound?.status}: ${bound?.body}`);
-      const waited = await this.client.until('GET', '/api/channels/webhook/link/wait?timeout=10', { headers, deadline: until });
+    for (const until = deadline(); ; ) {
+      const bound = await this.post(
+        channel,
+        { id: `bind-${randomUUID()}`, from: { id: channel.conversation }, sessionToken },
+        until,
+      );
+      if (bound?.status !== 200)
+        throw new Error(`soak: binding a webhook channel answered ${bound?.status}: ${bound?.body}`);
+      const waited = await this.client.until('GET', '/api/channels/webhook/link/wait?timeout=10', {
+        headers,
+        deadline: until,
+      });
       const state = waited?.status === 200 ? (JSON.parse(waited.body) as { status: string }).status : null;
       if (state === 'linked') break;
       // The link job may still be registering (not yet waiting for the binding): send it again.
-      if (Date.now() > until) throw new Error(`soak: a webhook channel was not linked in time (${waited?.status}: ${waited?.body})`);
+      if (Date.now() > until)
+        throw new Error(`soak: a webhook channel was not linked in time (${waited?.status}: ${waited?.body})`);
     }
     const enabled = await this.client.until('POST', '/api/channels/webhook/enable', { headers, deadline: deadline() });
-    if (enabled?.status !== 200) throw new Error(`soak: enabling a webhook channel answered ${enabled?.status}: ${enabled?.body}`);
+    if (enabled?.status !== 200)
+      throw new Error(`soak: enabling a webhook channel answered ${enabled?.status}: ${enabled?.body}`);
     return channel;
   }
 
   /** Queues one inbound message; a conversation's messages are sent one after another. */
   send(channel: ChannelTenant): void {
     const previous = this.chains.get(channel.conversation) ?? Promise.resolve();
-    this.chains.set(channel.conversation, previous.then(() => this.sendNow(channel)).catch(() => undefined));
+    this.chains.set(
+      channel.conversation,
+      previous.then(() => this.sendNow(channel)).catch(() => undefined),
+    );
   }
 
   private async sendNow(channel: ChannelTenant): Promise<void> {
@@ -95,11 +117,22 @@ export class ChannelWorkload {
       return;
     }
     this.orders.set(channel.conversation, order);
-    this.inbound.push({ tenantId: channel.tenant.tenantId, conversation: channel.conversation, messageId: message.id, jobId: received.jobId, order });
+    this.inbound.push({
+      tenantId: channel.tenant.tenantId,
+      conversation: channel.conversation,
+      messageId: message.id,
+      jobId: received.jobId,
+      order,
+    });
     if (this.random() < 0.2) {
       const again = await this.post(channel, message, Date.now() + 120_000);
       const repeated = again?.status === 200 ? (JSON.parse(again.body) as Received) : null;
-      this.repeats.push({ messageId: message.id, same: repeated?.duplicate === true && repeated.jobId === received.jobId, first: answer!.body, again: `${again?.status} ${again?.body}` });
+      this.repeats.push({
+        messageId: message.id,
+        same: repeated?.duplicate === true && repeated.jobId === received.jobId,
+        first: answer!.body,
+        again: `${again?.status} ${again?.body}`,
+      });
     }
   }
 
@@ -107,7 +140,10 @@ export class ChannelWorkload {
   private async post(channel: ChannelTenant, message: object, deadline: number) {
     for (;;) {
       const raw = JSON.stringify(message);
-      const answer = await this.client.request('POST', channel.inboundPath, { headers: { 'content-type': 'application/json', ...signWebhook(channel.secret, raw) }, body: new RawBody(raw) });
+      const answer = await this.client.request('POST', channel.inboundPath, {
+        headers: { 'content-type': 'application/json', ...signWebhook(channel.secret, raw) },
+        body: new RawBody(raw),
+      });
       if ((answer && answer.status !== 503 && answer.status !== 429) || Date.now() > deadline) return answer;
       await new Promise((r) => setTimeout(r, 300));
     }

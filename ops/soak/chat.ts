@@ -10,7 +10,17 @@ import type { SoakClient } from './client.ts';
 import type { SoakTenant } from './seed.ts';
 
 /** An accepted send; `sentAt` is when the attempt that was accepted left, `acceptedAt` when its 202 came. */
-export type Sent = { tenantId: string; sessionId: string; key: string; jobId: string; messageId: string; body: string; order: number; sentAt: number; acceptedAt: number };
+export type Sent = {
+  tenantId: string;
+  sessionId: string;
+  key: string;
+  jobId: string;
+  messageId: string;
+  body: string;
+  order: number;
+  sentAt: number;
+  acceptedAt: number;
+};
 export type Replay = { key: string; route: string; same: boolean; first: string; again: string };
 /** What a client last saw of a job it polled: its final state, once it had one. */
 export type Seen = { status: string; version: number };
@@ -27,7 +37,10 @@ export class ChatWorkload {
   private polls = new Set<Promise<void>>();
   private stopped = false;
 
-  constructor(private readonly client: SoakClient, private readonly onSent: (tenant: SoakTenant, sent: Sent) => void) {}
+  constructor(
+    private readonly client: SoakClient,
+    private readonly onSent: (tenant: SoakTenant, sent: Sent) => void,
+  ) {}
 
   /** Queues one send to a session; sends to the same session are accepted in order. */
   send(tenant: SoakTenant, sessionId: string, random: () => number): void {
@@ -51,12 +64,33 @@ export class ChatWorkload {
     }
     this.orders.set(sessionId, order);
     const { jobId, messageId } = JSON.parse(answer.body) as { jobId: string; messageId: string };
-    const sent: Sent = { tenantId: tenant.tenantId, sessionId, key, jobId, messageId, body: answer.body, order, sentAt: answer.sentAt, acceptedAt: Date.now() };
+    const sent: Sent = {
+      tenantId: tenant.tenantId,
+      sessionId,
+      key,
+      jobId,
+      messageId,
+      body: answer.body,
+      order,
+      sentAt: answer.sentAt,
+      acceptedAt: Date.now(),
+    };
     this.sent.push(sent);
     this.onSent(tenant, sent);
     if (random() < 0.25) {
-      const again = await this.client.until('POST', '/api/chat/send', { headers, body, deadline: Date.now() + 120_000 });
-      if (again) this.replays.push({ key, route: 'POST /api/chat/send', same: again.status === 202 && again.body === answer.body, first: answer.body, again: `${again.status} ${again.body}` });
+      const again = await this.client.until('POST', '/api/chat/send', {
+        headers,
+        body,
+        deadline: Date.now() + 120_000,
+      });
+      if (again)
+        this.replays.push({
+          key,
+          route: 'POST /api/chat/send',
+          same: again.status === 202 && again.body === answer.body,
+          first: answer.body,
+          again: `${again.status} ${again.body}`,
+        });
     }
     if (random() < 0.3) this.poll(tenant, jobId);
   }
@@ -67,11 +101,14 @@ export class ChatWorkload {
       const deadline = Date.now() + 300_000;
       let final: Seen | null = null;
       while (Date.now() < deadline && !this.stopped) {
-        const answer = await this.client.request('GET', `/api/jobs/${jobId}`, { headers: { authorization: `Bearer ${await tenant.token()}` } });
+        const answer = await this.client.request('GET', `/api/jobs/${jobId}`, {
+          headers: { authorization: `Bearer ${await tenant.token()}` },
+        });
         if (answer?.status === 200) {
           const job = JSON.parse(answer.body) as Seen;
           if (final) {
-            if (job.version !== final.version || job.status !== final.status) this.changedAfterFinal.push({ jobId, before: final, after: job });
+            if (job.version !== final.version || job.status !== final.status)
+              this.changedAfterFinal.push({ jobId, before: final, after: job });
             return;
           }
           if (isFinal(job.status)) {

@@ -10,7 +10,14 @@ export class RawBody {
 
 /** An answer, and when the attempt that got it was sent. */
 export type Answer = { status: number; body: string; headers: Headers; sentAt: number };
-export type ServerError = { at: number; status: number; method: string; route: string; body: string; retryAfter: string | null };
+export type ServerError = {
+  at: number;
+  status: number;
+  method: string;
+  route: string;
+  body: string;
+  retryAfter: string | null;
+};
 
 export class SoakClient {
   readonly statuses = new Map<string, number>();
@@ -20,7 +27,11 @@ export class SoakClient {
   constructor(private readonly ports: () => number[]) {}
 
   /** One attempt; null when no api could be reached (connection refused or reset: a process was killed). */
-  async request(method: string, route: string, options: { headers?: Record<string, string>; body?: unknown } = {}): Promise<Answer | null> {
+  async request(
+    method: string,
+    route: string,
+    options: { headers?: Record<string, string>; body?: unknown } = {},
+  ): Promise<Answer | null> {
     const ports = this.ports();
     if (ports.length === 0) return this.count('unreachable', null);
     const port = ports[this.next++ % ports.length]!;
@@ -31,7 +42,10 @@ export class SoakClient {
       const asIs = body === undefined || body instanceof URLSearchParams;
       const res = await fetch(`http://127.0.0.1:${port}${route}`, {
         method,
-        headers: { ...(asIs || body instanceof RawBody ? {} : { 'content-type': 'application/json' }), ...options.headers },
+        headers: {
+          ...(asIs || body instanceof RawBody ? {} : { 'content-type': 'application/json' }),
+          ...options.headers,
+        },
         body: asIs ? body : body instanceof RawBody ? body.text : JSON.stringify(body),
         // A redirect (the billing sandbox's pages) is an answer, not followed.
         redirect: 'manual',
@@ -39,7 +53,14 @@ export class SoakClient {
       });
       const text = await res.text();
       if (res.status >= 500) {
-        this.serverErrors.push({ at: Date.now(), status: res.status, method, route: route.replace(/[0-9a-f-]{36}/g, ':id'), body: text.slice(0, 300), retryAfter: res.headers.get('retry-after') });
+        this.serverErrors.push({
+          at: Date.now(),
+          status: res.status,
+          method,
+          route: route.replace(/[0-9a-f-]{36}/g, ':id'),
+          body: text.slice(0, 300),
+          retryAfter: res.headers.get('retry-after'),
+        });
       }
       return this.count(String(res.status), { status: res.status, body: text, headers: res.headers, sentAt });
     } catch {
@@ -52,7 +73,11 @@ export class SoakClient {
    * 429) as a client following the contract does, with the same request (and
    * so the same Idempotency-Key); the first real answer is returned.
    */
-  async until(method: string, route: string, options: { headers?: Record<string, string>; body?: unknown; deadline: number }): Promise<Answer | null> {
+  async until(
+    method: string,
+    route: string,
+    options: { headers?: Record<string, string>; body?: unknown; deadline: number },
+  ): Promise<Answer | null> {
     for (;;) {
       const answer = await this.request(method, route, options);
       const retry = !answer || answer.status === 503 || answer.status === 429;

@@ -4,7 +4,11 @@
 // ways (when the soak runs its own), and the LISTEN connections dropped.
 import { WORKER_TIMING, type SoakPlatform } from './platform.ts';
 
-export type Fault = { atMs: number; label: string; kind: 'kill-worker' | 'kill-api' | 'stop-worker' | 'pg-fast' | 'pg-immediate' | 'drop-listen' };
+export type Fault = {
+  atMs: number;
+  label: string;
+  kind: 'kill-worker' | 'kill-api' | 'stop-worker' | 'pg-fast' | 'pg-immediate' | 'drop-listen';
+};
 export type FaultResult = { detail: string; outage?: { from: number; to: number } };
 
 /** Longer than WORKER_STALE_AFTER_MS, so the other worker takes the frozen one's jobs. */
@@ -19,7 +23,10 @@ export function faultSchedule(durationMs: number, ownsDatabase: boolean): Fault[
     ...(ownsDatabase
       ? [
           { kind: 'pg-fast', label: `PostgreSQL fast shutdown, ${PG_DOWN_MS / 1000} s down, started again` } as const,
-          { kind: 'pg-immediate', label: `PostgreSQL immediate shutdown (crash recovery), ${PG_DOWN_MS / 1000} s down, started again` } as const,
+          {
+            kind: 'pg-immediate',
+            label: `PostgreSQL immediate shutdown (crash recovery), ${PG_DOWN_MS / 1000} s down, started again`,
+          } as const,
         ]
       : []),
     { kind: 'drop-listen', label: 'every LISTEN connection terminated by the server' },
@@ -44,7 +51,10 @@ export async function runFault(platform: SoakPlatform, fault: Fault): Promise<Fa
     case 'pg-immediate': {
       const from = Date.now();
       await platform.restartPostgres(fault.kind === 'pg-fast' ? 'fast' : 'immediate', PG_DOWN_MS);
-      return { detail: `PostgreSQL back after ${((Date.now() - from) / 1000).toFixed(1)} s`, outage: { from, to: Date.now() } };
+      return {
+        detail: `PostgreSQL back after ${((Date.now() - from) / 1000).toFixed(1)} s`,
+        outage: { from, to: Date.now() },
+      };
     }
     case 'drop-listen':
       return { detail: `${await platform.dropListenConnections()} LISTEN connections ended` };

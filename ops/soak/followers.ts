@@ -34,10 +34,13 @@ export class Followers {
     const ports = this.ports();
     const port = ports[Math.floor(Math.random() * ports.length)];
     if (port === undefined) return void setTimeout(() => void this.connect(tenant), 500);
-    const ws = new WebSocket(`ws://127.0.0.1:${port}/api/ws`, { headers: { authorization: `Bearer ${await tenant.token()}` } });
+    const ws = new WebSocket(`ws://127.0.0.1:${port}/api/ws`, {
+      headers: { authorization: `Bearer ${await tenant.token()}` },
+    });
     this.sockets.set(tenant.tenantId, ws);
     ws.on('open', () => {
-      for (const [jobId, job] of this.jobs) if (job.tenantId === tenant.tenantId && !job.final) ws.send(JSON.stringify({ type: 'subscribe', jobId }));
+      for (const [jobId, job] of this.jobs)
+        if (job.tenantId === tenant.tenantId && !job.final) ws.send(JSON.stringify({ type: 'subscribe', jobId }));
     });
     ws.on('message', (data) => this.receive(ws, String(data)));
     ws.on('error', () => undefined); // 'close' follows
@@ -49,21 +52,31 @@ export class Followers {
   }
 
   private receive(ws: WebSocket, text: string): void {
-    const message = JSON.parse(text) as { type: string; jobId?: string; code?: string; job?: { id: string; status: string; version: number } };
+    const message = JSON.parse(text) as {
+      type: string;
+      jobId?: string;
+      code?: string;
+      job?: { id: string; status: string; version: number };
+    };
     if (message.type === 'error' && message.jobId && message.code === 'unavailable') {
       // The api could not read the job (PostgreSQL away): ask again in a moment.
       const jobId = message.jobId;
-      setTimeout(() => ws.readyState === WebSocket.OPEN && ws.send(JSON.stringify({ type: 'subscribe', jobId })), 1_000);
+      setTimeout(
+        () => ws.readyState === WebSocket.OPEN && ws.send(JSON.stringify({ type: 'subscribe', jobId })),
+        1_000,
+      );
       return;
     }
-    if (message.type === 'error') this.errors.set(message.code ?? 'error', (this.errors.get(message.code ?? 'error') ?? 0) + 1);
+    if (message.type === 'error')
+      this.errors.set(message.code ?? 'error', (this.errors.get(message.code ?? 'error') ?? 0) + 1);
     if (message.type !== 'job' || !message.job) return;
     const followed = this.jobs.get(message.job.id);
     if (!followed) return;
     const state = { status: message.job.status, version: message.job.version };
     if (followed.final) {
       // A resubscription repeats the final state; anything else is a change after it.
-      if (state.version !== followed.final.version || state.status !== followed.final.status) followed.afterFinal.push(state);
+      if (state.version !== followed.final.version || state.status !== followed.final.status)
+        followed.afterFinal.push(state);
       return;
     }
     followed.states.push(state);

@@ -42,11 +42,18 @@ export function haFaultSchedule(durationMs: number, kinds: readonly HaFaultKind[
   const span = durationMs * 0.65;
   const count = Math.max(kinds.length, Math.min(Math.floor(span / 60_000) + 1, kinds.length * 3));
   const list = Array.from({ length: count }, (_, i) => kinds[i % kinds.length]!);
-  return list.map((kind, i) => ({ kind, label: LABELS[kind], atMs: Math.round(from + (span * i) / Math.max(1, list.length - 1)) }));
+  return list.map((kind, i) => ({
+    kind,
+    label: LABELS[kind],
+    atMs: Math.round(from + (span * i) / Math.max(1, list.length - 1)),
+  }));
 }
 
 /** Runs one fault and waits until the cluster is whole again; the window it may answer 503 in. */
-export async function runHaFault(cluster: HaCluster, fault: HaFault): Promise<{ recovery: HaRecovery; outage: Window }> {
+export async function runHaFault(
+  cluster: HaCluster,
+  fault: HaFault,
+): Promise<{ recovery: HaRecovery; outage: Window }> {
   const at = Date.now();
   const before = await cluster.waitForPrimary(60_000);
   let noPrimaryMs: number | null = null;
@@ -88,7 +95,15 @@ export async function runHaFault(cluster: HaCluster, fault: HaFault): Promise<{ 
   }
   await cluster.waitForHealthy(180_000);
   const whole = Date.now();
-  const recovery: HaRecovery = { kind: fault.kind, at, wholeAt: whole, noPrimaryMs, firstSendMs: null, gapMs: null, detail: `${detail}; cluster whole after ${secs(whole - at)}` };
+  const recovery: HaRecovery = {
+    kind: fault.kind,
+    at,
+    wholeAt: whole,
+    noPrimaryMs,
+    firstSendMs: null,
+    gapMs: null,
+    detail: `${detail}; cluster whole after ${secs(whole - at)}`,
+  };
   return { recovery, outage: { from: at, to: whole } };
 }
 
@@ -103,7 +118,11 @@ export function measureSends(recoveries: HaRecovery[], sent: readonly Sent[]): v
   for (const r of recoveries) {
     const first = sent.filter((s) => s.sentAt >= r.at).reduce((min, s) => Math.min(min, s.acceptedAt), Infinity);
     r.firstSendMs = Number.isFinite(first) ? first - r.at : null;
-    const times = [r.at, ...accepted.filter((t) => t > r.at && t < r.wholeAt), accepted.find((t) => t >= r.wholeAt) ?? r.wholeAt];
+    const times = [
+      r.at,
+      ...accepted.filter((t) => t > r.at && t < r.wholeAt),
+      accepted.find((t) => t >= r.wholeAt) ?? r.wholeAt,
+    ];
     r.gapMs = times.slice(1).reduce((max, t, i) => Math.max(max, t - times[i]!), 0);
   }
 }
@@ -121,7 +140,9 @@ export function recoveryReport(recoveries: HaRecovery[]): string[] {
       const v = values.filter((x): x is number => x !== null).sort((a, b) => a - b);
       return v.length ? `${secs(v[Math.floor((v.length - 1) / 2)]!)} / ${secs(v.at(-1)!)}` : '—';
     };
-    lines.push(`| ${kind} | ${of.length} | ${stat(of.map((r) => r.noPrimaryMs))} | ${stat(of.map((r) => r.firstSendMs))} | ${stat(of.map((r) => r.gapMs))} |`);
+    lines.push(
+      `| ${kind} | ${of.length} | ${stat(of.map((r) => r.noPrimaryMs))} | ${stat(of.map((r) => r.firstSendMs))} | ${stat(of.map((r) => r.gapMs))} |`,
+    );
   }
   return lines;
 }

@@ -13,12 +13,27 @@ import { SoakClient } from './client.ts';
 import { faultSchedule, runFault, type Fault } from './faults.ts';
 import { Followers } from './followers.ts';
 import { checkInvariants, type Window } from './invariants.ts';
-import { memoryByMinute, memoryInvariant, sampleTables, tableGrowthInvariant, type MemorySample, type TableSample } from './invariants-growth.ts';
+import {
+  memoryByMinute,
+  memoryInvariant,
+  sampleTables,
+  tableGrowthInvariant,
+  type MemorySample,
+  type TableSample,
+} from './invariants-growth.ts';
 import { billingInvariants, channelInvariants, cronInvariant, cronLastExecution } from './invariants-integrations.ts';
 import { logInvariant } from './invariants-logs.ts';
 import { SoakPlatform } from './platform.ts';
 import { HaCluster } from '../ha/cluster.ts';
-import { HA_FAULT_KINDS, measureSends, haFaultSchedule, recoveryReport, runHaFault, type HaFaultKind, type HaRecovery } from './ha.ts';
+import {
+  HA_FAULT_KINDS,
+  measureSends,
+  haFaultSchedule,
+  recoveryReport,
+  runHaFault,
+  type HaFaultKind,
+  type HaRecovery,
+} from './ha.ts';
 import { seedAgents, seedTenants } from './seed.ts';
 
 const USAGE = `
@@ -47,13 +62,22 @@ without it.
 `;
 
 const values = commandLine(USAGE, {
-  minutes: { type: 'string' }, faults: { type: 'boolean' }, rate: { type: 'string' }, seed: { type: 'string' }, ha: { type: 'boolean' }, 'ha-faults': { type: 'string' }, 'ha-async': { type: 'boolean' },
+  minutes: { type: 'string' },
+  faults: { type: 'boolean' },
+  rate: { type: 'string' },
+  seed: { type: 'string' },
+  ha: { type: 'boolean' },
+  'ha-faults': { type: 'string' },
+  'ha-async': { type: 'boolean' },
 });
 const minutes = Number(values.minutes ?? (values.ha ? 10 : NaN));
-if (!(minutes > 0 && minutes <= 24 * 60)) usageError(USAGE, '--minutes must be a number of minutes above 0 (at most a day)');
+if (!(minutes > 0 && minutes <= 24 * 60))
+  usageError(USAGE, '--minutes must be a number of minutes above 0 (at most a day)');
 const haKinds = (values['ha-faults']?.split(',').map((k) => k.trim()) ?? [...HA_FAULT_KINDS]) as HaFaultKind[];
-if (haKinds.some((k) => !HA_FAULT_KINDS.includes(k))) usageError(USAGE, `--ha-faults takes ${HA_FAULT_KINDS.join(', ')}, separated by commas`);
-if ((values['ha-faults'] || values['ha-async']) && !values.ha) usageError(USAGE, '--ha-faults and --ha-async need --ha');
+if (haKinds.some((k) => !HA_FAULT_KINDS.includes(k)))
+  usageError(USAGE, `--ha-faults takes ${HA_FAULT_KINDS.join(', ')}, separated by commas`);
+if ((values['ha-faults'] || values['ha-async']) && !values.ha)
+  usageError(USAGE, '--ha-faults and --ha-async need --ha');
 const rate = values.rate === undefined ? 4 : Number(values.rate);
 if (!(rate > 0 && rate <= 500)) usageError(USAGE, '--rate must be sends per second, above 0 and at most 500');
 let seed = values.seed === undefined ? 1 : Number(values.seed);
@@ -70,7 +94,11 @@ const logger = createLogger(process.env.LOG_LEVEL ?? 'warn', 'soak');
 const platform = new SoakPlatform(logger);
 const cluster = values.ha ? new HaCluster({ synchronous: !values['ha-async'] }) : null;
 let exitCode = 1;
-const stop = () => void platform.stop().finally(() => cluster?.stop()).finally(() => process.exit(130));
+const stop = () =>
+  void platform
+    .stop()
+    .finally(() => cluster?.stop())
+    .finally(() => process.exit(130));
 process.once('SIGINT', stop);
 process.once('SIGTERM', stop);
 
@@ -88,15 +116,22 @@ try {
   const channels = new ChannelWorkload(client, random);
   const receiver = await channels.listen();
   const channelTenants: ChannelTenant[] = [];
-  for (const [i, tenant] of tenants.slice(0, 3).entries()) channelTenants.push(await channels.link(tenant, receiver, i + 1));
+  for (const [i, tenant] of tenants.slice(0, 3).entries())
+    channelTenants.push(await channels.link(tenant, receiver, i + 1));
   const billing = new BillingWorkload(client, platform.db, platform.config.billing.stripe.webhookSecret, random);
   const followers = new Followers(() => platform.livePorts());
   const chat = new ChatWorkload(client, (tenant, sent) => {
     if (random() < 0.6) followers.follow(tenant, sent.jobId);
   });
   const agents = new AgentWorkload(client);
-  const database = cluster ? `replicated (3 Patroni members, ${cluster.options.synchronous ? 'synchronous' : 'ASYNCHRONOUS'}, through HAProxy)` : platform.ownsDatabase ? 'embedded' : 'of DATABASE_URL';
-  say(`soak: ${minutes} min, ${rate} sends/s (and a channel message every 4th tick), 2 apis (ports ${platform.apis.map((a) => a.port).join(', ')}), 2 workers, PostgreSQL ${database}`);
+  const database = cluster
+    ? `replicated (3 Patroni members, ${cluster.options.synchronous ? 'synchronous' : 'ASYNCHRONOUS'}, through HAProxy)`
+    : platform.ownsDatabase
+      ? 'embedded'
+      : 'of DATABASE_URL';
+  say(
+    `soak: ${minutes} min, ${rate} sends/s (and a channel message every 4th tick), 2 apis (ports ${platform.apis.map((a) => a.port).join(', ')}), 2 workers, PostgreSQL ${database}`,
+  );
 
   const started = Date.now();
   const faults: Fault[] = values.faults ? faultSchedule(durationMs, platform.ownsDatabase) : [];
@@ -111,9 +146,23 @@ try {
   const warmUpUntil = started + warmUpMs;
   const tablesAtStart = await sampleTables(platform.db);
   let tablesAfterWarmUp: TableSample | null = null;
-  const warmUp = setTimeout(() => void sampleTables(platform.db).then((t) => (tablesAfterWarmUp = t), () => undefined), warmUpUntil - Date.now());
+  const warmUp = setTimeout(
+    () =>
+      void sampleTables(platform.db).then(
+        (t) => (tablesAfterWarmUp = t),
+        () => undefined,
+      ),
+    warmUpUntil - Date.now(),
+  );
   const cronFired = new Set<number>();
-  const cronSampler = setInterval(() => void cronLastExecution(platform.db).then((at) => at !== null && cronFired.add(at), () => undefined), 2_000);
+  const cronSampler = setInterval(
+    () =>
+      void cronLastExecution(platform.db).then(
+        (at) => at !== null && cronFired.add(at),
+        () => undefined,
+      ),
+    2_000,
+  );
   billing.start(payers);
 
   // The load: sends at the rate across tenants and sessions; an agent mutation every other tick.
@@ -171,18 +220,35 @@ try {
   const invariants = [
     ...(await checkInvariants({ db: platform.db, chat, agents, followers, client, outages })),
     ...(await channelInvariants(platform.db, channels)),
-    ...(await billingInvariants(platform.db, billing, payers.map((p) => p.tenantId))),
+    ...(await billingInvariants(
+      platform.db,
+      billing,
+      payers.map((p) => p.tenantId),
+    )),
     await cronInvariant(platform.db, cronFired, loadWindow, faultWindows),
     memoryInvariant(memory, warmUpMs),
     tableGrowthInvariant(tablesAfterWarmUp ?? tablesAtStart, tablesAtEnd),
     logInvariant(platform.logs),
-    { name: 'no platform process exited on its own', checked: platform.apis.length + platform.workers.length, violations: platform.unexpectedExits },
+    {
+      name: 'no platform process exited on its own',
+      checked: platform.apis.length + platform.workers.length,
+      violations: platform.unexpectedExits,
+    },
   ];
   say('');
-  say(`answers by status: ${[...client.statuses].sort().map(([k, v]) => `${k} ${v}`).join(', ')}`);
-  say(`chat sends accepted ${chat.sent.length}, never answered ${[...chat.refused.values()].reduce((a, b) => a + b, 0)}; agent mutations ${agents.mutations.length}; channel messages ${channels.inbound.length}, replies received ${channels.arrivals.length}; plan changes ${[...billing.transitions.values()].reduce((a, b) => a + b, 0)}`);
+  say(
+    `answers by status: ${[...client.statuses]
+      .sort()
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ')}`,
+  );
+  say(
+    `chat sends accepted ${chat.sent.length}, never answered ${[...chat.refused.values()].reduce((a, b) => a + b, 0)}; agent mutations ${agents.mutations.length}; channel messages ${channels.inbound.length}, replies received ${channels.arrivals.length}; plan changes ${[...billing.transitions.values()].reduce((a, b) => a + b, 0)}`,
+  );
   const largest = [...tablesAtEnd.tables].sort((a, b) => b[1].mb - a[1].mb).slice(0, 6);
-  say(`largest tables at start → end: ${largest.map(([t, end]) => `${t} ${(tablesAtStart.tables.get(t)?.mb ?? 0).toFixed(1)}→${end.mb.toFixed(1)} MiB`).join(', ')}`);
+  say(
+    `largest tables at start → end: ${largest.map(([t, end]) => `${t} ${(tablesAtStart.tables.get(t)?.mb ?? 0).toFixed(1)}→${end.mb.toFixed(1)} MiB`).join(', ')}`,
+  );
   say(`dead rows and vacuums at the end: ${(await vacuumState(platform)).join(', ')}`);
   say(`resident memory (MiB) at each minute: ${memoryByMinute(memory).join('; ')}`);
   if (cluster) {
@@ -193,13 +259,18 @@ try {
   say('');
   say('| invariant | checked | violations |');
   say('|---|---:|---:|');
-  for (const inv of invariants) say(`| ${inv.name}${inv.note ? ` (${inv.note})` : ''} | ${inv.checked} | ${inv.violations.length} |`);
+  for (const inv of invariants)
+    say(`| ${inv.name}${inv.note ? ` (${inv.note})` : ''} | ${inv.checked} | ${inv.violations.length} |`);
   const violated = invariants.filter((i) => i.violations.length > 0);
   for (const inv of violated) {
     say(`\nviolated: ${inv.name}`);
     for (const example of inv.violations.slice(0, 5)) say(`  ${example}`);
   }
-  say(violated.length === 0 ? '\ninvariants: all held' : `\ninvariants: ${violated.length} violated (${violated.map((i) => i.name).join('; ')})`);
+  say(
+    violated.length === 0
+      ? '\ninvariants: all held'
+      : `\ninvariants: ${violated.length} violated (${violated.map((i) => i.name).join('; ')})`,
+  );
   exitCode = violated.length === 0 ? 0 : 1;
 } catch (error) {
   process.stderr.write(`soak: ${(error as Error).stack ?? error}\n`);
@@ -207,7 +278,10 @@ try {
 } finally {
   await platform.stop(exitCode !== 0);
   await cluster?.stop(exitCode !== 0);
-  if (exitCode !== 0) process.stderr.write(`soak: the processes' logs are in ${platform.logs}, the database (stopped) in ${cluster ? cluster.dir : `${platform.scratch}/pg`}\n`);
+  if (exitCode !== 0)
+    process.stderr.write(
+      `soak: the processes' logs are in ${platform.logs}, the database (stopped) in ${cluster ? cluster.dir : `${platform.scratch}/pg`}\n`,
+    );
 }
 process.exit(exitCode);
 
@@ -216,8 +290,10 @@ async function waitForQuiet(platform: SoakPlatform, followers: Followers, timeou
   const deadline = Date.now() + timeoutMs;
   let nextReport = Date.now() + 10_000;
   while (Date.now() < deadline) {
-    const open = await platform.db.oneFirst(sql.type(z.object({ n: z.number() }))`
-      select count(*)::int as n from jobs where status not in ('succeeded', 'failed', 'cancelled')`).catch(() => -1);
+    const open = await platform.db
+      .oneFirst(sql.type(z.object({ n: z.number() }))`
+      select count(*)::int as n from jobs where status not in ('succeeded', 'failed', 'cancelled')`)
+      .catch(() => -1);
     if (open === 0 && followers.pending() === 0) return;
     if (Date.now() >= nextReport) {
       say(`  waiting: ${open} jobs not final, ${followers.pending()} followed jobs without their final state`);
@@ -229,9 +305,13 @@ async function waitForQuiet(platform: SoakPlatform, followers: Followers, timeou
 
 /** Dead rows left for vacuum, autovacuum runs and index share of the busiest tables: bloat under the load. */
 async function vacuumState(platform: SoakPlatform): Promise<string[]> {
-  const rows = await platform.db.any(sql.type(z.object({ name: z.string(), live: z.number(), dead: z.number(), vacuums: z.number(), index_mb: z.number() }))`
+  const rows = await platform.db.any(sql.type(
+    z.object({ name: z.string(), live: z.number(), dead: z.number(), vacuums: z.number(), index_mb: z.number() }),
+  )`
     select relname as name, n_live_tup::int as live, n_dead_tup::int as dead, autovacuum_count::int as vacuums,
       pg_indexes_size(relid)::float8 / 1048576 as index_mb
     from pg_stat_user_tables order by n_tup_ins + n_tup_upd + n_tup_del desc limit 6`);
-  return rows.map((r) => `${r.name} ${r.live} live/${r.dead} dead, ${r.vacuums} autovacuums, indexes ${r.index_mb.toFixed(1)} MiB`);
+  return rows.map(
+    (r) => `${r.name} ${r.live} live/${r.dead} dead, ${r.vacuums} autovacuums, indexes ${r.index_mb.toFixed(1)} MiB`,
+  );
 }

@@ -31,7 +31,9 @@ export function memoryByMinute(samples: MemorySample[]): string[] {
       byName.set(name, minutes);
     }
   }
-  return [...byName].map(([name, minutes]) => `${name}: ${[...minutes.values()].map((mb) => Math.round(mb)).join(' ')}`);
+  return [...byName].map(
+    ([name, minutes]) => `${name}: ${[...minutes.values()].map((mb) => Math.round(mb)).join(' ')}`,
+  );
 }
 
 export async function sampleTables(db: DatabasePool): Promise<TableSample> {
@@ -52,11 +54,15 @@ export function tableGrowthInvariant(first: TableSample, last: TableSample): Inv
     const per10 = ((end.mb - start.mb) / Math.max(minutes, 1e-9)) * 10;
     const level = Math.abs(end.rows - start.rows) <= Math.max(1000, start.rows * 0.1);
     const perRow = (s: { mb: number; rows: number }) => (s.rows > 0 ? (s.mb * 1048576) / s.rows : 0);
-    shown.push([end.mb - start.mb, `${name} ${start.mb.toFixed(1)}→${end.mb.toFixed(1)} MiB (${Math.round(start.rows)}→${Math.round(end.rows)} rows)`]);
+    shown.push([
+      end.mb - start.mb,
+      `${name} ${start.mb.toFixed(1)}→${end.mb.toFixed(1)} MiB (${Math.round(start.rows)}→${Math.round(end.rows)} rows)`,
+    ]);
     // Small tables are noise (a page or two of free space); the judged ones are 1 MiB or more.
     if (!judged || end.mb < 1) continue;
     checked++;
-    if (level && per10 > LEVEL_TABLE_GROWTH_BOUND_MB_PER_10_MIN) violations.push(`${name}: rows level, size +${per10.toFixed(1)} MiB per 10 min`);
+    if (level && per10 > LEVEL_TABLE_GROWTH_BOUND_MB_PER_10_MIN)
+      violations.push(`${name}: rows level, size +${per10.toFixed(1)} MiB per 10 min`);
     if (!level && start.rows >= 1000 && perRow(end) > perRow(start) * BYTES_PER_ROW_GROWTH_BOUND) {
       violations.push(`${name}: ${perRow(start).toFixed(0)} → ${perRow(end).toFixed(0)} bytes per live row`);
     }
@@ -65,7 +71,11 @@ export function tableGrowthInvariant(first: TableSample, last: TableSample): Inv
     name: `tables stay bounded after warm-up (level ones < ${LEVEL_TABLE_GROWTH_BOUND_MB_PER_10_MIN} MiB per 10 min, growing ones' bytes per row < ${BYTES_PER_ROW_GROWTH_BOUND}x)`,
     checked,
     violations,
-    note: `${judged ? '' : `judged on runs of ${JUDGED_AFTER_MINUTES} min or more; `}grew most: ${shown.sort((a, b) => b[0] - a[0]).slice(0, 4).map(([, s]) => s).join(', ')}`,
+    note: `${judged ? '' : `judged on runs of ${JUDGED_AFTER_MINUTES} min or more; `}grew most: ${shown
+      .sort((a, b) => b[0] - a[0])
+      .slice(0, 4)
+      .map(([, s]) => s)
+      .join(', ')}`,
   };
 }
 

@@ -16,7 +16,11 @@ import { sleep } from '../bench/measure.ts';
 import { freePort, startEmbeddedPostgres, type EmbeddedDatabase } from '../embedded-postgres.ts';
 
 /** Heartbeats fast enough that a worker stopped for a few seconds counts as dead. */
-export const WORKER_TIMING = { WORKER_HEARTBEAT_MS: '1000', WORKER_STALE_AFTER_MS: '5000', WORKER_SWEEP_INTERVAL_MS: '2000' };
+export const WORKER_TIMING = {
+  WORKER_HEARTBEAT_MS: '1000',
+  WORKER_STALE_AFTER_MS: '5000',
+  WORKER_SWEEP_INTERVAL_MS: '2000',
+};
 
 export type Slot = { name: string; kind: 'api' | 'worker'; port: number; proc: PlatformProcess; starts: number };
 
@@ -57,7 +61,9 @@ export class SoakPlatform {
     this.db = await createDatabasePool(this.url, { maximumPoolSize: 4 });
     const providerPort = await freePort();
     this.provider = spawnEntry('model provider', 'ops/bench/stream-provider.ts', {
-      PORT: String(providerPort), STREAM_TOKENS_PER_S: '20', STREAM_SECONDS: String(options.turnSeconds),
+      PORT: String(providerPort),
+      STREAM_TOKENS_PER_S: '20',
+      STREAM_SECONDS: String(options.turnSeconds),
     });
     await this.provider.logged('listening');
     const ports = await Promise.all([freePort(), freePort()]);
@@ -66,37 +72,57 @@ export class SoakPlatform {
     this.env = {
       // Development, not production: the billing sandbox (Stripe's API, answered
       // from PostgreSQL) is refused in production, and the soak needs it.
-      DATABASE_URL: this.url, NODE_ENV: 'development', BILLING_SANDBOX: 'true', STRIPE_WEBHOOK_SECRET: 'whsec_soak_signing_secret_0123456789',
-      LOG_LEVEL: 'info', LOG_FORMAT: 'json', DATA_DIR: this.scratch,
-      PLATFORM_JWT_SECRET: Buffer.alloc(32, 7).toString('base64'), DATA_ENCRYPTION_KEY: Buffer.alloc(32, 8).toString('base64'),
-      BASE_URL: this.baseUrl, HOST: '127.0.0.1', OPENAI_BASE_URL: `http://127.0.0.1:${providerPort}/v1`,
-      PROVIDER_ALLOW_PRIVATE_URLS: 'true', AGENT_API_RATE_LIMIT: '1000000', SHUTDOWN_TIMEOUT_MS: '10000',
+      DATABASE_URL: this.url,
+      NODE_ENV: 'development',
+      BILLING_SANDBOX: 'true',
+      STRIPE_WEBHOOK_SECRET: 'whsec_soak_signing_secret_0123456789',
+      LOG_LEVEL: 'info',
+      LOG_FORMAT: 'json',
+      DATA_DIR: this.scratch,
+      PLATFORM_JWT_SECRET: Buffer.alloc(32, 7).toString('base64'),
+      DATA_ENCRYPTION_KEY: Buffer.alloc(32, 8).toString('base64'),
+      BASE_URL: this.baseUrl,
+      HOST: '127.0.0.1',
+      OPENAI_BASE_URL: `http://127.0.0.1:${providerPort}/v1`,
+      PROVIDER_ALLOW_PRIVATE_URLS: 'true',
+      AGENT_API_RATE_LIMIT: '1000000',
+      SHUTDOWN_TIMEOUT_MS: '10000',
       ...WORKER_TIMING,
     };
     this.config = loadConfig(this.env);
     for (const [i, port] of ports.entries()) this.apis.push(this.spawn(`api ${i + 1}`, 'api', port));
     for (let i = 0; i < 2; i++) this.workers.push(this.spawn(`worker ${i + 1}`, 'worker', 0));
-    await Promise.all([...this.apis.map((s) => waitForHealth(s.proc, s.port)), ...this.workers.map((s) => s.proc.logged('worker started'))]);
+    await Promise.all([
+      ...this.apis.map((s) => waitForHealth(s.proc, s.port)),
+      ...this.workers.map((s) => s.proc.logged('worker started')),
+    ]);
   }
 
   private spawn(name: string, kind: 'api' | 'worker', port: number, starts = 1): Slot {
     const entry = kind === 'api' ? 'api/server.ts' : 'workers/runner.ts';
     // The apis log warnings only (every request at info would cost the load its CPU).
-    const proc = spawnEntry(name, entry, kind === 'api' ? { ...this.env, PORT: String(port), LOG_LEVEL: 'warn' } : this.env);
+    const proc = spawnEntry(
+      name,
+      entry,
+      kind === 'api' ? { ...this.env, PORT: String(port), LOG_LEVEL: 'warn' } : this.env,
+    );
     mkdirSync(this.logs, { recursive: true });
     const file = createWriteStream(path.join(this.logs, `${name.replace(' ', '-')}.${starts}.log`));
     proc.child.stdout!.on('data', (d) => file.write(d));
     proc.child.stderr!.on('data', (d) => file.write(d));
     proc.child.once('close', () => file.end());
     void proc.exited.then((code) => {
-      if (!this.stopping && !this.ending.has(proc)) this.unexpectedExits.push(`${name} (start ${starts}) exited with ${code ?? proc.child.signalCode}`);
+      if (!this.stopping && !this.ending.has(proc))
+        this.unexpectedExits.push(`${name} (start ${starts}) exited with ${code ?? proc.child.signalCode}`);
     });
     return { name, kind, port, proc, starts };
   }
 
   /** Every api port that answers now (a killed one comes back after its restart). */
   livePorts(): number[] {
-    return this.apis.filter((s) => s.proc.child.exitCode === null && s.proc.child.signalCode === null).map((s) => s.port);
+    return this.apis
+      .filter((s) => s.proc.child.exitCode === null && s.proc.child.signalCode === null)
+      .map((s) => s.port);
   }
 
   /** SIGKILL, then start it again once it is gone (as a supervisor would). */
@@ -128,7 +154,11 @@ export class SoakPlatform {
       while (alive(pid)) await sleep(50);
     }
     await sleep(downMs);
-    this.embedded = await startEmbeddedPostgres({ directory: embedded.directory, port: embedded.port, logger: this.logger });
+    this.embedded = await startEmbeddedPostgres({
+      directory: embedded.directory,
+      port: embedded.port,
+      logger: this.logger,
+    });
   }
 
   /** Ends every LISTEN connection from the server side (each process must LISTEN again). */

@@ -27,13 +27,22 @@ function run(args: string[]): Promise<{ code: number; stdout: string; stderr: st
       // Without tap's process-info hook (NODE_OPTIONS) in the CLI's node.
       ['-u', 'NODE_OPTIONS', redocly, ...args],
       // cwd: the scratch directory, so no redocly.yaml of the repository changes the rules.
-      { cwd: scratch, env: { ...process.env, REDOCLY_TELEMETRY: 'off', REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true', NO_COLOR: '1' }, timeout: 120_000 },
-      (error, stdout, stderr) => resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr }),
+      {
+        cwd: scratch,
+        env: { ...process.env, REDOCLY_TELEMETRY: 'off', REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true', NO_COLOR: '1' },
+        timeout: 120_000,
+      },
+      (error, stdout, stderr) =>
+        resolve({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, stdout, stderr }),
     );
   });
 }
 
-type Workflow = { workflowId: string; status: string; executedSteps: Array<{ stepId: string; status: string; checks: Array<{ passed: boolean }> }> };
+type Workflow = {
+  workflowId: string;
+  status: string;
+  executedSteps: Array<{ stepId: string; status: string; checks: Array<{ passed: boolean }> }>;
+};
 
 const sha256 = (bytes: Buffer) => createHash('sha256').update(bytes).digest('hex');
 const download = async (url: string) => {
@@ -49,8 +58,16 @@ t.test('llms.txt: the index, and every link in it resolves', async (t) => {
   t.match(text, /^# Agent platform\n\n> .+\n/);
   t.match(text, /\n## Contracts\n/);
   const links = [...text.matchAll(/\]\((https?:\/\/[^)\s]+)\)/g)].map((m) => m[1]!);
-  for (const expected of ['/auth.md', '/openapi.json', '/openapi.yaml', '/arazzo.yaml', '/mcp', '/agent-public-contracts/v1/knowledge-manifest.json',
-    '/.well-known/oauth-protected-resource/api/agent', '/.well-known/oauth-protected-resource/mcp']) {
+  for (const expected of [
+    '/auth.md',
+    '/openapi.json',
+    '/openapi.yaml',
+    '/arazzo.yaml',
+    '/mcp',
+    '/agent-public-contracts/v1/knowledge-manifest.json',
+    '/.well-known/oauth-protected-resource/api/agent',
+    '/.well-known/oauth-protected-resource/mcp',
+  ]) {
     t.ok(links.includes(`${base}${expected}`), `links ${expected}`);
   }
   for (const link of links) {
@@ -63,7 +80,10 @@ t.test('llms.txt: the index, and every link in it resolves', async (t) => {
     // The MCP endpoint wants a token; without one it answers 401 pointing at
     // its metadata, which is what an agent needs to start.
     t.equal(res.status, 401, `GET ${link}`);
-    t.match(res.headers.get('www-authenticate'), /resource_metadata="[^"]+\/\.well-known\/oauth-protected-resource\/mcp"/);
+    t.match(
+      res.headers.get('www-authenticate'),
+      /resource_metadata="[^"]+\/\.well-known\/oauth-protected-resource\/mcp"/,
+    );
   }
 });
 
@@ -77,10 +97,22 @@ t.test('knowledge manifest: versions, launch state, and hashes of the served byt
     service: { base_url: base },
     agent_api: { base_path: '/api/agent/v1', version: '1.0.0', launch_state: 'Live', contract_status: 'implemented' },
   });
-  const docs = manifest.documents as Array<{ id: string; url: string; media_type: string; version: string; sha256: string; bytes: number }>;
+  const docs = manifest.documents as Array<{
+    id: string;
+    url: string;
+    media_type: string;
+    version: string;
+    sha256: string;
+    bytes: number;
+  }>;
   t.same(docs.map((d) => new URL(d.url).pathname).sort(), [
-    '/.well-known/oauth-protected-resource/api/agent', '/.well-known/oauth-protected-resource/mcp', '/arazzo.yaml', '/auth.md',
-    '/docs/llms.txt', '/openapi.json', '/openapi.yaml',
+    '/.well-known/oauth-protected-resource/api/agent',
+    '/.well-known/oauth-protected-resource/mcp',
+    '/arazzo.yaml',
+    '/auth.md',
+    '/docs/llms.txt',
+    '/openapi.json',
+    '/openapi.yaml',
   ]);
   for (const doc of docs) {
     const served = await download(doc.url);
@@ -124,11 +156,16 @@ t.test('Arazzo quickstart: lints clean and runs green against this server', asyn
   const result = JSON.parse(readFileSync(out, 'utf8'));
   rmSync(out);
   t.equal(result.status, 'success');
-  const [workflow, ...others] = Object.values(result.files as Record<string, { executedWorkflows: Workflow[] }>).flatMap((f) => f.executedWorkflows);
+  const [workflow, ...others] = Object.values(
+    result.files as Record<string, { executedWorkflows: Workflow[] }>,
+  ).flatMap((f) => f.executedWorkflows);
   t.equal(others.length, 0);
   t.equal(workflow?.workflowId, 'agentQuickstart');
   t.equal(workflow?.status, 'success');
-  t.same(workflow?.executedSteps.map((s) => s.stepId), ['registerAnonymously', 'exchangeToken', 'getCapabilities', 'listBoards']);
+  t.same(
+    workflow?.executedSteps.map((s) => s.stepId),
+    ['registerAnonymously', 'exchangeToken', 'getCapabilities', 'listBoards'],
+  );
   for (const step of workflow?.executedSteps ?? []) {
     t.equal(step.status, 'success', step.stepId);
     t.ok(step.checks.length > 0 && step.checks.every((c) => c.passed), `${step.stepId}: every check passed`);

@@ -33,7 +33,11 @@ t.test('the request id is echoed, and a given one is kept when well-formed', asy
 t.test('agent API errors carry a code, a message and the safe next action', async (t) => {
   const res = await app.inject('/api/agent/v1/unknown');
   t.equal(res.statusCode, 404);
-  t.same(res.json(), { code: 'not_found', message: 'No route for GET /api/agent/v1/unknown', next_action: 'reread_list' });
+  t.same(res.json(), {
+    code: 'not_found',
+    message: 'No route for GET /api/agent/v1/unknown',
+    next_action: 'reread_list',
+  });
 });
 
 t.test('identity provider errors are {code, message}', async (t) => {
@@ -69,21 +73,41 @@ t.test('the OpenAPI document is generated and served as JSON and YAML', async (t
 });
 
 t.test('validation errors say in words which field and what is expected', async (t) => {
-  const noTenant = await app.inject({ method: 'POST', url: '/api/chat/send', headers: { authorization: `Bearer ${member.token}`, 'idempotency-key': 'words-0001' }, payload: { sessionId: member.tenantId, message: 'hi' } });
+  const noTenant = await app.inject({
+    method: 'POST',
+    url: '/api/chat/send',
+    headers: { authorization: `Bearer ${member.token}`, 'idempotency-key': 'words-0001' },
+    payload: { sessionId: member.tenantId, message: 'hi' },
+  });
   t.equal(noTenant.statusCode, 400);
   t.match(noTenant.json(), {
     error: 'invalid_request',
-    message: /^The x-tenant-id header is missing \(expected a string\)\. It names the workspace to act in: a tenant id from GET \/api\/tenants\//,
+    message:
+      /^The x-tenant-id header is missing \(expected a string\)\. It names the workspace to act in: a tenant id from GET \/api\/tenants\//,
     details: [{ path: 'header.x-tenant-id' }],
   });
-  const badField = await app.inject({ method: 'POST', url: '/api/auth/login', payload: { email: 'not-an-email', password: 'x' } });
+  const badField = await app.inject({
+    method: 'POST',
+    url: '/api/auth/login',
+    payload: { email: 'not-an-email', password: 'x' },
+  });
   t.match(badField.json().message, /^The body field email is not valid: /);
 });
 
-t.test("a JSON body sent as curl -d sends it (form-encoded): 415 saying which type to send", async (t) => {
-  const res = await app.inject({ method: 'POST', url: '/api/auth/login', headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: '{"email":"a@example.test","password":"x"}' });
+t.test('a JSON body sent as curl -d sends it (form-encoded): 415 saying which type to send', async (t) => {
+  const res = await app.inject({
+    method: 'POST',
+    url: '/api/auth/login',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    payload: '{"email":"a@example.test","password":"x"}',
+  });
   t.equal(res.statusCode, 415);
-  t.same(res.json(), { error: 'unsupported_media_type', status: 415, message: 'Send the body as JSON with "content-type: application/json" (this request said application/x-www-form-urlencoded).' });
+  t.same(res.json(), {
+    error: 'unsupported_media_type',
+    status: 415,
+    message:
+      'Send the body as JSON with "content-type: application/json" (this request said application/x-www-form-urlencoded).',
+  });
 });
 
 t.test('a known path with another method: 405 with Allow, in the surface shape', async (t) => {
@@ -96,5 +120,9 @@ t.test('a known path with another method: 405 with Allow, in the surface shape',
   t.match(job.headers.allow, /\bGET\b/);
   const agent = await app.inject({ method: 'DELETE', url: '/api/agent/v1/me' });
   t.equal(agent.statusCode, 405);
-  t.match(agent.json(), { code: 'invalid_request', next_action: 'fix_request', message: '/api/agent/v1/me takes GET, not DELETE.' });
+  t.match(agent.json(), {
+    code: 'invalid_request',
+    next_action: 'fix_request',
+    message: '/api/agent/v1/me takes GET, not DELETE.',
+  });
 });

@@ -19,7 +19,11 @@ function raw(request: string): Promise<{ status: number; body: string; head: str
     socket.on('error', reject);
     socket.on('close', () => {
       const [head, ...rest] = data.split('\r\n\r\n');
-      resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(head ?? '')?.[1]), head: head ?? '', body: rest.join('\r\n\r\n') });
+      resolve({
+        status: Number(/^HTTP\/1\.1 (\d{3})/.exec(head ?? '')?.[1]),
+        head: head ?? '',
+        body: rest.join('\r\n\r\n'),
+      });
     });
   });
 }
@@ -43,7 +47,9 @@ t.test('an over-long path parameter: 414 in the surface shape', async (t) => {
 });
 
 t.test('a browser gets a page, also on the claim page', async (t) => {
-  const res = await fetch(`${url}/agent/identity/claim/verify/%zz`, { headers: { accept: 'text/html,application/xhtml+xml,*/*;q=0.8' } });
+  const res = await fetch(`${url}/agent/identity/claim/verify/%zz`, {
+    headers: { accept: 'text/html,application/xhtml+xml,*/*;q=0.8' },
+  });
   t.equal(res.status, 400);
   t.match(res.headers.get('content-type'), /text\/html/);
   t.match(await res.text(), /not correctly percent-encoded/);
@@ -58,14 +64,22 @@ t.test('HTTP that does not parse: our shape, chosen by the request line when the
   t.same(JSON.parse(junk.body), { error: 'invalid_request', status: 400, message: 'The request is not valid HTTP.' });
   const huge = await raw(`GET /api/companies HTTP/1.1\r\nHost: x\r\nx-big: ${'a'.repeat(20_000)}\r\n\r\n`);
   t.equal(huge.status, 431);
-  t.match(JSON.parse(huge.body), { error: 'invalid_request', status: 431, message: 'The request headers are too large.' });
+  t.match(JSON.parse(huge.body), {
+    error: 'invalid_request',
+    status: 431,
+    message: 'The request headers are too large.',
+  });
 });
 
 t.test('an empty body is no body, also under content-type: application/json', async (t) => {
   const { createMember } = await import('../helpers/fixtures.ts');
   const { testPool } = await import('../helpers/db.ts');
   const member = await createMember(await testPool(t, databaseUrl), 'admin');
-  const headers = { authorization: `Bearer ${member.token}`, 'x-tenant-id': member.tenantId, 'content-type': 'application/json' };
+  const headers = {
+    authorization: `Bearer ${member.token}`,
+    'x-tenant-id': member.tenantId,
+    'content-type': 'application/json',
+  };
   const retired = await fetch(`${url}/api/skills/register/some-skill`, { method: 'DELETE', headers });
   t.equal(retired.status, 410, 'the route answers, not the body parser');
   t.match(await retired.json(), { error: 'legacy_skill_registration_retired' });

@@ -28,7 +28,9 @@ t.test('a slow body is cut off at the request timeout with 408, and nothing is s
   const { socket, received, closed } = await open();
   t.teardown(() => socket.destroy());
   const body = JSON.stringify({ name: 'Slow', email: 'slow@example.test', message: 'x'.repeat(50) });
-  socket.write(`POST /api/contact/ HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`);
+  socket.write(
+    `POST /api/contact/ HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n`,
+  );
   let sent = 0;
   const trickle = setInterval(() => {
     if (sent < body.length && !socket.destroyed) socket.write(body[sent++]!);
@@ -39,7 +41,9 @@ t.test('a slow body is cut off at the request timeout with 408, and nothing is s
   // The whole body would take 30 s at this pace: the server closed first.
   t.ok(sent < body.length, `the connection was closed with ${sent} of ${body.length} bytes sent`);
   t.match(received(), /^HTTP\/1\.1 408/, 'answered 408 Request Timeout');
-  const stored = await server.db.oneFirst(sql.type(z.object({ n: z.number() }))`select count(*)::int as n from contact_submissions`);
+  const stored = await server.db.oneFirst(
+    sql.type(z.object({ n: z.number() }))`select count(*)::int as n from contact_submissions`,
+  );
   t.equal(stored, 0, 'nothing stored');
 });
 

@@ -15,7 +15,8 @@ const { app, db, config } = await buildTestApp(t, databaseUrl);
 const member = await createMember(db, 'admin');
 const person = { authorization: `Bearer ${member.token}`, 'x-tenant-id': member.tenantId };
 const nested = (levels: number) => `${'{"a":'.repeat(levels)}1${'}'.repeat(levels)}`;
-const count = async (table: string) => Number(await db.oneFirst(sql.unsafe`select count(*) from ${sql.identifier([table])}`));
+const count = async (table: string) =>
+  Number(await db.oneFirst(sql.unsafe`select count(*) from ${sql.identifier([table])}`));
 
 t.test('the walker: strings, keys and depth, without recursion', async (t) => {
   t.equal(findInputProblem({ a: ['fine', { b: 'ok 😀' }] }), null, 'paired surrogates are fine');
@@ -30,24 +31,47 @@ t.test('the walker: strings, keys and depth, without recursion', async (t) => {
 t.test('platform routes: 400 invalid_request naming the field, nothing stored', async (t) => {
   const before = await count('contact_submissions');
   const cases: Array<[string, string, string]> = [
-    ['POST', '/api/contact/', '{"name":"Ada\\u0000","email":"ada@example.test","message":"hello there, a long enough message"}'],
-    ['POST', '/api/contact/', '{"name":"Ada","email":"ada@example.test","message":"lone \\ud800 surrogate in a message"}'],
-    ['POST', '/api/contact/', `{"name":"Ada","email":"ada@example.test","message":"hello there, a long enough message","x":${nested(5000)}}`],
+    [
+      'POST',
+      '/api/contact/',
+      '{"name":"Ada\\u0000","email":"ada@example.test","message":"hello there, a long enough message"}',
+    ],
+    [
+      'POST',
+      '/api/contact/',
+      '{"name":"Ada","email":"ada@example.test","message":"lone \\ud800 surrogate in a message"}',
+    ],
+    [
+      'POST',
+      '/api/contact/',
+      `{"name":"Ada","email":"ada@example.test","message":"hello there, a long enough message","x":${nested(5000)}}`,
+    ],
   ];
   for (const [method, url, payload] of cases) {
-    const res = await app.inject({ method: method as 'POST', url, payload, headers: { 'content-type': 'application/json' } });
+    const res = await app.inject({
+      method: method as 'POST',
+      url,
+      payload,
+      headers: { 'content-type': 'application/json' },
+    });
     t.equal(res.statusCode, 400, payload.slice(0, 60));
     t.match(res.json(), { error: 'invalid_request', status: 400, details: [{ path: /^body\./ }] });
   }
   t.equal(await count('contact_submissions'), before, 'nothing stored');
 
   const board = await app.inject({
-    method: 'POST', url: '/api/boards', headers: { ...person, 'content-type': 'application/json' },
+    method: 'POST',
+    url: '/api/boards',
+    headers: { ...person, 'content-type': 'application/json' },
     payload: `{"title":"T","scopeType":"agent","scopeId":"a","content":${nested(5000)}}`,
   });
   t.equal(board.statusCode, 400, 'deep board content');
   t.match(board.json().message, /nests deeper than 64 levels/);
-  t.equal((await app.inject({ method: 'GET', url: '/api/companies?cursor=%00', headers: person })).statusCode, 400, 'NUL in a query value');
+  t.equal(
+    (await app.inject({ method: 'GET', url: '/api/companies?cursor=%00', headers: person })).statusCode,
+    400,
+    'NUL in a query value',
+  );
   const path = await app.inject({ method: 'GET', url: '/api/companies/%00abc', headers: person });
   t.equal(path.statusCode, 400, 'NUL in a path parameter');
   t.match(path.json().details, [{ path: /^path/ }]);
@@ -56,20 +80,40 @@ t.test('platform routes: 400 invalid_request naming the field, nothing stored', 
 t.test('Agent API: its own shape, and the Idempotency-Key record is not touched', async (t) => {
   const { registration } = await createRegistration(db, { type: 'anonymous', ip: '10.9.0.9', claimTokenTtlS: 600 });
   await markClaimed(db, registration.id);
-  const token = await signAccessToken(app.idpKeys, config.authUrl, `${config.baseUrl}/api/agent`,
-    { principalId: registration.principal_id, registrationId: registration.id, tenantId: registration.tenant_id, scopes: ['svc:boards:read', 'svc:boards:publish'] }, 300);
+  const token = await signAccessToken(
+    app.idpKeys,
+    config.authUrl,
+    `${config.baseUrl}/api/agent`,
+    {
+      principalId: registration.principal_id,
+      registrationId: registration.id,
+      tenantId: registration.tenant_id,
+      scopes: ['svc:boards:read', 'svc:boards:publish'],
+    },
+    300,
+  );
   const res = await app.inject({
-    method: 'POST', url: '/api/agent/v1/boards',
+    method: 'POST',
+    url: '/api/agent/v1/boards',
     headers: { authorization: `Bearer ${token}`, 'idempotency-key': 'deep-one', 'content-type': 'application/json' },
     payload: `{"title":"Deep","scope_type":"company","scope_id":"acme","content":${nested(5000)}}`,
   });
   t.equal(res.statusCode, 400);
   t.match(res.json(), { code: 'invalid_request', next_action: 'fix_request' });
-  t.equal(Number(await db.oneFirst(sql.unsafe`select count(*) from idempotency_records where key = 'deep-one'`)), 0, 'no idempotency record');
+  t.equal(
+    Number(await db.oneFirst(sql.unsafe`select count(*) from idempotency_records where key = 'deep-one'`)),
+    0,
+    'no idempotency record',
+  );
 });
 
 t.test('the claim page answers with a page, not JSON', async (t) => {
-  const res = await app.inject({ method: 'POST', url: '/agent/identity/claim/verify/abc', payload: 'action=signin&email=a%00b', headers: { 'content-type': 'application/x-www-form-urlencoded' } });
+  const res = await app.inject({
+    method: 'POST',
+    url: '/agent/identity/claim/verify/abc',
+    payload: 'action=signin&email=a%00b',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+  });
   t.equal(res.statusCode, 400);
   t.match(res.headers['content-type'], /text\/html/);
 });

@@ -6,7 +6,12 @@ import pg from 'pg';
 import t from 'tap';
 import { z } from 'zod';
 import { sql, type DatabasePool } from '../../core/db/pool.ts';
-import { createMetricsRegistry, registerDatabaseMetrics, renderMetrics, startMetricsServer } from '../../core/metrics.ts';
+import {
+  createMetricsRegistry,
+  registerDatabaseMetrics,
+  renderMetrics,
+  startMetricsServer,
+} from '../../core/metrics.ts';
 import { freePort } from '../../ops/embedded-postgres.ts';
 import { buildTestApp } from '../helpers/app.ts';
 import { testLogger } from '../helpers/config.ts';
@@ -24,9 +29,15 @@ t.test('without METRICS_TOKEN the api port serves no figures: a 404 that says ho
   t.equal(res.statusCode, 404);
   t.match(res.json(), { error: 'not_found', status: 404, message: /Set METRICS_TOKEN .* or METRICS_PORT/ });
   t.notMatch(res.body, /platform_/, 'no figure');
-  t.ok(app.routeCatalog.some((r) => r.url === '/metrics' && r.hidden), 'hidden from the published contract');
+  t.ok(
+    app.routeCatalog.some((r) => r.url === '/metrics' && r.hidden),
+    'hidden from the published contract',
+  );
   const ownListener = await buildTestApp(t, databaseUrl, { METRICS_PORT: '9464' });
-  t.match((await ownListener.app.inject('/metrics')).json(), { status: 404, message: /own listener \(METRICS_PORT=9464/ });
+  t.match((await ownListener.app.inject('/metrics')).json(), {
+    status: 404,
+    message: /own listener \(METRICS_PORT=9464/,
+  });
 });
 
 t.test('with METRICS_TOKEN: a Bearer token equal to it, else 401', async (t) => {
@@ -37,7 +48,11 @@ t.test('with METRICS_TOKEN: a Bearer token equal to it, else 401', async (t) => 
   t.match(missing.headers['www-authenticate'], /^Bearer/);
   t.equal((await app.inject({ url: '/metrics', headers: { authorization: `Bearer ${TOKEN}x` } })).statusCode, 401);
   t.equal((await app.inject({ url: '/metrics', headers: { authorization: 'Bearer short' } })).statusCode, 401);
-  t.equal((await app.inject({ url: '/metrics', headers: { authorization: TOKEN } })).statusCode, 401, 'the Bearer scheme is required');
+  t.equal(
+    (await app.inject({ url: '/metrics', headers: { authorization: TOKEN } })).statusCode,
+    401,
+    'the Bearer scheme is required',
+  );
   const ok = await app.inject({ url: '/metrics', headers: { authorization: `Bearer ${TOKEN}` } });
   t.equal(ok.statusCode, 200);
   t.match(ok.headers['content-type'], /^text\/plain/);
@@ -65,13 +80,21 @@ t.test('request durations by route pattern, jobs by kind and status, queue depth
 
   const worker = await startTestWorker(t, databaseUrl);
   await waitFor('the job to succeed', async () => {
-    const status = await db.oneFirst(sql.type(z.object({ status: z.string() }))`select status from jobs where id = ${jobId}`);
+    const status = await db.oneFirst(
+      sql.type(z.object({ status: z.string() }))`select status from jobs where id = ${jobId}`,
+    );
     return status === 'succeeded';
   });
 
   const text = await scrape();
-  t.match(text, /^http_request_duration_seconds_bucket\{le="[^"]+",method="GET",route="\/api\/jobs\/:jobId",status_code="200"\} 1$/m);
-  t.match(text, /^http_request_duration_seconds_count\{method="GET",route="\/api\/jobs\/:jobId",status_code="200"\} 1$/m);
+  t.match(
+    text,
+    /^http_request_duration_seconds_bucket\{le="[^"]+",method="GET",route="\/api\/jobs\/:jobId",status_code="200"\} 1$/m,
+  );
+  t.match(
+    text,
+    /^http_request_duration_seconds_count\{method="GET",route="\/api\/jobs\/:jobId",status_code="200"\} 1$/m,
+  );
   t.match(text, /^http_request_duration_seconds_count\{method="GET",route="unmatched",status_code="404"\} 1$/m);
   t.notMatch(text, new RegExp(jobId), 'never a raw URL');
   t.match(text, /^platform_jobs\{kind="diag\.noop",status="succeeded"\} 1$/m);
@@ -83,7 +106,9 @@ t.test('request durations by route pattern, jobs by kind and status, queue depth
 
   // The worker's own registry: one attempt of diag.noop, succeeded.
   await waitFor('the job duration to be observed', async () =>
-    /platform_job_duration_seconds_count\{kind="diag\.noop",outcome="succeeded"\} 1/.test(await worker.metrics.metrics()),
+    /platform_job_duration_seconds_count\{kind="diag\.noop",outcome="succeeded"\} 1/.test(
+      await worker.metrics.metrics(),
+    ),
   );
   const workerText = await worker.metrics.metrics();
   t.match(workerText, /^platform_job_duration_seconds_bucket\{le="\+Inf",kind="diag\.noop",outcome="succeeded"\} 1$/m);
@@ -108,12 +133,21 @@ t.test('database gauges stay unset and count an error when the database does not
   t.notMatch(text, /^platform_queue_depth \d/m, 'no queue depth value');
   t.match(text, /^platform_metrics_scrape_errors_total\{source="platform_jobs"\} 1$/m);
   t.match(text, /^platform_metrics_scrape_errors_total\{source="platform_queue_depth"\} 1$/m);
-  t.match(await renderMetrics([registry]), /^platform_metrics_scrape_errors_total\{source="platform_jobs"\} 2$/m, 'each scrape counts');
+  t.match(
+    await renderMetrics([registry]),
+    /^platform_metrics_scrape_errors_total\{source="platform_jobs"\} 2$/m,
+    'each scrape counts',
+  );
 });
 
 t.test('startMetricsServer serves /metrics without a token and nothing else', async (t) => {
   const { app } = await buildTestApp(t, databaseUrl);
-  const server = await startMetricsServer({ host: '127.0.0.1', port: 0, registries: () => [app.metrics.registry], logger: testLogger() });
+  const server = await startMetricsServer({
+    host: '127.0.0.1',
+    port: 0,
+    registries: () => [app.metrics.registry],
+    logger: testLogger(),
+  });
   t.teardown(server.close);
   const res = await fetch(server.url);
   t.equal(res.status, 200);
@@ -132,11 +166,18 @@ t.test('a worker process with METRICS_PORT serves its metrics there, without a t
   const pool = new pg.Pool({ connectionString: databaseUrl, max: 1 });
   await pool.query(`select graphile_worker.add_job('diag.noop', '{"hello":"sql"}'::json)`);
   await pool.end();
-  await waitForOutput(worker, /refused a job without a platform job row \(added with graphile_worker\.add_job directly\?\): enqueue with enqueueJob\(\)/);
+  await waitForOutput(
+    worker,
+    /refused a job without a platform job row \(added with graphile_worker\.add_job directly\?\): enqueue with enqueueJob\(\)/,
+  );
   const res = await fetch(`http://127.0.0.1:${port}/metrics`);
   t.equal(res.status, 200);
   const text = await res.text();
-  t.match(text, /^platform_jobs_refused_total\{kind="diag\.noop",reason="no_platform_job"\} 1$/m, 'the refusal is counted');
+  t.match(
+    text,
+    /^platform_jobs_refused_total\{kind="diag\.noop",reason="no_platform_job"\} 1$/m,
+    'the refusal is counted',
+  );
   t.match(text, /# TYPE platform_job_duration_seconds histogram/);
   t.match(text, /^platform_queue_depth \d+$/m);
   t.match(text, /^process_cpu_user_seconds_total /m, 'Node process metrics');

@@ -18,7 +18,8 @@ import { sourceRoot } from '../helpers/paths.ts';
  * every GET are left out without being listed.
  */
 const HIDDEN_ROUTES: Record<string, string> = {
-  'GET /metrics': 'without METRICS_TOKEN: a 404 saying how to turn metrics on (with it, Prometheus text behind a Bearer token)',
+  'GET /metrics':
+    'without METRICS_TOKEN: a 404 saying how to turn metrics on (with it, Prometheus text behind a Bearer token)',
   'GET /openapi.json': 'the document itself',
   'GET /openapi.yaml': 'the document itself',
   'GET /auth.md': 'the registration guide, a Markdown document',
@@ -30,7 +31,8 @@ const HIDDEN_ROUTES: Record<string, string> = {
   'POST /invitations/accept': 'HTML form post of the invitation page',
   'GET /invitations/accept.js': "the invitation page's script (moves the fragment's token into its form)",
   'GET /boards/public/:secret': 'hosted board page for people; the link secret is in the path',
-  'GET /boards/approvals/:approvalId': 'HTML page a tenant Admin opens from approve_url to approve or deny a public publish',
+  'GET /boards/approvals/:approvalId':
+    'HTML page a tenant Admin opens from approve_url to approve or deny a public publish',
   'POST /boards/approvals/:approvalId': 'HTML form post of the approval page',
   'GET /arazzo.yaml': 'contract document (Arazzo workflow), linted on its own',
   'GET /docs/llms.txt': 'contract document (index for LLM agents), not an API operation',
@@ -55,7 +57,8 @@ const HIDDEN_ROUTES: Record<string, string> = {
   'GET /docs/static/*': 'scripts, styles and icons of the API reference UI (@fastify/swagger-ui)',
   'GET /docs/static/index.html': 'redirect to the API reference UI (@fastify/swagger-ui)',
   'GET /docs/static/swagger-initializer.js': 'start-up script of the API reference UI (@fastify/swagger-ui)',
-  'GET /api/channels/slack/oauth/callback': 'HTML page a person lands on after installing the Slack app (OAuth redirect)',
+  'GET /api/channels/slack/oauth/callback':
+    'HTML page a person lands on after installing the Slack app (OAuth redirect)',
   'GET /console': 'operator console page (HTML, operators only)',
   'GET /console/jobs': 'operator console page (HTML, operators only)',
   'GET /console/jobs/:jobId': 'operator console page (HTML, operators only)',
@@ -140,18 +143,28 @@ t.teardown(() => rmSync(scratch, { recursive: true, force: true }));
 
 async function cli(args: string[]) {
   // redocly exits 1 when lint finds errors; the JSON report says which.
-  return run(redocly, args, { cwd: root, env: { ...process.env, REDOCLY_TELEMETRY: 'off' }, maxBuffer: 64 * 1024 * 1024 }).catch(
-    (error: { stdout: string; stderr: string; code: number }) => ({ stdout: error.stdout, stderr: `exit ${error.code}: ${error.stderr}` }),
-  );
+  return run(redocly, args, {
+    cwd: root,
+    env: { ...process.env, REDOCLY_TELEMETRY: 'off' },
+    maxBuffer: 64 * 1024 * 1024,
+  }).catch((error: { stdout: string; stderr: string; code: number }) => ({
+    stdout: error.stdout,
+    stderr: `exit ${error.code}: ${error.stderr}`,
+  }));
 }
 
 const databaseUrl = await createTestDatabase(t);
 // Real-looking origins, with the identity provider apart, as in production.
-const { app } = await buildTestApp(t, databaseUrl, { BASE_URL: 'https://api.platform.test', AUTH_URL: 'https://id.platform.test' });
+const { app } = await buildTestApp(t, databaseUrl, {
+  BASE_URL: 'https://api.platform.test',
+  AUTH_URL: 'https://id.platform.test',
+});
 const jsonResponse = await app.inject('/openapi.json');
 const yamlResponse = await app.inject('/openapi.yaml');
 const doc: Document = jsonResponse.json();
-const operations = Object.entries(doc.paths).flatMap(([p, item]) => Object.entries(item).map(([method, op]) => ({ path: p, method, op })));
+const operations = Object.entries(doc.paths).flatMap(([p, item]) =>
+  Object.entries(item).map(([method, op]) => ({ path: p, method, op })),
+);
 
 t.test('JSON and YAML are the same OpenAPI 3.1.2 document, version 1.0.0', async (t) => {
   t.equal(jsonResponse.statusCode, 200);
@@ -163,7 +176,14 @@ t.test('JSON and YAML are the same OpenAPI 3.1.2 document, version 1.0.0', async
   t.match(doc.info.description, /Agent API[\s\S]*Identity provider[\s\S]*Platform API/);
   // redocly reads the YAML and writes it back as JSON: no YAML parser of our own.
   writeFileSync(path.join(scratch, 'openapi.yaml'), yamlResponse.body);
-  const bundled = await cli(['bundle', path.join(scratch, 'openapi.yaml'), '--ext', 'json', '-o', path.join(scratch, 'from-yaml.json')]);
+  const bundled = await cli([
+    'bundle',
+    path.join(scratch, 'openapi.yaml'),
+    '--ext',
+    'json',
+    '-o',
+    path.join(scratch, 'from-yaml.json'),
+  ]);
   t.same(JSON.parse(readFileSync(path.join(scratch, 'from-yaml.json'), 'utf8')), doc, bundled.stderr);
 });
 
@@ -171,7 +191,10 @@ t.test('redocly lint finds no errors', async (t) => {
   const file = path.join(scratch, 'openapi.json');
   writeFileSync(file, jsonResponse.body);
   const result = await cli(['lint', file, '--config', path.join(root, 'redocly.yaml'), '--format', 'json']);
-  const report = JSON.parse(result.stdout) as { totals: { errors: number }; problems: { ruleId: string; severity: string; message: string }[] };
+  const report = JSON.parse(result.stdout) as {
+    totals: { errors: number };
+    problems: { ruleId: string; severity: string; message: string }[];
+  };
   const errors = report.problems.filter((p) => p.severity === 'error').map((p) => `${p.ruleId}: ${p.message}`);
   t.same(errors, []);
   t.equal(report.totals.errors, 0);
@@ -182,16 +205,29 @@ t.test('every documented operation is an app route, every app route is documente
   const gets = new Set(routes.filter((r) => r.method === 'GET').map((r) => r.url));
   const shown = new Set(routes.filter((r) => !r.hidden && !(r.method === 'HEAD' && gets.has(r.url))).map((r) => r.key));
   const hidden = routes.filter((r) => r.hidden && r.method !== 'HEAD').map((r) => r.key);
-  const documented = new Set(operations.map(({ path: p, method }) => `${method.toUpperCase()} ${p.replace(/\{(\w+)\}/g, ':$1')}`));
+  const documented = new Set(
+    operations.map(({ path: p, method }) => `${method.toUpperCase()} ${p.replace(/\{(\w+)\}/g, ':$1')}`),
+  );
 
-  t.same([...documented].filter((key) => !shown.has(key)), [], 'documented operations without a route');
-  t.same([...shown].filter((key) => !documented.has(key)), [], 'routes missing from the document');
+  t.same(
+    [...documented].filter((key) => !shown.has(key)),
+    [],
+    'documented operations without a route',
+  );
+  t.same(
+    [...shown].filter((key) => !documented.has(key)),
+    [],
+    'routes missing from the document',
+  );
   t.same(hidden.sort(), Object.keys(HIDDEN_ROUTES).sort(), 'hidden routes are exactly the listed exceptions');
 });
 
 t.test('every operation has a unique operationId, a summary, tags and its security', async (t) => {
   const ids = operations.map(({ op }) => op.operationId);
-  t.notOk(ids.some((id) => !id || !/^[a-z][A-Za-z0-9]*$/.test(id)), 'camelCase operationIds everywhere');
+  t.notOk(
+    ids.some((id) => !id || !/^[a-z][A-Za-z0-9]*$/.test(id)),
+    'camelCase operationIds everywhere',
+  );
   t.equal(new Set(ids).size, ids.length, 'operationIds are unique');
   for (const { path: p, method, op } of operations) {
     t.ok(op.summary && op.tags?.length, `${method} ${p} has a summary and tags`);
@@ -199,52 +235,88 @@ t.test('every operation has a unique operationId, a summary, tags and its securi
   }
 });
 
-t.test('the Agent API operations carry the spec operationIds, AgentBearer scopes, schema names and bounds', async (t) => {
-  for (const [method, p, operationId, scope] of AGENT_API) {
-    const op = doc.paths[p]?.[method];
-    if (!op) {
-      t.fail(`${method} ${p} is documented`);
-      continue;
+t.test(
+  'the Agent API operations carry the spec operationIds, AgentBearer scopes, schema names and bounds',
+  async (t) => {
+    for (const [method, p, operationId, scope] of AGENT_API) {
+      const op = doc.paths[p]?.[method];
+      if (!op) {
+        t.fail(`${method} ${p} is documented`);
+        continue;
+      }
+      if (operationId !== '-') t.equal(op.operationId, operationId, `${method} ${p}`);
+      t.same(op.security, [{ AgentBearer: scope ? [scope] : [] }], `${op.operationId} security`);
+      const name = SCHEMA_NAMES[op.operationId ?? ''];
+      if (name) {
+        t.equal(
+          op.responses['200']?.content?.['application/json']?.schema.$ref,
+          `#/components/schemas/${name}`,
+          `${op.operationId} 200`,
+        );
+        t.ok(doc.components.schemas[name], `${name} is a component`);
+      }
+      if (op.responses['429'])
+        t.equal(
+          op.responses['429'].content?.['application/json']?.schema.$ref,
+          '#/components/schemas/SharedRateLimitError',
+        );
+      t.equal(
+        op.responses['400']?.content?.['application/json']?.schema.$ref,
+        method === 'get' && !op.parameters ? undefined : '#/components/schemas/AgentApiError',
+      );
+      if (REQUEST_NAMES.includes(op.operationId ?? '')) {
+        t.equal(
+          op.requestBody?.content['application/json']?.schema.$ref,
+          `#/components/schemas/${op.operationId}.request.v1`,
+        );
+      }
+      if (method === 'post') {
+        const key = op.parameters?.find((x) => x.in === 'header' && x.name.toLowerCase() === 'idempotency-key');
+        t.match(key, { required: true, schema: { minLength: 8, maxLength: 200 } }, `${op.operationId} Idempotency-Key`);
+      }
     }
-    if (operationId !== '-') t.equal(op.operationId, operationId, `${method} ${p}`);
-    t.same(op.security, [{ AgentBearer: scope ? [scope] : [] }], `${op.operationId} security`);
-    const name = SCHEMA_NAMES[op.operationId ?? ''];
-    if (name) {
-      t.equal(op.responses['200']?.content?.['application/json']?.schema.$ref, `#/components/schemas/${name}`, `${op.operationId} 200`);
-      t.ok(doc.components.schemas[name], `${name} is a component`);
-    }
-    if (op.responses['429']) t.equal(op.responses['429'].content?.['application/json']?.schema.$ref, '#/components/schemas/SharedRateLimitError');
-    t.equal(op.responses['400']?.content?.['application/json']?.schema.$ref, method === 'get' && !op.parameters ? undefined : '#/components/schemas/AgentApiError');
-    if (REQUEST_NAMES.includes(op.operationId ?? '')) {
-      t.equal(op.requestBody?.content['application/json']?.schema.$ref, `#/components/schemas/${op.operationId}.request.v1`);
-    }
-    if (method === 'post') {
-      const key = op.parameters?.find((x) => x.in === 'header' && x.name.toLowerCase() === 'idempotency-key');
-      t.match(key, { required: true, schema: { minLength: 8, maxLength: 200 } }, `${op.operationId} Idempotency-Key`);
-    }
-  }
 
-  const param = (p: string, method: string, name: string) => doc.paths[p]?.[method]?.parameters?.find((x) => x.name === name)?.schema;
-  t.match(param('/api/agent/v1/companies/{companyRef}', 'get', 'companyRef'), { minLength: 1, maxLength: 256 });
-  t.match(param('/api/agent/v1/companies/{companyRef}/tasks/{taskRef}', 'get', 'taskRef'), { minLength: 1, maxLength: 2048 });
-  t.match(param('/api/agent/v1/companies/{companyRef}/runs/{runRef}', 'get', 'runRef'), { minLength: 1, maxLength: 256 });
-  t.match(param('/api/agent/v1/companies/{companyRef}/runs', 'get', 'taskId'), { minLength: 1, maxLength: 256 });
-  t.match(param('/api/agent/v1/companies', 'get', 'limit'), { minimum: 1, maximum: 100 });
-  t.match(param('/api/agent/v1/boards/{boardId}', 'get', 'boardId'), { minLength: 1, maxLength: 256 });
-  t.match(param('/api/agent/v1/boards', 'get', 'limit'), { minimum: 1, maximum: 100, default: 50 });
-  t.match(param('/api/agent/v1/boards', 'get', 'cursor'), { minimum: 0, maximum: 1_000_000, default: 0 });
-  t.match(param('/api/agent/v1/boards', 'get', 'scopeType'), { enum: ['company', 'agent'] });
-  t.match(param('/api/agent/v1/boards', 'get', 'scopeId'), { minLength: 1, maxLength: 128 });
-  t.match(param('/api/chat/send', 'post', 'idempotency-key'), { minLength: 8, maxLength: 200 }, 'chat send declares Idempotency-Key');
-  // Every Agent API mutation, in the spec table or not, takes the key (rule 5).
-  for (const { path: p, method, op } of operations.filter((o) => o.path.startsWith('/api/agent/') && o.method !== 'get')) {
-    t.match(op.parameters?.find((x) => x.in === 'header' && x.name.toLowerCase() === 'idempotency-key'), { required: true }, `${method} ${p}`);
-  }
-});
+    const param = (p: string, method: string, name: string) =>
+      doc.paths[p]?.[method]?.parameters?.find((x) => x.name === name)?.schema;
+    t.match(param('/api/agent/v1/companies/{companyRef}', 'get', 'companyRef'), { minLength: 1, maxLength: 256 });
+    t.match(param('/api/agent/v1/companies/{companyRef}/tasks/{taskRef}', 'get', 'taskRef'), {
+      minLength: 1,
+      maxLength: 2048,
+    });
+    t.match(param('/api/agent/v1/companies/{companyRef}/runs/{runRef}', 'get', 'runRef'), {
+      minLength: 1,
+      maxLength: 256,
+    });
+    t.match(param('/api/agent/v1/companies/{companyRef}/runs', 'get', 'taskId'), { minLength: 1, maxLength: 256 });
+    t.match(param('/api/agent/v1/companies', 'get', 'limit'), { minimum: 1, maximum: 100 });
+    t.match(param('/api/agent/v1/boards/{boardId}', 'get', 'boardId'), { minLength: 1, maxLength: 256 });
+    t.match(param('/api/agent/v1/boards', 'get', 'limit'), { minimum: 1, maximum: 100, default: 50 });
+    t.match(param('/api/agent/v1/boards', 'get', 'cursor'), { minimum: 0, maximum: 1_000_000, default: 0 });
+    t.match(param('/api/agent/v1/boards', 'get', 'scopeType'), { enum: ['company', 'agent'] });
+    t.match(param('/api/agent/v1/boards', 'get', 'scopeId'), { minLength: 1, maxLength: 128 });
+    t.match(
+      param('/api/chat/send', 'post', 'idempotency-key'),
+      { minLength: 8, maxLength: 200 },
+      'chat send declares Idempotency-Key',
+    );
+    // Every Agent API mutation, in the spec table or not, takes the key (rule 5).
+    for (const { path: p, method, op } of operations.filter(
+      (o) => o.path.startsWith('/api/agent/') && o.method !== 'get',
+    )) {
+      t.match(
+        op.parameters?.find((x) => x.in === 'header' && x.name.toLowerCase() === 'idempotency-key'),
+        { required: true },
+        `${method} ${p}`,
+      );
+    }
+  },
+);
 
 t.test('identity provider operations are served at {auth_url}', async (t) => {
   // The protected-resource metadata belongs to {base_url}, the resource server.
-  const identity = operations.filter(({ path: p, op }) => op.tags?.includes('identity') && !p.includes('/oauth-protected-resource/'));
+  const identity = operations.filter(
+    ({ path: p, op }) => op.tags?.includes('identity') && !p.includes('/oauth-protected-resource/'),
+  );
   t.ok(identity.length >= 6, 'the identity operations are found');
   for (const { path: p, method, op } of identity) {
     t.same((op as { servers?: unknown }).servers, [{ url: 'https://id.platform.test' }], `${method} ${p}`);

@@ -15,7 +15,14 @@ await withChromium(t, async (browser) => {
   const port = await freePort();
   const base = `http://localhost:${port}`;
   const op = await startOidcServer(t, {
-    clients: [{ client_id: 'platform-alt', client_secret: 'platform-alt-secret-0123456789', redirect_uris: [`${base}/api/auth/altidp/callback`], token_endpoint_auth_method: 'client_secret_post' }],
+    clients: [
+      {
+        client_id: 'platform-alt',
+        client_secret: 'platform-alt-secret-0123456789',
+        redirect_uris: [`${base}/api/auth/altidp/callback`],
+        token_endpoint_auth_method: 'client_secret_post',
+      },
+    ],
     accounts: [{ sub: 'browser-sub', email: 'browser@relay.example', email_verified: true }],
   });
   const databaseUrl = await createTestDatabase(t);
@@ -39,7 +46,11 @@ await withChromium(t, async (browser) => {
     t.ok(ticket, `a ticket, not an error (${landed.hash})`);
     t.ok(await page.locator('h1').count(), 'the landing page rendered');
 
-    const res = await fetch(`${base}/api/auth/altidp/result/`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ ticket }) });
+    const res = await fetch(`${base}/api/auth/altidp/result/`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ ticket }),
+    });
     t.equal(res.status, 200);
     t.match(await res.json(), { newUser: true, mode: 'onboarding', user: { email: 'browser@relay.example' } });
   });

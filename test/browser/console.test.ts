@@ -24,7 +24,9 @@ await withChromium(t, async (browser) => {
   const pat = await createUser(db, { email: 'pat@example.test', password: PASSWORD });
   const acme = await createTenant(db, pat.id, 'Acme Org');
   const enqueue = (input: Record<string, unknown>, maxAttempts?: number) =>
-    db.transaction((tx) => enqueueJob(tx, { kind: 'diag.steps', tenantId: acme.id, input, ...(maxAttempts ? { maxAttempts } : {}) }));
+    db.transaction((tx) =>
+      enqueueJob(tx, { kind: 'diag.steps', tenantId: acme.id, input, ...(maxAttempts ? { maxAttempts } : {}) }),
+    );
   const statusOf = (id: string) => db.oneFirst(sql.unsafe`select status from jobs where id = ${id}`) as Promise<string>;
 
   /** Every console error, uncaught exception and CSP violation of a page. */
@@ -41,14 +43,22 @@ await withChromium(t, async (browser) => {
     await page.getByRole('button', { name: 'Sign in' }).click();
     await page.waitForLoadState();
   };
-  const live = (page: Page) => page.waitForFunction(() => document.getElementById('live-status')?.textContent === 'live');
+  const live = (page: Page) =>
+    page.waitForFunction(() => document.getElementById('live-status')?.textContent === 'live');
 
   t.test('an operator watches, retries and cancels jobs live, and finds it all in the audit list', async (t) => {
     const page = await openPage(t, browser);
     const errors = watchErrors(page);
     await signIn(page, 'op@example.test', '/console/jobs');
     t.equal(await page.locator('h1').innerText(), 'Jobs');
-    t.same(await page.locator('nav.console a').allInnerTexts(), ['Overview', 'Jobs', 'Workers', 'Schedules', 'Tenants', 'Audit']);
+    t.same(await page.locator('nav.console a').allInnerTexts(), [
+      'Overview',
+      'Jobs',
+      'Workers',
+      'Schedules',
+      'Tenants',
+      'Audit',
+    ]);
     await live(page);
 
     // A job appears and finishes while the page stays as it is (no reload).
@@ -57,8 +67,15 @@ await withChromium(t, async (browser) => {
     const row = page.locator(`tr[data-job="${job.id}"]`);
     await row.waitFor();
     await row.locator('.state-succeeded').waitFor();
-    t.ok(await page.evaluate(() => (window as unknown as { stayed?: boolean }).stayed), 'the same document: updated live, not reloaded');
-    t.match(await page.locator('#live time').first().getAttribute('title'), /your time/, 'each time shows the local time on hover');
+    t.ok(
+      await page.evaluate(() => (window as unknown as { stayed?: boolean }).stayed),
+      'the same document: updated live, not reloaded',
+    );
+    t.match(
+      await page.locator('#live time').first().getAttribute('title'),
+      /your time/,
+      'each time shows the local time on hover',
+    );
 
     // A failed job: retried from its page, it succeeds while the page watches.
     const failing = await enqueue({ steps: 1, delayMs: 0, failAttemptsBelow: 2 }, 1);
@@ -86,14 +103,20 @@ await withChromium(t, async (browser) => {
     t.match(audit, /op@example\.test\s+job\.cancel[\s\S]*the customer asked to stop/);
     t.match(audit, /op@example\.test\s+job\.retry[\s\S]*the model provider was down/);
 
-    for (const path of ['/console', '/console/workers', '/console/schedules', '/console/tenants', `/console/tenants/${acme.id}`]) {
+    for (const path of [
+      '/console',
+      '/console/workers',
+      '/console/schedules',
+      '/console/tenants',
+      `/console/tenants/${acme.id}`,
+    ]) {
       await page.goto(`${url}${path}`);
       await live(page);
     }
     t.same(errors, [], 'no console error and no CSP violation on any page');
   });
 
-  t.test('the overview draws the last hour as charts, and at a phone\'s width nothing scrolls sideways', async (t) => {
+  t.test("the overview draws the last hour as charts, and at a phone's width nothing scrolls sideways", async (t) => {
     const minute = Math.floor(Date.now() / 60_000) * 60_000;
     for (let i = 1; i <= 30; i++) {
       await db.query(sql.unsafe`insert into queue_samples (at, ready, running, waiting, oldest_ready_s, succeeded, failed)
@@ -104,23 +127,37 @@ await withChromium(t, async (browser) => {
     await signIn(page, 'op@example.test', '/console');
     await live(page);
     // Measured in one go: a live update may swap the charts for fresh ones between two calls.
-    const charts = await page.evaluate(() => ['chart-finished', 'chart-depth', 'chart-oldest'].map((id) => {
-      const svg = document.getElementById(id);
-      const box = svg?.getBoundingClientRect();
-      return { id, width: box?.width ?? 0, height: box?.height ?? 0, title: svg?.querySelector('title')?.textContent ?? '', bars: svg?.querySelectorAll('g[data-minute] rect').length ?? 0 };
-    }));
+    const charts = await page.evaluate(() =>
+      ['chart-finished', 'chart-depth', 'chart-oldest'].map((id) => {
+        const svg = document.getElementById(id);
+        const box = svg?.getBoundingClientRect();
+        return {
+          id,
+          width: box?.width ?? 0,
+          height: box?.height ?? 0,
+          title: svg?.querySelector('title')?.textContent ?? '',
+          bars: svg?.querySelectorAll('g[data-minute] rect').length ?? 0,
+        };
+      }),
+    );
     for (const c of charts) {
       t.ok(c.width > 200 && c.height > 40, `${c.id} is drawn (${c.width} x ${c.height})`);
       t.ok(c.title, `${c.id} has a title`);
     }
     t.ok(charts[0]!.bars >= 30, 'a bar for each sampled minute');
-    t.equal(await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth), true, 'no sideways scroll at 375 px');
+    t.equal(
+      await page.evaluate(() => document.documentElement.scrollWidth <= window.innerWidth),
+      true,
+      'no sideways scroll at 375 px',
+    );
     t.same(errors, [], 'no console error and no CSP violation');
   });
 
   t.test('a bulk retry: filter the failed jobs, see what will happen, give a reason, confirm', async (t) => {
     const failing = await Promise.all([0, 1].map(() => enqueue({ steps: 1, delayMs: 0, failAttemptsBelow: 2 }, 1)));
-    await waitFor('both failed', async () => (await Promise.all(failing.map((j) => statusOf(j.id)))).every((s) => s === 'failed'));
+    await waitFor('both failed', async () =>
+      (await Promise.all(failing.map((j) => statusOf(j.id)))).every((s) => s === 'failed'),
+    );
     const page = await openPage(t, browser);
     const errors = watchErrors(page);
     await signIn(page, 'op@example.test', `/console/jobs?state=failed&tenant=${acme.id}`);
@@ -130,12 +167,20 @@ await withChromium(t, async (browser) => {
     await page.getByRole('button', { name: 'Retry every job this filter matches…' }).click();
     await page.waitForLoadState();
     t.equal(await page.locator('h1').innerText(), 'Retry failed jobs');
-    t.match(await page.locator('#bulk-summary').innerText(), /^\d+ jobs? match \(kind diag\.steps, tenant [0-9a-f]{8}\)\. Each is queued again/);
+    t.match(
+      await page.locator('#bulk-summary').innerText(),
+      /^\d+ jobs? match \(kind diag\.steps, tenant [0-9a-f]{8}\)\. Each is queued again/,
+    );
     await page.getByLabel(/^Why/).fill('the provider is back');
     await page.getByRole('button', { name: /^Retry these jobs/ }).click();
     await page.waitForLoadState();
-    t.match(await page.locator('main').innerText(), /\d+ jobs? queued again\. Each job has its line in the audit list\./);
-    await waitFor('both succeeded', async () => (await Promise.all(failing.map((j) => statusOf(j.id)))).every((s) => s === 'succeeded'));
+    t.match(
+      await page.locator('main').innerText(),
+      /\d+ jobs? queued again\. Each job has its line in the audit list\./,
+    );
+    await waitFor('both succeeded', async () =>
+      (await Promise.all(failing.map((j) => statusOf(j.id)))).every((s) => s === 'succeeded'),
+    );
     t.same(errors, [], 'no console error and no CSP violation');
   });
 
@@ -148,6 +193,10 @@ await withChromium(t, async (browser) => {
     t.notMatch(await page.locator('main').innerText(), /Acme Org|diag\.steps/);
     const response = await page.goto(`${url}/console/jobs`);
     t.equal(response?.status(), 403);
-    t.same(errors.filter((e) => !/403/.test(e)), [], 'nothing but the refusal itself');
+    t.same(
+      errors.filter((e) => !/403/.test(e)),
+      [],
+      'nothing but the refusal itself',
+    );
   });
 });

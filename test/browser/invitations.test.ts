@@ -32,7 +32,9 @@ await withChromium(t, async (browser) => {
 
   const call = async (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) => {
     const res = await fetch(`${url}${path}`, {
-      method, headers: { ...(body ? { 'content-type': 'application/json' } : {}), ...headers }, body: body ? JSON.stringify(body) : undefined,
+      method,
+      headers: { ...(body ? { 'content-type': 'application/json' } : {}), ...headers },
+      body: body ? JSON.stringify(body) : undefined,
     });
     const text = await res.text();
     return { status: res.status, json: (text ? JSON.parse(text) : null) as Record<string, any> };
@@ -70,7 +72,10 @@ await withChromium(t, async (browser) => {
    */
   const openLink = async (page: Page, link: string): Promise<Response> => {
     const [shown] = await Promise.all([
-      page.waitForResponse((r) => r.url() === ACCEPT && r.request().method() === 'GET' && r.request().redirectedFrom()?.method() === 'POST'),
+      page.waitForResponse(
+        (r) =>
+          r.url() === ACCEPT && r.request().method() === 'GET' && r.request().redirectedFrom()?.method() === 'POST',
+      ),
       page.goto(link, { waitUntil: 'commit' }),
     ]);
     return shown;
@@ -94,8 +99,16 @@ await withChromium(t, async (browser) => {
     t.match(main, /Ada invited grace@example\.test to join the workspace Ada's workspace as Member/);
     t.notMatch(await page.content(), invitation.token, 'nor does the page');
     const cookie = (await page.context().cookies()).find((c) => c.name === 'invitation_token');
-    t.match(cookie, { path: '/invitations', httpOnly: true, sameSite: 'Strict' }, 'the token waits in an HttpOnly cookie of the invitation pages');
-    t.equal(await page.getByLabel('E-mail').inputValue(), 'grace@example.test', 'the account is for the invited address');
+    t.match(
+      cookie,
+      { path: '/invitations', httpOnly: true, sameSite: 'Strict' },
+      'the token waits in an HttpOnly cookie of the invitation pages',
+    );
+    t.equal(
+      await page.getByLabel('E-mail').inputValue(),
+      'grace@example.test',
+      'the account is for the invited address',
+    );
 
     await page.getByLabel('Your name').fill('Grace');
     await page.getByLabel('Password (at least 10 characters)').fill(GRACE_PASSWORD);
@@ -110,7 +123,10 @@ await withChromium(t, async (browser) => {
     const headers = { authorization: `Bearer ${token}`, 'x-tenant-id': workspace.id };
     const members = await call('GET', '/api/tenants/members', undefined, headers);
     t.equal(members.status, 200);
-    t.match(members.json.items.find((m: { email: string }) => m.email === 'grace@example.test'), { name: 'Grace', role: 'member', owner: false, you: true });
+    t.match(
+      members.json.items.find((m: { email: string }) => m.email === 'grace@example.test'),
+      { name: 'Grace', role: 'member', owner: false, you: true },
+    );
     const session = await call('POST', '/api/chat/sessions', { title: 'First day' }, headers);
     t.equal(session.status, 201, 'a Member may create chat sessions');
   });
@@ -154,7 +170,10 @@ await withChromium(t, async (browser) => {
     t.match(await page.locator('main').innerText(), `You are now a Viewer of ${WORKSPACE}.`);
 
     const members = await asAda('GET', '/api/tenants/members');
-    t.match(members.json.items.find((m: { email: string }) => m.email === 'lin@example.test'), { role: 'viewer' });
+    t.match(
+      members.json.items.find((m: { email: string }) => m.email === 'lin@example.test'),
+      { role: 'viewer' },
+    );
   });
 
   t.test("a person signed in as another address is refused someone else's invitation", async (t) => {
@@ -163,7 +182,10 @@ await withChromium(t, async (browser) => {
     const invitation = await invite('kim@example.test', 'member');
     const refused = async (tab: Page) => {
       t.equal(await heading(tab, 'This invitation is for someone else'), 'This invitation is for someone else');
-      t.match(await tab.locator('main').innerText(), /This invitation is for kim@example\.test, and you are signed in as lin@example\.test\./);
+      t.match(
+        await tab.locator('main').innerText(),
+        /This invitation is for kim@example\.test, and you are signed in as lin@example\.test\./,
+      );
       t.equal(await tab.getByRole('button', { name: `Join ${WORKSPACE}` }).count(), 0);
       t.notMatch(tab.url(), '#inv_');
     };
@@ -182,7 +204,10 @@ await withChromium(t, async (browser) => {
     t.equal(await heading(page, `Sign in to join ${WORKSPACE}`), `Sign in to join ${WORKSPACE}`);
     t.equal(await page.getByLabel('E-mail').inputValue(), 'kim@example.test');
     const members = await asAda('GET', '/api/tenants/members');
-    t.notOk(members.json.items.some((m: { email: string }) => m.email === 'kim@example.test'), 'Kim has not joined');
+    t.notOk(
+      members.json.items.some((m: { email: string }) => m.email === 'kim@example.test'),
+      'Kim has not joined',
+    );
   });
 
   t.test('a revoked link says so', async (t) => {

@@ -33,17 +33,28 @@ await withChromium(t, async (browser) => {
     await page.waitForURL(`${url}/docs`);
     // Swagger UI parses the whole document before it draws: on a busy machine that alone takes seconds.
     await page.waitForSelector('.opblock-summary', { timeout: 120_000 });
-    const spec = (await (await fetch(`${url}/openapi.json`)).json()) as { paths: Record<string, Record<string, unknown>> };
-    const expected = Object.entries(spec.paths).flatMap(([path, methods]) => Object.keys(methods).map((m) => `${m.toUpperCase()} ${path}`)).sort();
+    const spec = (await (await fetch(`${url}/openapi.json`)).json()) as {
+      paths: Record<string, Record<string, unknown>>;
+    };
+    const expected = Object.entries(spec.paths)
+      .flatMap(([path, methods]) => Object.keys(methods).map((m) => `${m.toUpperCase()} ${path}`))
+      .sort();
     // The UI mounts only the operations in view: walk down the page and collect what it shows.
     const shown = new Set<string>();
     for (let y = 0; ; ) {
       await page.evaluate((top) => window.scrollTo(0, top), y);
       await page.evaluate(() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done))));
-      const seen = await page.$$eval('.opblock', (blocks) => blocks.map((b) =>
-        `${b.querySelector('.opblock-summary-method')?.textContent ?? ''} ${b.querySelector('[data-path]')?.getAttribute('data-path') ?? b.querySelector('[class^="opblock-summary-path"]')?.textContent?.replace(/\u200b/g, '') ?? ''}`));
+      const seen = await page.$$eval('.opblock', (blocks) =>
+        blocks.map(
+          (b) =>
+            `${b.querySelector('.opblock-summary-method')?.textContent ?? ''} ${b.querySelector('[data-path]')?.getAttribute('data-path') ?? b.querySelector('[class^="opblock-summary-path"]')?.textContent?.replace(/\u200b/g, '') ?? ''}`,
+        ),
+      );
       for (const op of seen) shown.add(op);
-      const { height, view } = await page.evaluate(() => ({ height: document.documentElement.scrollHeight, view: window.innerHeight }));
+      const { height, view } = await page.evaluate(() => ({
+        height: document.documentElement.scrollHeight,
+        view: window.innerHeight,
+      }));
       if (y + view >= height) break;
       y += Math.floor(view / 2);
     }
@@ -58,24 +69,57 @@ await withChromium(t, async (browser) => {
     // What the pages show: a hosted board with long words, a pending approval, a claim.
     const { registration } = await createRegistration(db, { type: 'anonymous', ip: '10.9.0.5', claimTokenTtlS: 600 });
     const admin = await createUser(db, { email: 'phone-admin@example.test', password: PASSWORD });
-    await db.query(sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${registration.tenant_id}, ${admin.id}, 'admin')`);
+    await db.query(
+      sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${registration.tenant_id}, ${admin.id}, 'admin')`,
+    );
     const long = `https://example.test/${'a-very-long-path-segment'.repeat(8)}`;
     const content = {
       summary: `A long link: ${long}\n\n${'Unbreakable'.repeat(12)} words.`,
-      metrics: [{ label: 'Annual recurring revenue', value: 123456789.25, unit: 'EUR' }, { label: 'Signups', value: 1250000, unit: 'people' }, { label: 'Users', value: 4321 }, { label: 'Churn', value: 1.2, unit: '%' }],
+      metrics: [
+        { label: 'Annual recurring revenue', value: 123456789.25, unit: 'EUR' },
+        { label: 'Signups', value: 1250000, unit: 'people' },
+        { label: 'Users', value: 4321 },
+        { label: 'Churn', value: 1.2, unit: '%' },
+      ],
       sections: [{ title: 'Details', owner: { name: 'Ops', contact: long, tags: ['x', 'y'] } }],
       items: [long, { deal: 'A', amount: 10 }],
     };
-    const board = await createBoard(db, registration.tenant_id, { principalId: registration.principal_id }, { title: `Quarterly ${'review'.repeat(10)}`, scopeType: 'company', scopeId: (await createBoardScopes(db, registration.tenant_id)).companyId, content });
-    const publish = () => publishBoard(db, { tenantId: registration.tenant_id, boardId: board.id, principalId: registration.principal_id, body: { visibility: 'public' } });
+    const board = await createBoard(
+      db,
+      registration.tenant_id,
+      { principalId: registration.principal_id },
+      {
+        title: `Quarterly ${'review'.repeat(10)}`,
+        scopeType: 'company',
+        scopeId: (await createBoardScopes(db, registration.tenant_id)).companyId,
+        content,
+      },
+    );
+    const publish = () =>
+      publishBoard(db, {
+        tenantId: registration.tenant_id,
+        boardId: board.id,
+        principalId: registration.principal_id,
+        body: { visibility: 'public' },
+      });
     const asked = await publish();
     if (asked.kind !== 'approval_required') throw new Error(asked.kind);
     await decideApproval(db, registration.tenant_id, asked.approvalId, admin.id, 'approved');
     const published = await publish();
     if (published.kind !== 'published' || !published.link) throw new Error(published.kind);
-    const pending = await publishBoard(db, { tenantId: registration.tenant_id, boardId: board.id, principalId: registration.principal_id, body: { version: 1, visibility: 'public' } });
+    const pending = await publishBoard(db, {
+      tenantId: registration.tenant_id,
+      boardId: board.id,
+      principalId: registration.principal_id,
+      body: { version: 1, visibility: 'public' },
+    });
     if (pending.kind !== 'approval_required') throw new Error(pending.kind);
-    const service = await createRegistration(db, { type: 'service_auth', loginHint: 'phone-admin@example.test', ip: '10.9.0.5', claimTokenTtlS: 600 });
+    const service = await createRegistration(db, {
+      type: 'service_auth',
+      loginHint: 'phone-admin@example.test',
+      ip: '10.9.0.5',
+      claimTokenTtlS: 600,
+    });
     const claim = await startClaim(db, { claimToken: service.claimToken, loginHint: 'phone-admin@example.test' });
 
     const page = await openPage(t, browser, { viewport: { width: 375, height: 740 }, isMobile: true, hasTouch: true });
@@ -85,8 +129,11 @@ await withChromium(t, async (browser) => {
       if (status) t.ok(status < 500, `${name}: answered`);
     };
     for (const [name, path] of [
-      ['landing page', '/'], ['API reference', '/docs'], ['hosted board', `/boards/public/${published.link.secret}`],
-      ['approval sign-in', `/boards/approvals/${pending.approvalId}`], ['claim sign-in', `/agent/identity/claim/verify/${claim.attemptId}`],
+      ['landing page', '/'],
+      ['API reference', '/docs'],
+      ['hosted board', `/boards/public/${published.link.secret}`],
+      ['approval sign-in', `/boards/approvals/${pending.approvalId}`],
+      ['claim sign-in', `/agent/identity/claim/verify/${claim.attemptId}`],
       ['404 page', `/no/such/${'page'.repeat(30)}`],
     ] as const) {
       const res = await page.goto(`${url}${path}`);
@@ -96,13 +143,27 @@ await withChromium(t, async (browser) => {
     // On a desktop window a board's figures stay whole: no number wraps inside itself.
     await page.setViewportSize({ width: 1100, height: 800 });
     await page.goto(`${url}/boards/public/${published.link.secret}`);
-    const lines = await page.$$eval('.card-value', (cards) => cards.map((card) => {
-      // The figure is the card value's first node; count the lines its text sits on.
-      const range = document.createRange();
-      range.selectNodeContents(card.firstChild!);
-      return [card.firstChild!.textContent, new Set([...range.getClientRects()].map((r) => Math.round(r.top))).size] as const;
-    }));
-    t.same(lines, [['123,456,789.25', 1], ['1,250,000', 1], ['4,321', 1], ['1.2', 1]], 'at 1,100 px every figure is on one line');
+    const lines = await page.$$eval('.card-value', (cards) =>
+      cards.map((card) => {
+        // The figure is the card value's first node; count the lines its text sits on.
+        const range = document.createRange();
+        range.selectNodeContents(card.firstChild!);
+        return [
+          card.firstChild!.textContent,
+          new Set([...range.getClientRects()].map((r) => Math.round(r.top))).size,
+        ] as const;
+      }),
+    );
+    t.same(
+      lines,
+      [
+        ['123,456,789.25', 1],
+        ['1,250,000', 1],
+        ['4,321', 1],
+        ['1.2', 1],
+      ],
+      'at 1,100 px every figure is on one line',
+    );
     await page.setViewportSize({ width: 375, height: 740 });
     // Signed in, the approval page shows details and the preview.
     await page.goto(`${url}/boards/approvals/${pending.approvalId}`);

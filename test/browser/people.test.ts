@@ -27,7 +27,9 @@ await withChromium(t, async (browser) => {
   let keys = 0;
   const call = async (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) => {
     const res = await fetch(path.startsWith('http') ? path : `${url}${path}`, {
-      method, headers: { ...(body ? { 'content-type': 'application/json' } : {}), ...headers }, body: body ? JSON.stringify(body) : undefined,
+      method,
+      headers: { ...(body ? { 'content-type': 'application/json' } : {}), ...headers },
+      body: body ? JSON.stringify(body) : undefined,
     });
     return { status: res.status, json: (await res.json()) as Record<string, any> };
   };
@@ -39,7 +41,11 @@ await withChromium(t, async (browser) => {
     const registered = await call('POST', '/agent/identity', { type: 'service_auth', login_hint: 'pat@example.test' });
     t.equal(registered.status, 201);
     const claimToken = registered.json.claim.token as string;
-    const started = await call('POST', registered.json.claim.claim_endpoint, { type: 'service_auth', claim_token: claimToken, login_hint: 'pat@example.test' });
+    const started = await call('POST', registered.json.claim.claim_endpoint, {
+      type: 'service_auth',
+      claim_token: claimToken,
+      login_hint: 'pat@example.test',
+    });
     t.equal(started.status, 200);
 
     const page = await openPage(t, browser);
@@ -70,12 +76,19 @@ await withChromium(t, async (browser) => {
     t.equal(await page.locator('header a').innerText(), 'Agent platform');
     t.same(await textsOf(page, 'footer a'), ['Home', 'API reference']);
     t.notMatch(await page.locator('main').innerText(), /Agent Agent/);
-    t.match(await page.locator('main').innerText(), `The agent (registration ${registered.json.registration.id}) will then be bound`);
+    t.match(
+      await page.locator('main').innerText(),
+      `The agent (registration ${registered.json.registration.id}) will then be bound`,
+    );
 
     const done = await call('POST', '/agent/identity/claim/complete', { claim_token: claimToken, user_code: code });
     t.equal(done.status, 200);
     const assertion = done.json.identity.assertion as string;
-    const bound = await db.one(sql.type(z.object({ tenant_id: z.string(), organization_id: z.string().nullable() }))`select tenant_id, organization_id from agent_registrations where id = ${registered.json.registration.id}`);
+    const bound = await db.one(
+      sql.type(
+        z.object({ tenant_id: z.string(), organization_id: z.string().nullable() }),
+      )`select tenant_id, organization_id from agent_registrations where id = ${registered.json.registration.id}`,
+    );
     t.equal(bound.organization_id, beta.id, 'the chosen organization');
     t.not(bound.tenant_id, beta.id, 'the registration keeps its own workspace (never merged)');
     // The chosen organization is on Pro and has a company: the agent works there.
@@ -84,8 +97,13 @@ await withChromium(t, async (browser) => {
     agent.workspaceId = beta.id;
 
     const tokenRes = await fetch(`${url}/oauth2/token`, {
-      method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      body: new URLSearchParams({ grant_type: 'urn:ietf:params:oauth:grant-type:jwt-bearer', assertion, resource: `${url}/api/agent` }),
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({
+        grant_type: 'urn:ietf:params:oauth:grant-type:jwt-bearer',
+        assertion,
+        resource: `${url}/api/agent`,
+      }),
     });
     t.equal(tokenRes.status, 200);
     const token = (await tokenRes.json()) as { access_token: string; scope: string };
@@ -93,24 +111,46 @@ await withChromium(t, async (browser) => {
     agent.token = token.access_token;
 
     const me = await call('GET', '/api/agent/v1/me', undefined, { authorization: `Bearer ${agent.token}` });
-    t.match(me.json, { workspace: { id: beta.id, name: 'Beta Org', plan: 'pro' }, own_workspace: { id: bound.tenant_id } }, '/me names the organization');
-    const capabilities = await call('GET', '/api/agent/v1/capabilities', undefined, { authorization: `Bearer ${agent.token}` });
+    t.match(
+      me.json,
+      { workspace: { id: beta.id, name: 'Beta Org', plan: 'pro' }, own_workspace: { id: bound.tenant_id } },
+      '/me names the organization',
+    );
+    const capabilities = await call('GET', '/api/agent/v1/capabilities', undefined, {
+      authorization: `Bearer ${agent.token}`,
+    });
     t.match(capabilities.json, { identity: { workspace: { id: beta.id } }, plan: { name: 'pro', company_work: true } });
-    const companies = await call('GET', '/api/agent/v1/companies', undefined, { authorization: `Bearer ${agent.token}` });
-    t.equal(companies.status, 200, 'company reads use the organization\'s plan');
-    t.same(companies.json.items.map((c: { id: string }) => c.id), [companyId], "and the organization's companies");
+    const companies = await call('GET', '/api/agent/v1/companies', undefined, {
+      authorization: `Bearer ${agent.token}`,
+    });
+    t.equal(companies.status, 200, "company reads use the organization's plan");
+    t.same(
+      companies.json.items.map((c: { id: string }) => c.id),
+      [companyId],
+      "and the organization's companies",
+    );
   });
 
   t.test('the approval page: a Viewer is refused, an Admin approves, the retry publishes', async (t) => {
     t.ok(agent.token, 'the claimed agent');
-    await db.query(sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${agent.workspaceId}, ${vic.id}, 'viewer')`);
+    await db.query(
+      sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${agent.workspaceId}, ${vic.id}, 'viewer')`,
+    );
     const content = {
       summary: 'A steady week.\n\nSignups grew in <every> region.',
       // A list keeps its order (stored as jsonb, an object's keys do not).
-      metrics: [{ label: 'Signups', value: 1250 }, { label: 'Churn', value: 1.5, unit: '%' }],
+      metrics: [
+        { label: 'Signups', value: 1250 },
+        { label: 'Churn', value: 1.5, unit: '%' },
+      ],
       items: ['Launch the EMEA campaign', 'Hire a second support engineer'],
     };
-    const created = await asAgent('POST', '/api/agent/v1/boards', { title: 'Weekly report', scope_type: 'company', scope_id: (await createBoardScopes(db, agent.workspaceId)).companyId, content });
+    const created = await asAgent('POST', '/api/agent/v1/boards', {
+      title: 'Weekly report',
+      scope_type: 'company',
+      scope_id: (await createBoardScopes(db, agent.workspaceId)).companyId,
+      content,
+    });
     t.equal(created.status, 201);
     agent.boardId = created.json.id;
     const asked = await asAgent('POST', `/api/agent/v1/boards/${agent.boardId}/publish`, { visibility: 'public' });
@@ -122,7 +162,10 @@ await withChromium(t, async (browser) => {
     await viewer.goto(agent.approveUrl);
     await viewer.getByLabel('E-mail').fill('vic@example.test');
     await viewer.getByLabel('Password').fill(PASSWORD);
-    const [refused] = await Promise.all([viewer.waitForResponse((r) => r.url() === agent.approveUrl && r.request().method() === 'GET'), viewer.getByRole('button', { name: 'Sign in' }).click()]);
+    const [refused] = await Promise.all([
+      viewer.waitForResponse((r) => r.url() === agent.approveUrl && r.request().method() === 'GET'),
+      viewer.getByRole('button', { name: 'Sign in' }).click(),
+    ]);
     t.equal(refused.status(), 403);
     t.equal(await viewer.locator('h1').innerText(), 'An Admin must decide');
     t.notMatch(await viewer.locator('main').innerText(), 'Weekly report', 'a Viewer sees nothing of the board');
@@ -135,7 +178,8 @@ await withChromium(t, async (browser) => {
     await admin.getByRole('button', { name: 'Sign in' }).click();
     await admin.waitForSelector('h1:text("Publish this board?")');
     const details = await admin.locator('dl').first().innerText();
-    for (const text of ['Weekly report', 'public (anyone with the link)', 'Version', 'Asked by', 'Asked at']) t.match(details, text);
+    for (const text of ['Weekly report', 'public (anyone with the link)', 'Version', 'Asked by', 'Asked at'])
+      t.match(details, text);
     t.match(await admin.locator('.preview').innerText(), 'Signups grew in <every> region.', 'a preview of the content');
     await admin.getByRole('button', { name: 'Approve' }).click();
     await admin.waitForSelector('.ok');

@@ -32,12 +32,28 @@ t.test('each setting has one line of documentation', async (t) => {
 
 t.test('the login budget is looser outside production, and a set value wins everywhere', async (t) => {
   const minutes = 15 * 60_000;
-  t.same(loadConfig({ ...production, DATA_DIR: dataDir() }).loginThrottle, { perAccount: 10, perAddress: 100, windowMs: minutes });
-  t.same(loadConfig({ DATA_DIR: dataDir() }).loginThrottle, { perAccount: 20, perAddress: 500, windowMs: minutes }, 'development');
-  t.same(loadConfig({ NODE_ENV: 'test', DATA_DIR: dataDir() }).loginThrottle, { perAccount: 20, perAddress: 500, windowMs: minutes }, 'tests');
+  t.same(loadConfig({ ...production, DATA_DIR: dataDir() }).loginThrottle, {
+    perAccount: 10,
+    perAddress: 100,
+    windowMs: minutes,
+  });
+  t.same(
+    loadConfig({ DATA_DIR: dataDir() }).loginThrottle,
+    { perAccount: 20, perAddress: 500, windowMs: minutes },
+    'development',
+  );
+  t.same(
+    loadConfig({ NODE_ENV: 'test', DATA_DIR: dataDir() }).loginThrottle,
+    { perAccount: 20, perAddress: 500, windowMs: minutes },
+    'tests',
+  );
   const set = { LOGIN_FAILURES_PER_ACCOUNT: '3', LOGIN_FAILURES_PER_ADDRESS: '7', LOGIN_LOCKOUT_MINUTES: '2' };
   for (const env of [{ ...production, ...set }, set]) {
-    t.same(loadConfig({ ...env, DATA_DIR: dataDir() }).loginThrottle, { perAccount: 3, perAddress: 7, windowMs: 120_000 });
+    t.same(loadConfig({ ...env, DATA_DIR: dataDir() }).loginThrottle, {
+      perAccount: 3,
+      perAddress: 7,
+      windowMs: 120_000,
+    });
   }
 });
 

@@ -72,11 +72,22 @@ t.test('in development missing secrets are generated once, kept private, and reu
   t.same(given.secrets.PLATFORM_JWT_SECRET, Buffer.from(secret, 'base64'), 'an explicit secret wins');
 });
 
-t.test('the billing sandbox signs with a configured STRIPE_WEBHOOK_SECRET, else one derived from the platform secret', async (t) => {
-  const sandbox = loadConfig({ DATA_DIR: dataDir(), PLATFORM_JWT_SECRET: secret, STRIPE_WEBHOOK_SECRET: 'whsec_configured_by_me' });
-  t.equal(sandbox.billing.mode, 'sandbox');
-  t.equal(sandbox.billing.stripe.webhookSecret, 'whsec_configured_by_me');
-  const derived = loadConfig({ DATA_DIR: dataDir(), PLATFORM_JWT_SECRET: secret });
-  t.match(derived.billing.stripe.webhookSecret, /^whsec_[\w-]{20,}$/);
-  t.equal(loadConfig({ DATA_DIR: dataDir(), PLATFORM_JWT_SECRET: secret }).billing.stripe.webhookSecret, derived.billing.stripe.webhookSecret, 'stable across starts');
-});
+t.test(
+  'the billing sandbox signs with a configured STRIPE_WEBHOOK_SECRET, else one derived from the platform secret',
+  async (t) => {
+    const sandbox = loadConfig({
+      DATA_DIR: dataDir(),
+      PLATFORM_JWT_SECRET: secret,
+      STRIPE_WEBHOOK_SECRET: 'whsec_configured_by_me',
+    });
+    t.equal(sandbox.billing.mode, 'sandbox');
+    t.equal(sandbox.billing.stripe.webhookSecret, 'whsec_configured_by_me');
+    const derived = loadConfig({ DATA_DIR: dataDir(), PLATFORM_JWT_SECRET: secret });
+    t.match(derived.billing.stripe.webhookSecret, /^whsec_[\w-]{20,}$/);
+    t.equal(
+      loadConfig({ DATA_DIR: dataDir(), PLATFORM_JWT_SECRET: secret }).billing.stripe.webhookSecret,
+      derived.billing.stripe.webhookSecret,
+      'stable across starts',
+    );
+  },
+);

@@ -9,10 +9,22 @@ const capture = captureLog;
 const settle = () => new Promise((resolve) => setTimeout(resolve, 50));
 
 t.test('which format', async (t) => {
-  t.equal(wantsPrettyLogs({ format: 'pretty', nodeEnv: 'production', isTTY: false }), true, 'pretty is pretty anywhere');
+  t.equal(
+    wantsPrettyLogs({ format: 'pretty', nodeEnv: 'production', isTTY: false }),
+    true,
+    'pretty is pretty anywhere',
+  );
   t.equal(wantsPrettyLogs({ format: 'json', nodeEnv: 'development', isTTY: true }), false);
-  t.equal(wantsPrettyLogs({ format: 'auto', nodeEnv: 'development', isTTY: true }), true, 'auto: development on a terminal');
-  t.equal(wantsPrettyLogs({ format: 'auto', nodeEnv: 'development', isTTY: false }), false, 'auto: piped output stays JSON');
+  t.equal(
+    wantsPrettyLogs({ format: 'auto', nodeEnv: 'development', isTTY: true }),
+    true,
+    'auto: development on a terminal',
+  );
+  t.equal(
+    wantsPrettyLogs({ format: 'auto', nodeEnv: 'development', isTTY: false }),
+    false,
+    'auto: piped output stays JSON',
+  );
   t.equal(wantsPrettyLogs({ format: 'auto', nodeEnv: 'production', isTTY: true }), false);
   t.equal(wantsPrettyLogs({ format: 'auto', nodeEnv: 'test', isTTY: true }), false, 'never in tests');
   t.equal(wantsPrettyLogs(), false, 'no format given: JSON');
@@ -21,7 +33,10 @@ t.test('which format', async (t) => {
 t.test('pretty lines are readable, not JSON, and still redacted', async (t) => {
   const out = capture();
   const log = createLogger('info', 'pretty-test', { format: 'pretty', destination: out.stream, isTTY: false });
-  log.info({ req: { headers: { authorization: 'Bearer SECRET-PRETTY-1' } }, body: { password: 'SECRET-PRETTY-2' } }, 'hello readable world');
+  log.info(
+    { req: { headers: { authorization: 'Bearer SECRET-PRETTY-1' } }, body: { password: 'SECRET-PRETTY-2' } },
+    'hello readable world',
+  );
   await settle();
   const text = out.text();
   t.match(text, /INFO.*hello readable world/);
@@ -38,7 +53,11 @@ t.test('json (and auto outside development) stays one JSON object per line', asy
     const log = createLogger('info', 'json-test', { format, nodeEnv: 'test', destination: out.stream, isTTY: true });
     log.info({ req: { headers: { authorization: 'Bearer SECRET-JSON' } } }, 'hello json');
     await settle();
-    const line = JSON.parse(out.text().trim()) as { msg: string; name: string; req: { headers: { authorization: string } } };
+    const line = JSON.parse(out.text().trim()) as {
+      msg: string;
+      name: string;
+      req: { headers: { authorization: string } };
+    };
     t.equal(line.msg, 'hello json', format);
     t.equal(line.req.headers.authorization, '[redacted]');
   }

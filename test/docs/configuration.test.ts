@@ -62,16 +62,19 @@ t.test('every process.env read in the platform names a declared setting', async 
       const line = text.slice(0, m.index).split('\n').length;
       // The whole environment handed on (loadConfig(process.env), a default parameter) is read through the declarations.
       if (name === undefined) {
-        if (m[4] !== ')' && m[4] !== ',') wrong.push(`${where}:${line}: process.env used other than by name or as an argument`);
+        if (m[4] !== ')' && m[4] !== ',')
+          wrong.push(`${where}:${line}: process.env used other than by name or as an argument`);
         continue;
       }
       reads++;
-      if (!declared.has(name) && !(name in NOT_SETTINGS)) wrong.push(`${where}:${line}: ${name} is not declared in core/config/groups/`);
+      if (!declared.has(name) && !(name in NOT_SETTINGS))
+        wrong.push(`${where}:${line}: ${name} is not declared in core/config/groups/`);
     }
   }
   t.same(wrong, [], `${reads} reads by name, each of a declared setting`);
 });
 
 t.test('the allow-list holds only variables that are not settings', async (t) => {
-  for (const name of Object.keys(NOT_SETTINGS)) t.notOk(name in SETTINGS, `${name} is declared, so it needs no exception`);
+  for (const name of Object.keys(NOT_SETTINGS))
+    t.notOk(name in SETTINGS, `${name} is declared, so it needs no exception`);
 });

@@ -15,10 +15,18 @@ const lock = JSON.parse(readFileSync(path.join(sourceRoot, 'package-lock.json'),
 t.test('every package in the lock file accepts the oldest Node that engines allows', async (t) => {
   const oldest = semver.minVersion(pkg.engines.node);
   t.ok(oldest, `engines.node ${pkg.engines.node} has a lowest version`);
-  t.ok(semver.satisfies(process.version, pkg.engines.node), `the Node running the tests (${process.version}) is allowed`);
+  t.ok(
+    semver.satisfies(process.version, pkg.engines.node),
+    `the Node running the tests (${process.version}) is allowed`,
+  );
   const refusing = Object.entries(lock.packages)
     .filter(([name, entry]) => name && entry.engines && !Array.isArray(entry.engines) && entry.engines.node)
-    .filter(([, entry]) => !semver.satisfies(oldest!, (entry.engines as { node: string }).node, { includePrerelease: true }))
-    .map(([name, entry]) => `${name.replace(/^.*node_modules\//, '')}@${entry.version} needs node ${(entry.engines as { node: string }).node}`);
+    .filter(
+      ([, entry]) => !semver.satisfies(oldest!, (entry.engines as { node: string }).node, { includePrerelease: true }),
+    )
+    .map(
+      ([name, entry]) =>
+        `${name.replace(/^.*node_modules\//, '')}@${entry.version} needs node ${(entry.engines as { node: string }).node}`,
+    );
   t.same(refusing, [], `packages that refuse Node ${oldest}`);
 });

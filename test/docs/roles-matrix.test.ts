@@ -32,17 +32,28 @@ t.test('docs/accounts-and-tenants.md carries the matrix made from the routes', a
   if (process.env.UPDATE_DOCS === '1' && written !== made) writeFileSync(file, page.replace(written, made));
   else t.equal(written, made, 'the matrix is as the routes declare (UPDATE_DOCS=1 rewrites it)');
   t.ok(rows.length > 80, `${rows.length} tenant-scoped operations`);
-  t.same([...new Set(rows.map((r) => r.role))].sort(), ['admin', 'member', 'viewer'], 'every role is declared somewhere');
+  t.same(
+    [...new Set(rows.map((r) => r.role))].sort(),
+    ['admin', 'member', 'viewer'],
+    'every role is declared somewhere',
+  );
 });
 
 t.test('each role, each operation: allowed is not refused, refused is 403 naming the role', async (t) => {
   const w = await createWorkspace(app, db, config);
-  const job = await app.inject({ method: 'POST', url: '/api/tenants/jobs', headers: { authorization: `Bearer ${w.admin.token}`, 'x-tenant-id': w.tenantId }, payload: { kind: 'diag.noop' } });
+  const job = await app.inject({
+    method: 'POST',
+    url: '/api/tenants/jobs',
+    headers: { authorization: `Bearer ${w.admin.token}`, 'x-tenant-id': w.tenantId },
+    payload: { kind: 'diag.noop' },
+  });
   const known = { tenantId: w.tenantId, ids: { jobId: [job.json().id as string] } };
   const people: Record<TenantRole, string> = { admin: w.admin.token, member: w.member.token, viewer: w.viewer.token };
   const operations = new Map((await loadOperations(app)).map((op) => [op.key, op]));
   // Leaving works for every role: walked last, so nobody leaves before the rest is walked.
-  const ordered = [...rows].sort((a, b) => Number(a.operationId === 'leaveTenant') - Number(b.operationId === 'leaveTenant'));
+  const ordered = [...rows].sort(
+    (a, b) => Number(a.operationId === 'leaveTenant') - Number(b.operationId === 'leaveTenant'),
+  );
   const wrong: string[] = [];
   let checked = 0;
   for (const row of ordered) {
@@ -52,13 +63,21 @@ t.test('each role, each operation: allowed is not refused, refused is 403 naming
       const res = await app.inject({
         method: op.method as 'GET',
         url: urlOf(op, parts.path, parts.query),
-        headers: { ...parts.headers, authorization: `Bearer ${people[role]}`, 'x-tenant-id': w.tenantId, ...(op.body ? { 'content-type': 'application/json' } : {}) },
+        headers: {
+          ...parts.headers,
+          authorization: `Bearer ${people[role]}`,
+          'x-tenant-id': w.tenantId,
+          ...(op.body ? { 'content-type': 'application/json' } : {}),
+        },
         ...(op.body ? { payload: '{}' } : {}),
       });
       checked++;
       const allowed = roleAtLeast(role, row.role);
       const refusedRight = res.statusCode === 403 && res.json().message === roleNeeded(row.role);
-      if (allowed ? res.statusCode === 403 : !refusedRight) wrong.push(`${role} ${row.method} ${row.path} (needs ${row.role}): ${res.statusCode} ${res.body.slice(0, 200)}`);
+      if (allowed ? res.statusCode === 403 : !refusedRight)
+        wrong.push(
+          `${role} ${row.method} ${row.path} (needs ${row.role}): ${res.statusCode} ${res.body.slice(0, 200)}`,
+        );
     }
   }
   t.same(wrong, [], `${checked} requests as the matrix says`);

@@ -7,7 +7,12 @@ import { generateSync } from 'json-schema-faker';
 import type { JsonSchema, Operation } from '../helpers/openapi-ops.ts';
 import { urlOf } from '../helpers/openapi-ops.ts';
 
-export type Parts = { path: Record<string, string>; query: Record<string, string>; headers: Record<string, string>; body: unknown };
+export type Parts = {
+  path: Record<string, string>;
+  query: Record<string, string>;
+  headers: Record<string, string>;
+  body: unknown;
+};
 export type FuzzRequest = {
   kind: string;
   strict: boolean;
@@ -26,7 +31,14 @@ export function seedOf(seed: number, ...parts: string[]): number {
   return h & 0x7fffffff;
 }
 
-const asString = (v: unknown) => (typeof v === 'string' ? v : v === undefined || v === null ? '' : typeof v === 'object' ? JSON.stringify(v) : String(v));
+const asString = (v: unknown) =>
+  typeof v === 'string'
+    ? v
+    : v === undefined || v === null
+      ? ''
+      : typeof v === 'object'
+        ? JSON.stringify(v)
+        : String(v);
 const fake = (schema: JsonSchema, seed: number) => {
   try {
     return generateSync(schema as never, { seed, maxLength: 40, maxItems: 3, optionalsProbability: 0.5, maxDepth: 4 });
@@ -55,16 +67,35 @@ export function validParts(op: Operation, seed: number, known: Known, useKnown: 
   return parts;
 }
 
-export function toRequest(op: Operation, kind: string, strict: boolean, parts: Parts, over: Partial<FuzzRequest> = {}): FuzzRequest {
+export function toRequest(
+  op: Operation,
+  kind: string,
+  strict: boolean,
+  parts: Parts,
+  over: Partial<FuzzRequest> = {},
+): FuzzRequest {
   const json = op.body?.contentType === 'application/json' || !op.body;
   const payload =
     parts.body === undefined
       ? undefined
       : json
         ? JSON.stringify(parts.body)
-        : new URLSearchParams(Object.entries((parts.body ?? {}) as object).map(([k, v]) => [k, asString(v)])).toString();
-  const headers: Record<string, string> = { ...parts.headers, ...(payload !== undefined ? { 'content-type': op.body?.contentType ?? 'application/json' } : {}) };
-  return { kind, strict, method: op.method, url: urlOf(op, parts.path, parts.query), headers, ...(payload !== undefined ? { payload } : {}), ...over };
+        : new URLSearchParams(
+            Object.entries((parts.body ?? {}) as object).map(([k, v]) => [k, asString(v)]),
+          ).toString();
+  const headers: Record<string, string> = {
+    ...parts.headers,
+    ...(payload !== undefined ? { 'content-type': op.body?.contentType ?? 'application/json' } : {}),
+  };
+  return {
+    kind,
+    strict,
+    method: op.method,
+    url: urlOf(op, parts.path, parts.query),
+    headers,
+    ...(payload !== undefined ? { payload } : {}),
+    ...over,
+  };
 }
 
 // --- the shapes of a schema the invalid kinds aim at ---------------------
@@ -73,19 +104,29 @@ const typesOf = (s: JsonSchema): Set<string> => {
   const out = new Set<string>();
   if (typeof s.type === 'string') out.add(s.type);
   if (Array.isArray(s.type)) for (const x of s.type) out.add(String(x));
-  for (const alt of [...((s.anyOf as JsonSchema[]) ?? []), ...((s.oneOf as JsonSchema[]) ?? [])]) for (const x of typesOf(alt)) out.add(x);
+  for (const alt of [...((s.anyOf as JsonSchema[]) ?? []), ...((s.oneOf as JsonSchema[]) ?? [])])
+    for (const x of typesOf(alt)) out.add(x);
   if (s.const !== undefined || s.enum) out.add('enum');
   if (out.has('integer')) out.add('number');
   return out;
 };
 const objectSchema = (s: JsonSchema): JsonSchema | null =>
-  s.type === 'object' && s.properties ? s : (((s.anyOf as JsonSchema[]) ?? []).find((a) => a.type === 'object' && a.properties) ?? null);
+  s.type === 'object' && s.properties
+    ? s
+    : (((s.anyOf as JsonSchema[]) ?? []).find((a) => a.type === 'object' && a.properties) ?? null);
 const props = (s: JsonSchema) => Object.entries((objectSchema(s)?.properties ?? {}) as Record<string, JsonSchema>);
 const stringProps = (s: JsonSchema) => props(s).filter(([, p]) => typesOf(p).has('string'));
 const numberProps = (s: JsonSchema) => props(s).filter(([, p]) => typesOf(p).has('number'));
 
 /** A JSON value of a type the schema does not allow, or undefined when it allows every type. */
-const VALUES_BY_TYPE: Array<[string, unknown]> = [['string', 'x'], ['number', 12345], ['boolean', true], ['array', [1]], ['object', { a: 1 }], ['null', null]];
+const VALUES_BY_TYPE: Array<[string, unknown]> = [
+  ['string', 'x'],
+  ['number', 12345],
+  ['boolean', true],
+  ['array', [1]],
+  ['object', { a: 1 }],
+  ['null', null],
+];
 function wrongValue(s: JsonSchema): unknown {
   const types = typesOf(s);
   if (types.size === 0 || types.has('enum')) return types.has('enum') ? '__not_in_enum__' : undefined;
@@ -102,43 +143,90 @@ const nested = (depth: number): unknown => {
 /** Invalid requests of every kind that applies to the operation. */
 export function invalidRequests(op: Operation, seed: number, base: Parts): FuzzRequest[] {
   const out: FuzzRequest[] = [];
-  const add = (kind: string, strict: boolean, parts: Parts, over: Partial<FuzzRequest> = {}) => out.push(toRequest(op, kind, strict, parts, over));
+  const add = (kind: string, strict: boolean, parts: Parts, over: Partial<FuzzRequest> = {}) =>
+    out.push(toRequest(op, kind, strict, parts, over));
   const withBody = (body: unknown): Parts => ({ ...base, body });
   const s = (kind: string) => seedOf(seed, kind);
-  const bodyObject = base.body && typeof base.body === 'object' && !Array.isArray(base.body) ? (base.body as Record<string, unknown>) : null;
+  const bodyObject =
+    base.body && typeof base.body === 'object' && !Array.isArray(base.body)
+      ? (base.body as Record<string, unknown>)
+      : null;
   const schema = op.body?.schema ?? {};
   const isObject = schema.type === 'object';
 
   if (op.body && op.body.contentType === 'application/json') {
-    for (const v of sample(fc.oneof(fc.integer(), fc.string(), fc.array(fc.integer(), { maxLength: 3 }), fc.boolean()), s('type'), 2)) add('body-wrong-type', isObject, withBody(v));
+    for (const v of sample(
+      fc.oneof(fc.integer(), fc.string(), fc.array(fc.integer(), { maxLength: 3 }), fc.boolean()),
+      s('type'),
+      2,
+    ))
+      add('body-wrong-type', isObject, withBody(v));
     for (const name of (objectSchema(schema)?.required as string[] | undefined) ?? []) {
       const { [name]: _gone, ...rest } = bodyObject ?? {};
       add('body-missing-field', isObject, withBody(rest));
     }
-    const [extraKey, extraValue] = sample(fc.tuple(fc.string({ minLength: 1, maxLength: 12 }), fc.jsonValue({ maxDepth: 2 })), s('extra'))[0]!;
-    add('body-extra-field', schema.additionalProperties === false, withBody({ ...bodyObject, [`x_${extraKey}`]: extraValue }));
+    const [extraKey, extraValue] = sample(
+      fc.tuple(fc.string({ minLength: 1, maxLength: 12 }), fc.jsonValue({ maxDepth: 2 })),
+      s('extra'),
+    )[0]!;
+    add(
+      'body-extra-field',
+      schema.additionalProperties === false,
+      withBody({ ...bodyObject, [`x_${extraKey}`]: extraValue }),
+    );
     for (const [name, p] of props(schema)) {
       const wrong = wrongValue(p);
       if (wrong !== undefined) add('body-field-wrong-type', isObject, withBody({ ...bodyObject, [name]: wrong }));
     }
     for (const [name, p] of stringProps(schema).slice(0, 3)) {
       const size = sample(fc.integer({ min: 100_000, max: 200_000 }), s(`huge${name}`))[0]!;
-      add('body-huge-string', typeof p.maxLength === 'number' && p.maxLength < size, withBody({ ...bodyObject, [name]: 'x'.repeat(size) }));
-      add('body-empty-string', typeof p.minLength === 'number' && p.minLength > 0, withBody({ ...bodyObject, [name]: '' }));
-      const [pre, post] = sample(fc.tuple(fc.string({ maxLength: 8 }), fc.string({ maxLength: 8 })), s(`bad${name}`))[0]!;
+      add(
+        'body-huge-string',
+        typeof p.maxLength === 'number' && p.maxLength < size,
+        withBody({ ...bodyObject, [name]: 'x'.repeat(size) }),
+      );
+      add(
+        'body-empty-string',
+        typeof p.minLength === 'number' && p.minLength > 0,
+        withBody({ ...bodyObject, [name]: '' }),
+      );
+      const [pre, post] = sample(
+        fc.tuple(fc.string({ maxLength: 8 }), fc.string({ maxLength: 8 })),
+        s(`bad${name}`),
+      )[0]!;
       add('body-nul-byte', true, withBody({ ...bodyObject, [name]: `${pre}\u0000${post}` }));
       add('body-lone-surrogate', true, withBody({ ...bodyObject, [name]: `${pre}\uD800${post}` }));
     }
     const deepKey = props(schema)[0]?.[0] ?? 'deep';
-    add('body-deep-nesting', true, withBody({ ...bodyObject, [deepKey]: nested(sample(fc.integer({ min: 70, max: 2000 }), s('deep'))[0]!) }));
+    add(
+      'body-deep-nesting',
+      true,
+      withBody({ ...bodyObject, [deepKey]: nested(sample(fc.integer({ min: 70, max: 2000 }), s('deep'))[0]!) }),
+    );
     for (const [name] of numberProps(schema)) {
-      for (const n of sample(fc.constantFrom(-1, -1e308, 1e308, 2 ** 53 + 2, 0.5, -0.000001), s(`num${name}`), 2)) add('body-number-extreme', false, withBody({ ...bodyObject, [name]: n }));
+      for (const n of sample(fc.constantFrom(-1, -1e308, 1e308, 2 ** 53 + 2, 0.5, -0.000001), s(`num${name}`), 2))
+        add('body-number-extreme', false, withBody({ ...bodyObject, [name]: n }));
     }
-    const broken = sample(fc.constantFrom('{', '{"a":', '[1,2', '{"a":1}}', 'nul', '"\\x"', '{a:1}', '\uFEFF{'), s('json'))[0]!;
-    add('invalid-json', true, base, { payload: broken, headers: { ...base.headers, 'content-type': 'application/json' } });
-    const ct = sample(fc.constantFrom('text/xml', 'application/xml', 'multipart/form-data; boundary=x', 'application/octet-stream'), s('ct'))[0]!;
-    add('wrong-content-type', true, base, { payload: JSON.stringify(base.body ?? {}), headers: { ...base.headers, 'content-type': ct } });
-    add('oversized-body', true, base, { payload: JSON.stringify({ pad: 'x'.repeat(1024 * 1024 + 10) }), headers: { ...base.headers, 'content-type': 'application/json' } });
+    const broken = sample(
+      fc.constantFrom('{', '{"a":', '[1,2', '{"a":1}}', 'nul', '"\\x"', '{a:1}', '\uFEFF{'),
+      s('json'),
+    )[0]!;
+    add('invalid-json', true, base, {
+      payload: broken,
+      headers: { ...base.headers, 'content-type': 'application/json' },
+    });
+    const ct = sample(
+      fc.constantFrom('text/xml', 'application/xml', 'multipart/form-data; boundary=x', 'application/octet-stream'),
+      s('ct'),
+    )[0]!;
+    add('wrong-content-type', true, base, {
+      payload: JSON.stringify(base.body ?? {}),
+      headers: { ...base.headers, 'content-type': ct },
+    });
+    add('oversized-body', true, base, {
+      payload: JSON.stringify({ pad: 'x'.repeat(1024 * 1024 + 10) }),
+      headers: { ...base.headers, 'content-type': 'application/json' },
+    });
   }
 
   for (const p of op.params.filter((x) => x.in === 'path')) {
@@ -146,8 +234,13 @@ export function invalidRequests(op: Operation, seed: number, base: Parts): FuzzR
     const enc = (value: string) => ({ ...base, path: { ...base.path, [p.name]: value } });
     add('path-overlong', true, enc('a'.repeat(sample(fc.integer({ min: 9_000, max: 20_000 }), s('long'))[0]!)));
     add('path-junk', false, enc(junk));
-    const raw = (value: string) => toRequest(op, '', true, base).url.replace(encodeURIComponent(base.path[p.name] ?? 'x'), value);
-    for (const bad of sample(fc.constantFrom('%E0%A4%A', '%ZZ', '%', '%ED%A0%80', '%00', 'a%00b', '%C0%AF'), s(`pct${p.name}`), 2)) {
+    const raw = (value: string) =>
+      toRequest(op, '', true, base).url.replace(encodeURIComponent(base.path[p.name] ?? 'x'), value);
+    for (const bad of sample(
+      fc.constantFrom('%E0%A4%A', '%ZZ', '%', '%ED%A0%80', '%00', 'a%00b', '%C0%AF'),
+      s(`pct${p.name}`),
+      2,
+    )) {
       out.push({ ...toRequest(op, 'path-bad-encoding', true, base), url: raw(bad) });
     }
   }
@@ -156,7 +249,13 @@ export function invalidRequests(op: Operation, seed: number, base: Parts): FuzzR
     const q = (value: string) => ({ ...base, query: { ...base.query, [p.name]: value } });
     const types = typesOf(p.schema);
     if (types.has('number') || types.has('enum')) add('query-wrong-type', true, q('not-a-number-or-enum'));
-    if (types.has('number')) for (const n of sample(fc.constantFrom('-1', '1e309', '99999999999999999999', '1.5', '0x10', ''), s(`qn${p.name}`), 2)) add('query-number-extreme', false, q(n));
+    if (types.has('number'))
+      for (const n of sample(
+        fc.constantFrom('-1', '1e309', '99999999999999999999', '1.5', '0x10', ''),
+        s(`qn${p.name}`),
+        2,
+      ))
+        add('query-number-extreme', false, q(n));
     if (p.name === 'cursor') {
       const crafted = fc.oneof(
         fc.string({ maxLength: 40 }),
@@ -173,12 +272,21 @@ export function invalidRequests(op: Operation, seed: number, base: Parts): FuzzR
 
   if (op.security.length) {
     add('auth-missing', true, base, { noAuth: true });
-    add('auth-garbage', true, base, { noAuth: true, headers: { ...toRequest(op, '', true, base).headers, authorization: `Bearer ${sample(fc.string({ maxLength: 40 }), s('tok'))[0]!.replace(/[^\x21-\x7e]/g, 'x')}` } });
+    add('auth-garbage', true, base, {
+      noAuth: true,
+      headers: {
+        ...toRequest(op, '', true, base).headers,
+        authorization: `Bearer ${sample(fc.string({ maxLength: 40 }), s('tok'))[0]!.replace(/[^\x21-\x7e]/g, 'x')}`,
+      },
+    });
   }
   const tenant = op.params.find((p) => p.name === 'x-tenant-id');
   if (tenant) {
     add('tenant-not-uuid', true, { ...base, headers: { ...base.headers, 'x-tenant-id': 'not-a-uuid' } });
-    add('tenant-unknown', true, { ...base, headers: { ...base.headers, 'x-tenant-id': sample(fc.uuid({ version: 4 }), s('tenant'))[0]! } });
+    add('tenant-unknown', true, {
+      ...base,
+      headers: { ...base.headers, 'x-tenant-id': sample(fc.uuid({ version: 4 }), s('tenant'))[0]! },
+    });
   }
   if (op.params.some((p) => p.name === 'idempotency-key' && p.required)) {
     const { 'idempotency-key': _k, ...rest } = base.headers;

@@ -26,7 +26,11 @@ const VALID_PER_OPERATION = 2;
 const KNOWN_FINDINGS: Record<string, string> = {};
 
 const databaseUrl = await createTestDatabase(t);
-const { app, db, config } = await buildTestApp(t, databaseUrl, { AGENT_API_RATE_LIMIT: '1000000', PURCHASE_WEBHOOK_SECRET, ...CLOSED_UPSTREAMS });
+const { app, db, config } = await buildTestApp(t, databaseUrl, {
+  AGENT_API_RATE_LIMIT: '1000000',
+  PURCHASE_WEBHOOK_SECRET,
+  ...CLOSED_UPSTREAMS,
+});
 const fingerprints = await fingerprinter(t, databaseUrl);
 const runner = createRunner(app, fingerprints);
 const operations = await loadOperations(app);
@@ -53,7 +57,9 @@ async function knownIds(op: Operation, w: Workspace): Promise<Known> {
   if (names.has('boardId')) {
     const agentHeaders = { authorization: `Bearer ${w.agent.token}`, 'idempotency-key': `fuzz-board-${op.id}` };
     const company = ids.companyId?.[0] ?? (await post('/api/companies', { name: 'Fuzz board scope' }));
-    const board = company ? await post('/api/agent/v1/boards', { title: 'Fuzz', scope_type: 'company', scope_id: company }, agentHeaders) : undefined;
+    const board = company
+      ? await post('/api/agent/v1/boards', { title: 'Fuzz', scope_type: 'company', scope_id: company }, agentHeaders)
+      : undefined;
     if (board) ids.boardId = [board];
   }
   if (names.has('sessionId')) {
@@ -65,7 +71,10 @@ async function knownIds(op: Operation, w: Workspace): Promise<Known> {
 
 async function signingKeyOf(op: Operation, w: Workspace) {
   if (!op.params.some((p) => p.name === 'x-signature')) return undefined;
-  const res = await app.inject({ url: '/api/provider-keys/signing-key', headers: { authorization: `Bearer ${w.admin.token}` } });
+  const res = await app.inject({
+    url: '/api/provider-keys/signing-key',
+    headers: { authorization: `Bearer ${w.admin.token}` },
+  });
   return { key: res.json().signingKey as string, tenantId: w.tenantId };
 }
 
@@ -81,9 +90,13 @@ for (const [index, op] of operations.entries()) {
   const known = await knownIds(op, w);
   const seed = seedOf(SEED, op.key);
   const requests: FuzzRequest[] = [];
-  for (let i = 0; i < VALID_PER_OPERATION; i++) requests.push(toRequest(op, 'valid', false, validParts(op, seed + i, known, i % 2 === 0)));
+  for (let i = 0; i < VALID_PER_OPERATION; i++)
+    requests.push(toRequest(op, 'valid', false, validParts(op, seed + i, known, i % 2 === 0)));
   requests.push(...invalidRequests(op, seed, validParts(op, seed, known, true)));
-  const verdicts: Verdict[] = await runner.run(requests, authFor(op.security, w), { signingKey: await signingKeyOf(op, w), upstream: UPSTREAM_ANSWERS[op.id] });
+  const verdicts: Verdict[] = await runner.run(requests, authFor(op.security, w), {
+    signingKey: await signingKeyOf(op, w),
+    upstream: UPSTREAM_ANSWERS[op.id],
+  });
   for (const v of verdicts) {
     if (!v.setLevel) {
       requestCount++;
@@ -109,9 +122,17 @@ t.test('every operation answered every generated request within its surface rule
 
 t.test('summary', async (t) => {
   t.ok(operations.length > 100, 'the document lists the operations');
-  const byStatus = [...statuses].sort((a, b) => a[0] - b[0]).map(([s, n]) => `${s || 'none'}: ${n}`).join(', ');
-  const byKind = [...kinds].sort().map(([k, n]) => `${k} ${n}`).join(', ');
-  t.comment(`fuzz: seed ${SEED}, ${operations.length} operations, ${requestCount} requests, ${Math.round((Date.now() - started) / 1000)} s`);
+  const byStatus = [...statuses]
+    .sort((a, b) => a[0] - b[0])
+    .map(([s, n]) => `${s || 'none'}: ${n}`)
+    .join(', ');
+  const byKind = [...kinds]
+    .sort()
+    .map(([k, n]) => `${k} ${n}`)
+    .join(', ');
+  t.comment(
+    `fuzz: seed ${SEED}, ${operations.length} operations, ${requestCount} requests, ${Math.round((Date.now() - started) / 1000)} s`,
+  );
   t.comment(`statuses: ${byStatus}`);
   t.comment(`kinds: ${byKind}`);
 });

@@ -16,13 +16,17 @@ const TIMEOUT_MS = 10_000;
 /** The request as a failure message shows it (long values cut, tokens hidden). */
 export function describe(r: FuzzRequest, status?: number, body?: string): string {
   const cut = (s: string, n: number) => (s.length > n ? `${s.slice(0, n)}... (${s.length} chars)` : s);
-  const headers = Object.fromEntries(Object.entries(r.headers).map(([k, v]) => [k, k === 'authorization' ? `${v.slice(0, 12)}...` : cut(v, 80)]));
+  const headers = Object.fromEntries(
+    Object.entries(r.headers).map(([k, v]) => [k, k === 'authorization' ? `${v.slice(0, 12)}...` : cut(v, 80)]),
+  );
   return [
     `[${r.kind}${r.strict ? ', must be refused' : ''}] ${r.method} ${cut(r.url, 300)}`,
     `  headers: ${JSON.stringify(headers)}`,
     r.payload !== undefined ? `  body: ${cut(JSON.stringify(r.payload), 400)}` : '',
     status !== undefined ? `  -> ${status} ${cut(body ?? '', 400)}` : '',
-  ].filter(Boolean).join('\n');
+  ]
+    .filter(Boolean)
+    .join('\n');
 }
 
 /** What is wrong with an error body for the URL's surface, or null. */
@@ -37,8 +41,10 @@ export function shapeProblem(url: string, status: number, contentType: string, b
   const surface = surfaceOf(url);
   const schema = surface === 'agent' ? AgentApiError : surface === 'identity' ? IdentityError : PlatformError;
   const result = schema.safeParse(parsed);
-  if (!result.success) return `not a ${surface} error body: ${result.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`;
-  if (surface === 'platform' && (parsed as { status: number }).status !== status) return `platform error body says status ${(parsed as { status: number }).status}`;
+  if (!result.success)
+    return `not a ${surface} error body: ${result.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`;
+  if (surface === 'platform' && (parsed as { status: number }).status !== status)
+    return `platform error body says status ${(parsed as { status: number }).status}`;
   return null;
 }
 
@@ -46,10 +52,17 @@ export function createRunner(app: FastifyInstance, fingerprints: Fingerprints) {
   let ip = 0;
   async function send(r: FuzzRequest, auth: Record<string, string>, signingKey?: { key: string; tenantId: string }) {
     const headers = { ...(r.noAuth ? {} : auth), ...r.headers };
-    if (signingKey) Object.assign(headers, signRequest(signingKey.key, r.method, r.url, signingKey.tenantId, r.payload ?? ''));
+    if (signingKey)
+      Object.assign(headers, signRequest(signingKey.key, r.method, r.url, signingKey.tenantId, r.payload ?? ''));
     // Each request from its own address, so per-IP limits do not hide the routes behind 429s.
     const remoteAddress = `10.${(++ip >> 16) & 255}.${(ip >> 8) & 255}.${ip & 255}`;
-    const injected = app.inject({ method: r.method as 'GET', url: r.url, headers, remoteAddress, ...(r.payload !== undefined ? { payload: r.payload } : {}) });
+    const injected = app.inject({
+      method: r.method as 'GET',
+      url: r.url,
+      headers,
+      remoteAddress,
+      ...(r.payload !== undefined ? { payload: r.payload } : {}),
+    });
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<null>((resolve) => (timer = setTimeout(() => resolve(null), TIMEOUT_MS)));
     try {
@@ -79,13 +92,17 @@ export function createRunner(app: FastifyInstance, fingerprints: Fingerprints) {
         continue;
       }
       const status = res.statusCode;
-      const upstream = options.upstream && status === options.upstream.status && res.body.includes(`"error":"${options.upstream.code}"`);
+      const upstream =
+        options.upstream &&
+        status === options.upstream.status &&
+        res.body.includes(`"error":"${options.upstream.code}"`);
       if (status >= 500 && !upstream) problems.push(`server error ${status}`);
       if (status >= 400) {
         const shape = shapeProblem(request.url, status, String(res.headers['content-type'] ?? ''), res.body);
         if (shape) problems.push(shape);
       }
-      if (request.strict && (status < 400 || (status >= 500 && !upstream))) problems.push(`expected a 4xx refusal, got ${status}`);
+      if (request.strict && (status < 400 || (status >= 500 && !upstream)))
+        problems.push(`expected a 4xx refusal, got ${status}`);
       if (!readOnly) {
         const after = await fingerprints.take();
         const written = fingerprints.changed(before, after);
@@ -96,7 +113,13 @@ export function createRunner(app: FastifyInstance, fingerprints: Fingerprints) {
     }
     if (readOnly) {
       const written = fingerprints.changed(before, await fingerprints.take());
-      if (written.length) verdicts.push({ request: requests[0]!, status: 0, setLevel: true, problems: [`reads wrote to ${written.join(', ')}\n${describe(requests[0]!)}`] });
+      if (written.length)
+        verdicts.push({
+          request: requests[0]!,
+          status: 0,
+          setLevel: true,
+          problems: [`reads wrote to ${written.join(', ')}\n${describe(requests[0]!)}`],
+        });
     }
     return verdicts;
   }

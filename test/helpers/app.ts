@@ -22,7 +22,11 @@ export type TestApi = {
   close: () => Promise<void>;
 };
 
-export async function buildTestApp(t: Test, databaseUrl: string, overrides: Record<string, string> = {}): Promise<TestApi> {
+export async function buildTestApp(
+  t: Test,
+  databaseUrl: string,
+  overrides: Record<string, string> = {},
+): Promise<TestApi> {
   const config = testConfig(databaseUrl, overrides);
   const db = await createDatabasePool(databaseUrl, { maximumPoolSize: 5 });
   const hub = new JobEventHub(databaseUrl, db, testLogger('job-events'));

@@ -13,15 +13,22 @@ export const CHROMIUM_PATH = process.env.CHROMIUM_PATH || '/usr/bin/chromium';
 // Without the background-networking flags Chromium reaches out to Google
 // hosts at start, which a closed network refuses (and which tests must not need).
 const ARGS = [
-  '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-  '--disable-background-networking', '--disable-component-update', '--disable-sync',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
 ];
 
 const SCREENSHOTS = path.join(sourceRoot, 'test-results/browser');
 
 /** Why this machine cannot run the browser tests, or null when it can. */
 export function browserUnavailable(): string | null {
-  return existsSync(CHROMIUM_PATH) ? null : `no Chromium at ${CHROMIUM_PATH} (apt-get install chromium, or set CHROMIUM_PATH)`;
+  return existsSync(CHROMIUM_PATH)
+    ? null
+    : `no Chromium at ${CHROMIUM_PATH} (apt-get install chromium, or set CHROMIUM_PATH)`;
 }
 
 /**
@@ -47,7 +54,11 @@ export async function withChromium(t: Test, body: (browser: Browser) => Promise<
   await body(await launchBrowser(t));
 }
 
-const fileName = (name: string) => name.replace(/[^A-Za-z0-9._-]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 120) || 'test';
+const fileName = (name: string) =>
+  name
+    .replace(/[^A-Za-z0-9._-]+/g, '-')
+    .replace(/^-+|-+$/g, '')
+    .slice(0, 120) || 'test';
 
 /**
  * A page in a context of its own (a person with their own cookies). When the
@@ -60,7 +71,9 @@ export async function openPage(t: Test, browser: Browser, options: BrowserContex
   t.teardown(async () => {
     if (!t.passing()) {
       mkdirSync(SCREENSHOTS, { recursive: true });
-      await page.screenshot({ path: path.join(SCREENSHOTS, `${fileName(t.name)}.png`), fullPage: true }).catch(() => undefined);
+      await page
+        .screenshot({ path: path.join(SCREENSHOTS, `${fileName(t.name)}.png`), fullPage: true })
+        .catch(() => undefined);
     }
     await context.close();
   });
@@ -68,7 +81,12 @@ export async function openPage(t: Test, browser: Browser, options: BrowserContex
 }
 
 /** The text of every element matching a selector, trimmed. */
-export const textsOf = (page: Page, selector: string) => page.locator(selector).allInnerTexts().then((all) => all.map((s) => s.trim()));
+export const textsOf = (page: Page, selector: string) =>
+  page
+    .locator(selector)
+    .allInnerTexts()
+    .then((all) => all.map((s) => s.trim()));
 
 /** Whether the page scrolls sideways (at a phone's width, it must not). */
-export const scrollsSideways = (page: Page) => page.evaluate(() => document.documentElement.scrollWidth > window.innerWidth);
+export const scrollsSideways = (page: Page) =>
+  page.evaluate(() => document.documentElement.scrollWidth > window.innerWidth);

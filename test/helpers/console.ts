@@ -15,14 +15,18 @@ export class ConsoleClient {
   }
 
   async get(path: string): Promise<ConsoleResponse> {
-    const res = await fetch(`${this.url}${path}`, { headers: this.cookie ? { cookie: this.cookie } : {}, redirect: 'manual' });
+    const res = await fetch(`${this.url}${path}`, {
+      headers: this.cookie ? { cookie: this.cookie } : {},
+      redirect: 'manual',
+    });
     this.remember(res);
     return { status: res.status, text: await res.text(), location: res.headers.get('location'), headers: res.headers };
   }
 
   async post(path: string, form: Record<string, string>): Promise<ConsoleResponse> {
     const res = await fetch(`${this.url}${path}`, {
-      method: 'POST', redirect: 'manual',
+      method: 'POST',
+      redirect: 'manual',
       headers: { 'content-type': 'application/x-www-form-urlencoded', ...(this.cookie ? { cookie: this.cookie } : {}) },
       body: new URLSearchParams(form).toString(),
     });
@@ -50,7 +54,9 @@ export class ConsoleClient {
 
   /** A live socket as the console page opens it (same origin, the cookie). */
   live(origin = this.url): Promise<{ ws: WebSocket; next: (match: (html: string) => boolean) => Promise<string> }> {
-    const ws = new WebSocket(`${this.url.replace(/^http/, 'ws')}/console/live`, { headers: { cookie: this.cookie, origin } });
+    const ws = new WebSocket(`${this.url.replace(/^http/, 'ws')}/console/live`, {
+      headers: { cookie: this.cookie, origin },
+    });
     const seen: string[] = [];
     let waiters: Array<{ match: (html: string) => boolean; resolve: (html: string) => void }> = [];
     ws.on('message', (data) => {

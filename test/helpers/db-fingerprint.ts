@@ -7,7 +7,8 @@ import type { Test } from 'tap';
 
 export const BOOKKEEPING_TABLES: Record<string, string> = {
   rate_limit_windows: 'rate limits count every request, refused ones too',
-  idempotency_records: 'the Agent API records a refusal under its Idempotency-Key, so the identical retry is answered the same',
+  idempotency_records:
+    'the Agent API records a refusal under its Idempotency-Key, so the identical retry is answered the same',
   hmac_seen_signatures: 'a valid signature is remembered (replay protection) before the body is judged',
   tool_uses: 'Agent API/MCP use counts, written after the answer',
   worker_heartbeats: 'written by workers on a timer',
@@ -16,7 +17,10 @@ export const BOOKKEEPING_TABLES: Record<string, string> = {
 
 /** Tables whose rows count only when they hold something (row filter and reason). */
 export const ROW_FILTERS: Record<string, [string, string]> = {
-  tenant_message_counts: ['messages > 0', "a send creates this month's counter row at 0 as a lock anchor before its checks (the same as no row)"],
+  tenant_message_counts: [
+    'messages > 0',
+    "a send creates this month's counter row at 0 as a lock anchor before its checks (the same as no row)",
+  ],
 };
 
 export type Fingerprint = Map<string, string>;
@@ -52,10 +56,16 @@ export async function fingerprinter(t: Test, databaseUrl: string) {
   );
   const tables = rows.filter((r) => !(r.schema === 'public' && r.name in BOOKKEEPING_TABLES));
   const query = tables
-    .map((r) => `select '${r.schema}.${r.name}' as t, count(*)::text || ':' || coalesce(sum(hashtext(xmin::text)::bigint), 0)::text as f from "${r.schema}"."${r.name}"${r.schema === 'public' && ROW_FILTERS[r.name] ? ` where ${ROW_FILTERS[r.name]![0]}` : ''}`)
+    .map(
+      (r) =>
+        `select '${r.schema}.${r.name}' as t, count(*)::text || ':' || coalesce(sum(hashtext(xmin::text)::bigint), 0)::text as f from "${r.schema}"."${r.name}"${r.schema === 'public' && ROW_FILTERS[r.name] ? ` where ${ROW_FILTERS[r.name]![0]}` : ''}`,
+    )
     .join(' union all ');
 
-  const take = cachedBySnapshot(client, async () => new Map((await client.query<{ t: string; f: string }>(query)).rows.map((r) => [r.t, r.f])));
+  const take = cachedBySnapshot(
+    client,
+    async () => new Map((await client.query<{ t: string; f: string }>(query)).rows.map((r) => [r.t, r.f])),
+  );
   /** Tables whose fingerprint differs. */
   const changed = (a: Fingerprint, b: Fingerprint) => [...b.keys()].filter((k) => a.get(k) !== b.get(k));
   return { take, changed, tableCount: tables.length };
@@ -77,8 +87,11 @@ export async function tenantFingerprinter(t: Test, databaseUrl: string, tenantId
     part('tenants', 'id = $1'),
     part('users', 'id = any($2::uuid[])'),
   ].join(' union all ');
-  const take = cachedBySnapshot(client, async () =>
-    new Map((await client.query<{ t: string; f: string }>(query, [tenantId, userIds])).rows.map((r) => [r.t, r.f])));
+  const take = cachedBySnapshot(
+    client,
+    async () =>
+      new Map((await client.query<{ t: string; f: string }>(query, [tenantId, userIds])).rows.map((r) => [r.t, r.f])),
+  );
   const changed = (a: Fingerprint, b: Fingerprint) => [...b.keys()].filter((k) => a.get(k) !== b.get(k));
   return { take, changed };
 }

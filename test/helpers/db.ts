@@ -34,7 +34,9 @@ async function admin<T>(fn: (client: pg.Client) => Promise<T>): Promise<T> {
 /** Creates an empty database (no migrations) or a clone of the migrated template. */
 export async function createTestDatabase(t: Test, options: { empty?: boolean } = {}): Promise<string> {
   const name = `${templateName()}_${randomBytes(4).toString('hex')}`;
-  await admin((c) => c.query(options.empty ? `create database "${name}"` : `create database "${name}" template "${templateName()}"`));
+  await admin((c) =>
+    c.query(options.empty ? `create database "${name}"` : `create database "${name}" template "${templateName()}"`),
+  );
   t.teardown(() => admin((c) => c.query(`drop database if exists "${name}" with (force)`)));
   return urlFor(name);
 }

@@ -75,7 +75,11 @@ export type FakeProvider = {
   close: () => Promise<void>;
 };
 
-const content = z.union([z.string(), z.array(z.looseObject({ type: z.string(), text: z.string().optional() })), z.null()]);
+const content = z.union([
+  z.string(),
+  z.array(z.looseObject({ type: z.string(), text: z.string().optional() })),
+  z.null(),
+]);
 const textOf = (c: z.infer<typeof content> | undefined) =>
   typeof c === 'string' ? c : (c ?? []).map((p) => p.text ?? '').join('');
 const messages = z.array(z.looseObject({ role: z.string(), content: content.optional() })).min(1);
@@ -98,13 +102,33 @@ type Protocol = {
   keyOf(headers: IncomingHttpHeaders): string | undefined;
   errorBody(status: number, message: string): unknown;
   completionsPath: string;
-  parse(body: unknown): { ok: true; model: string; messages: { role: string; content: string }[]; system?: string; stream: boolean; usage: boolean } | { ok: false; message: string };
+  parse(body: unknown):
+    | {
+        ok: true;
+        model: string;
+        messages: { role: string; content: string }[];
+        system?: string;
+        stream: boolean;
+        usage: boolean;
+      }
+    | { ok: false; message: string };
   listModels(models: string[]): unknown;
   /** Writes a whole answer; returns after the last byte (or after a cut/hang starts). */
   answer(res: ServerResponse, a: Answer): Promise<void>;
 };
 
-type Answer = { model: string; pieces: string[]; input: number; output: number; usage: boolean; finishReason?: string; stream: boolean; stopAfter?: number; cut?: 'destroy' | 'end' | 'hang'; delayMs: number };
+type Answer = {
+  model: string;
+  pieces: string[];
+  input: number;
+  output: number;
+  usage: boolean;
+  finishReason?: string;
+  stream: boolean;
+  stopAfter?: number;
+  cut?: 'destroy' | 'end' | 'hang';
+  delayMs: number;
+};
 
 const words = (s: string) => (s.match(/\S+/g) ?? []).length;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -114,13 +138,23 @@ let nextId = 1;
 function splitReply(text: string, chunks: number | undefined): string[] {
   const parts = text.match(/\S+\s*/g) ?? [text];
   const n = Math.min(chunks ?? parts.length, parts.length);
-  return Array.from({ length: n }, (_, i) => parts.slice(Math.floor((i * parts.length) / n), Math.floor(((i + 1) * parts.length) / n)).join(''));
+  return Array.from({ length: n }, (_, i) =>
+    parts.slice(Math.floor((i * parts.length) / n), Math.floor(((i + 1) * parts.length) / n)).join(''),
+  );
 }
 
 /** Streams SSE events; stops at `stopAfter` deltas and cuts, ends or hangs as asked. */
-async function streamEvents(res: ServerResponse, a: Answer, head: unknown[], delta: (piece: string) => unknown, tail: unknown[], asEvent: (e: unknown) => string) {
+async function streamEvents(
+  res: ServerResponse,
+  a: Answer,
+  head: unknown[],
+  delta: (piece: string) => unknown,
+  tail: unknown[],
+  asEvent: (e: unknown) => string,
+) {
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
-  const write = (e: unknown) => new Promise<void>((resolve) => (res.destroyed ? resolve() : res.write(asEvent(e), () => resolve())));
+  const write = (e: unknown) =>
+    new Promise<void>((resolve) => (res.destroyed ? resolve() : res.write(asEvent(e), () => resolve())));
   for (const e of head) await write(e);
   for (const [i, piece] of a.pieces.entries()) {
     if (a.stopAfter === i) return stop(res, a.cut);
@@ -144,22 +178,36 @@ const openaiProtocol: Protocol = {
   keyOf: (h) => h.authorization?.replace(/^Bearer\s+/i, ''),
   errorBody(status, message) {
     const [type, code] =
-      status === 401 ? ['invalid_request_error', 'invalid_api_key']
-      : status === 404 ? ['invalid_request_error', 'model_not_found']
-      : status === 429 ? ['requests', 'rate_limit_exceeded']
-      : status >= 500 ? ['server_error', null]
-      : ['invalid_request_error', null];
+      status === 401
+        ? ['invalid_request_error', 'invalid_api_key']
+        : status === 404
+          ? ['invalid_request_error', 'model_not_found']
+          : status === 429
+            ? ['requests', 'rate_limit_exceeded']
+            : status >= 500
+              ? ['server_error', null]
+              : ['invalid_request_error', null];
     return { error: { message, type, param: null, code } };
   },
   parse(body) {
     const r = openaiBody.safeParse(body);
-    if (!r.success) return { ok: false, message: r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ') };
+    if (!r.success)
+      return { ok: false, message: r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ') };
     const msgs = r.data.messages.map((m) => ({ role: m.role, content: textOf(m.content) }));
     // A JSON answer always has usage; a stream only when stream_options asks.
     const stream = Boolean(r.data.stream);
-    return { ok: true, model: r.data.model, messages: msgs, stream, usage: !stream || Boolean(r.data.stream_options?.include_usage) };
+    return {
+      ok: true,
+      model: r.data.model,
+      messages: msgs,
+      stream,
+      usage: !stream || Boolean(r.data.stream_options?.include_usage),
+    };
   },
-  listModels: (models) => ({ object: 'list', data: models.map((id) => ({ id, object: 'model', created: 1_700_000_000, owned_by: 'fake' })) }),
+  listModels: (models) => ({
+    object: 'list',
+    data: models.map((id) => ({ id, object: 'model', created: 1_700_000_000, owned_by: 'fake' })),
+  }),
   async answer(res, a) {
     const id = `chatcmpl-fake${nextId++}`;
     const created = Math.floor(Date.now() / 1000);
@@ -168,9 +216,23 @@ const openaiProtocol: Protocol = {
     if (!a.stream) {
       if (a.cut) return stop(res, a.cut === 'end' ? 'destroy' : a.cut);
       const message = { role: 'assistant', content: a.pieces.join(''), refusal: null };
-      return void json(res, 200, { id, object: 'chat.completion', created, model: a.model, choices: [{ index: 0, message, finish_reason: finish, logprobs: null }], ...(a.usage ? { usage } : {}) });
+      return void json(res, 200, {
+        id,
+        object: 'chat.completion',
+        created,
+        model: a.model,
+        choices: [{ index: 0, message, finish_reason: finish, logprobs: null }],
+        ...(a.usage ? { usage } : {}),
+      });
     }
-    const chunk = (choices: unknown[], extra: object = {}) => ({ id, object: 'chat.completion.chunk', created, model: a.model, choices, ...extra });
+    const chunk = (choices: unknown[], extra: object = {}) => ({
+      id,
+      object: 'chat.completion.chunk',
+      created,
+      model: a.model,
+      choices,
+      ...extra,
+    });
     await streamEvents(
       res,
       a,
@@ -183,8 +245,14 @@ const openaiProtocol: Protocol = {
 };
 
 const ANTHROPIC_ERROR_TYPES: Record<number, string> = {
-  400: 'invalid_request_error', 401: 'authentication_error', 403: 'permission_error', 404: 'not_found_error',
-  413: 'request_too_large', 429: 'rate_limit_error', 500: 'api_error', 529: 'overloaded_error',
+  400: 'invalid_request_error',
+  401: 'authentication_error',
+  403: 'permission_error',
+  404: 'not_found_error',
+  413: 'request_too_large',
+  429: 'rate_limit_error',
+  500: 'api_error',
+  529: 'overloaded_error',
 };
 
 const anthropicProtocol: Protocol = {
@@ -192,17 +260,30 @@ const anthropicProtocol: Protocol = {
   completionsPath: '/v1/messages',
   // Anthropic's API takes the key as x-api-key (what the adapter sends); a Bearer token is read too.
   keyOf: (h) => (typeof h['x-api-key'] === 'string' ? h['x-api-key'] : h.authorization?.replace(/^Bearer\s+/i, '')),
-  errorBody: (status, message) => ({ type: 'error', error: { type: ANTHROPIC_ERROR_TYPES[status] ?? (status >= 500 ? 'api_error' : 'invalid_request_error'), message } }),
+  errorBody: (status, message) => ({
+    type: 'error',
+    error: { type: ANTHROPIC_ERROR_TYPES[status] ?? (status >= 500 ? 'api_error' : 'invalid_request_error'), message },
+  }),
   parse(body) {
     const r = anthropicBody.safeParse(body);
-    if (!r.success) return { ok: false, message: r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ') };
+    if (!r.success)
+      return { ok: false, message: r.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ') };
     const msgs = r.data.messages.map((m) => ({ role: m.role, content: textOf(m.content) }));
     const system = r.data.system === undefined ? undefined : textOf(r.data.system);
-    return { ok: true, model: r.data.model, messages: msgs, ...(system === undefined ? {} : { system }), stream: Boolean(r.data.stream), usage: true };
+    return {
+      ok: true,
+      model: r.data.model,
+      messages: msgs,
+      ...(system === undefined ? {} : { system }),
+      stream: Boolean(r.data.stream),
+      usage: true,
+    };
   },
   listModels: (models) => ({
     data: models.map((id) => ({ type: 'model', id, display_name: id, created_at: '2025-01-01T00:00:00Z' })),
-    has_more: false, first_id: models[0] ?? null, last_id: models.at(-1) ?? null,
+    has_more: false,
+    first_id: models[0] ?? null,
+    last_id: models.at(-1) ?? null,
   }),
   async answer(res, a) {
     const id = `msg_fake${nextId++}`;
@@ -210,20 +291,37 @@ const anthropicProtocol: Protocol = {
     const message = { id, type: 'message', role: 'assistant', model: a.model, stop_sequence: null };
     if (!a.stream) {
       if (a.cut) return stop(res, a.cut === 'end' ? 'destroy' : a.cut);
-      return void json(res, 200, { ...message, content: [{ type: 'text', text: a.pieces.join('') }], stop_reason, ...(a.usage ? { usage: { input_tokens: a.input, output_tokens: a.output } } : {}) });
+      return void json(res, 200, {
+        ...message,
+        content: [{ type: 'text', text: a.pieces.join('') }],
+        stop_reason,
+        ...(a.usage ? { usage: { input_tokens: a.input, output_tokens: a.output } } : {}),
+      });
     }
     await streamEvents(
       res,
       a,
       [
-        { type: 'message_start', message: { ...message, content: [], stop_reason: null, ...(a.usage ? { usage: { input_tokens: a.input, output_tokens: 1 } } : {}) } },
+        {
+          type: 'message_start',
+          message: {
+            ...message,
+            content: [],
+            stop_reason: null,
+            ...(a.usage ? { usage: { input_tokens: a.input, output_tokens: 1 } } : {}),
+          },
+        },
         { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } },
         { type: 'ping' },
       ],
       (text) => ({ type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text } }),
       [
         { type: 'content_block_stop', index: 0 },
-        { type: 'message_delta', delta: { stop_reason, stop_sequence: null }, ...(a.usage ? { usage: { output_tokens: a.output } } : {}) },
+        {
+          type: 'message_delta',
+          delta: { stop_reason, stop_sequence: null },
+          ...(a.usage ? { usage: { output_tokens: a.output } } : {}),
+        },
         { type: 'message_stop' },
       ],
       (e) => `event: ${(e as { type: string }).type}\ndata: ${JSON.stringify(e)}\n\n`,
@@ -246,7 +344,12 @@ async function readBody(req: IncomingMessage): Promise<unknown> {
   }
 }
 
-async function startFake(protocol: Protocol, options: FakeProviderOptions, defaultModels: string[], urlSuffix: string): Promise<FakeProvider> {
+async function startFake(
+  protocol: Protocol,
+  options: FakeProviderOptions,
+  defaultModels: string[],
+  urlSuffix: string,
+): Promise<FakeProvider> {
   const requests: RecordedRequest[] = [];
   const queue: FakeBehaviour[] = [];
   let fallback: FakeBehaviour = {};
@@ -256,12 +359,20 @@ async function startFake(protocol: Protocol, options: FakeProviderOptions, defau
     res.on('error', () => undefined); // a client that went away is not a test failure
     const path = new URL(req.url ?? '/', 'http://fake').pathname;
     const body = await readBody(req);
-    const recorded: RecordedRequest = { method: req.method ?? 'GET', path, apiKey: protocol.keyOf(req.headers), headers: req.headers, body };
+    const recorded: RecordedRequest = {
+      method: req.method ?? 'GET',
+      path,
+      apiKey: protocol.keyOf(req.headers),
+      headers: req.headers,
+      body,
+    };
     requests.push(recorded);
-    const fail = (status: number, message: string, headers: Record<string, string> = {}) => json(res, status, protocol.errorBody(status, message), headers);
+    const fail = (status: number, message: string, headers: Record<string, string> = {}) =>
+      json(res, status, protocol.errorBody(status, message), headers);
 
     if (options.apiKey !== undefined && recorded.apiKey !== options.apiKey) return fail(401, 'invalid API key');
-    if (req.method === 'GET' && path === `${protocol.basePath}/models`) return json(res, 200, protocol.listModels(models));
+    if (req.method === 'GET' && path === `${protocol.basePath}/models`)
+      return json(res, 200, protocol.listModels(models));
     if (req.method === 'GET' && path === `${protocol.basePath}/key` && protocol === openaiProtocol) {
       return json(res, 200, { data: { label: 'fake key', usage: 0, limit: null, is_free_tier: false } });
     }
@@ -269,11 +380,21 @@ async function startFake(protocol: Protocol, options: FakeProviderOptions, defau
 
     const parsed = protocol.parse(body);
     if (!parsed.ok) return fail(400, parsed.message);
-    Object.assign(recorded, { model: parsed.model, messages: parsed.messages, stream: parsed.stream }, parsed.system === undefined ? {} : { system: parsed.system });
-    if (options.models && !options.models.includes(parsed.model)) return fail(404, `model ${parsed.model} does not exist`);
+    Object.assign(
+      recorded,
+      { model: parsed.model, messages: parsed.messages, stream: parsed.stream },
+      parsed.system === undefined ? {} : { system: parsed.system },
+    );
+    if (options.models && !options.models.includes(parsed.model))
+      return fail(404, `model ${parsed.model} does not exist`);
 
     const b = queue.shift() ?? fallback;
-    if ('status' in b) return fail(b.status, b.message ?? `fake error ${b.status}`, b.retryAfter === undefined ? {} : { 'retry-after': String(b.retryAfter) });
+    if ('status' in b)
+      return fail(
+        b.status,
+        b.message ?? `fake error ${b.status}`,
+        b.retryAfter === undefined ? {} : { 'retry-after': String(b.retryAfter) },
+      );
     if ('hang' in b && b.afterChunks === undefined) return; // never answer
 
     if ('gate' in b && b.gate) await b.gate;
@@ -291,7 +412,8 @@ async function startFake(protocol: Protocol, options: FakeProviderOptions, defau
       stream: parsed.stream,
       delayMs: b.delayMs ?? 0,
     };
-    if ('cutAfterChunks' in b) Object.assign(answer, { stopAfter: b.cutAfterChunks, cut: b.endCleanly ? 'end' : 'destroy' });
+    if ('cutAfterChunks' in b)
+      Object.assign(answer, { stopAfter: b.cutAfterChunks, cut: b.endCleanly ? 'end' : 'destroy' });
     if ('hang' in b) Object.assign(answer, { stopAfter: b.afterChunks, cut: 'hang' });
     await protocol.answer(res, answer);
   }

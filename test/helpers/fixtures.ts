@@ -16,16 +16,28 @@ export async function createMember(db: DatabasePool, role: 'admin' | 'viewer' = 
   await db.transaction(async (tx) => {
     await tx.query(sql.unsafe`insert into tenants (id, name) values (${tenantId}, 'Test tenant')`);
     await tx.query(sql.unsafe`insert into users (id, email) values (${userId}, ${`${userId}@example.test`})`);
-    await tx.query(sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${tenantId}, ${userId}, ${role})`);
+    await tx.query(
+      sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${tenantId}, ${userId}, ${role})`,
+    );
   });
   const token = await signPlatformToken({ userId }, Buffer.from(TEST_SECRET, 'base64'), 'http://localhost:3000');
   return { tenantId, userId, token };
 }
 
 /** Puts the member's tenant on Pro with its own OpenAI key (a fake provider's), so its sessions may use openai/ models. */
-export async function withOwnOpenAIKey(db: DatabasePool, config: Config, member: Member, apiKey: string): Promise<void> {
+export async function withOwnOpenAIKey(
+  db: DatabasePool,
+  config: Config,
+  member: Member,
+  apiKey: string,
+): Promise<void> {
   await db.query(sql.unsafe`update tenants set plan = 'pro' where id = ${member.tenantId}`);
-  await putKey(db, Keyring.fromConfig(config), { tenantId: member.tenantId, provider: 'openai', apiKey, userId: member.userId });
+  await putKey(db, Keyring.fromConfig(config), {
+    tenantId: member.tenantId,
+    provider: 'openai',
+    apiKey,
+    userId: member.userId,
+  });
 }
 
 /**
@@ -49,12 +61,17 @@ export async function enqueue(db: DatabasePool, spec: JobSpec): Promise<string> 
 }
 
 /** A company of the tenant and one configured agent of it: real scope ids for insight boards. */
-export async function createBoardScopes(db: DatabasePool, tenantId: string): Promise<{ companyId: string; agentId: string }> {
+export async function createBoardScopes(
+  db: DatabasePool,
+  tenantId: string,
+): Promise<{ companyId: string; agentId: string }> {
   const companyId = randomUUID();
   const agentId = randomUUID();
   await db.transaction(async (tx) => {
     await tx.query(sql.unsafe`insert into companies (id, tenant_id, name) values (${companyId}, ${tenantId}, 'Acme')`);
-    await tx.query(sql.unsafe`insert into company_agents (id, tenant_id, company_id, name) values (${agentId}, ${tenantId}, ${companyId}, 'Bot')`);
+    await tx.query(
+      sql.unsafe`insert into company_agents (id, tenant_id, company_id, name) values (${agentId}, ${tenantId}, ${companyId}, 'Bot')`,
+    );
   });
   return { companyId, agentId };
 }
@@ -65,14 +82,22 @@ export type Account = { userId: string; token: string; tenants: string[] };
  * A person's account owning `workspaces` workspaces on `plan` (they created
  * them and are Admin of each): fairness and quotas count by account.
  */
-export async function createAccount(db: DatabasePool, workspaces = 1, plan: 'free' | 'pro' | 'enterprise' = 'free'): Promise<Account> {
+export async function createAccount(
+  db: DatabasePool,
+  workspaces = 1,
+  plan: 'free' | 'pro' | 'enterprise' = 'free',
+): Promise<Account> {
   const userId = randomUUID();
   const tenants = Array.from({ length: workspaces }, () => randomUUID());
   await db.transaction(async (tx) => {
     await tx.query(sql.unsafe`insert into users (id, email) values (${userId}, ${`${userId}@example.test`})`);
     for (const tenantId of tenants) {
-      await tx.query(sql.unsafe`insert into tenants (id, name, plan, created_by, owner_id) values (${tenantId}, 'Workspace', ${plan}, ${userId}, ${userId})`);
-      await tx.query(sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${tenantId}, ${userId}, 'admin')`);
+      await tx.query(
+        sql.unsafe`insert into tenants (id, name, plan, created_by, owner_id) values (${tenantId}, 'Workspace', ${plan}, ${userId}, ${userId})`,
+      );
+      await tx.query(
+        sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${tenantId}, ${userId}, 'admin')`,
+      );
     }
   });
   const token = await signPlatformToken({ userId }, Buffer.from(TEST_SECRET, 'base64'), 'http://localhost:3000');

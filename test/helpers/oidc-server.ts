@@ -62,7 +62,8 @@ export async function startOidcServer(
       revocation: { enabled: true, allowedPolicy: async (_ctx, client, token) => token.clientId === client.clientId },
     },
     // Refresh tokens for confidential clients that ask for offline_access.
-    issueRefreshToken: async (_ctx, client, code) => client.grantTypeAllowed('refresh_token') && code.scopes.has('offline_access'),
+    issueRefreshToken: async (_ctx, client, code) =>
+      client.grantTypeAllowed('refresh_token') && code.scopes.has('offline_access'),
     findAccount: async (_ctx, sub) => {
       const account = accounts.get(sub);
       if (!account) return undefined;
@@ -70,7 +71,16 @@ export async function startOidcServer(
     },
     // The ID token carries the e-mail claims too (as the providers we stand in for do).
     conformIdTokenClaims: false,
-    ttl: { Interaction: 600, Session: 3600, Grant: 3600, AccessToken: 600, IdToken: 600, AuthorizationCode: 60, RefreshToken: 86_400, ClientCredentials: 600 },
+    ttl: {
+      Interaction: 600,
+      Session: 3600,
+      Grant: 3600,
+      AccessToken: 600,
+      IdToken: 600,
+      AuthorizationCode: 60,
+      RefreshToken: 86_400,
+      ClientCredentials: 600,
+    },
     interactions: { url: (_ctx, interaction) => `/interaction/${interaction.uid}` },
     renderError: async (ctx, out) => {
       ctx.type = 'application/json';
@@ -87,14 +97,26 @@ export async function startOidcServer(
     const details = await provider.interactionDetails(req, res);
     const next = state.next;
     if ('deny' in next) {
-      await provider.interactionFinished(req, res, { error: 'access_denied', error_description: 'The person declined.' }, { mergeWithLastSubmission: false });
+      await provider.interactionFinished(
+        req,
+        res,
+        { error: 'access_denied', error_description: 'The person declined.' },
+        { mergeWithLastSubmission: false },
+      );
       return;
     }
     const clientId = String(details.params.client_id);
-    const grant = details.grantId ? (await provider.Grant.find(details.grantId))! : new provider.Grant({ accountId: next.accountId, clientId });
+    const grant = details.grantId
+      ? (await provider.Grant.find(details.grantId))!
+      : new provider.Grant({ accountId: next.accountId, clientId });
     grant.addOIDCScope(String(details.params.scope ?? 'openid'));
     const grantId = await grant.save();
-    await provider.interactionFinished(req, res, { login: { accountId: next.accountId }, consent: { grantId } }, { mergeWithLastSubmission: true });
+    await provider.interactionFinished(
+      req,
+      res,
+      { login: { accountId: next.accountId }, consent: { grantId } },
+      { mergeWithLastSubmission: true },
+    );
   }
 
   server.on('request', (req, res) => {
@@ -106,7 +128,9 @@ export async function startOidcServer(
     if (failure && failure.times > 0) {
       failure.times -= 1;
       req.resume();
-      res.writeHead(failure.status, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'server_error' }));
+      res
+        .writeHead(failure.status, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ error: 'server_error' }));
       return;
     }
     if (path.startsWith('/interaction/')) {
@@ -185,7 +209,12 @@ function parseForm(html: string): { action: string; fields: Record<string, strin
 }
 
 const decodeEntities = (s: string) =>
-  s.replace(/&quot;/g, '"').replace(/&#39;|&#x27;/g, "'").replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&amp;/g, '&');
+  s
+    .replace(/&quot;/g, '"')
+    .replace(/&#39;|&#x27;/g, "'")
+    .replace(/&lt;/g, '<')
+    .replace(/&gt;/g, '>')
+    .replace(/&amp;/g, '&');
 
 /** fetch with a cookie jar for one origin, redirects handled by the caller. */
 export function cookieBrowser() {

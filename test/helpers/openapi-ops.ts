@@ -61,7 +61,11 @@ type RawOperation = {
   requestBody?: { required?: boolean; content: Record<string, { schema?: JsonSchema }> };
   'x-tenant-role'?: 'admin' | 'member' | 'viewer';
 };
-type Document = { paths: Record<string, Record<string, RawOperation>>; components?: { schemas?: Record<string, JsonSchema> }; security?: Record<string, string[]>[] };
+type Document = {
+  paths: Record<string, Record<string, RawOperation>>;
+  components?: { schemas?: Record<string, JsonSchema> };
+  security?: Record<string, string[]>[];
+};
 
 /** Inlines local $refs (recursive schemas are cut at `depth` levels into `{}`). */
 export function deref(schema: unknown, doc: Document, depth = 0): unknown {
@@ -94,8 +98,19 @@ export async function loadOperations(app: FastifyInstance): Promise<Operation[]>
         key: `${method.toUpperCase()} ${path}`,
         params: (raw.parameters ?? [])
           .filter((p) => p.in === 'path' || p.in === 'query' || p.in === 'header')
-          .map((p) => ({ name: p.name, in: p.in as Param['in'], required: Boolean(p.required), schema: deref(p.schema ?? {}, doc) as JsonSchema })),
-        body: contentType ? { contentType, schema: deref(media?.schema ?? {}, doc) as JsonSchema, required: Boolean(raw.requestBody?.required) } : null,
+          .map((p) => ({
+            name: p.name,
+            in: p.in as Param['in'],
+            required: Boolean(p.required),
+            schema: deref(p.schema ?? {}, doc) as JsonSchema,
+          })),
+        body: contentType
+          ? {
+              contentType,
+              schema: deref(media?.schema ?? {}, doc) as JsonSchema,
+              required: Boolean(raw.requestBody?.required),
+            }
+          : null,
         security: (raw.security ?? doc.security ?? []).flatMap((s) => Object.keys(s)),
         tenantRole: raw['x-tenant-role'] ?? null,
       });
@@ -105,7 +120,12 @@ export async function loadOperations(app: FastifyInstance): Promise<Operation[]>
 }
 
 /** The concrete URL of an operation for the given path and query values (path values already encoded or not). */
-export function urlOf(op: Operation, pathValues: Record<string, string>, query: Record<string, string> = {}, encode = true): string {
+export function urlOf(
+  op: Operation,
+  pathValues: Record<string, string>,
+  query: Record<string, string> = {},
+  encode = true,
+): string {
   const path = op.path.replace(/\{([^}]+)\}/g, (_, name: string) => {
     const value = pathValues[name] ?? 'x';
     return encode ? encodeURIComponent(value) : value;

@@ -31,7 +31,12 @@ export async function startPartnerProvider(t: Test) {
   });
 }
 
-export async function buildConnectApp(t: Test, databaseUrl: string, op: OidcTestServer, extra: Record<string, string> = {}) {
+export async function buildConnectApp(
+  t: Test,
+  databaseUrl: string,
+  op: OidcTestServer,
+  extra: Record<string, string> = {},
+) {
   return buildTestApp(t, databaseUrl, {
     PARTNER_ISSUER: op.issuer,
     PARTNER_CLIENT_ID: CONNECT_CLIENT,
@@ -60,7 +65,11 @@ export async function startConnect(api: Api, member: Member, services?: string[]
 }
 
 /** The person at the provider: signs in as accountId (or denies); returns the callback path our app gets. */
-export async function authorizeAt(op: OidcTestServer, started: Started, outcome: { accountId: string } | { deny: true }): Promise<string> {
+export async function authorizeAt(
+  op: OidcTestServer,
+  started: Started,
+  outcome: { accountId: string } | { deny: true },
+): Promise<string> {
   op.next = outcome;
   const params = Object.fromEntries(new URL(started.authorizationUrl).searchParams);
   const out = await op.authorize(params);

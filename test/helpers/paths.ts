@@ -12,5 +12,7 @@ export const compiled = import.meta.url.endsWith('.js');
 
 /** The node arguments that run a process entry such as `workers/runner.ts`. */
 export function entryArgs(entry: string): string[] {
-  return compiled ? [path.join(runRoot, entry.replace(/\.ts$/, '.js'))] : ['--import', 'tsx', path.join(runRoot, entry)];
+  return compiled
+    ? [path.join(runRoot, entry.replace(/\.ts$/, '.js'))]
+    : ['--import', 'tsx', path.join(runRoot, entry)];
 }

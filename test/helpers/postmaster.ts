@@ -8,12 +8,14 @@ import { processDataDirectory } from '../../core/db/local-cluster.ts';
 /** A live postgres process whose data directory is DATA_DIR/pg (named by path, or by its cwd when run as root). */
 export function postmasterRunning(dataDir: string): boolean {
   const cluster = path.join(dataDir, 'pg');
-  return readdirSync('/proc').filter((name) => /^\d+$/.test(name)).some((pid) => {
-    try {
-      const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
-      return cmdline[0]!.endsWith('postgres') && processDataDirectory(Number(pid), cmdline) === cluster;
-    } catch {
-      return false; // gone meanwhile
-    }
-  });
+  return readdirSync('/proc')
+    .filter((name) => /^\d+$/.test(name))
+    .some((pid) => {
+      try {
+        const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+        return cmdline[0]!.endsWith('postgres') && processDataDirectory(Number(pid), cmdline) === cluster;
+      } catch {
+        return false; // gone meanwhile
+      }
+    });
 }

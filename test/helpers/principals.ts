@@ -29,7 +29,9 @@ export type Workspace = {
 
 async function person(db: DatabasePool, config: Config, extra: { operator?: boolean } = {}): Promise<Person> {
   const userId = randomUUID();
-  await db.query(sql.unsafe`insert into users (id, email, is_operator) values (${userId}, ${`${userId}@example.test`}, ${extra.operator ?? false})`);
+  await db.query(
+    sql.unsafe`insert into users (id, email, is_operator) values (${userId}, ${`${userId}@example.test`}, ${extra.operator ?? false})`,
+  );
   return { userId, token: await signPlatformToken({ userId }, Buffer.from(TEST_SECRET, 'base64'), config.baseUrl) };
 }
 
@@ -45,7 +47,13 @@ export async function createWorkspace(app: FastifyInstance, db: DatabasePool, co
   await markClaimed(db, registration.id);
   const tenantId = registration.tenant_id;
   const claims = { principalId: registration.principal_id, registrationId: registration.id, tenantId };
-  const agentToken = await signAccessToken(app.idpKeys, config.authUrl, `${config.baseUrl}/api/agent`, { ...claims, scopes: [...AGENT_SCOPES] }, 3600);
+  const agentToken = await signAccessToken(
+    app.idpKeys,
+    config.authUrl,
+    `${config.baseUrl}/api/agent`,
+    { ...claims, scopes: [...AGENT_SCOPES] },
+    3600,
+  );
   const admin = await person(db, config);
   const member = await person(db, config);
   const viewer = await person(db, config);
@@ -58,9 +66,14 @@ export async function createWorkspace(app: FastifyInstance, db: DatabasePool, co
     headers: { authorization: `Bearer ${admin.token}`, 'x-tenant-id': tenantId },
     payload: { name: 'fixture runner' },
   });
-  if (enrolled.statusCode !== 201 && enrolled.statusCode !== 200) throw new Error(`runner enroll: ${enrolled.statusCode} ${enrolled.body}`);
+  if (enrolled.statusCode !== 201 && enrolled.statusCode !== 200)
+    throw new Error(`runner enroll: ${enrolled.statusCode} ${enrolled.body}`);
   const license = await createLicense(db, { purchaserEmail: `${admin.userId}@example.test` });
-  const dashboardToken = await signDashboardToken({ licenseId: license.id }, Buffer.from(TEST_SECRET, 'base64'), config.baseUrl);
+  const dashboardToken = await signDashboardToken(
+    { licenseId: license.id },
+    Buffer.from(TEST_SECRET, 'base64'),
+    config.baseUrl,
+  );
   return {
     tenantId,
     admin,

@@ -10,10 +10,25 @@ import type { Test } from 'tap';
 /** The `subscriber` object as the provider returns it (entitlements, subscriptions, and anything else). */
 export type SubscriberJson = {
   original_app_user_id?: string;
-  entitlements?: Record<string, { expires_date: string | null; purchase_date: string; product_identifier: string; grace_period_expires_date?: string | null }>;
+  entitlements?: Record<
+    string,
+    {
+      expires_date: string | null;
+      purchase_date: string;
+      product_identifier: string;
+      grace_period_expires_date?: string | null;
+    }
+  >;
   subscriptions?: Record<
     string,
-    { expires_date: string | null; billing_issues_detected_at: string | null; unsubscribe_detected_at: string | null; period_type: string; store: string; [k: string]: unknown }
+    {
+      expires_date: string | null;
+      billing_issues_detected_at: string | null;
+      unsubscribe_detected_at: string | null;
+      period_type: string;
+      store: string;
+      [k: string]: unknown;
+    }
   >;
   [k: string]: unknown;
 };
@@ -44,7 +59,8 @@ export async function startPurchaseServer(t: Test): Promise<PurchaseServer> {
     requests++;
     req.resume();
     if (failure !== null) return send(res, failure, { code: 7110, message: 'Service unavailable.' });
-    if (req.headers.authorization !== `Bearer ${apiKey}`) return send(res, 401, { code: 7225, message: 'Invalid API Key.' });
+    if (req.headers.authorization !== `Bearer ${apiKey}`)
+      return send(res, 401, { code: 7225, message: 'Invalid API Key.' });
     const match = /^\/v1\/subscribers\/([^/?]+)$/.exec(req.url ?? '');
     if (req.method !== 'GET' || !match) return send(res, 404, { code: 7000, message: 'Not found.' });
     const appUserId = decodeURIComponent(match[1]!);

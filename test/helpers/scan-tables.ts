@@ -11,7 +11,9 @@ export async function tablesHolding(db: DatabasePool, needle: string): Promise<s
     where table_type = 'BASE TABLE' and table_schema not in ('pg_catalog', 'information_schema')`);
   const found: string[] = [];
   for (const { schema, name } of tables) {
-    const hit = await db.exists(sql.unsafe`select 1 from ${sql.identifier([schema, name])} t where strpos(t::text, ${needle}) > 0`);
+    const hit = await db.exists(
+      sql.unsafe`select 1 from ${sql.identifier([schema, name])} t where strpos(t::text, ${needle}) > 0`,
+    );
     if (hit) found.push(`${schema}.${name}`);
   }
   return found;

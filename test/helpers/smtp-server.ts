@@ -42,7 +42,9 @@ export async function startSmtpServer(t: Test, refuse: RefuseRule = () => null) 
       tries.set(key, n);
       const code = refuse(key, n);
       if (code === null) return callback();
-      const error = Object.assign(new Error(code >= 500 ? 'Mailbox unavailable' : 'Try again later'), { responseCode: code });
+      const error = Object.assign(new Error(code >= 500 ? 'Mailbox unavailable' : 'Try again later'), {
+        responseCode: code,
+      });
       return callback(error);
     },
     onData(stream, session, callback) {

@@ -5,8 +5,16 @@ import type { Test } from 'tap';
 import { sourceRoot } from './paths.ts';
 
 export async function runSoak(t: Test, args: string[]): Promise<{ code: number | null; output: string }> {
-  const env: Record<string, string> = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', LOG_LEVEL: 'warn' };
-  const child = spawn('/usr/bin/env', ['-u', 'NODE_OPTIONS', 'npm', 'run', '--silent', 'soak', '--', ...args], { cwd: sourceRoot, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const env: Record<string, string> = {
+    PATH: process.env.PATH ?? '',
+    HOME: process.env.HOME ?? '/tmp',
+    LOG_LEVEL: 'warn',
+  };
+  const child = spawn('/usr/bin/env', ['-u', 'NODE_OPTIONS', 'npm', 'run', '--silent', 'soak', '--', ...args], {
+    cwd: sourceRoot,
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let output = '';
   child.stdout.on('data', (d) => (output += d));
   child.stderr.on('data', (d) => (output += d));

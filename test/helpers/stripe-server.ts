@@ -18,10 +18,18 @@ export type StripeServer = {
   prices: SandboxOptions['prices'];
 };
 
-export async function startStripeServer(t: Test, db: DatabasePool, options: Partial<SandboxOptions> = {}): Promise<StripeServer> {
+export async function startStripeServer(
+  t: Test,
+  db: DatabasePool,
+  options: Partial<SandboxOptions> = {},
+): Promise<StripeServer> {
   const events: Stripe.Event[] = [];
   const secretKey = options.secretKey ?? `sk_test_${randomBytes(16).toString('hex')}`;
-  const prices = options.prices ?? { pro: 'price_test_pro', enterprise: 'price_test_enterprise', agentAddon: 'price_test_addon' };
+  const prices = options.prices ?? {
+    pro: 'price_test_pro',
+    enterprise: 'price_test_enterprise',
+    agentAddon: 'price_test_addon',
+  };
   let api: SandboxStripeApi | undefined;
 
   const server = http.createServer((req, res) => {
@@ -34,7 +42,11 @@ export async function startStripeServer(t: Test, db: DatabasePool, options: Part
           if (value !== undefined) headers.set(name, Array.isArray(value) ? value.join(', ') : value);
         }
         const hasBody = req.method !== 'GET' && req.method !== 'HEAD';
-        const response = await api!.fetch(`http://127.0.0.1${req.url ?? '/'}`, { method: req.method, headers, ...(hasBody ? { body: Buffer.concat(chunks) } : {}) });
+        const response = await api!.fetch(`http://127.0.0.1${req.url ?? '/'}`, {
+          method: req.method,
+          headers,
+          ...(hasBody ? { body: Buffer.concat(chunks) } : {}),
+        });
         const body = Buffer.from(await response.arrayBuffer());
         res.writeHead(response.status, Object.fromEntries(response.headers));
         res.end(body);

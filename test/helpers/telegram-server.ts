@@ -6,7 +6,10 @@ import { startFakeServer, type Scripted } from './channel-servers.ts';
 
 export type TelegramSent = { chatId: string; text: string };
 
-export async function startTelegramServer(t: Test, bot = { token: '123456:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA', username: 'test_helper_bot', id: 123456 }) {
+export async function startTelegramServer(
+  t: Test,
+  bot = { token: '123456:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA', username: 'test_helper_bot', id: 123456 },
+) {
   const state = {
     webhook: null as null | { url: string; secret: string },
     sent: [] as TelegramSent[],
@@ -25,7 +28,8 @@ export async function startTelegramServer(t: Test, bot = { token: '123456:AAAAAA
     if (!match) return { status: 404, body: { ok: false, error_code: 404, description: 'Not Found' } };
     const [, token, method] = match;
     state.calls.push(method!);
-    if (token !== bot.token || state.revoked) return { status: 401, body: { ok: false, error_code: 401, description: 'Unauthorized' } };
+    if (token !== bot.token || state.revoked)
+      return { status: 401, body: { ok: false, error_code: 401, description: 'Unauthorized' } };
     const body = (req.raw ? JSON.parse(req.raw) : {}) as Record<string, unknown>;
     switch (method) {
       case 'getMe':
@@ -44,7 +48,10 @@ export async function startTelegramServer(t: Test, bot = { token: '123456:AAAAAA
         if (scripted) return scripted;
         const sent = { chatId: String(body.chat_id), text: String(body.text) };
         const id = state.nextMessageId++;
-        return { ...ok({ message_id: id, chat: { id: Number(body.chat_id) }, text: body.text }), onDelivered: () => state.sent.push(sent) };
+        return {
+          ...ok({ message_id: id, chat: { id: Number(body.chat_id) }, text: body.text }),
+          onDelivered: () => state.sent.push(sent),
+        };
       }
       default:
         return { status: 404, body: { ok: false, error_code: 404, description: 'Not Found: method not found' } };
@@ -60,7 +67,13 @@ export async function startTelegramServer(t: Test, bot = { token: '123456:AAAAAA
   }
   const message = (chatId: number, text: string, updateId = state.nextUpdateId++) => ({
     update_id: updateId,
-    message: { message_id: updateId, date: Math.floor(Date.now() / 1000), text, chat: { id: chatId, type: 'private', username: 'alice' }, from: { id: chatId, is_bot: false, first_name: 'Alice', username: 'alice' } },
+    message: {
+      message_id: updateId,
+      date: Math.floor(Date.now() / 1000),
+      text,
+      chat: { id: chatId, type: 'private', username: 'alice' },
+      from: { id: chatId, is_bot: false, first_name: 'Alice', username: 'alice' },
+    },
   });
   return { url, bot, state, deliver, message };
 }

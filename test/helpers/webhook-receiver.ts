@@ -17,7 +17,10 @@ export async function startWebhookReceiver(t: Test, secret: string) {
     const scripted = state.script.shift();
     if (scripted) return scripted;
     const body = JSON.parse(req.raw) as Omit<Reply, 'idempotencyKey'>;
-    return { body: { id: `r-${body.id}` }, onDelivered: () => state.replies.push({ ...body, idempotencyKey: String(req.headers['idempotency-key']) }) };
+    return {
+      body: { id: `r-${body.id}` },
+      onDelivered: () => state.replies.push({ ...body, idempotencyKey: String(req.headers['idempotency-key']) }),
+    };
   });
   return { url: `${url}/replies`, state };
 }

@@ -7,7 +7,11 @@ import { testConfig, testEnv, testLogger } from './config.ts';
 import { entryArgs, runRoot } from './paths.ts';
 
 export async function startTestWorker(t: Test, databaseUrl: string, overrides: Record<string, string> = {}) {
-  const worker = await startWorker({ config: testConfig(databaseUrl, overrides), databaseUrl, logger: testLogger('worker') });
+  const worker = await startWorker({
+    config: testConfig(databaseUrl, overrides),
+    databaseUrl,
+    logger: testLogger('worker'),
+  });
   t.teardown(() => worker.stop());
   return worker;
 }
@@ -15,16 +19,25 @@ export async function startTestWorker(t: Test, databaseUrl: string, overrides: R
 export type ProcessOutput = { child: ChildProcess; output: () => string; exited: Promise<number | null> };
 
 /** Runs a process entry (e.g. workers/runner.ts): compiled under `npm test`, else with node --import tsx. */
-export function spawnEntry(t: Test, entry: string, env: Record<string, string>, options: { args?: string[]; stdin?: string } = {}): ProcessOutput {
+export function spawnEntry(
+  t: Test,
+  entry: string,
+  env: Record<string, string>,
+  options: { args?: string[]; stdin?: string } = {},
+): ProcessOutput {
   // Through env -u NODE_OPTIONS: tap puts its process-info hook into every
   // child's NODE_OPTIONS (about 0.6 s of CPU per process, for coverage we
   // do not collect). env execs node in its own place, so the pid and the
   // signals stay the child's.
-  const child = spawn('/usr/bin/env', ['-u', 'NODE_OPTIONS', process.execPath, ...entryArgs(entry), ...(options.args ?? [])], {
-    cwd: runRoot,
-    env: { PATH: process.env.PATH ?? '', ...env },
-    stdio: [options.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    '/usr/bin/env',
+    ['-u', 'NODE_OPTIONS', process.execPath, ...entryArgs(entry), ...(options.args ?? [])],
+    {
+      cwd: runRoot,
+      env: { PATH: process.env.PATH ?? '', ...env },
+      stdio: [options.stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
+    },
+  );
   if (options.stdin !== undefined) child.stdin!.end(options.stdin);
   let output = '';
   child.stdout!.on('data', (d) => (output += d));
@@ -33,13 +46,15 @@ export function spawnEntry(t: Test, entry: string, env: Record<string, string>, 
   // pipes to end too, unless a process it started holds them open (a
   // postmaster left by a SIGKILL): then not longer than 5 s after the exit.
   const drained = Promise.all([child.stdout!, child.stderr!].map((s) => new Promise((r) => s.once('close', r))));
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => {
-    const grace = setTimeout(() => resolve(code), 5_000);
-    void drained.then(() => {
-      clearTimeout(grace);
-      resolve(code);
-    });
-  }));
+  const exited = new Promise<number | null>((resolve) =>
+    child.once('exit', (code) => {
+      const grace = setTimeout(() => resolve(code), 5_000);
+      void drained.then(() => {
+        clearTimeout(grace);
+        resolve(code);
+      });
+    }),
+  );
   t.teardown(async () => {
     if (child.exitCode === null && child.signalCode === null) {
       child.kill('SIGKILL');
@@ -49,6 +64,10 @@ export function spawnEntry(t: Test, entry: string, env: Record<string, string>, 
   return { child, output: () => output, exited };
 }
 
-export function spawnWorkerProcess(t: Test, databaseUrl: string, overrides: Record<string, string> = {}): ProcessOutput {
+export function spawnWorkerProcess(
+  t: Test,
+  databaseUrl: string,
+  overrides: Record<string, string> = {},
+): ProcessOutput {
   return spawnEntry(t, 'workers/runner.ts', testEnv(databaseUrl, { LOG_LEVEL: 'info', ...overrides }));
 }

@@ -46,7 +46,10 @@ export class TestSocket {
       return Promise.resolve(seen);
     }
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no matching message within ${timeoutMs} ms; got ${JSON.stringify(this.messages)}`)), timeoutMs);
+      const timer = setTimeout(
+        () => reject(new Error(`no matching message within ${timeoutMs} ms; got ${JSON.stringify(this.messages)}`)),
+        timeoutMs,
+      );
       this.waiters.push({
         match,
         resolve: (m) => {
@@ -63,7 +66,8 @@ export class TestSocket {
   }
 }
 
-export const isJobMessage = (jobId: string) => (m: Received) => m.type === 'job' && (m.job as { id: string }).id === jobId;
+export const isJobMessage = (jobId: string) => (m: Received) =>
+  m.type === 'job' && (m.job as { id: string }).id === jobId;
 
 type FollowedJob = { id: string; status: string; version: number; result: unknown };
 const FINAL = new Set(['succeeded', 'failed', 'cancelled']);
@@ -100,7 +104,15 @@ export class FollowingClient {
   until(check: () => boolean, timeoutMs: number, what: string): Promise<void> {
     if (check()) return Promise.resolve();
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`timed out after ${timeoutMs} ms waiting for ${what}; finals ${[...this.finals.keys()]}, errors ${JSON.stringify(this.errors)}`)), timeoutMs);
+      const timer = setTimeout(
+        () =>
+          reject(
+            new Error(
+              `timed out after ${timeoutMs} ms waiting for ${what}; finals ${[...this.finals.keys()]}, errors ${JSON.stringify(this.errors)}`,
+            ),
+          ),
+        timeoutMs,
+      );
       const waiter = () => {
         if (!check()) return;
         clearTimeout(timer);

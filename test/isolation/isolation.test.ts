@@ -21,11 +21,13 @@ const SCOPED_SCHEMES = ['PlatformJWT', 'AgentBearer', 'RunnerToken', 'DashboardJ
 
 /** Scoped operations not tried generically, each with the reason (and where it is covered instead). */
 const CLASSIFIED: Record<string, string> = {
-  listContacts: 'operator only: contact submissions belong to no tenant (a tenant Admin gets 403: test/api/routes/contact)',
+  listContacts:
+    'operator only: contact submissions belong to no tenant (a tenant Admin gets 403: test/api/routes/contact)',
   updateContact: 'operator only: contact submissions belong to no tenant',
   deleteContact: 'operator only: contact submissions belong to no tenant',
   acknowledgeRunnerWork: "needs work dispatched to A's runner (runner tokens are per runner: test/api/routes/runners)",
-  getAgentCompanyRun: "needs a run of A's (runs need a runner): getAgentCompanyTask covers A's refs on the same route family",
+  getAgentCompanyRun:
+    "needs a run of A's (runs need a runner): getAgentCompanyTask covers A's refs on the same route family",
   deleteSkillRegistrationRetired: 'retired route: answers 410 to everyone',
   publishSkill: 'skills come from SKILLS_DIR, none in this test (test/api/routes/skills)',
   unpublishSkill: 'skills come from SKILLS_DIR, none in this test (test/api/routes/skills)',
@@ -35,7 +37,10 @@ const CLASSIFIED: Record<string, string> = {
 };
 
 const databaseUrl = await createTestDatabase(t);
-const { app, db, config } = await buildTestApp(t, databaseUrl, { AGENT_API_RATE_LIMIT: '1000000', ...CLOSED_UPSTREAMS });
+const { app, db, config } = await buildTestApp(t, databaseUrl, {
+  AGENT_API_RATE_LIMIT: '1000000',
+  ...CLOSED_UPSTREAMS,
+});
 const operations = await loadOperations(app);
 // Both tenants on the top plan, so no plan gate answers before the isolation checks do.
 const workspace = async () => {
@@ -48,7 +53,8 @@ const resources = await createResources(app, db, a);
 const watch = await tenantFingerprinter(t, databaseUrl, a.tenantId, [a.admin.userId, a.member.userId, a.viewer.userId]);
 const attempt = createAttempts(app, resources, watch, SEED);
 
-const scoped = (op: Operation) => op.security.some((s) => SCOPED_SCHEMES.includes(s)) || op.params.some((p) => p.name === 'x-tenant-id');
+const scoped = (op: Operation) =>
+  op.security.some((s) => SCOPED_SCHEMES.includes(s)) || op.params.some((p) => p.name === 'x-tenant-id');
 const pathParams = (op: Operation) => op.params.filter((p) => p.in === 'path');
 
 /** A's value for a path parameter of the operation, if A has one. */
@@ -68,7 +74,11 @@ for (const op of operations.filter(scoped)) {
   if (CLASSIFIED[op.id]) continue;
   const values = Object.fromEntries(pathParams(op).map((p) => [p.name, valueFor(op, p.name)]));
   if (Object.values(values).some((v) => v === undefined)) {
-    unclassified.push(`${op.id} (${op.key}): no value of A's for ${Object.keys(values).filter((k) => !values[k]).join(', ')}`);
+    unclassified.push(
+      `${op.id} (${op.key}): no value of A's for ${Object.keys(values)
+        .filter((k) => !values[k])
+        .join(', ')}`,
+    );
     continue;
   }
   const pathValues = values as Record<string, string>;
@@ -76,30 +86,59 @@ for (const op of operations.filter(scoped)) {
   const hasTenant = op.params.some((p) => p.name === 'x-tenant-id');
   const b = await workspace(); // fresh: B's own changes (even deleting its account) touch nothing later
   const attempts: Attempt[] = [];
-  attempts.push(await attempt(op, 'B with A ids', b, b.admin, hasTenant ? b.tenantId : null, pathValues, namesA ? [403, 404] : null));
-  if (hasTenant) attempts.push(await attempt(op, "B naming A's tenant", b, b.admin, a.tenantId, pathValues, [403, 404]));
+  attempts.push(
+    await attempt(
+      op,
+      'B with A ids',
+      b,
+      b.admin,
+      hasTenant ? b.tenantId : null,
+      pathValues,
+      namesA ? [403, 404] : null,
+    ),
+  );
+  if (hasTenant)
+    attempts.push(await attempt(op, "B naming A's tenant", b, b.admin, a.tenantId, pathValues, [403, 404]));
   const changes = hasTenant && op.method !== 'GET';
-  if (changes && op.tenantRole !== 'viewer') attempts.push(await attempt(op, "A's Viewer", a, a.viewer, a.tenantId, pathValues, [403]));
-  if (changes && op.tenantRole === 'admin') attempts.push(await attempt(op, "A's Member", a, a.member, a.tenantId, pathValues, [403]));
+  if (changes && op.tenantRole !== 'viewer')
+    attempts.push(await attempt(op, "A's Viewer", a, a.viewer, a.tenantId, pathValues, [403]));
+  if (changes && op.tenantRole === 'admin')
+    attempts.push(await attempt(op, "A's Member", a, a.member, a.tenantId, pathValues, [403]));
   results.set(op.key, attempts);
   for (const x of attempts) statuses.set(`${x.who} ${x.status}`, (statuses.get(`${x.who} ${x.status}`) ?? 0) + 1);
 }
 
 t.test('every scoped operation is tried or classified', async (t) => {
-  t.same(unclassified, [], 'scoped operations neither tried nor classified (add fixtures for A, or a CLASSIFIED entry with the reason)');
+  t.same(
+    unclassified,
+    [],
+    'scoped operations neither tried nor classified (add fixtures for A, or a CLASSIFIED entry with the reason)',
+  );
   const ids = new Set(operations.map((o) => o.id));
-  t.same(Object.keys(CLASSIFIED).filter((id) => !ids.has(id)), [], 'classified operations that no longer exist');
+  t.same(
+    Object.keys(CLASSIFIED).filter((id) => !ids.has(id)),
+    [],
+    'classified operations that no longer exist',
+  );
 });
 
 t.test("no other caller reads or changes A's resources", async (t) => {
-  for (const [key, attempts] of results) for (const x of attempts) for (const p of x.problems) t.fail(`${key} as ${x.who}: ${p}`);
+  for (const [key, attempts] of results)
+    for (const x of attempts) for (const p of x.problems) t.fail(`${key} as ${x.who}: ${p}`);
   t.pass('judged');
 });
 
 t.test('summary', async (t) => {
   const tried = results.size;
   const count = [...results.values()].reduce((n, x) => n + x.length, 0);
-  t.comment(`isolation: seed ${SEED}, ${operations.filter(scoped).length} scoped operations, ${tried} tried, ${Object.keys(CLASSIFIED).length} classified, ${count} requests, ${Math.round((Date.now() - started) / 1000)} s`);
-  t.comment(`statuses: ${[...statuses].sort().map(([k, n]) => `${k}: ${n}`).join(', ')}`);
+  t.comment(
+    `isolation: seed ${SEED}, ${operations.filter(scoped).length} scoped operations, ${tried} tried, ${Object.keys(CLASSIFIED).length} classified, ${count} requests, ${Math.round((Date.now() - started) / 1000)} s`,
+  );
+  t.comment(
+    `statuses: ${[...statuses]
+      .sort()
+      .map(([k, n]) => `${k}: ${n}`)
+      .join(', ')}`,
+  );
   t.ok(tried > 80, 'most scoped operations are tried');
 });

@@ -16,7 +16,10 @@ import { createResources } from './fixtures.ts';
 
 const SEED = Number(process.env.ISOLATION_SEED ?? 1806);
 const databaseUrl = await createTestDatabase(t);
-const { app, db, config, wsUrl } = await startTestServer(t, databaseUrl, { AGENT_API_RATE_LIMIT: '1000000', ...CLOSED_UPSTREAMS });
+const { app, db, config, wsUrl } = await startTestServer(t, databaseUrl, {
+  AGENT_API_RATE_LIMIT: '1000000',
+  ...CLOSED_UPSTREAMS,
+});
 const workspace = async () => {
   const w = await createWorkspace(app, db, config);
   await db.query(sql.unsafe`update tenants set plan = 'enterprise' where id = ${w.tenantId}`);
@@ -39,18 +42,38 @@ t.test("/api/ws: B's subscription to A's job is not_found; A's own is answered",
   t.teardown(() => owner.ws.close());
   await owner.next((m) => m.type === 'ready');
   owner.send({ type: 'subscribe', jobId });
-  t.match(await owner.next((m) => m.type === 'job' || m.type === 'error'), { type: 'job', job: { id: jobId } }, 'positive control');
-  t.notOk(other.messages.some((m) => m.type === 'job'), 'B saw no job event');
-  t.notOk(other.messages.some((m) => JSON.stringify(m).includes('A-message-secret')), "no A value on B's socket");
+  t.match(
+    await owner.next((m) => m.type === 'job' || m.type === 'error'),
+    { type: 'job', job: { id: jobId } },
+    'positive control',
+  );
+  t.notOk(
+    other.messages.some((m) => m.type === 'job'),
+    'B saw no job event',
+  );
+  t.notOk(
+    other.messages.some((m) => JSON.stringify(m).includes('A-message-secret')),
+    "no A value on B's socket",
+  );
 });
 
 async function mcp(w: Workspace, method: string, params: object) {
-  const claims = { principalId: w.agent.principalId, registrationId: w.agent.registrationId, tenantId: w.tenantId, scopes: [...AGENT_SCOPES] };
+  const claims = {
+    principalId: w.agent.principalId,
+    registrationId: w.agent.registrationId,
+    tenantId: w.tenantId,
+    scopes: [...AGENT_SCOPES],
+  };
   const token = await signAccessToken(app.idpKeys, config.authUrl, `${config.baseUrl}/mcp`, claims, 600);
   const res = await app.inject({
     method: 'POST',
     url: '/mcp',
-    headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-11-25' },
+    headers: {
+      authorization: `Bearer ${token}`,
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': '2025-11-25',
+    },
     payload: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
   });
   return { status: res.statusCode, body: res.body };
@@ -59,7 +82,10 @@ async function mcp(w: Workspace, method: string, params: object) {
 t.test("MCP: every tool called by B with A's refs", async (t) => {
   const list = await mcp(b, 'tools/list', {});
   t.equal(list.status, 200, list.body);
-  const tools = JSON.parse(list.body).result.tools as Array<{ name: string; inputSchema: { properties?: Record<string, unknown>; required?: string[] } }>;
+  const tools = JSON.parse(list.body).result.tools as Array<{
+    name: string;
+    inputSchema: { properties?: Record<string, unknown>; required?: string[] };
+  }>;
   t.ok(tools.length > 10, `${tools.length} tools`);
   const outcomes = new Map<string, number>();
   for (const tool of tools) {
@@ -84,5 +110,7 @@ t.test("MCP: every tool called by B with A's refs", async (t) => {
     t.same(changed, [], `${tool.name}: no A row changed`);
     if (namesA) t.ok(result?.isError, `${tool.name} with A's refs is refused: ${res.body.slice(0, 300)}`);
   }
-  t.comment(`mcp: ${tools.length} tools called as B with A's refs: ${[...outcomes].map(([c, n]) => `${c} ${n}`).join(', ')}`);
+  t.comment(
+    `mcp: ${tools.length} tools called as B with A's refs: ${[...outcomes].map(([c, n]) => `${c} ${n}`).join(', ')}`,
+  );
 });

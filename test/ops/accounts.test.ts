@@ -10,21 +10,35 @@ const env = testEnv(databaseUrl);
 const { app } = await buildTestApp(t, databaseUrl);
 
 t.test('a user created with a piped password can log in', async (t) => {
-  const p = spawnEntry(t, 'ops/accounts.ts', env, { args: ['--email', 'grace@example.test', '--name', 'Grace'], stdin: 'a long enough password\n' });
+  const p = spawnEntry(t, 'ops/accounts.ts', env, {
+    args: ['--email', 'grace@example.test', '--name', 'Grace'],
+    stdin: 'a long enough password\n',
+  });
   t.equal(await p.exited, 0, p.output());
   t.match(p.output(), /created user grace@example\.test/);
   t.notMatch(p.output(), /a long enough password/, 'a piped password is not echoed');
-  const login = await app.inject({ method: 'POST', url: '/api/auth/login', payload: { email: 'grace@example.test', password: 'a long enough password' } });
+  const login = await app.inject({
+    method: 'POST',
+    url: '/api/auth/login',
+    payload: { email: 'grace@example.test', password: 'a long enough password' },
+  });
   t.equal(login.statusCode, 200);
   const me = await app.inject({ url: '/api/auth/me', headers: { authorization: `Bearer ${login.json().token}` } });
   t.same(me.json().roles, []);
 });
 
 t.test('the operator command creates the global Admin, or promotes an existing user', async (t) => {
-  const p = spawnEntry(t, 'ops/accounts.ts', env, { args: ['--operator', '--email', 'grace@example.test'], stdin: 'ignored password here' });
+  const p = spawnEntry(t, 'ops/accounts.ts', env, {
+    args: ['--operator', '--email', 'grace@example.test'],
+    stdin: 'ignored password here',
+  });
   t.equal(await p.exited, 0, p.output());
   t.match(p.output(), /now the platform operator/);
-  const login = await app.inject({ method: 'POST', url: '/api/auth/login', payload: { email: 'grace@example.test', password: 'a long enough password' } });
+  const login = await app.inject({
+    method: 'POST',
+    url: '/api/auth/login',
+    payload: { email: 'grace@example.test', password: 'a long enough password' },
+  });
   const me = await app.inject({ url: '/api/auth/me', headers: { authorization: `Bearer ${login.json().token}` } });
   t.same(me.json().roles, ['operator']);
 });
@@ -41,9 +55,16 @@ t.test('bad arguments are refused clearly', async (t) => {
   t.equal(await empty.exited, 0, empty.output());
   const generated = /password \(shown once\): (\S+)/.exec(empty.output())?.[1];
   t.ok(generated && generated.length >= 20, 'the generated password is printed');
-  const login = await app.inject({ method: 'POST', url: '/api/auth/login', payload: { email: 'nopipe@example.test', password: generated } });
+  const login = await app.inject({
+    method: 'POST',
+    url: '/api/auth/login',
+    payload: { email: 'nopipe@example.test', password: generated },
+  });
   t.equal(login.statusCode, 200, 'and it logs in');
-  const taken = spawnEntry(t, 'ops/accounts.ts', env, { args: ['--email', 'GRACE@example.test'], stdin: 'another long password' });
+  const taken = spawnEntry(t, 'ops/accounts.ts', env, {
+    args: ['--email', 'GRACE@example.test'],
+    stdin: 'another long password',
+  });
   t.equal(await taken.exited, 1);
   t.match(taken.output(), /already exists/);
 });
@@ -55,7 +76,10 @@ t.test('license:create prints a key once that logs in to the dashboard', async (
   t.ok(key, 'key printed');
   const login = await app.inject({ method: 'POST', url: '/api/dashboard/auth/login', payload: { licenseKey: key } });
   t.equal(login.statusCode, 200);
-  const me = await app.inject({ url: '/api/dashboard/auth/me', headers: { authorization: `Bearer ${login.json().token}` } });
+  const me = await app.inject({
+    url: '/api/dashboard/auth/me',
+    headers: { authorization: `Bearer ${login.json().token}` },
+  });
   t.match(me.json(), { plan: 'enterprise', purchaserEmail: 'buyer@example.test' });
   const bad = spawnEntry(t, 'ops/licenses.ts', env, { args: ['--email', 'buyer@example.test', '--plan', 'gold'] });
   t.equal(await bad.exited, 2, 'a usage error');
@@ -75,7 +99,12 @@ t.test('keys:rotate makes a new signing key and keeps the old one published', as
 t.test('login:unlock lifts an account lockout and an address lockout', async (t) => {
   const { perAccount } = app.config.loginThrottle;
   const login = (password: string, remoteAddress: string) =>
-    app.inject({ method: 'POST', url: '/api/auth/login', payload: { email: 'grace@example.test', password }, remoteAddress });
+    app.inject({
+      method: 'POST',
+      url: '/api/auth/login',
+      payload: { email: 'grace@example.test', password },
+      remoteAddress,
+    });
   for (let i = 0; i < perAccount; i++) await login('a wrong guess', `10.31.0.${i + 1}`);
   t.equal((await login('a long enough password', '10.31.1.1')).statusCode, 429, 'locked');
 

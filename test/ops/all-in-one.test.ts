@@ -12,7 +12,6 @@ import { postmasterRunning } from '../helpers/postmaster.ts';
 import { waitForOutput } from '../helpers/wait.ts';
 import { spawnEntry } from '../helpers/worker.ts';
 
-
 const dataDir = mkdtempSync(path.join(process.env.TEST_SCRATCH_DIR!, 'all-in-one-'));
 chmodSync(dataDir, 0o755);
 const env = () => {
@@ -37,12 +36,20 @@ t.test('npm start serves the platform on an embedded PostgreSQL and survives a k
   t.equal((await fetch(`${base2}/readyz`)).status, 200);
 
   // `ps ax | grep <DATA_DIR>` finds the server of a DATA_DIR (docs/operations.md says so).
-  t.match(execFileSync('ps', ['ax', '-o', 'args'], { encoding: 'utf8' }), `agent_platform.data_dir=${path.join(dataDir, 'pg')}`);
+  t.match(
+    execFileSync('ps', ['ax', '-o', 'args'], { encoding: 'utf8' }),
+    `agent_platform.data_dir=${path.join(dataDir, 'pg')}`,
+  );
 
   // A second `npm start` on the same DATA_DIR refuses at once, naming the running one; the first keeps serving.
   const third = spawnEntry(t, 'ops/start.ts', env());
   t.equal(await third.exited, 1, 'the second start is refused');
-  t.match(third.output(), new RegExp(`${path.join(dataDir, 'pg')} is in use by npm start \\(pid ${second.child.pid}, PostgreSQL pid \\d+ on 127\\.0\\.0\\.1:\\d+\\)\\. Stop that one first`));
+  t.match(
+    third.output(),
+    new RegExp(
+      `${path.join(dataDir, 'pg')} is in use by npm start \\(pid ${second.child.pid}, PostgreSQL pid \\d+ on 127\\.0\\.0\\.1:\\d+\\)\\. Stop that one first`,
+    ),
+  );
   t.notMatch(third.output(), /platform ready|embedded postgres/, 'nothing started');
   t.equal((await fetch(`${base2}/readyz`)).status, 200, 'the first still serves');
 

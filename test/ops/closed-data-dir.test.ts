@@ -29,7 +29,10 @@ t.test('a DATA_DIR behind a directory the postgres user cannot enter holds the c
   t.ok(postmasterRunning(dataDir));
 
   // An ops command uses the running server's cluster, never a new one.
-  const create = spawnEntry(t, 'ops/accounts.ts', closedEnv, { args: ['--email', 'root-dir@example.test'], stdin: 'a long enough password\n' });
+  const create = spawnEntry(t, 'ops/accounts.ts', closedEnv, {
+    args: ['--email', 'root-dir@example.test'],
+    stdin: 'a long enough password\n',
+  });
   t.equal(await create.exited, 0, create.output());
   t.notMatch(create.output(), /creating a new cluster/);
   first.child.kill('SIGTERM');
@@ -40,7 +43,9 @@ t.test('a DATA_DIR behind a directory the postgres user cannot enter holds the c
   const [, base2] = await waitForOutput(second, /"url":"(http:\/\/127\.0\.0\.1:\d+)".*"platform ready"/);
   t.notMatch(second.output(), /creating a new cluster/);
   const login = await fetch(`${base2}/api/auth/login`, {
-    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ email: 'root-dir@example.test', password: 'a long enough password' }),
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ email: 'root-dir@example.test', password: 'a long enough password' }),
   });
   t.equal(login.status, 200, 'the account made by the ops command is there after a restart');
   t.not(base, '');

@@ -7,7 +7,12 @@
 import { chownSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
-import { ClusterDirectoryError, legacyRelocatedDirectory, postgresUserIds, prepareClusterDirectory } from '../../ops/embedded-postgres-cluster.ts';
+import {
+  ClusterDirectoryError,
+  legacyRelocatedDirectory,
+  postgresUserIds,
+  prepareClusterDirectory,
+} from '../../ops/embedded-postgres-cluster.ts';
 import pino from 'pino';
 import { captureLog } from '../helpers/log-capture.ts';
 
@@ -34,8 +39,12 @@ t.test('a cluster directory owned by someone else stops the start with the fix',
   mkdirSync(directory);
   writeFileSync(path.join(directory, 'PG_VERSION'), '18\n'); // root's, copied in by hand: PostgreSQL would refuse it
   t.throws(() => prepareClusterDirectory(directory), ClusterDirectoryError);
-  t.throws(() => prepareClusterDirectory(directory), { message: `embedded postgres: ${directory} belongs to uid 0, but the embedded PostgreSQL runs as the system user postgres` });
-  t.throws(() => prepareClusterDirectory(directory), { message: new RegExp(`chown -R postgres:postgres ${directory}`) });
+  t.throws(() => prepareClusterDirectory(directory), {
+    message: `embedded postgres: ${directory} belongs to uid 0, but the embedded PostgreSQL runs as the system user postgres`,
+  });
+  t.throws(() => prepareClusterDirectory(directory), {
+    message: new RegExp(`chown -R postgres:postgres ${directory}`),
+  });
   t.ok(existsSync(path.join(directory, 'PG_VERSION')), 'nothing changed');
 });
 
@@ -43,7 +52,9 @@ t.test('a DATA_DIR/pg holding something else is refused, not deleted', async (t)
   const directory = path.join(scratch(), 'pg');
   mkdirSync(directory);
   writeFileSync(path.join(directory, 'notes.txt'), 'mine\n');
-  t.throws(() => prepareClusterDirectory(directory), { message: /is not empty and holds no PostgreSQL cluster \(notes\.txt\)/ });
+  t.throws(() => prepareClusterDirectory(directory), {
+    message: /is not empty and holds no PostgreSQL cluster \(notes\.txt\)/,
+  });
   t.ok(existsSync(path.join(directory, 'notes.txt')), 'nothing deleted');
 });
 

@@ -17,7 +17,12 @@ t.test('PORT=0: the real port is in every URL the service generates', async (t) 
   const [, port] = await waitForOutput(p, /"url":"http:\/\/127\.0\.0\.1:(\d+)"/);
   const base = `http://localhost:${port}`;
   t.match(p.output(), new RegExp(`"baseUrl":"${base}"`), 'BASE_URL names the port that was picked');
-  for (const path of ['/docs/llms.txt', '/auth.md', '/arazzo.yaml', '/.well-known/oauth-protected-resource/api/agent']) {
+  for (const path of [
+    '/docs/llms.txt',
+    '/auth.md',
+    '/arazzo.yaml',
+    '/.well-known/oauth-protected-resource/api/agent',
+  ]) {
     const text = await (await fetch(`http://127.0.0.1:${port}${path}`)).text();
     t.ok(text.includes(base), `${path} links to ${base}`);
     t.notOk(text.includes('localhost:0'), `${path} never names port 0`);

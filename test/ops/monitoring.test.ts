@@ -21,13 +21,22 @@ import { startTestWorker } from '../helpers/worker.ts';
 
 const DIR = path.join(sourceRoot, 'ops/monitoring');
 const RULES = readFileSync(path.join(DIR, 'alerts.yml'), 'utf8');
-const DASHBOARD = JSON.parse(readFileSync(path.join(DIR, 'grafana-dashboard.json'), 'utf8')) as { panels: Array<{ title: string; targets: Array<{ expr: string }> }> };
+const DASHBOARD = JSON.parse(readFileSync(path.join(DIR, 'grafana-dashboard.json'), 'utf8')) as {
+  panels: Array<{ title: string; targets: Array<{ expr: string }> }>;
+};
 const PROMTOOL = ['/usr/bin/promtool', '/usr/local/bin/promtool'].find((p) => existsSync(p)) ?? null;
 
-t.test('promtool checks the rules and runs their unit tests', { skip: PROMTOOL ? false : 'no promtool (apt-get install prometheus)' }, async (t) => {
-  t.match(execFileSync(PROMTOOL!, ['check', 'rules', 'alerts.yml'], { cwd: DIR, encoding: 'utf8' }), /SUCCESS: \d+ rules found/);
-  t.match(execFileSync(PROMTOOL!, ['test', 'rules', 'alerts.test.yml'], { cwd: DIR, encoding: 'utf8' }), /SUCCESS/);
-});
+t.test(
+  'promtool checks the rules and runs their unit tests',
+  { skip: PROMTOOL ? false : 'no promtool (apt-get install prometheus)' },
+  async (t) => {
+    t.match(
+      execFileSync(PROMTOOL!, ['check', 'rules', 'alerts.yml'], { cwd: DIR, encoding: 'utf8' }),
+      /SUCCESS: \d+ rules found/,
+    );
+    t.match(execFileSync(PROMTOOL!, ['test', 'rules', 'alerts.test.yml'], { cwd: DIR, encoding: 'utf8' }), /SUCCESS/);
+  },
+);
 
 const TOKEN = 'metrics-token-0123456789abcdef';
 const databaseUrl = await createTestDatabase(t);
@@ -41,9 +50,12 @@ const sample = (text: string, series: string) => {
 
 t.test('the queue, the workers and the autoscaling signal as Prometheus sees them', async (t) => {
   // Two jobs due and no worker: ready, the oldest waiting, no live process, one process desired.
-  for (let i = 0; i < 2; i++) await db.transaction((tx) => enqueueJob(tx, { kind: 'diag.noop', tenantId: member.tenantId }));
+  for (let i = 0; i < 2; i++)
+    await db.transaction((tx) => enqueueJob(tx, { kind: 'diag.noop', tenantId: member.tenantId }));
   // As if they had waited 90 s (their wait counts from when they were due, and not before they were added).
-  await db.query(sql.unsafe`update graphile_worker._private_jobs set run_at = now() - interval '90 seconds', created_at = now() - interval '90 seconds'`);
+  await db.query(
+    sql.unsafe`update graphile_worker._private_jobs set run_at = now() - interval '90 seconds', created_at = now() - interval '90 seconds'`,
+  );
   const idle = await scrape();
   t.equal(sample(idle, 'platform_queue_jobs{kind="diag.noop",state="ready"}'), 2);
   t.ok(sample(idle, 'platform_queue_oldest_ready_seconds')! >= 89);
@@ -53,14 +65,30 @@ t.test('the queue, the workers and the autoscaling signal as Prometheus sees the
   t.notMatch(idle, /^platform_worker_heartbeat_age_seconds /m, 'no heartbeat ever: absent, not 0');
 
   const worker = await startTestWorker(t, databaseUrl);
-  await waitFor('the jobs ran', async () => Number(await db.oneFirst(sql.unsafe`select count(*) from jobs where status = 'succeeded'`)) === 2);
+  await waitFor(
+    'the jobs ran',
+    async () => Number(await db.oneFirst(sql.unsafe`select count(*) from jobs where status = 'succeeded'`)) === 2,
+  );
   // Graphile deletes its job a moment after the row says succeeded.
-  await waitFor('Graphile let the jobs go', async () => Number(await db.oneFirst(sql.unsafe`select count(*) from graphile_worker.jobs where task_identifier = 'diag.noop'`)) === 0);
+  await waitFor(
+    'Graphile let the jobs go',
+    async () =>
+      Number(
+        await db.oneFirst(sql.unsafe`select count(*) from graphile_worker.jobs where task_identifier = 'diag.noop'`),
+      ) === 0,
+  );
   const busy = await scrape();
   t.equal(sample(busy, 'platform_worker_processes{state="live"}'), 1);
   t.ok(sample(busy, 'platform_worker_heartbeat_age_seconds')! < 60);
-  t.equal(sample(busy, 'platform_queue_jobs{kind="diag.noop",state="ready"}'), null, 'a kind with no open job leaves the gauge');
-  t.ok(sample(busy, 'platform_queue_oldest_ready_seconds')! < 60, 'no old job waits (the worker\'s own maintenance jobs may be due)');
+  t.equal(
+    sample(busy, 'platform_queue_jobs{kind="diag.noop",state="ready"}'),
+    null,
+    'a kind with no open job leaves the gauge',
+  );
+  t.ok(
+    sample(busy, 'platform_queue_oldest_ready_seconds')! < 60,
+    "no old job waits (the worker's own maintenance jobs may be due)",
+  );
   t.ok(sample(busy, 'platform_worker_processes_desired')! <= 1, 'at most the maintenance job at hand');
 
   // Every metric the rules and the dashboard name is exported by an api or a worker process.
@@ -70,23 +98,62 @@ t.test('the queue, the workers and the autoscaling signal as Prometheus sees the
   for (const m of (await scrape()).matchAll(/^# HELP (\S+)/gm)) exported.add(m[1]!);
   for (const m of (await renderMetrics([worker.metrics, process])).matchAll(/^# HELP (\S+)/gm)) exported.add(m[1]!);
   const recorded = new Set([...RULES.matchAll(/^\s+- record: (\S+)/gm)].map((m) => m[1]!));
-  const named = (text: string) => [...text.matchAll(/\b(?:platform|http|process|nodejs)_[a-z0-9_]+\b|\bplatform:[a-z0-9_:]+/g)].map((m) => m[0]);
-  const known = (name: string) => recorded.has(name) || exported.has(name) || exported.has(name.replace(/_(count|sum|bucket)$/, ''));
+  const named = (text: string) =>
+    [...text.matchAll(/\b(?:platform|http|process|nodejs)_[a-z0-9_]+\b|\bplatform:[a-z0-9_:]+/g)].map((m) => m[0]);
+  const known = (name: string) =>
+    recorded.has(name) || exported.has(name) || exported.has(name.replace(/_(count|sum|bucket)$/, ''));
   const inRules = [...new Set(named(RULES))];
   const inDashboard = [...new Set(DASHBOARD.panels.flatMap((p) => p.targets.flatMap((q) => named(q.expr))))];
   t.ok(inRules.length >= 8 && inDashboard.length >= 12, 'both name metrics');
-  t.same(inRules.filter((n) => !known(n)), [], 'every metric of the alert rules is exported');
-  t.same(inDashboard.filter((n) => !known(n)), [], 'every metric of the dashboard is exported');
-  for (const alert of ['PlatformBacklogGrowing', 'PlatformOldestQueuedJobTooOld', 'PlatformJobFailureRate', 'PlatformNoWorkerHeartbeat', 'PlatformWebhookFailures', 'PlatformDatabaseUnreachable']) {
+  t.same(
+    inRules.filter((n) => !known(n)),
+    [],
+    'every metric of the alert rules is exported',
+  );
+  t.same(
+    inDashboard.filter((n) => !known(n)),
+    [],
+    'every metric of the dashboard is exported',
+  );
+  for (const alert of [
+    'PlatformBacklogGrowing',
+    'PlatformOldestQueuedJobTooOld',
+    'PlatformJobFailureRate',
+    'PlatformNoWorkerHeartbeat',
+    'PlatformWebhookFailures',
+    'PlatformDatabaseUnreachable',
+  ]) {
     t.match(RULES, `alert: ${alert}`);
   }
 });
 
 t.test('the autoscaling signal: the largest pool over its slots per process', async (t) => {
-  const queue = (rows: Array<[string, number, number]>) => rows.map(([kind, running, ready]) => ({ kind, running, ready, waiting: 0, oldest_ready_s: null }));
+  const queue = (rows: Array<[string, number, number]>) =>
+    rows.map(([kind, running, ready]) => ({ kind, running, ready, waiting: 0, oldest_ready_s: null }));
   const live = [{ stale: false, age_s: 1, concurrency: 4, io_concurrency: 50 }];
   t.equal(desiredWorkerProcesses({ queue: [], workers: live }, { short: 4, io: 50 }), 0);
-  t.equal(desiredWorkerProcesses({ queue: queue([['diag.noop', 4, 5]]), workers: live }, { short: 4, io: 50 }), 3, '9 short jobs over 4 slots');
-  t.equal(desiredWorkerProcesses({ queue: queue([['chat.turn', 60, 60], ['diag.noop', 1, 0]]), workers: live }, { short: 4, io: 50 }), 3, '120 I/O jobs over 50 slots');
-  t.equal(desiredWorkerProcesses({ queue: queue([['diag.noop', 0, 8]]), workers: [] }, { short: 2, io: 50 }), 4, 'no live worker: the configured slots');
+  t.equal(
+    desiredWorkerProcesses({ queue: queue([['diag.noop', 4, 5]]), workers: live }, { short: 4, io: 50 }),
+    3,
+    '9 short jobs over 4 slots',
+  );
+  t.equal(
+    desiredWorkerProcesses(
+      {
+        queue: queue([
+          ['chat.turn', 60, 60],
+          ['diag.noop', 1, 0],
+        ]),
+        workers: live,
+      },
+      { short: 4, io: 50 },
+    ),
+    3,
+    '120 I/O jobs over 50 slots',
+  );
+  t.equal(
+    desiredWorkerProcesses({ queue: queue([['diag.noop', 0, 8]]), workers: [] }, { short: 2, io: 50 }),
+    4,
+    'no live worker: the configured slots',
+  );
 });

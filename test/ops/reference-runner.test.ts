@@ -8,9 +8,14 @@ import { spawnEntry } from '../helpers/worker.ts';
 t.test('a refused token backs off, then stops with exit code 1', async (t) => {
   const databaseUrl = await createTestDatabase(t);
   const api = await startTestServer(t, databaseUrl);
-  const runner = spawnEntry(t, 'ops/runner.ts', { LOG_LEVEL: 'info', RUNNER_TOKEN: 'rnr_not_a_real_token_000000000000' }, {
-    args: ['--url', api.url, '--interval', '100', '--max-refusals', '3'],
-  });
+  const runner = spawnEntry(
+    t,
+    'ops/runner.ts',
+    { LOG_LEVEL: 'info', RUNNER_TOKEN: 'rnr_not_a_real_token_000000000000' },
+    {
+      args: ['--url', api.url, '--interval', '100', '--max-refusals', '3'],
+    },
+  );
   t.equal(await runner.exited, 1, 'exit code 1');
   const output = runner.output();
   t.match(output, /refused 3 times in a row \(revoked or wrong\): enroll the runner again/);

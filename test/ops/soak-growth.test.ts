@@ -17,18 +17,27 @@ const samples = (mb: (name: string, minute: number) => number | undefined): Memo
     return { at: i * 5_000, mb: at };
   });
 
-t.test('a process restarted at 1.5 min that warms up from 180 to 270 MiB over 2 min, then stays level: held', async (t) => {
-  const verdict = memoryInvariant(samples((name, m) => {
-    if (name === 'api') return 260;
-    if (name === 'worker#1') return m < 1.5 ? 265 : undefined;
-    if (name === 'worker#2') return m < 1.5 ? undefined : Math.min(270, 180 + (m - 1.5) * 45);
-  }), 2 * MINUTE);
-  t.same(verdict.violations, []);
-  t.equal(verdict.checked, 2, 'the api and the restarted worker judged (the first worker lived too short)');
-});
+t.test(
+  'a process restarted at 1.5 min that warms up from 180 to 270 MiB over 2 min, then stays level: held',
+  async (t) => {
+    const verdict = memoryInvariant(
+      samples((name, m) => {
+        if (name === 'api') return 260;
+        if (name === 'worker#1') return m < 1.5 ? 265 : undefined;
+        if (name === 'worker#2') return m < 1.5 ? undefined : Math.min(270, 180 + (m - 1.5) * 45);
+      }),
+      2 * MINUTE,
+    );
+    t.same(verdict.violations, []);
+    t.equal(verdict.checked, 2, 'the api and the restarted worker judged (the first worker lived too short)');
+  },
+);
 
 t.test('a process that keeps growing after its warm-up: violated', async (t) => {
-  const verdict = memoryInvariant(samples((name, m) => (name === 'api' ? 200 + m * 12 : undefined)), 2 * MINUTE);
+  const verdict = memoryInvariant(
+    samples((name, m) => (name === 'api' ? 200 + m * 12 : undefined)),
+    2 * MINUTE,
+  );
   t.equal(verdict.violations.length, 1);
   t.match(verdict.violations[0], /^api: \+120\.0 MiB per 10 min/);
 });

@@ -12,7 +12,11 @@ import { runSoak } from '../helpers/soak-run.ts';
 
 const missing = missingHaPackages();
 if (missing.length > 0) {
-  t.test('a soak on a replicated PostgreSQL', { skip: `needs ${missing.join(', ')} (apt-get install ${missing.join(' ')})` }, () => {});
+  t.test(
+    'a soak on a replicated PostgreSQL',
+    { skip: `needs ${missing.join(', ')} (apt-get install ${missing.join(' ')})` },
+    () => {},
+  );
 } else {
   t.setTimeout(400_000);
   t.test('a switchover and a lost primary under load: every invariant holds', async (t) => {
@@ -20,11 +24,31 @@ if (missing.length > 0) {
     t.equal(code, 0, 'exit code 0');
     t.match(output, /PostgreSQL replicated \(3 Patroni members, synchronous, through HAProxy\)/);
     t.match(output, /^ {2}\d+ s: planned switchover[^\n]*pg\d → pg\d in [\d.]+ s/m, 'the switchover happened');
-    t.match(output, /^ {2}\d+ s: the primary's machine lost[^\n]*pg\d lost; pg\d primary after [\d.]+ s/m, 'the primary was lost and replaced');
-    t.match(output, /\| lose-primary \| 1 \| [\d.]+ s \/ [\d.]+ s \| [\d.]+ s \/ [\d.]+ s \| [\d.]+ s \/ [\d.]+ s \|/, 'its recovery times are reported');
-    t.match(output, /\| nothing acknowledged was lost \(every 2xx send and mutation is there\) \| [1-9]\d* \| 0 \|/, 'acknowledged writes were checked');
-    t.match(output, /\| every accepted channel message got one reply at the receiver[^|]*\| [1-9]\d* \| 0 \|/, 'channel messages were checked');
-    t.match(output, /\| every websocket follower saw its job's final state[^|]*\| [1-9]\d* \| 0 \|/, 'followers were checked');
+    t.match(
+      output,
+      /^ {2}\d+ s: the primary's machine lost[^\n]*pg\d lost; pg\d primary after [\d.]+ s/m,
+      'the primary was lost and replaced',
+    );
+    t.match(
+      output,
+      /\| lose-primary \| 1 \| [\d.]+ s \/ [\d.]+ s \| [\d.]+ s \/ [\d.]+ s \| [\d.]+ s \/ [\d.]+ s \|/,
+      'its recovery times are reported',
+    );
+    t.match(
+      output,
+      /\| nothing acknowledged was lost \(every 2xx send and mutation is there\) \| [1-9]\d* \| 0 \|/,
+      'acknowledged writes were checked',
+    );
+    t.match(
+      output,
+      /\| every accepted channel message got one reply at the receiver[^|]*\| [1-9]\d* \| 0 \|/,
+      'channel messages were checked',
+    );
+    t.match(
+      output,
+      /\| every websocket follower saw its job's final state[^|]*\| [1-9]\d* \| 0 \|/,
+      'followers were checked',
+    );
     t.match(output, /\ninvariants: all held\n/);
   });
 }

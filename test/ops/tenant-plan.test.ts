@@ -29,10 +29,26 @@ t.test('sets, records and removes an operator plan', async (t) => {
   t.match(await tenant(m.tenantId), { plan: 'pro', plan_source: 'operator', plan_status: 'active' });
   const changes = await db.any(sql.type(z.object({ from_plan: z.string(), to_plan: z.string(), reason: z.string() }))`
     select from_plan, to_plan, reason from billing_changes where tenant_id = ${m.tenantId}`);
-  t.match(changes, [{ from_plan: 'free', to_plan: 'pro', reason: /^operator .+: pilot customer$/ }], 'recorded with who and why');
+  t.match(
+    changes,
+    [{ from_plan: 'free', to_plan: 'pro', reason: /^operator .+: pilot customer$/ }],
+    'recorded with who and why',
+  );
 
   // A paid in-app enterprise grant outranks the operator's pro; removing the operator grant keeps it.
-  await db.transaction((tx) => setEntitlement(tx, { tenantId: m.tenantId, source: 'in_app', plan: 'enterprise', status: 'active', expiresAt: new Date(Date.now() + 86_400_000) }, 'test'));
+  await db.transaction((tx) =>
+    setEntitlement(
+      tx,
+      {
+        tenantId: m.tenantId,
+        source: 'in_app',
+        plan: 'enterprise',
+        status: 'active',
+        expiresAt: new Date(Date.now() + 86_400_000),
+      },
+      'test',
+    ),
+  );
   t.match(await tenant(m.tenantId), { plan: 'enterprise', plan_source: 'in_app' }, 'the higher active grant wins');
   const free = await run(['--tenant', m.tenantId, '--plan', 'free']);
   t.equal(free.code, 0, free.output);

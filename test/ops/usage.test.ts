@@ -22,18 +22,22 @@ const commands = {
 };
 
 t.test('--help prints the usage and exits 0', async (t) => {
-  await Promise.all(Object.entries(commands).map(async ([entry, command]) => {
-    const p = spawnEntry(t, entry, {}, { args: ['--help'] });
-    t.equal(await p.exited, 0, `${entry} --help`);
-    t.ok(p.output().startsWith(`usage: ${command}`), `${entry} names its command: ${p.output().slice(0, 60)}`);
-  }));
+  await Promise.all(
+    Object.entries(commands).map(async ([entry, command]) => {
+      const p = spawnEntry(t, entry, {}, { args: ['--help'] });
+      t.equal(await p.exited, 0, `${entry} --help`);
+      t.ok(p.output().startsWith(`usage: ${command}`), `${entry} names its command: ${p.output().slice(0, 60)}`);
+    }),
+  );
 });
 
 t.test('an unknown option is refused with the usage, exit 2', async (t) => {
-  await Promise.all(Object.entries(commands).map(async ([entry, command]) => {
-    const p = spawnEntry(t, entry, {}, { args: ['--colour', 'blue'] });
-    t.equal(await p.exited, 2, `${entry} --colour`);
-    t.match(p.output(), /^error: Unknown option '--colour'/, entry);
-    t.match(p.output(), `usage: ${command}`, entry);
-  }));
+  await Promise.all(
+    Object.entries(commands).map(async ([entry, command]) => {
+      const p = spawnEntry(t, entry, {}, { args: ['--colour', 'blue'] });
+      t.equal(await p.exited, 2, `${entry} --colour`);
+      t.match(p.output(), /^error: Unknown option '--colour'/, entry);
+      t.match(p.output(), `usage: ${command}`, entry);
+    }),
+  );
 });

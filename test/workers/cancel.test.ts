@@ -24,11 +24,20 @@ const auth = { authorization: `Bearer ${admin.token}` };
 
 // The worker's log, to see how each job ended.
 const lines: string[] = [];
-const logger = pino({ level: 'info' }, new Writable({ write: (chunk, _e, done) => {
-    lines.push(String(chunk));
-    done();
-  } }));
-const worker = await startWorker({ config: testConfig(databaseUrl, { JOB_CANCEL_GRACE_MS: '1500' }), databaseUrl, logger });
+const logger = pino(
+  { level: 'info' },
+  new Writable({
+    write: (chunk, _e, done) => {
+      lines.push(String(chunk));
+      done();
+    },
+  }),
+);
+const worker = await startWorker({
+  config: testConfig(databaseUrl, { JOB_CANCEL_GRACE_MS: '1500' }),
+  databaseUrl,
+  logger,
+});
 t.teardown(() => worker.stop());
 const logFor = (jobId: string) => lines.filter((l) => l.includes(jobId)).join('');
 
@@ -43,13 +52,20 @@ const cancel = (jobId: string) => app.inject({ method: 'POST', url: `/api/jobs/$
 const running = (jobId: string) => waitFor('the job to run', async () => (await row(jobId)).status === 'running');
 
 t.test('a running job is cancelled through its AbortSignal: cancelling, then cancelled, no result', async (t) => {
-  const jobId = await enqueue(db, { kind: 'diag.steps', tenantId: admin.tenantId, input: { steps: 100, delayMs: 100 } });
+  const jobId = await enqueue(db, {
+    kind: 'diag.steps',
+    tenantId: admin.tenantId,
+    input: { steps: 100, delayMs: 100 },
+  });
   const socket = await TestSocket.connect(`${url.replace('http', 'ws')}/api/ws`, admin.token);
   t.teardown(() => socket.close());
   socket.send({ type: 'subscribe', jobId });
   // The subscription is live once its first state arrived: from then on every change reaches it.
   await socket.next(isJobMessage(jobId));
-  await waitFor('the job to make progress', async () => ((await row(jobId)).progress as { step?: number } | null)?.step);
+  await waitFor(
+    'the job to make progress',
+    async () => ((await row(jobId)).progress as { step?: number } | null)?.step,
+  );
   const asked = Date.now();
   const res = await cancel(jobId);
   t.equal(res.statusCode, 200);
@@ -71,12 +87,17 @@ t.test('a running job is cancelled through its AbortSignal: cancelling, then can
   t.notMatch(logFor(jobId), /cut off/);
 
   const statuses: string[] = [];
-  while (statuses.at(-1) !== 'cancelled') statuses.push(((await socket.next(isJobMessage(jobId))).job as { status: string }).status);
+  while (statuses.at(-1) !== 'cancelled')
+    statuses.push(((await socket.next(isJobMessage(jobId))).job as { status: string }).status);
   t.ok(statuses.includes('cancelling'), 'websocket subscribers saw cancelling, then cancelled');
 });
 
 t.test('a handler that ignores the signal is cut off after the grace time; its late end records nothing', async (t) => {
-  const jobId = await enqueue(db, { kind: 'diag.steps', tenantId: admin.tenantId, input: { steps: 8, delayMs: 500, ignoreCancel: true } });
+  const jobId = await enqueue(db, {
+    kind: 'diag.steps',
+    tenantId: admin.tenantId,
+    input: { steps: 8, delayMs: 500, ignoreCancel: true },
+  });
   await running(jobId);
   const asked = Date.now();
   t.equal((await cancel(jobId)).statusCode, 200);
@@ -98,7 +119,12 @@ t.test('a handler that ignores the signal is cut off after the grace time; its l
 });
 
 t.test('a queued job is cancelled at once and never runs', async (t) => {
-  const jobId = await enqueue(db, { kind: 'diag.steps', tenantId: admin.tenantId, input: { steps: 1 }, runAt: new Date(Date.now() + 2_000) });
+  const jobId = await enqueue(db, {
+    kind: 'diag.steps',
+    tenantId: admin.tenantId,
+    input: { steps: 1 },
+    runAt: new Date(Date.now() + 2_000),
+  });
   const res = await cancel(jobId);
   t.match(res.json(), { status: 'cancelled' });
   await waitFor('Graphile to skip it', async () => (await row(jobId)).graphile === 0, 20_000);

@@ -26,15 +26,18 @@ const state = (jobId: string) =>
       (select count(*) from graphile_worker.jobs where task_identifier = 'diag.steps')::int as graphile_jobs
     from jobs where id = ${jobId}`);
 
-
 t.test('the job of a SIGKILLed worker is finished by another worker within 60 s', async (t) => {
   const doomed = spawnWorkerProcess(t, databaseUrl, { WORKER_CONCURRENCY: '1' });
   const jobId = await enqueue(db, { kind: 'diag.steps', tenantId: member.tenantId, input: { steps: 8, delayMs: 250 } });
 
-  const running = await waitFor('the first attempt to run', async () => {
-    const s = await state(jobId);
-    return s.status === 'running' && s.locked_by ? s : null;
-  }, 30_000);
+  const running = await waitFor(
+    'the first attempt to run',
+    async () => {
+      const s = await state(jobId);
+      return s.status === 'running' && s.locked_by ? s : null;
+    },
+    30_000,
+  );
   t.equal(running.attempts, 1);
 
   doomed.child.kill('SIGKILL');
@@ -42,11 +45,15 @@ t.test('the job of a SIGKILLed worker is finished by another worker within 60 s'
   const killedAt = Date.now();
 
   await startTestWorker(t, databaseUrl);
-  const finished = await waitFor('the job to succeed elsewhere', async () => {
-    const s = await state(jobId);
-    // Graphile deletes its own job just after our row records the success.
-    return s.status === 'succeeded' && s.graphile_jobs === 0 ? s : null;
-  }, 60_000);
+  const finished = await waitFor(
+    'the job to succeed elsewhere',
+    async () => {
+      const s = await state(jobId);
+      // Graphile deletes its own job just after our row records the success.
+      return s.status === 'succeeded' && s.graphile_jobs === 0 ? s : null;
+    },
+    60_000,
+  );
   const recoverySeconds = (Date.now() - killedAt) / 1000;
   t.ok(recoverySeconds < 60, `finished ${recoverySeconds.toFixed(1)} s after the kill`);
   t.equal(finished.attempts, 2, 'the second attempt finished it');
@@ -55,5 +62,8 @@ t.test('the job of a SIGKILLed worker is finished by another worker within 60 s'
 
   const sweeps = await db.any(sql.type(z.object({ detail: z.unknown() }))`
     select detail from scheduled_job_runs where task = 'maintenance.dead_workers' and status = 'succeeded'`);
-  t.ok(sweeps.some((s) => ((s.detail as { requeuedJobs: number }).requeuedJobs ?? 0) >= 1), 'the sweep recorded the release');
+  t.ok(
+    sweeps.some((s) => ((s.detail as { requeuedJobs: number }).requeuedJobs ?? 0) >= 1),
+    'the sweep recorded the release',
+  );
 });

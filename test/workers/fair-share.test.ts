@@ -16,12 +16,21 @@ import { spawnWorkerProcess, startTestWorker } from '../helpers/worker.ts';
 const databaseUrl = await createTestDatabase(t);
 const { app, db } = await buildTestApp(t, databaseUrl);
 
-const Started = z.object({ id: z.string(), tenant_id: z.string(), status: z.string(), started_at: z.string().nullable() });
-const jobsOf = (tenants: readonly string[]) => db.any(sql.type(Started)`
+const Started = z.object({
+  id: z.string(),
+  tenant_id: z.string(),
+  status: z.string(),
+  started_at: z.string().nullable(),
+});
+const jobsOf = (tenants: readonly string[]) =>
+  db.any(sql.type(Started)`
   select id, tenant_id, status, started_at from jobs where tenant_id = any(${sql.array(tenants, 'uuid')}) order by started_at nulls last, id`);
-const running = async (tenants: readonly string[]) => (await jobsOf(tenants)).filter((j) => j.status === 'running').length;
-const waits = (tenantId: string, n: number, ms: number) => Array.from({ length: n }, () => ({ kind: 'diag.wait', tenantId, input: { ms } }));
-const cancelAll = (tenants: readonly string[]) => db.query(sql.unsafe`
+const running = async (tenants: readonly string[]) =>
+  (await jobsOf(tenants)).filter((j) => j.status === 'running').length;
+const waits = (tenantId: string, n: number, ms: number) =>
+  Array.from({ length: n }, () => ({ kind: 'diag.wait', tenantId, input: { ms } }));
+const cancelAll = (tenants: readonly string[]) =>
+  db.query(sql.unsafe`
   update jobs set status = case when status = 'queued' then 'cancelled' else 'cancelling' end, finished_at = case when status = 'queued' then now() end
   where tenant_id = any(${sql.array(tenants, 'uuid')}) and status in ('queued', 'running')`);
 
@@ -34,29 +43,50 @@ t.test('a lone account uses every slot of an idle platform', async (t) => {
   await cancelAll(lone.tenants);
 });
 
-t.test("one account floods from 4 workspaces on two worker processes: another account's turn starts before the flood drains", async (t) => {
-  const noisy = await createAccount(db, 4);
-  const quiet = await createAccount(db, 1);
-  const env = { WORKER_IO_CONCURRENCY: '2', WORKER_CONCURRENCY: '1', LOG_LEVEL: 'info' };
-  const workers = [spawnWorkerProcess(t, databaseUrl, env), spawnWorkerProcess(t, databaseUrl, env)];
-  for (const w of workers) await waitForOutput(w, /worker started/);
-  // Ten jobs of 400 ms per workspace: four slots in all, about four seconds of flood.
-  for (const tenantId of noisy.tenants) await db.transaction((tx) => enqueueJobs(tx, waits(tenantId, 10, 400)));
-  await waitFor('the flood to fill all four slots', async () => (await running(noisy.tenants)) === 4).catch((e: Error) => { throw new Error(`${e.message}\n${workers.map((w) => w.output()).join('\n')}`); });
+t.test(
+  "one account floods from 4 workspaces on two worker processes: another account's turn starts before the flood drains",
+  async (t) => {
+    const noisy = await createAccount(db, 4);
+    const quiet = await createAccount(db, 1);
+    const env = { WORKER_IO_CONCURRENCY: '2', WORKER_CONCURRENCY: '1', LOG_LEVEL: 'info' };
+    const workers = [spawnWorkerProcess(t, databaseUrl, env), spawnWorkerProcess(t, databaseUrl, env)];
+    for (const w of workers) await waitForOutput(w, /worker started/);
+    // Ten jobs of 400 ms per workspace: four slots in all, about four seconds of flood.
+    for (const tenantId of noisy.tenants) await db.transaction((tx) => enqueueJobs(tx, waits(tenantId, 10, 400)));
+    await waitFor('the flood to fill all four slots', async () => (await running(noisy.tenants)) === 4).catch(
+      (e: Error) => {
+        throw new Error(`${e.message}\n${workers.map((w) => w.output()).join('\n')}`);
+      },
+    );
 
-  const headers = { authorization: `Bearer ${quiet.token}`, 'x-tenant-id': quiet.tenants[0]! };
-  const sessionId = (await app.inject({ method: 'POST', url: '/api/chat/sessions', headers, payload: { title: 'Quiet' } })).json().id as string;
-  const sent = await app.inject({ method: 'POST', url: '/api/chat/send', headers: { ...headers, 'idempotency-key': 'quiet-turn-0001' }, payload: { sessionId, message: 'Am I next?' } });
-  t.equal(sent.statusCode, 202, sent.body);
-  const turn = await waitFor('the quiet turn to finish', async () => {
-    const [row] = await jobsOf(quiet.tenants);
-    return row?.status === 'succeeded' ? row : null;
-  }, 60_000);
-  const flood = await jobsOf(noisy.tenants);
-  const after = flood.filter((j) => !j.started_at || j.started_at > turn.started_at!).length;
-  t.ok(after >= 24, `${after} of the flood's 40 jobs started after the quiet turn: it waited for a free slot, not for the backlog`);
-  await cancelAll(noisy.tenants);
-});
+    const headers = { authorization: `Bearer ${quiet.token}`, 'x-tenant-id': quiet.tenants[0]! };
+    const sessionId = (
+      await app.inject({ method: 'POST', url: '/api/chat/sessions', headers, payload: { title: 'Quiet' } })
+    ).json().id as string;
+    const sent = await app.inject({
+      method: 'POST',
+      url: '/api/chat/send',
+      headers: { ...headers, 'idempotency-key': 'quiet-turn-0001' },
+      payload: { sessionId, message: 'Am I next?' },
+    });
+    t.equal(sent.statusCode, 202, sent.body);
+    const turn = await waitFor(
+      'the quiet turn to finish',
+      async () => {
+        const [row] = await jobsOf(quiet.tenants);
+        return row?.status === 'succeeded' ? row : null;
+      },
+      60_000,
+    );
+    const flood = await jobsOf(noisy.tenants);
+    const after = flood.filter((j) => !j.started_at || j.started_at > turn.started_at!).length;
+    t.ok(
+      after >= 24,
+      `${after} of the flood's 40 jobs started after the quiet turn: it waited for a free slot, not for the backlog`,
+    );
+    await cancelAll(noisy.tenants);
+  },
+);
 
 t.test('two accounts that both wait share by the weights of their plans (free 1, pro 4)', async (t) => {
   const free = await createAccount(db, 1, 'free');
@@ -66,7 +96,11 @@ t.test('two accounts that both wait share by the weights of their plans (free 1,
   await db.transaction((tx) => enqueueJobs(tx, waits(pro.tenants[0]!, 12, 20)));
   await startTestWorker(t, databaseUrl, { WORKER_IO_CONCURRENCY: '1' });
   const tenants = [free.tenants[0]!, pro.tenants[0]!];
-  await waitFor('both backlogs to finish', async () => (await jobsOf(tenants)).every((j) => j.status === 'succeeded'), 60_000);
+  await waitFor(
+    'both backlogs to finish',
+    async () => (await jobsOf(tenants)).every((j) => j.status === 'succeeded'),
+    60_000,
+  );
   const order = (await jobsOf(tenants)).map((j) => (j.tenant_id === pro.tenants[0] ? 'P' : 'F')).join('');
   const firstTen = order.slice(0, 10);
   const pros = [...firstTen].filter((c) => c === 'P').length;

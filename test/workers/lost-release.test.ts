@@ -26,20 +26,31 @@ t.test('a job left locked by a lost release is queued again by a fresh Graphile 
   // The state a lost release leaves behind: attempt 1 ran on this pool, the
   // platform job still says running, and Graphile's job is locked by the pool
   // although no handler holds it any more.
-  const jobId = await enqueue(db, { kind: 'diag.steps', tenantId: member.tenantId, input: { steps: 1, delayMs: 0 }, runAt: new Date(Date.now() + 60_000) });
+  const jobId = await enqueue(db, {
+    kind: 'diag.steps',
+    tenantId: member.tenantId,
+    input: { steps: 1, delayMs: 0 },
+    runAt: new Date(Date.now() + 60_000),
+  });
   await db.query(sql.unsafe`
     update graphile_worker._private_jobs set locked_by = ${poolId}, locked_at = now(), attempts = 1, run_at = now()
     where payload->>'jobId' = ${jobId}`);
-  await db.query(sql.unsafe`update jobs set status = 'running', attempts = 1, locked_by = ${poolId}, started_at = now() where id = ${jobId}`);
+  await db.query(
+    sql.unsafe`update jobs set status = 'running', attempts = 1, locked_by = ${poolId}, started_at = now() where id = ${jobId}`,
+  );
   await new Promise((resolve) => setTimeout(resolve, 500));
   t.equal((await row(jobId)).status, 'running', 'nothing picks a locked job up by itself');
 
   reportLostDatabaseWork(Object.assign(new Error('Connection terminated unexpectedly'), { code: 'ECONNRESET' }));
 
-  const finished = await waitFor('the job to finish', async () => {
-    const r = await row(jobId);
-    return r.status === 'succeeded' ? r : null;
-  }, 20_000);
+  const finished = await waitFor(
+    'the job to finish',
+    async () => {
+      const r = await row(jobId);
+      return r.status === 'succeeded' ? r : null;
+    },
+    20_000,
+  );
   t.equal(finished.attempts, 2, 'the second attempt finished it');
   t.same(finished.result, { steps: 1, attempt: 2 }, 'one result');
   t.notSame(worker.workerIds(), oldIds, 'the worker runs on a new Graphile pool');
@@ -52,23 +63,43 @@ t.test('a job left locked by a lost release is queued again by a fresh Graphile 
   await waitFor('a new job to succeed', async () => (await row(next)).status === 'succeeded');
 });
 
-t.test('Graphile giving up on recording finished jobs (its pool:fatalError) restarts the pools, and the job left locked finishes once', async (t) => {
-  const worker = await startTestWorker(t, databaseUrl, { WORKER_CONCURRENCY: '2' });
-  await waitFor('the worker pool to start', async () => worker.workerIds().length > 0);
-  const oldIds = worker.workerIds();
-  const jobId = await enqueue(db, { kind: 'diag.steps', tenantId: member.tenantId, input: { steps: 1, delayMs: 0 }, runAt: new Date(Date.now() + 60_000) });
-  await db.query(sql.unsafe`
+t.test(
+  'Graphile giving up on recording finished jobs (its pool:fatalError) restarts the pools, and the job left locked finishes once',
+  async (t) => {
+    const worker = await startTestWorker(t, databaseUrl, { WORKER_CONCURRENCY: '2' });
+    await waitFor('the worker pool to start', async () => worker.workerIds().length > 0);
+    const oldIds = worker.workerIds();
+    const jobId = await enqueue(db, {
+      kind: 'diag.steps',
+      tenantId: member.tenantId,
+      input: { steps: 1, delayMs: 0 },
+      runAt: new Date(Date.now() + 60_000),
+    });
+    await db.query(sql.unsafe`
     update graphile_worker._private_jobs set locked_by = ${oldIds[0]!}, locked_at = now(), attempts = 1, run_at = now()
     where payload->>'jobId' = ${jobId}`);
-  await db.query(sql.unsafe`update jobs set status = 'running', attempts = 1, locked_by = ${oldIds[0]!}, started_at = now() where id = ${jobId}`);
+    await db.query(
+      sql.unsafe`update jobs set status = 'running', attempts = 1, locked_by = ${oldIds[0]!}, started_at = now() where id = ${jobId}`,
+    );
 
-  // What Graphile emits after its completion batch failed for good.
-  worker.events.emit('pool:fatalError' as never, { error: Object.assign(new Error('Connection terminated unexpectedly'), { code: 'ECONNRESET' }), action: 'completeJob' } as never);
+    // What Graphile emits after its completion batch failed for good.
+    worker.events.emit(
+      'pool:fatalError' as never,
+      {
+        error: Object.assign(new Error('Connection terminated unexpectedly'), { code: 'ECONNRESET' }),
+        action: 'completeJob',
+      } as never,
+    );
 
-  const finished = await waitFor('the job to finish', async () => {
-    const r = await row(jobId);
-    return r.status === 'succeeded' ? r : null;
-  }, 20_000);
-  t.equal(finished.attempts, 2, 'the second attempt finished it');
-  t.notSame(worker.workerIds(), oldIds, 'the worker runs on new Graphile pools');
-});
+    const finished = await waitFor(
+      'the job to finish',
+      async () => {
+        const r = await row(jobId);
+        return r.status === 'succeeded' ? r : null;
+      },
+      20_000,
+    );
+    t.equal(finished.attempts, 2, 'the second attempt finished it');
+    t.notSame(worker.workerIds(), oldIds, 'the worker runs on new Graphile pools');
+  },
+);

@@ -20,11 +20,17 @@ const headers = { authorization: `Bearer ${member.token}`, 'x-tenant-id': member
 const NEVER_POLL = { WORKER_POLL_INTERVAL_MS: '600000' };
 
 const Job = z.object({ status: z.string(), started: z.boolean() });
-const jobState = (jobId: string) => db.one(sql.type(Job)`select status, started_at is not null as started from jobs where id = ${jobId}`);
+const jobState = (jobId: string) =>
+  db.one(sql.type(Job)`select status, started_at is not null as started from jobs where id = ${jobId}`);
 
 let keys = 0;
 async function send(sessionId: string, message: string) {
-  const res = await app.inject({ method: 'POST', url: '/api/chat/send', headers: { ...headers, 'idempotency-key': `wakeup-${++keys}` }, payload: { sessionId, message } });
+  const res = await app.inject({
+    method: 'POST',
+    url: '/api/chat/send',
+    headers: { ...headers, 'idempotency-key': `wakeup-${++keys}` },
+    payload: { sessionId, message },
+  });
   t.equal(res.statusCode, 202, res.body);
   return (res.json() as { jobId: string }).jobId;
 }
@@ -35,8 +41,19 @@ for (const [mode, settings] of [
 ] as const) {
   t.test(`${mode}: a turn sent while its session's turn runs starts when that one ends`, async (t) => {
     await startTestWorker(t, databaseUrl, { ...overrides, ...NEVER_POLL, ...settings });
-    const sessionId = (await app.inject({ method: 'POST', url: '/api/chat/sessions', headers, payload: { title: 'Wake-up', model: 'openai/gpt-4o-mini' } })).json().id as string;
-    openai.enqueue({ reply: 'first answer', chunks: 3, delayMs: 150 }, { reply: 'second answer' }, { reply: 'third answer' });
+    const sessionId = (
+      await app.inject({
+        method: 'POST',
+        url: '/api/chat/sessions',
+        headers,
+        payload: { title: 'Wake-up', model: 'openai/gpt-4o-mini' },
+      })
+    ).json().id as string;
+    openai.enqueue(
+      { reply: 'first answer', chunks: 3, delayMs: 150 },
+      { reply: 'second answer' },
+      { reply: 'third answer' },
+    );
     const first = await send(sessionId, 'first');
     await waitFor('the first turn to start', async () => (await jobState(first)).started);
     // Fetched now, both find their queue locked by the first turn.
@@ -44,7 +61,11 @@ for (const [mode, settings] of [
     const third = await send(sessionId, 'third');
     t.equal((await jobState(second)).status, 'queued', 'the second turn waits behind the first');
     for (const jobId of [first, second, third]) {
-      await waitFor(`turn ${jobId} to succeed without a poll`, async () => (await jobState(jobId)).status === 'succeeded', 20_000);
+      await waitFor(
+        `turn ${jobId} to succeed without a poll`,
+        async () => (await jobState(jobId)).status === 'succeeded',
+        20_000,
+      );
     }
     const answers = await db.anyFirst(sql.type(z.object({ content: z.string() }))`
       select content from chat_messages where session_id = ${sessionId} and role = 'assistant' order by seq`);

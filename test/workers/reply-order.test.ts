@@ -38,14 +38,23 @@ t.test('24 messages, every third reply refused once with 503: the replies arrive
   await startTestWorker(t, databaseUrl, overrides);
   await startTestWorker(t, databaseUrl, overrides);
   const member = await createMember(db, 'admin');
-  const channel = await linkWebhookChannel(api, { authorization: `Bearer ${member.token}`, 'x-tenant-id': member.tenantId }, receiver, SECRET);
+  const channel = await linkWebhookChannel(
+    api,
+    { authorization: `Bearer ${member.token}`, 'x-tenant-id': member.tenantId },
+    receiver,
+    SECRET,
+  );
   for (let i = 0; i < 24; i++) {
     await channel.say(`message ${i}`);
     await new Promise((r) => setTimeout(r, 50));
   }
   await waitFor('every reply', async () => acknowledged.length >= 24, 60_000).catch(async (error) => {
-    const jobs = await db.any(sql.unsafe`select kind, status, attempts, error::text as error from jobs where tenant_id = ${member.tenantId} and status <> 'succeeded'`);
-    const graphile = await db.any(sql.unsafe`select g.id, g.locked_by, g.locked_at, g.attempts, g.run_at, q.locked_by as q_locked_by, q.locked_at as q_locked_at from graphile_worker._private_jobs g left join graphile_worker._private_job_queues q on q.id = g.job_queue_id`);
+    const jobs = await db.any(
+      sql.unsafe`select kind, status, attempts, error::text as error from jobs where tenant_id = ${member.tenantId} and status <> 'succeeded'`,
+    );
+    const graphile = await db.any(
+      sql.unsafe`select g.id, g.locked_by, g.locked_at, g.attempts, g.run_at, q.locked_by as q_locked_by, q.locked_at as q_locked_at from graphile_worker._private_jobs g left join graphile_worker._private_job_queues q on q.id = g.job_queue_id`,
+    );
     t.comment(JSON.stringify({ replies: acknowledged.length, jobs, graphile }, null, 1));
     throw error;
   });

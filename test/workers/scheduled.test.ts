@@ -27,8 +27,11 @@ t.test('the expired-rows sweep deletes old finished jobs and records its run', a
   await db.query(sql.unsafe`update jobs set status = 'succeeded', finished_at = now() where id = ${recent}`);
 
   // A named queue whose last job is gone: its row stays until the sweep.
-  await db.query(sql.unsafe`select graphile_worker.complete_jobs(array[(graphile_worker.add_job('diag.noop', '{}'::json, queue_name => 'queue-left-idle')).id])`);
-  const idleQueue = () => db.oneFirst(sql.type(z.object({ n: z.number() }))`
+  await db.query(
+    sql.unsafe`select graphile_worker.complete_jobs(array[(graphile_worker.add_job('diag.noop', '{}'::json, queue_name => 'queue-left-idle')).id])`,
+  );
+  const idleQueue = () =>
+    db.oneFirst(sql.type(z.object({ n: z.number() }))`
     select count(*)::int as n from graphile_worker._private_job_queues where queue_name = 'queue-left-idle'`);
   t.equal(await idleQueue(), 1);
 
@@ -36,22 +39,41 @@ t.test('the expired-rows sweep deletes old finished jobs and records its run', a
   await worker.runner.addJob('maintenance.sweep_expired', {});
   const Run = z.object({ status: z.string(), detail: z.unknown(), finished_at: z.string().nullable() });
   const run = await waitFor('the sweep run to be recorded', () =>
-    db.maybeOne(sql.type(Run)`select status, detail, finished_at from scheduled_job_runs where task = 'maintenance.sweep_expired'`),
+    db.maybeOne(
+      sql.type(
+        Run,
+      )`select status, detail, finished_at from scheduled_job_runs where task = 'maintenance.sweep_expired'`,
+    ),
   );
   t.equal(run.status, 'succeeded');
   t.ok(run.finished_at);
   t.match(run.detail, { removed: { 'finished jobs past retention': 1 } });
-  const left = await db.anyFirst(sql.type(z.object({ id: z.string() }))`select id from jobs where id in (${old}, ${recent})`);
+  const left = await db.anyFirst(
+    sql.type(z.object({ id: z.string() }))`select id from jobs where id in (${old}, ${recent})`,
+  );
   t.same(left, [recent], 'the recent job stays');
-  t.match(run.detail, { graphileCleanup: ['GC_JOB_QUEUES', 'DELETE_PERMAFAILED_JOBS'] }, "Graphile Worker's own cleanup ran");
+  t.match(
+    run.detail,
+    { graphileCleanup: ['GC_JOB_QUEUES', 'DELETE_PERMAFAILED_JOBS'] },
+    "Graphile Worker's own cleanup ran",
+  );
   t.equal(await idleQueue(), 0, "Graphile Worker's idle queue row is collected");
 });
 
 t.test('a job fails permanently with its code, or is retried after a transient error', async (t) => {
   await startTestWorker(t, databaseUrl);
-  const permanent = await enqueue(db, { kind: 'diag.steps', tenantId: member.tenantId, input: { failPermanently: true } });
+  const permanent = await enqueue(db, {
+    kind: 'diag.steps',
+    tenantId: member.tenantId,
+    input: { failPermanently: true },
+  });
   const badInput = await enqueue(db, { kind: 'diag.steps', tenantId: member.tenantId, input: { steps: 'many' } });
-  const flaky = await enqueue(db, { kind: 'diag.steps', tenantId: member.tenantId, input: { steps: 1, delayMs: 0, failAttemptsBelow: 2 }, maxAttempts: 3 });
+  const flaky = await enqueue(db, {
+    kind: 'diag.steps',
+    tenantId: member.tenantId,
+    input: { steps: 1, delayMs: 0, failAttemptsBelow: 2 },
+    maxAttempts: 3,
+  });
   const Row = z.object({ status: z.string(), attempts: z.number(), error: z.unknown(), result: z.unknown() });
   const final = (id: string) =>
     waitFor(`job ${id} to finish`, async () => {

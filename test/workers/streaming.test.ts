@@ -21,52 +21,88 @@ const headers = { authorization: `Bearer ${member.token}`, 'x-tenant-id': member
 const WORDS = Array.from({ length: 20 }, (_, i) => `word${i + 1}`).join(' ');
 const expected = (message: string) => `${message}: ${WORDS}`;
 
-t.test(`${TURNS} streaming turns at once in one worker: ordered deltas, then one final state with the whole answer`, async (t) => {
-  const worker = await startTestWorker(t, databaseUrl, { ...overrides, WORKER_IO_CONCURRENCY: String(TURNS + 50) });
-  let open!: () => void;
-  const gate = new Promise<void>((resolve) => (open = resolve));
-  openai.setDefault({ reply: (r) => expected(r.messages!.at(-1)!.content), chunks: 20, delayMs: 20, gate });
-  t.teardown(() => openai.setDefault({}));
+t.test(
+  `${TURNS} streaming turns at once in one worker: ordered deltas, then one final state with the whole answer`,
+  async (t) => {
+    const worker = await startTestWorker(t, databaseUrl, { ...overrides, WORKER_IO_CONCURRENCY: String(TURNS + 50) });
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => (open = resolve));
+    openai.setDefault({ reply: (r) => expected(r.messages!.at(-1)!.content), chunks: 20, delayMs: 20, gate });
+    t.teardown(() => openai.setDefault({}));
 
-  const jobs: Array<{ jobId: string; message: string }> = [];
-  for (let i = 0; i < TURNS; i++) {
-    const sessionId = (await app.inject({ method: 'POST', url: '/api/chat/sessions', headers, payload: { model: 'openai/gpt-4o-mini' } })).json().id;
-    const message = `turn ${i}`;
-    const sent = await app.inject({ method: 'POST', url: '/api/chat/send', headers: { ...headers, 'idempotency-key': `stream-key-${i}` }, payload: { sessionId, message } });
-    jobs.push({ jobId: sent.json().jobId, message });
-  }
-  const sockets = await Promise.all(Array.from({ length: SOCKETS }, () => TestSocket.connect(api.wsUrl, member.token)));
-  t.teardown(() => {
-    for (const s of sockets) s.close();
-  });
-  for (const [i, job] of jobs.entries()) sockets[i % SOCKETS]!.send({ type: 'subscribe', jobId: job.jobId });
-
-  await waitFor(`all ${TURNS} turns to be in the worker at once`, async () => worker.load().io === TURNS, 60_000);
-  t.equal(worker.load().io, TURNS, `${TURNS} turns running at once in one worker process`);
-  open();
-
-  const done = (s: TestSocket) => s.messages.filter((m) => m.type === 'job' && ['succeeded', 'failed'].includes((m.job as { status: string }).status)).length;
-  await waitFor('every final state', async () => sockets.reduce((n, s) => n + done(s), 0) === TURNS, 60_000);
-
-  let ordered = 0;
-  let whole = 0;
-  for (const [i, job] of jobs.entries()) {
-    const mine = sockets[i % SOCKETS]!.messages.filter((m: Received) =>
-      (m.type === 'job' && (m.job as { id: string }).id === job.jobId) || m.type === 'deltas');
-    const finals = mine.filter((m) => m.type === 'job' && ['succeeded', 'failed'].includes((m.job as { status: string }).status));
-    const lastFinal = mine.lastIndexOf(finals[0]!);
-    const deltas = mine.flatMap((m, at) => (m.type === 'deltas' ? (m.deltas as Array<{ jobId: string; offset: number; text: string }>).filter((d) => d.jobId === job.jobId).map((d) => ({ ...d, at })) : []));
-    let text = '';
-    let inOrder = true;
-    for (const d of deltas) {
-      if (d.offset !== text.length || d.at > lastFinal) inOrder = false;
-      text += d.text;
+    const jobs: Array<{ jobId: string; message: string }> = [];
+    for (let i = 0; i < TURNS; i++) {
+      const sessionId = (
+        await app.inject({
+          method: 'POST',
+          url: '/api/chat/sessions',
+          headers,
+          payload: { model: 'openai/gpt-4o-mini' },
+        })
+      ).json().id;
+      const message = `turn ${i}`;
+      const sent = await app.inject({
+        method: 'POST',
+        url: '/api/chat/send',
+        headers: { ...headers, 'idempotency-key': `stream-key-${i}` },
+        payload: { sessionId, message },
+      });
+      jobs.push({ jobId: sent.json().jobId, message });
     }
-    const result = (finals[0]?.job as { result?: { text?: string } } | undefined)?.result;
-    if (finals.length === 1 && inOrder && text === expected(job.message)) ordered++;
-    else t.comment(`job ${i}: finals ${finals.length}, in order ${inOrder}, text ${JSON.stringify(text)}, deltas ${JSON.stringify(deltas.map((d) => [d.offset, d.text, d.at]))}, final at ${lastFinal}, all sockets ${sockets.flatMap((s) => s.messages.filter((m) => m.type === 'deltas').flatMap((m) => (m.deltas as Array<{ jobId: string; offset: number }>).filter((d) => d.jobId === job.jobId).map((d) => d.offset))).join(',')}`);
-    if (result?.text === expected(job.message)) whole++;
-  }
-  t.equal(ordered, TURNS, 'every subscriber saw its deltas in order, before one final state, and they make the answer');
-  t.equal(whole, TURNS, 'every final state carries the whole answer');
-});
+    const sockets = await Promise.all(
+      Array.from({ length: SOCKETS }, () => TestSocket.connect(api.wsUrl, member.token)),
+    );
+    t.teardown(() => {
+      for (const s of sockets) s.close();
+    });
+    for (const [i, job] of jobs.entries()) sockets[i % SOCKETS]!.send({ type: 'subscribe', jobId: job.jobId });
+
+    await waitFor(`all ${TURNS} turns to be in the worker at once`, async () => worker.load().io === TURNS, 60_000);
+    t.equal(worker.load().io, TURNS, `${TURNS} turns running at once in one worker process`);
+    open();
+
+    const done = (s: TestSocket) =>
+      s.messages.filter(
+        (m) => m.type === 'job' && ['succeeded', 'failed'].includes((m.job as { status: string }).status),
+      ).length;
+    await waitFor('every final state', async () => sockets.reduce((n, s) => n + done(s), 0) === TURNS, 60_000);
+
+    let ordered = 0;
+    let whole = 0;
+    for (const [i, job] of jobs.entries()) {
+      const mine = sockets[i % SOCKETS]!.messages.filter(
+        (m: Received) => (m.type === 'job' && (m.job as { id: string }).id === job.jobId) || m.type === 'deltas',
+      );
+      const finals = mine.filter(
+        (m) => m.type === 'job' && ['succeeded', 'failed'].includes((m.job as { status: string }).status),
+      );
+      const lastFinal = mine.lastIndexOf(finals[0]!);
+      const deltas = mine.flatMap((m, at) =>
+        m.type === 'deltas'
+          ? (m.deltas as Array<{ jobId: string; offset: number; text: string }>)
+              .filter((d) => d.jobId === job.jobId)
+              .map((d) => ({ ...d, at }))
+          : [],
+      );
+      let text = '';
+      let inOrder = true;
+      for (const d of deltas) {
+        if (d.offset !== text.length || d.at > lastFinal) inOrder = false;
+        text += d.text;
+      }
+      const result = (finals[0]?.job as { result?: { text?: string } } | undefined)?.result;
+      if (finals.length === 1 && inOrder && text === expected(job.message)) ordered++;
+      else
+        t.comment(
+          `job ${i}: finals ${finals.length}, in order ${inOrder}, text ${JSON.stringify(text)}, deltas ${JSON.stringify(deltas.map((d) => [d.offset, d.text, d.at]))}, final at ${lastFinal}, all sockets ${sockets.flatMap((s) => s.messages.filter((m) => m.type === 'deltas').flatMap((m) => (m.deltas as Array<{ jobId: string; offset: number }>).filter((d) => d.jobId === job.jobId).map((d) => d.offset))).join(',')}`,
+        );
+      if (result?.text === expected(job.message)) whole++;
+    }
+    t.equal(
+      ordered,
+      TURNS,
+      'every subscriber saw its deltas in order, before one final state, and they make the answer',
+    );
+    t.equal(whole, TURNS, 'every final state carries the whole answer');
+  },
+);

@@ -23,18 +23,34 @@ await withOwnOpenAIKey(db, config, member, 'sk-order-key-1234');
 const headers = { authorization: `Bearer ${member.token}`, 'x-tenant-id': member.tenantId };
 
 let keys = 0;
-const newSession = async () => (await app.inject({ method: 'POST', url: '/api/chat/sessions', headers, payload: { model: 'openai/gpt-4o-mini' } })).json().id as string;
+const newSession = async () =>
+  (
+    await app.inject({ method: 'POST', url: '/api/chat/sessions', headers, payload: { model: 'openai/gpt-4o-mini' } })
+  ).json().id as string;
 async function send(sessionId: string, message: string) {
-  const res = await app.inject({ method: 'POST', url: '/api/chat/send', headers: { ...headers, 'idempotency-key': `order-key-${++keys}` }, payload: { sessionId, message } });
+  const res = await app.inject({
+    method: 'POST',
+    url: '/api/chat/send',
+    headers: { ...headers, 'idempotency-key': `order-key-${++keys}` },
+    payload: { sessionId, message },
+  });
   if (res.statusCode !== 202) throw new Error(`send: ${res.statusCode} ${res.body}`);
   return (res.json() as { jobId: string }).jobId;
 }
-const Timing = z.object({ status: z.string(), attempts: z.number(), started_at: z.string().nullable(), finished_at: z.string().nullable() });
-const timing = (jobId: string) => db.one(sql.type(Timing)`select status, attempts, started_at, finished_at from jobs where id = ${jobId}`);
-const answers = (sessionId: string) => db.anyFirst(sql.type(z.object({ content: z.string() }))`
+const Timing = z.object({
+  status: z.string(),
+  attempts: z.number(),
+  started_at: z.string().nullable(),
+  finished_at: z.string().nullable(),
+});
+const timing = (jobId: string) =>
+  db.one(sql.type(Timing)`select status, attempts, started_at, finished_at from jobs where id = ${jobId}`);
+const answers = (sessionId: string) =>
+  db.anyFirst(sql.type(z.object({ content: z.string() }))`
   select content from chat_messages where session_id = ${sessionId} and role = 'assistant' order by seq`);
 /** Which user message each model request answered, in the order the provider saw them. */
-const asked = () => openai.requests.filter((r) => r.path.endsWith('/chat/completions')).map((r) => r.messages!.at(-1)!.content);
+const asked = () =>
+  openai.requests.filter((r) => r.path.endsWith('/chat/completions')).map((r) => r.messages!.at(-1)!.content);
 
 t.test('a first turn that fails and waits for its retry is still answered first', async (t) => {
   await startTestWorker(t, databaseUrl, overrides);
@@ -42,7 +58,10 @@ t.test('a first turn that fails and waits for its retry is still answered first'
   openai.enqueue({ status: 429, retryAfter: 1 }, { reply: 'answer one' }, { reply: 'answer two' });
   const sessionId = await newSession();
   const first = await send(sessionId, 'one');
-  await waitFor('the first attempt to fail', async () => (await timing(first)).attempts === 1 && (await timing(first)).status === 'queued');
+  await waitFor(
+    'the first attempt to fail',
+    async () => (await timing(first)).attempts === 1 && (await timing(first)).status === 'queued',
+  );
   const second = await send(sessionId, 'two');
   await waitFor('both turns', async () => (await timing(second)).status === 'succeeded', 30_000);
   t.same(asked(), ['one', 'one', 'two'], 'the provider saw the first turn twice, then the second');
@@ -68,33 +87,53 @@ t.test("the first turn's worker is SIGKILLed mid-turn: both are answered, in ord
   await waitFor('both turns', async () => (await timing(second)).status === 'succeeded', 60_000);
   t.same(asked(), ['first', 'first', 'second'], 'the first turn ran again before the second ran at all');
   t.same(await answers(sessionId), ['answer first', 'answer second']);
-  t.ok((await timing(second)).started_at! >= (await timing(first)).finished_at!, 'the second started after the first was answered');
+  t.ok(
+    (await timing(second)).started_at! >= (await timing(first)).finished_at!,
+    'the second started after the first was answered',
+  );
 });
 
-t.test('a first turn that fails while PostgreSQL is away keeps its place: the second does not overtake it', async (t) => {
-  // The worker reaches PostgreSQL through a proxy the test cuts; the api and the test do not.
-  const proxy = await startTcpProxy(databaseUrl);
-  const log = captureLog();
-  const worker = await startWorker({ config: testConfig(proxy.url, overrides), databaseUrl: proxy.url, logger: pino({ level: 'warn' }, log.stream) });
-  t.teardown(async () => {
-    await worker.stop().catch((error: Error) => t.comment(`worker stop after the outage: ${error.message}`));
-    await proxy.close();
-  });
-  openai.requests.length = 0;
-  let release!: () => void;
-  const gate = new Promise<void>((resolve) => (release = resolve));
-  openai.enqueue({ reply: 'lost half-way', gate, cutAfterChunks: 1 }, { reply: 'answer one' }, { reply: 'answer two' });
-  const sessionId = await newSession();
-  const first = await send(sessionId, 'one');
-  await waitFor('the first turn to reach the provider', async () => asked().includes('one'));
-  await proxy.cut();
-  release(); // the stream breaks: the attempt fails while its worker cannot reach PostgreSQL
-  const second = await send(sessionId, 'two');
-  // The attempt has failed and its worker is trying to record that (or, before
-  // the fix, had handed the failure to Graphile).
-  await waitFor('the failed attempt to meet the outage', async () => /while starting or ending the attempt|Failed task/.test(log.text()));
-  await proxy.restore();
-  await waitFor('both turns', async () => (await timing(second)).status === 'succeeded' && (await timing(first)).status === 'succeeded', 60_000);
-  t.same(asked(), ['one', 'one', 'two'], 'the first turn ran again before the second ran at all');
-  t.same(await answers(sessionId), ['answer one', 'answer two'], 'answers in the order sent');
-});
+t.test(
+  'a first turn that fails while PostgreSQL is away keeps its place: the second does not overtake it',
+  async (t) => {
+    // The worker reaches PostgreSQL through a proxy the test cuts; the api and the test do not.
+    const proxy = await startTcpProxy(databaseUrl);
+    const log = captureLog();
+    const worker = await startWorker({
+      config: testConfig(proxy.url, overrides),
+      databaseUrl: proxy.url,
+      logger: pino({ level: 'warn' }, log.stream),
+    });
+    t.teardown(async () => {
+      await worker.stop().catch((error: Error) => t.comment(`worker stop after the outage: ${error.message}`));
+      await proxy.close();
+    });
+    openai.requests.length = 0;
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    openai.enqueue(
+      { reply: 'lost half-way', gate, cutAfterChunks: 1 },
+      { reply: 'answer one' },
+      { reply: 'answer two' },
+    );
+    const sessionId = await newSession();
+    const first = await send(sessionId, 'one');
+    await waitFor('the first turn to reach the provider', async () => asked().includes('one'));
+    await proxy.cut();
+    release(); // the stream breaks: the attempt fails while its worker cannot reach PostgreSQL
+    const second = await send(sessionId, 'two');
+    // The attempt has failed and its worker is trying to record that (or, before
+    // the fix, had handed the failure to Graphile).
+    await waitFor('the failed attempt to meet the outage', async () =>
+      /while starting or ending the attempt|Failed task/.test(log.text()),
+    );
+    await proxy.restore();
+    await waitFor(
+      'both turns',
+      async () => (await timing(second)).status === 'succeeded' && (await timing(first)).status === 'succeeded',
+      60_000,
+    );
+    t.same(asked(), ['one', 'one', 'two'], 'the first turn ran again before the second ran at all');
+    t.same(await answers(sessionId), ['answer one', 'answer two'], 'answers in the order sent');
+  },
+);

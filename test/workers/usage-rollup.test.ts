@@ -24,7 +24,14 @@ const insert = (tenantId: string, ago: string, cost: number, model = 'openai/gpt
     insert into usage_records (tenant_id, provider, model, input_tokens, output_tokens, cost_micros, occurred_at)
     values (${tenantId}, 'openai', ${model}, ${cost}, 1, ${cost}, now() - ${ago}::interval)`);
 
-const Daily = z.object({ tenant_id: z.string(), day: z.string(), model: z.string(), agent_key: z.string(), cost: z.number(), records: z.number() });
+const Daily = z.object({
+  tenant_id: z.string(),
+  day: z.string(),
+  model: z.string(),
+  agent_key: z.string(),
+  cost: z.number(),
+  records: z.number(),
+});
 const daily = () =>
   db.any(sql.type(Daily)`
     select tenant_id, day::text as day, model, agent_key, cost_micros::float8 as cost, records
@@ -35,12 +42,19 @@ const expected = () =>
     select tenant_id, ((occurred_at at time zone 'UTC')::date)::text as day, model,
       coalesce(agent_id, '00000000-0000-0000-0000-000000000000') as agent_key, sum(cost_micros)::float8 as cost, count(*)::int as records
     from usage_records group by 1, 2, 3, 4, provider order by 1, 2, 3, 4, provider`);
-const queued = () => db.oneFirst(sql.type(z.object({ n: z.number() }))`select count(*)::int as n from usage_rollup_queue`);
+const queued = () =>
+  db.oneFirst(sql.type(z.object({ n: z.number() }))`select count(*)::int as n from usage_rollup_queue`);
 const Days = z.object({ today: z.string(), from: z.string() });
-const { today, from } = await db.one(sql.type(Days)`select usage_day(now())::text as today, (usage_day(now()) - 60)::text as "from"`);
+const { today, from } = await db.one(
+  sql.type(Days)`select usage_day(now())::text as today, (usage_day(now()) - 60)::text as "from"`,
+);
 
-for (const [tenant, n] of [[a.tenantId, 1], [b.tenantId, 2]] as const) {
-  for (const ago of ['1 minute', '3 hours', '1 day', '2 days', '10 days', '40 days']) await insert(tenant, ago, 100 * n);
+for (const [tenant, n] of [
+  [a.tenantId, 1],
+  [b.tenantId, 2],
+] as const) {
+  for (const ago of ['1 minute', '3 hours', '1 day', '2 days', '10 days', '40 days'])
+    await insert(tenant, ago, 100 * n);
   await insert(tenant, '1 day', 7, 'anthropic/claude');
 }
 
@@ -55,7 +69,10 @@ t.test('a run rolls up every queued day; running it again changes nothing', asyn
   t.ok((await queued()) > 0, 'inserts queue their days');
   const first = await rollup(db);
   t.equal(await queued(), 0, 'the queue is drained');
-  t.ok(first.days.some((d) => d.scope === 'queued'), 'older queued days were rolled up too');
+  t.ok(
+    first.days.some((d) => d.scope === 'queued'),
+    'older queued days were rolled up too',
+  );
   const rows = await daily();
   t.same(rows, await expected(), 'usage_daily equals the raw records, grouped');
   await rollup(db);
@@ -82,7 +99,9 @@ t.test('a run that fails half-way is retried to the same rows', async (t) => {
     create trigger fail_rollup before insert on usage_daily for each row
     when (new.day = ${sql.literalValue(failing)}::date) execute function fail_rollup()`);
   await t.rejects(rollup(db), /simulated failure/);
-  const queuedDays = await db.anyFirst(sql.type(z.object({ day: z.string() }))`select distinct day::text as day from usage_rollup_queue`);
+  const queuedDays = await db.anyFirst(
+    sql.type(z.object({ day: z.string() }))`select distinct day::text as day from usage_rollup_queue`,
+  );
   t.ok(queuedDays.includes(failing), 'the failed day is still queued');
   const raw = await db.oneFirst(sql.type(z.object({ cost: z.number() }))`
     select sum(cost_micros)::float8 as cost from usage_records where tenant_id = ${a.tenantId} and occurred_at >= now() - interval '59 days'`);
@@ -96,7 +115,8 @@ t.test('a run that fails half-way is retried to the same rows', async (t) => {
 
 t.test('a record committed while a rollup runs stays queued', async (t) => {
   const Total = z.object({ cost: z.number() });
-  const raw = () => db.oneFirst(sql.type(Total)`
+  const raw = () =>
+    db.oneFirst(sql.type(Total)`
     select coalesce(sum(cost_micros), 0)::float8 as cost from usage_records
     where tenant_id = ${b.tenantId} and occurred_at >= now() - interval '61 days'`);
   // A plain pg client holds the open transaction (slonik ties a transaction to its async context).
@@ -104,11 +124,17 @@ t.test('a record committed while a rollup runs stays queued', async (t) => {
   await client.connect();
   t.teardown(() => client.end());
   await client.query('begin');
-  await client.query(`
+  await client.query(
+    `
     insert into usage_records (tenant_id, provider, model, input_tokens, output_tokens, cost_micros, occurred_at)
-    values ($1, 'openai', 'openai/late', 1, 1, 999, now() - interval '8 days')`, [b.tenantId]);
+    values ($1, 'openai', 'openai/late', 1, 1, 999, now() - interval '8 days')`,
+    [b.tenantId],
+  );
   const run = await rollup(db); // cannot see the record yet
-  t.notOk(run.days.some((d) => d.scope === 'queued'), 'nothing queued is visible to it');
+  t.notOk(
+    run.days.some((d) => d.scope === 'queued'),
+    'nothing queued is visible to it',
+  );
   await client.query('commit');
   t.ok((await queued()) >= 1, 'the late record is queued after the rollup');
   const live = await totalsOver(db, b.tenantId, { from, to: today });

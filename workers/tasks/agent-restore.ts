@@ -17,8 +17,17 @@ const Input = z.object({
   pollMs: z.int().min(50).max(10_000).default(500),
 });
 
-const Work = z.object({ state: z.enum(['pending', 'acknowledged', 'done']), runner_id: z.string(), acknowledged_at: z.string().nullable() });
-const Waiting = z.object({ state: z.literal('waiting_for_runner'), attempt: z.number(), since: z.string(), checks: z.number() });
+const Work = z.object({
+  state: z.enum(['pending', 'acknowledged', 'done']),
+  runner_id: z.string(),
+  acknowledged_at: z.string().nullable(),
+});
+const Waiting = z.object({
+  state: z.literal('waiting_for_runner'),
+  attempt: z.number(),
+  since: z.string(),
+  checks: z.number(),
+});
 
 /** Looks in the slot this long before the attempt waits parked. */
 const IN_SLOT_MS = 1_000;
@@ -33,9 +42,14 @@ export default defineTask('agent.restore', Input, async (input, ctx) => {
   if (!work) throw new PermanentJobError('work_missing', 'The runner work of this restore no longer exists.');
   if (work.state === 'pending') {
     // This attempt may have waited parked before: its progress says since when.
-    const progress = await ctx.db.maybeOneFirst(sql.type(z.object({ progress: z.unknown() }))`select progress from jobs where id = ${ctx.jobId}`);
+    const progress = await ctx.db.maybeOneFirst(
+      sql.type(z.object({ progress: z.unknown() }))`select progress from jobs where id = ${ctx.jobId}`,
+    );
     const before = Waiting.safeParse(progress);
-    const waiting = before.success && before.data.attempt === ctx.attempt ? before.data : { state: 'waiting_for_runner' as const, attempt: ctx.attempt, since: new Date().toISOString(), checks: 0 };
+    const waiting =
+      before.success && before.data.attempt === ctx.attempt
+        ? before.data
+        : { state: 'waiting_for_runner' as const, attempt: ctx.attempt, since: new Date().toISOString(), checks: 0 };
     if (!before.success) await ctx.progress({ ...waiting, runnerId: work.runner_id });
     const deadline = new Date(waiting.since).getTime() + input.timeoutMs;
     const inSlotUntil = Math.min(deadline, Date.now() + IN_SLOT_MS);
@@ -46,14 +60,25 @@ export default defineTask('agent.restore', Input, async (input, ctx) => {
     }
     if (work.state === 'pending') {
       if (Date.now() >= deadline) {
-        throw new RetryableJobError('runner_timeout', `The runner did not acknowledge the restore within ${Math.round(input.timeoutMs / 1000)} s.`);
+        throw new RetryableJobError(
+          'runner_timeout',
+          `The runner did not acknowledge the restore within ${Math.round(input.timeoutMs / 1000)} s.`,
+        );
       }
       const pause = Math.min(MAX_PAUSE_MS, input.pollMs * 2 ** Math.min(waiting.checks, 8), deadline - Date.now());
-      throw new JobWait(pause, 'waiting for the runner to acknowledge the restore', { ...waiting, checks: waiting.checks + 1, runnerId: work.runner_id });
+      throw new JobWait(pause, 'waiting for the runner to acknowledge the restore', {
+        ...waiting,
+        checks: waiting.checks + 1,
+        runnerId: work.runner_id,
+      });
     }
   }
   await ctx.progress({ state: 'acknowledged', runnerId: work.runner_id });
-  const result = { managedAgentId: input.managedAgentId, runnerId: work.runner_id, acknowledgedAt: work.acknowledged_at };
+  const result = {
+    managedAgentId: input.managedAgentId,
+    runnerId: work.runner_id,
+    acknowledgedAt: work.acknowledged_at,
+  };
   // The work is marked done in the same commit as the job's success.
   await ctx.db.transaction(async (tx) => {
     await tx.query(sql.unsafe`update runner_work set state = 'done' where id = ${input.workId}`);

@@ -13,11 +13,21 @@ const altidpNotification: TaskDefinition = {
   build: (deps) => async (payload) => {
     const parsed = Payload.safeParse(payload);
     if (!parsed.success) {
-      deps.logger.error({ kind: ALTIDP_NOTIFICATION_JOB }, 'altidp notification job without a notification id; dropped');
+      deps.logger.error(
+        { kind: ALTIDP_NOTIFICATION_JOB },
+        'altidp notification job without a notification id; dropped',
+      );
       return;
     }
     const applied = await applyNotification(deps.db, parsed.data.notificationId);
-    deps.logger.info({ kind: ALTIDP_NOTIFICATION_JOB, notificationId: parsed.data.notificationId, outcome: applied?.outcome ?? 'already_applied' }, 'altidp notification applied');
+    deps.logger.info(
+      {
+        kind: ALTIDP_NOTIFICATION_JOB,
+        notificationId: parsed.data.notificationId,
+        outcome: applied?.outcome ?? 'already_applied',
+      },
+      'altidp notification applied',
+    );
   },
 };
 

@@ -5,8 +5,6 @@
 import { refreshExpiredPlans } from '../../core/billing/entitlements.ts';
 import { defineScheduledTask } from '../define-scheduled-task.ts';
 
-export default defineScheduledTask(
-  'billing.expire',
-  async ({ db }) => ({ expired: await refreshExpiredPlans(db) }),
-  { record: (detail) => (detail.expired as number) > 0 },
-);
+export default defineScheduledTask('billing.expire', async ({ db }) => ({ expired: await refreshExpiredPlans(db) }), {
+  record: (detail) => (detail.expired as number) > 0,
+});

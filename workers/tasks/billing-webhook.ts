@@ -27,7 +27,8 @@ const stripeFor = (config: Config, db: DatabasePool) => {
 
 export default defineTask('billing.webhook', Input, async (input, ctx) => {
   const row = await loadEvent(ctx.db, input.eventId);
-  if (!row || row.tenant_id !== ctx.tenantId) throw new PermanentJobError('event_missing', 'The billing event of this job no longer exists.');
+  if (!row || row.tenant_id !== ctx.tenantId)
+    throw new PermanentJobError('event_missing', 'The billing event of this job no longer exists.');
   if (row.status !== 'queued') return { status: row.status, outcome: 'already processed' };
   const finish = async (tx: CommonQueryMethods, outcome: Applied) => {
     await finishEvent(tx, row.id, outcome.status, outcome.outcome);
@@ -35,7 +36,11 @@ export default defineTask('billing.webhook', Input, async (input, ctx) => {
   };
   try {
     if (row.provider === 'stripe') {
-      return await applyStripeEvent({ db: ctx.db, config: ctx.config, stripe: stripeFor(ctx.config, ctx.db) }, row, finish);
+      return await applyStripeEvent(
+        { db: ctx.db, config: ctx.config, stripe: stripeFor(ctx.config, ctx.db) },
+        row,
+        finish,
+      );
     }
     return await applyPurchaseEvent({ db: ctx.db, config: ctx.config, logger: ctx.logger }, row, finish);
   } catch (error) {

@@ -5,4 +5,6 @@ import { DeliverInput, deliverReply } from '../../core/channels/send-reply.ts';
 import { Keyring } from '../../core/crypto/keyring.ts';
 import { defineTask } from '../define-task.ts';
 
-export default defineTask(DELIVER_JOB, DeliverInput, async (input, ctx) => deliverReply(input, { ...ctx, keyring: Keyring.fromConfig(ctx.config) }));
+export default defineTask(DELIVER_JOB, DeliverInput, async (input, ctx) =>
+  deliverReply(input, { ...ctx, keyring: Keyring.fromConfig(ctx.config) }),
+);

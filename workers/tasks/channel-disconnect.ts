@@ -16,7 +16,8 @@ export default defineTask(DISCONNECT_JOB, DisconnectInput, async (input, ctx) =>
     await adapter.unregister({ config: ctx.config, settings, fetch: fetchForChannel(adapter, ctx.config) });
     return { unregistered: true };
   } catch (error) {
-    if (error instanceof ChannelSendError && error.kind === 'retry') throw new RetryableJobError('channel_unavailable', error.message);
+    if (error instanceof ChannelSendError && error.kind === 'retry')
+      throw new RetryableJobError('channel_unavailable', error.message);
     if (error instanceof ChannelSendError) return { unregistered: false, reason: error.message };
     throw error;
   }

@@ -5,4 +5,6 @@ import { LINK_JOB } from '../../core/channels/linking.ts';
 import { LinkJobInput, runLinkJob } from '../../core/channels/link-job.ts';
 import { defineTask } from '../define-task.ts';
 
-export default defineTask(LINK_JOB, LinkJobInput, async (_input, ctx) => runLinkJob({ ...ctx, keyring: Keyring.fromConfig(ctx.config) }));
+export default defineTask(LINK_JOB, LinkJobInput, async (_input, ctx) =>
+  runLinkJob({ ...ctx, keyring: Keyring.fromConfig(ctx.config) }),
+);

@@ -15,8 +15,11 @@ export default defineTask('chat.turn', TurnInput, async (input, ctx) => {
     // once per turn (keyed by the job), instead of no answer at all.
     const final = error instanceof PermanentJobError || ctx.attempt >= ctx.maxAttempts;
     if (final && !ctx.signal.aborted && !(error instanceof JobNotRecordedError)) {
-      await enqueueChannelFailure(ctx.db, { tenantId: ctx.tenantId, turnJobId: ctx.jobId, userMessageId: input.userMessageId })
-        .catch((e: unknown) => ctx.logger.warn({ err: e }, 'could not queue the channel apology of a failed turn'));
+      await enqueueChannelFailure(ctx.db, {
+        tenantId: ctx.tenantId,
+        turnJobId: ctx.jobId,
+        userMessageId: input.userMessageId,
+      }).catch((e: unknown) => ctx.logger.warn({ err: e }, 'could not queue the channel apology of a failed turn'));
     }
     throw error;
   }

@@ -4,4 +4,6 @@ import { RunInput, runCompanyTask } from '../../core/companies/execute.ts';
 import { Keyring } from '../../core/crypto/keyring.ts';
 import { defineTask } from '../define-task.ts';
 
-export default defineTask('company.run', RunInput, async (input, ctx) => runCompanyTask(input, { ...ctx, keyring: Keyring.fromConfig(ctx.config) }));
+export default defineTask('company.run', RunInput, async (input, ctx) =>
+  runCompanyTask(input, { ...ctx, keyring: Keyring.fromConfig(ctx.config) }),
+);

@@ -12,7 +12,8 @@ const Input = DiagInputs['diag.steps'];
 
 export default defineTask('diag.steps', Input, async (input, ctx) => {
   if (input.failPermanently) throw new PermanentJobError('diag_failed', 'Asked to fail permanently.');
-  if (ctx.attempt < input.failAttemptsBelow) throw new RetryableJobError('diag_transient', `Asked to fail attempt ${ctx.attempt}.`, input.retryAfterMs);
+  if (ctx.attempt < input.failAttemptsBelow)
+    throw new RetryableJobError('diag_transient', `Asked to fail attempt ${ctx.attempt}.`, input.retryAfterMs);
   for (let step = 1; step <= input.steps; step++) {
     await sleep(input.delayMs, undefined, input.ignoreCancel ? {} : { signal: ctx.signal });
     await ctx.progress({ step, of: input.steps });

@@ -20,4 +20,24 @@ import sweepExpired from './maintenance-sweep-expired.ts';
 import teamInvitationEmail from './team-invitation-email.ts';
 import usageRollup from './usage-rollup.ts';
 
-export const TASKS: readonly TaskDefinition[] = [chatTurn, companyRun, diagNoop, diagSteps, diagWait, sweepExpired, deadWorkers, usageRollup, agentRestore, billingWebhook, billingExpire, consoleSample, memoryRetention, channelLink, channelDeliver, channelDisconnect, altidpNotification, partnerTokenRevocation, teamInvitationEmail];
+export const TASKS: readonly TaskDefinition[] = [
+  chatTurn,
+  companyRun,
+  diagNoop,
+  diagSteps,
+  diagWait,
+  sweepExpired,
+  deadWorkers,
+  usageRollup,
+  agentRestore,
+  billingWebhook,
+  billingExpire,
+  consoleSample,
+  memoryRetention,
+  channelLink,
+  channelDeliver,
+  channelDisconnect,
+  altidpNotification,
+  partnerTokenRevocation,
+  teamInvitationEmail,
+];

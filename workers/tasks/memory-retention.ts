@@ -5,4 +5,6 @@ import { deleteExpiredMemoryFiles } from '../../core/memory/files.ts';
 import { MEMORY_DEFAULTS } from '../../core/memory/settings.ts';
 import { defineScheduledTask } from '../define-scheduled-task.ts';
 
-export default defineScheduledTask('memory.retention', async ({ db }) => ({ deleted: await deleteExpiredMemoryFiles(db, MEMORY_DEFAULTS.retentionDays) }));
+export default defineScheduledTask('memory.retention', async ({ db }) => ({
+  deleted: await deleteExpiredMemoryFiles(db, MEMORY_DEFAULTS.retentionDays),
+}));

@@ -29,8 +29,12 @@ const partnerTokenRevocation: TaskDefinition = {
       } catch (error) {
         const final = attempt >= helpers.job.max_attempts;
         // The message names the provider's answer only, never a token.
-        deps.logger[final ? 'error' : 'warn']({ kind: PARTNER_REVOCATION_JOB, accountId, attempt, reason: (error as Error).message },
-          final ? 'partner token revocation gave up; the sealed tokens stay in partner_token_revocations' : 'partner token revocation failed; it will be retried');
+        deps.logger[final ? 'error' : 'warn'](
+          { kind: PARTNER_REVOCATION_JOB, accountId, attempt, reason: (error as Error).message },
+          final
+            ? 'partner token revocation gave up; the sealed tokens stay in partner_token_revocations'
+            : 'partner token revocation failed; it will be retried',
+        );
         throw error;
       }
     };

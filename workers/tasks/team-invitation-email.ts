@@ -14,6 +14,9 @@ export default defineTask(INVITATION_EMAIL_JOB, InvitationEmailInput, async (inp
     attempt: ctx.attempt,
     maxAttempts: ctx.maxAttempts,
   });
-  ctx.logger.info({ kind: INVITATION_EMAIL_JOB, jobId: ctx.jobId, emailId: input.emailId, ...result }, result.outcome === 'sent' ? 'invitation e-mail sent' : 'invitation e-mail not sent');
+  ctx.logger.info(
+    { kind: INVITATION_EMAIL_JOB, jobId: ctx.jobId, emailId: input.emailId, ...result },
+    result.outcome === 'sent' ? 'invitation e-mail sent' : 'invitation e-mail not sent',
+  );
   return result;
 });

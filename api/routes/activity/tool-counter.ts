@@ -14,7 +14,8 @@ function toolOf(request: FastifyRequest): string | null {
   const schema = request.routeOptions.schema as { operationId?: string; tags?: string[] } | undefined;
   if (schema?.tags?.includes('agent') && schema.operationId) return schema.operationId;
   const body = request.body as { method?: unknown; params?: { name?: unknown } } | undefined;
-  if (request.routeOptions.url === '/mcp' && body?.method === 'tools/call' && typeof body.params?.name === 'string') return body.params.name.slice(0, 100);
+  if (request.routeOptions.url === '/mcp' && body?.method === 'tools/call' && typeof body.params?.name === 'string')
+    return body.params.name.slice(0, 100);
   return null;
 }
 
@@ -24,7 +25,9 @@ async function toolCounter(app: FastifyInstance) {
     if (pending.size === 0) return;
     const batch = [...pending.values()];
     pending = new Map();
-    await addToolUses(app.db, batch).catch((err: unknown) => app.log.warn({ err, counts: batch.length }, 'tool uses not counted'));
+    await addToolUses(app.db, batch).catch((err: unknown) =>
+      app.log.warn({ err, counts: batch.length }, 'tool uses not counted'),
+    );
   };
   const timer = setInterval(() => void flush(), FLUSH_MS);
   timer.unref();

@@ -6,12 +6,20 @@ export const BoardParams = z.object({ boardId: z.string().min(1).max(256).descri
 
 export const ListQuery = z.object({
   limit: z.coerce.number().int().min(1).max(100).default(50).describe('Page size, 1-100'),
-  cursor: z.coerce.number().int().min(0).max(1_000_000).default(0).describe('Position key: boards after this position (0-1000000)'),
+  cursor: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(1_000_000)
+    .default(0)
+    .describe('Position key: boards after this position (0-1000000)'),
   scopeType: z.enum(['company', 'agent']).optional(),
   scopeId: z.string().min(1).max(128).optional(),
 });
 
-const Content = z.union([z.record(z.string(), z.unknown()), z.array(z.unknown())]).describe('Board content: a JSON object or array');
+const Content = z
+  .union([z.record(z.string(), z.unknown()), z.array(z.unknown())])
+  .describe('Board content: a JSON object or array');
 const BoardSummary = z.object({
   id: z.uuid(),
   title: z.string(),
@@ -24,7 +32,10 @@ const BoardSummary = z.object({
 });
 
 export const BoardList = z
-  .object({ items: z.array(BoardSummary), next_cursor: z.int().nullable().describe('Pass as cursor for the next page; null on the last page') })
+  .object({
+    items: z.array(BoardSummary),
+    next_cursor: z.int().nullable().describe('Pass as cursor for the next page; null on the last page'),
+  })
   .meta({ id: 'listInsightBoards.response.v1' });
 
 export const Board = BoardSummary.extend({ content: Content.nullable() }).meta({ id: 'getInsightBoard.response.v1' });
@@ -36,7 +47,10 @@ const Publication = z.object({
   visibility: z.enum(['private', 'public']).nullable(),
   published_at: z.iso.datetime({ offset: true }).nullable(),
   unpublished_at: z.iso.datetime({ offset: true }).nullable(),
-  active_link: z.object({ created_at: z.iso.datetime({ offset: true }) }).nullable().describe('Never carries the secret'),
+  active_link: z
+    .object({ created_at: z.iso.datetime({ offset: true }) })
+    .nullable()
+    .describe('Never carries the secret'),
 });
 export const PublicationResponse = Publication.meta({ id: 'getInsightBoardPublication.response.v1' });
 
@@ -66,7 +80,11 @@ export const PublishResponse = z
       approval: z.object({
         id: z.uuid(),
         state: z.literal('pending'),
-        approve_url: z.url().describe('A page for a tenant Admin (a person), who signs in there and approves or denies; carries no credential'),
+        approve_url: z
+          .url()
+          .describe(
+            'A page for a tenant Admin (a person), who signs in there and approves or denies; carries no credential',
+          ),
       }),
       next_action: z.literal('await_approval'),
     }),

@@ -4,40 +4,95 @@
 // Every query is scoped by request.agent.tenantId, so a board of another
 // workspace is a 404 exactly like a missing one.
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { BoardNotFoundError, BoardScopeNotFoundError, boardContent, createBoard, findBoard, listBoards, saveBoardVersion, type BoardRow } from '../../../core/boards/boards.ts';
-import { BoardVersionMissingError, NotPublishedPubliclyError, publishBoard, readPublication, rotateBoardLink, unpublishBoard, type NewLink, type PublicationRow } from '../../../core/boards/publications.ts';
+import {
+  BoardNotFoundError,
+  BoardScopeNotFoundError,
+  boardContent,
+  createBoard,
+  findBoard,
+  listBoards,
+  saveBoardVersion,
+  type BoardRow,
+} from '../../../core/boards/boards.ts';
+import {
+  BoardVersionMissingError,
+  NotPublishedPubliclyError,
+  publishBoard,
+  readPublication,
+  rotateBoardLink,
+  unpublishBoard,
+  type NewLink,
+  type PublicationRow,
+} from '../../../core/boards/publications.ts';
 import { AgentApiError, AgentHttpError, SharedRateLimitError } from '../../errors.ts';
 import { approvalPageUrl } from '../boards/approval-page.ts';
 import { defineOperation, registerHttpOperation } from './operation.ts';
 import {
-  Board, BoardList, BoardParams, CreateBody, ListQuery, PublicationResponse, PublishBody, PublishResponse,
-  RotateBody, RotateResponse, SaveBody, UnpublishBody, UnpublishResponse,
+  Board,
+  BoardList,
+  BoardParams,
+  CreateBody,
+  ListQuery,
+  PublicationResponse,
+  PublishBody,
+  PublishResponse,
+  RotateBody,
+  RotateResponse,
+  SaveBody,
+  UnpublishBody,
+  UnpublishResponse,
 } from './board-schemas.ts';
 
 export const toBoardSummary = (b: BoardRow) => ({
-  id: b.id, title: b.title, scope_type: b.scope_type, scope_id: b.scope_id, position: b.position,
-  latest_version: b.latest_version, created_at: b.created_at, updated_at: b.updated_at,
+  id: b.id,
+  title: b.title,
+  scope_type: b.scope_type,
+  scope_id: b.scope_id,
+  position: b.position,
+  latest_version: b.latest_version,
+  created_at: b.created_at,
+  updated_at: b.updated_at,
 });
 export const toPublication = (p: PublicationRow) => ({
-  board_id: p.board_id, state: p.state, version: p.version, visibility: p.visibility, published_at: p.published_at,
-  unpublished_at: p.unpublished_at, active_link: p.link_created_at ? { created_at: p.link_created_at } : null,
+  board_id: p.board_id,
+  state: p.state,
+  version: p.version,
+  visibility: p.visibility,
+  published_at: p.published_at,
+  unpublished_at: p.unpublished_at,
+  active_link: p.link_created_at ? { created_at: p.link_created_at } : null,
 });
 export const hostedUrl = (baseUrl: string, secret: string) => `${baseUrl}/boards/public/${encodeURIComponent(secret)}`;
-export const toLink = (baseUrl: string, l: NewLink) => ({ url: hostedUrl(baseUrl, l.secret), secret: l.secret, created_at: l.createdAt });
+export const toLink = (baseUrl: string, l: NewLink) => ({
+  url: hostedUrl(baseUrl, l.secret),
+  secret: l.secret,
+  created_at: l.createdAt,
+});
 
 const notFound = () => new AgentHttpError(404, 'not_found', 'No such board in this workspace.', 'reread_list');
 /** Maps core refusals to Agent API errors. */
 function refusal(error: unknown): never {
   if (error instanceof BoardNotFoundError) throw notFound();
-  if (error instanceof BoardScopeNotFoundError) throw new AgentHttpError(404, 'not_found', error.message, 'reread_list');
-  if (error instanceof BoardVersionMissingError) throw new AgentHttpError(404, 'version_not_found', error.message, 'fix_request');
-  if (error instanceof NotPublishedPubliclyError) throw new AgentHttpError(409, 'not_published_publicly', error.message, 'fix_request');
+  if (error instanceof BoardScopeNotFoundError)
+    throw new AgentHttpError(404, 'not_found', error.message, 'reread_list');
+  if (error instanceof BoardVersionMissingError)
+    throw new AgentHttpError(404, 'version_not_found', error.message, 'fix_request');
+  if (error instanceof NotPublishedPubliclyError)
+    throw new AgentHttpError(409, 'not_published_publicly', error.message, 'fix_request');
   throw error;
 }
 
-const readErrors = { 400: AgentApiError, 401: AgentApiError, 403: AgentApiError, 404: AgentApiError, 429: SharedRateLimitError, 503: AgentApiError };
+const readErrors = {
+  400: AgentApiError,
+  401: AgentApiError,
+  403: AgentApiError,
+  404: AgentApiError,
+  429: SharedRateLimitError,
+  503: AgentApiError,
+};
 const writeErrors = { ...readErrors, 409: AgentApiError };
-const IDEMPOTENCY = 'Requires `Idempotency-Key` (8-200 characters, unique to this exact mutation); an identical retry within 24 hours returns the recorded outcome with `Idempotency-Replayed: true`.';
+const IDEMPOTENCY =
+  'Requires `Idempotency-Key` (8-200 characters, unique to this exact mutation); an identical retry within 24 hours returns the recorded outcome with `Idempotency-Replayed: true`.';
 
 const read = { method: 'GET', scope: 'svc:boards:read', errors: readErrors } as const;
 const write = { scope: 'svc:boards:publish', errors: writeErrors } as const;
@@ -67,7 +122,13 @@ export const boardOperations = [
     run: async (app, caller, { params }) => {
       const board = await findBoard(app.db, caller.agent.tenantId, params.boardId);
       if (!board) throw notFound();
-      return { ...toBoardSummary(board), content: ((await boardContent(app.db, board.id, board.latest_version)) ?? null) as Record<string, unknown> | unknown[] | null };
+      return {
+        ...toBoardSummary(board),
+        content: ((await boardContent(app.db, board.id, board.latest_version)) ?? null) as
+          | Record<string, unknown>
+          | unknown[]
+          | null,
+      };
     },
   }),
   defineOperation({
@@ -77,7 +138,7 @@ export const boardOperations = [
     summary: 'Hosted publication state (never a link secret)',
     params: BoardParams,
     response: PublicationResponse,
-    mcp: { title: 'Get a board\'s publication state', readOnly: true },
+    mcp: { title: "Get a board's publication state", readOnly: true },
     run: async (app, caller, { params }) => {
       try {
         return toPublication(await readPublication(app.db, caller.agent.tenantId, params.boardId));
@@ -101,22 +162,40 @@ export const boardOperations = [
       const { agent } = caller;
       let outcome;
       try {
-        outcome = await publishBoard(app.db, { tenantId: agent.tenantId, boardId: params.boardId, principalId: agent.principalId, body });
+        outcome = await publishBoard(app.db, {
+          tenantId: agent.tenantId,
+          boardId: params.boardId,
+          principalId: agent.principalId,
+          body,
+        });
       } catch (error) {
         refusal(error);
       }
       if (outcome.kind === 'approval_denied') {
-        throw new AgentHttpError(403, 'approval_denied', 'A tenant Admin denied this exact publish request; send a different request (for example visibility private).', 'fix_request');
+        throw new AgentHttpError(
+          403,
+          'approval_denied',
+          'A tenant Admin denied this exact publish request; send a different request (for example visibility private).',
+          'fix_request',
+        );
       }
       const baseUrl = app.config.baseUrl;
       if (outcome.kind === 'approval_required') {
         return {
           state: 'approval_required' as const,
-          approval: { id: outcome.approvalId, state: 'pending' as const, approve_url: approvalPageUrl(baseUrl, outcome.approvalId) },
+          approval: {
+            id: outcome.approvalId,
+            state: 'pending' as const,
+            approve_url: approvalPageUrl(baseUrl, outcome.approvalId),
+          },
           next_action: 'await_approval' as const,
         };
       }
-      return { state: 'published' as const, publication: toPublication(outcome.publication), link: outcome.link ? toLink(baseUrl, outcome.link) : null };
+      return {
+        state: 'published' as const,
+        publication: toPublication(outcome.publication),
+        link: outcome.link ? toLink(baseUrl, outcome.link) : null,
+      };
     },
   }),
   defineOperation({
@@ -149,7 +228,7 @@ export const boardOperations = [
     params: BoardParams,
     body: RotateBody,
     response: RotateResponse,
-    mcp: { title: 'Rotate a board\'s hosted link', readOnly: false, destructive: true },
+    mcp: { title: "Rotate a board's hosted link", readOnly: false, destructive: true },
     run: async (app, caller, { params }) => {
       try {
         const { link, revokedLinks } = await rotateBoardLink(app.db, caller.agent.tenantId, params.boardId);
@@ -174,7 +253,12 @@ export const boardOperations = [
     run: async (app, caller, { body }) => {
       const { title, scope_type, scope_id, content } = body;
       try {
-        const board = await createBoard(app.db, caller.agent.tenantId, { principalId: caller.agent.principalId }, { title, scopeType: scope_type, scopeId: scope_id, content });
+        const board = await createBoard(
+          app.db,
+          caller.agent.tenantId,
+          { principalId: caller.agent.principalId },
+          { title, scopeType: scope_type, scopeId: scope_id, content },
+        );
         return { ...toBoardSummary(board), content: content ?? null };
       } catch (error) {
         refusal(error);
@@ -211,12 +295,30 @@ const agentBoardRoutes: FastifyPluginAsyncZod = async (app) => {
   // characters is the spec's 400, an in-bounds one names no board (ids are UUIDs).
   const tooLong = async (request: { params: unknown }) => {
     const boardId = ((request.params as Record<string, string>)['*'] ?? '').split('/')[0] ?? '';
-    if (boardId.length > 256) throw new AgentHttpError(400, 'invalid_request', 'Invalid request: path.boardId: at most 256 characters.', 'fix_request');
+    if (boardId.length > 256)
+      throw new AgentHttpError(
+        400,
+        'invalid_request',
+        'Invalid request: path.boardId: at most 256 characters.',
+        'fix_request',
+      );
     throw notFound();
   };
-  app.get('/api/agent/v1/boards/*', { onRequest: app.requireAgent('svc:boards:read'), schema: { hide: true } }, tooLong);
-  app.post('/api/agent/v1/boards/*', { onRequest: app.requireAgent('svc:boards:publish'), schema: { hide: true } }, tooLong);
-  app.put('/api/agent/v1/boards/*', { onRequest: app.requireAgent('svc:boards:publish'), schema: { hide: true } }, tooLong);
+  app.get(
+    '/api/agent/v1/boards/*',
+    { onRequest: app.requireAgent('svc:boards:read'), schema: { hide: true } },
+    tooLong,
+  );
+  app.post(
+    '/api/agent/v1/boards/*',
+    { onRequest: app.requireAgent('svc:boards:publish'), schema: { hide: true } },
+    tooLong,
+  );
+  app.put(
+    '/api/agent/v1/boards/*',
+    { onRequest: app.requireAgent('svc:boards:publish'), schema: { hide: true } },
+    tooLong,
+  );
 };
 
 export default agentBoardRoutes;

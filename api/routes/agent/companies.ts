@@ -6,7 +6,13 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { findCompany, findCompanyTask, listCompanies, listCompanyAgents, listCompanyTasks } from '../../../core/companies/companies.ts';
+import {
+  findCompany,
+  findCompanyTask,
+  listCompanies,
+  listCompanyAgents,
+  listCompanyTasks,
+} from '../../../core/companies/companies.ts';
 import { findCompanyRun, listCompanyRuns } from '../../../core/companies/runs.ts';
 import { InvalidCursorError } from '../../../core/paging.ts';
 import { planOf } from '../../../core/plans.ts';
@@ -30,19 +36,42 @@ import {
 
 const SCOPE = 'svc:companies:read';
 const DEFAULT_LIMIT = 50;
-const errors = { 400: AgentApiError, 401: AgentApiError, 402: AgentApiError, 403: AgentApiError, 404: AgentApiError, 429: SharedRateLimitError, 503: AgentApiError };
+const errors = {
+  400: AgentApiError,
+  401: AgentApiError,
+  402: AgentApiError,
+  403: AgentApiError,
+  404: AgentApiError,
+  429: SharedRateLimitError,
+  503: AgentApiError,
+};
 
 const notFound = (what: string) =>
-  new AgentHttpError(404, 'not_found', `No ${what} with this reference is visible to you; re-read the list instead of guessing identifiers.`, 'reread_list');
+  new AgentHttpError(
+    404,
+    'not_found',
+    `No ${what} with this reference is visible to you; re-read the list instead of guessing identifiers.`,
+    'reread_list',
+  );
 const badRequest = (message: string) => new AgentHttpError(400, 'invalid_request', message, 'fix_request');
 
 /** Claimed account, then a plan with company work (rule 1). */
 function requireCompanyWork({ agent, context }: Caller) {
   if (agent.claimState !== 'claimed') {
-    throw new AgentHttpError(403, 'claim_required', 'Company reads need a claimed account; claim it through the identity provider, then get a new token.', 'claim_account');
+    throw new AgentHttpError(
+      403,
+      'claim_required',
+      'Company reads need a claimed account; claim it through the identity provider, then get a new token.',
+      'claim_account',
+    );
   }
   if (!planOf(context.plan).companyWork) {
-    throw new AgentHttpError(402, 'plan_required', `The ${context.plan} plan does not include company work; the account owner can change the plan.`, 'change_plan');
+    throw new AgentHttpError(
+      402,
+      'plan_required',
+      `The ${context.plan} plan does not include company work; the account owner can change the plan.`,
+      'change_plan',
+    );
   }
 }
 
@@ -51,13 +80,15 @@ async function paged<T>(work: () => Promise<T>): Promise<T> {
   try {
     return await work();
   } catch (error) {
-    if (error instanceof InvalidCursorError) throw badRequest('Invalid request: query.cursor: not a cursor from this list; start again without one.');
+    if (error instanceof InvalidCursorError)
+      throw badRequest('Invalid request: query.cursor: not a cursor from this list; start again without one.');
     throw error;
   }
 }
 
 const tenantOf = (caller: Caller) => caller.context.tenant_id;
-const company = async (app: FastifyInstance, caller: Caller, ref: string) => (await findCompany(app.db, tenantOf(caller), ref)) ?? Promise.reject(notFound('company'));
+const company = async (app: FastifyInstance, caller: Caller, ref: string) =>
+  (await findCompany(app.db, tenantOf(caller), ref)) ?? Promise.reject(notFound('company'));
 const CompanyParams = z.object({ companyRef: CompanyRef });
 const read = { method: 'GET', scope: SCOPE, errors, guard: requireCompanyWork } as const;
 
@@ -71,10 +102,11 @@ export const companyOperations = [
     query: AgentPageQuery,
     response: AgentCompanyListResponse,
     mcp: { title: 'List companies', readOnly: true },
-    run: (app, caller, { query }) => paged(async () => {
-      const page = await listCompanies(app.db, tenantOf(caller), query.limit ?? DEFAULT_LIMIT, query.cursor);
-      return { items: page.items, next_cursor: page.nextCursor };
-    }),
+    run: (app, caller, { query }) =>
+      paged(async () => {
+        const page = await listCompanies(app.db, tenantOf(caller), query.limit ?? DEFAULT_LIMIT, query.cursor);
+        return { items: page.items, next_cursor: page.nextCursor };
+      }),
   }),
   defineOperation({
     ...read,
@@ -94,12 +126,19 @@ export const companyOperations = [
     params: CompanyParams,
     query: AgentPageQuery,
     response: AgentCompanyAgentListResponse,
-    mcp: { title: 'List a company\'s agents', readOnly: true },
-    run: (app, caller, { params, query }) => paged(async () => {
-      const c = await company(app, caller, params.companyRef);
-      const page = await listCompanyAgents(app.db, tenantOf(caller), c.id, query.limit ?? DEFAULT_LIMIT, query.cursor);
-      return { items: page.items, next_cursor: page.nextCursor };
-    }),
+    mcp: { title: "List a company's agents", readOnly: true },
+    run: (app, caller, { params, query }) =>
+      paged(async () => {
+        const c = await company(app, caller, params.companyRef);
+        const page = await listCompanyAgents(
+          app.db,
+          tenantOf(caller),
+          c.id,
+          query.limit ?? DEFAULT_LIMIT,
+          query.cursor,
+        );
+        return { items: page.items, next_cursor: page.nextCursor };
+      }),
   }),
   defineOperation({
     ...read,
@@ -109,12 +148,13 @@ export const companyOperations = [
     params: CompanyParams,
     query: AgentPageQuery,
     response: AgentCompanyTaskListResponse,
-    mcp: { title: 'List a company\'s tasks', readOnly: true },
-    run: (app, caller, { params, query }) => paged(async () => {
-      const c = await company(app, caller, params.companyRef);
-      const page = await listCompanyTasks(app.db, tenantOf(caller), c.id, query.limit ?? DEFAULT_LIMIT, query.cursor);
-      return { items: page.items, next_cursor: page.nextCursor };
-    }),
+    mcp: { title: "List a company's tasks", readOnly: true },
+    run: (app, caller, { params, query }) =>
+      paged(async () => {
+        const c = await company(app, caller, params.companyRef);
+        const page = await listCompanyTasks(app.db, tenantOf(caller), c.id, query.limit ?? DEFAULT_LIMIT, query.cursor);
+        return { items: page.items, next_cursor: page.nextCursor };
+      }),
   }),
   defineOperation({
     ...read,
@@ -126,7 +166,9 @@ export const companyOperations = [
     mcp: { title: 'Get a task', readOnly: true },
     run: async (app, caller, { params }) => {
       const c = await company(app, caller, params.companyRef);
-      return (await findCompanyTask(app.db, tenantOf(caller), c.id, params.taskRef)) ?? Promise.reject(notFound('task'));
+      return (
+        (await findCompanyTask(app.db, tenantOf(caller), c.id, params.taskRef)) ?? Promise.reject(notFound('task'))
+      );
     },
   }),
   defineOperation({
@@ -138,20 +180,25 @@ export const companyOperations = [
     params: CompanyParams,
     query: AgentRunPageQuery,
     response: AgentCompanyRunListResponse,
-    mcp: { title: 'List a company\'s runs', readOnly: true },
-    run: (app, caller, { params, query }) => paged(async () => {
-      const c = await company(app, caller, params.companyRef);
-      const { limit, cursor, taskId } = query;
-      const page = await listCompanyRuns(app.db, tenantOf(caller), c.id, { limit: limit ?? DEFAULT_LIMIT, cursor, taskId });
-      return { items: page.items, next_cursor: page.nextCursor };
-    }),
+    mcp: { title: "List a company's runs", readOnly: true },
+    run: (app, caller, { params, query }) =>
+      paged(async () => {
+        const c = await company(app, caller, params.companyRef);
+        const { limit, cursor, taskId } = query;
+        const page = await listCompanyRuns(app.db, tenantOf(caller), c.id, {
+          limit: limit ?? DEFAULT_LIMIT,
+          cursor,
+          taskId,
+        });
+        return { items: page.items, next_cursor: page.nextCursor };
+      }),
   }),
   defineOperation({
     ...read,
     operationId: 'getAgentCompanyRun',
     path: '/api/agent/v1/companies/:companyRef/runs/:runRef',
     summary: 'One run of a company',
-    description: 'Its status mirrors the run\'s job; output is set once it succeeded.',
+    description: "Its status mirrors the run's job; output is set once it succeeded.",
     params: z.object({ companyRef: CompanyRef, runRef: RunRef }),
     response: AgentCompanyRunResponse,
     mcp: { title: 'Get a run', readOnly: true },
@@ -171,9 +218,12 @@ const agentCompanyRoutes: FastifyPluginAsyncZod = async (app) => {
   const onRequest = [app.requireAgent(SCOPE), async (request: FastifyRequest) => requireCompanyWork(callerOf(request))];
   app.get('/api/agent/v1/companies/*', { onRequest, schema: { hide: true } }, async (request) => {
     const [companyRef = '', kind, ref, ...rest] = ((request.params as Record<string, string>)['*'] ?? '').split('/');
-    if (companyRef.length > REF_BOUNDS.company) throw badRequest(`Invalid request: path.companyRef: at most ${REF_BOUNDS.company} characters.`);
+    if (companyRef.length > REF_BOUNDS.company)
+      throw badRequest(`Invalid request: path.companyRef: at most ${REF_BOUNDS.company} characters.`);
     if ((kind === 'tasks' || kind === 'runs') && ref !== undefined && ref.length > REF_BOUNDS[kind]) {
-      throw badRequest(`Invalid request: path.${kind === 'tasks' ? 'taskRef' : 'runRef'}: at most ${REF_BOUNDS[kind]} characters.`);
+      throw badRequest(
+        `Invalid request: path.${kind === 'tasks' ? 'taskRef' : 'runRef'}: at most ${REF_BOUNDS[kind]} characters.`,
+      );
     }
     throw notFound(rest.length === 0 && kind ? kind : 'resource');
   });

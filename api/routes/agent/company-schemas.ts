@@ -18,7 +18,13 @@ export const AgentRunPageQuery = AgentPageQuery.extend({
   taskId: z.string().min(1).max(256).optional().describe('Only runs of this task'),
 });
 
-const Company = z.object({ id: z.uuid(), name: z.string(), description: z.string(), created_at: z.iso.datetime(), updated_at: z.iso.datetime() });
+const Company = z.object({
+  id: z.uuid(),
+  name: z.string(),
+  description: z.string(),
+  created_at: z.iso.datetime(),
+  updated_at: z.iso.datetime(),
+});
 const CompanyAgent = z.object({
   id: z.uuid(),
   company_id: z.uuid(),
@@ -53,7 +59,12 @@ const CompanyRun = z.object({
 });
 
 const list = <T extends z.ZodType>(item: T, id: string) =>
-  z.object({ items: z.array(item), next_cursor: z.string().nullable().describe('Pass as cursor for the next page; null on the last') }).meta({ id });
+  z
+    .object({
+      items: z.array(item),
+      next_cursor: z.string().nullable().describe('Pass as cursor for the next page; null on the last'),
+    })
+    .meta({ id });
 
 export const AgentCompanyResponse = Company.meta({ id: 'AgentCompanyResponse' });
 export const AgentCompanyListResponse = list(Company, 'AgentCompanyListResponse');
@@ -62,4 +73,3 @@ export const AgentCompanyTaskResponse = CompanyTask.meta({ id: 'AgentCompanyTask
 export const AgentCompanyTaskListResponse = list(CompanyTask, 'AgentCompanyTaskListResponse');
 export const AgentCompanyRunResponse = CompanyRun.meta({ id: 'AgentCompanyRunResponse' });
 export const AgentCompanyRunListResponse = list(CompanyRun, 'AgentCompanyRunListResponse');
-

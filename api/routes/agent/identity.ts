@@ -9,7 +9,8 @@ import { approvalPageUrl } from '../boards/approval-page.ts';
 import { defineOperation, registerHttpOperation, type Caller } from './operation.ts';
 
 const ClaimState = z.enum(['unclaimed', 'pending', 'claimed']);
-const WORKSPACE = 'Where the agent acts (plan, companies, boards): the organization the person chose when claiming it, else its own workspace';
+const WORKSPACE =
+  'Where the agent acts (plan, companies, boards): the organization the person chose when claiming it, else its own workspace';
 const OWN_WORKSPACE = 'The workspace made at registration; kept as it is when claimed (never merged)';
 const Me = z
   .object({
@@ -24,13 +25,20 @@ const Me = z
 
 const NextAction = z.object({
   action: z.enum(['claim_account', 'change_plan', 'refresh_registration', 'complete_setup', 'await_approval']),
-  actor: z.enum(['agent', 'person']).describe('agent: call the endpoint; person: hand the URL to the user (it carries no credential)'),
+  actor: z
+    .enum(['agent', 'person'])
+    .describe('agent: call the endpoint; person: hand the URL to the user (it carries no credential)'),
   reason: z.string(),
   method: z.enum(['POST', 'PUT']).optional(),
   endpoint: z.url().optional(),
   url: z.url().optional(),
 });
-const SetupStep = z.enum(['runner_not_enrolled', 'run_execution_disabled', 'runner_offline', 'cloud_gateway_not_connected']);
+const SetupStep = z.enum([
+  'runner_not_enrolled',
+  'run_execution_disabled',
+  'runner_offline',
+  'cloud_gateway_not_connected',
+]);
 const PendingApproval = z.object({
   id: z.uuid(),
   board_id: z.uuid(),
@@ -51,7 +59,11 @@ const Capabilities = z
       own_workspace: z.object({ id: z.uuid(), name: z.string() }).describe(OWN_WORKSPACE),
     }),
     claim: z.object({ state: ClaimState, claimed_at: z.iso.datetime().nullable(), required_for: z.array(z.string()) }),
-    scopes: z.object({ granted: z.array(z.enum(AGENT_SCOPES)), after_claim: z.array(z.enum(AGENT_SCOPES)), all: z.array(z.enum(AGENT_SCOPES)) }),
+    scopes: z.object({
+      granted: z.array(z.enum(AGENT_SCOPES)),
+      after_claim: z.array(z.enum(AGENT_SCOPES)),
+      all: z.array(z.enum(AGENT_SCOPES)),
+    }),
     token: z.object({ expires_at: z.iso.datetime() }),
     plan: z.object({ name: z.string(), company_work: z.boolean() }),
     quota: z.object({ period: z.literal('month'), messages_limit: z.int() }),
@@ -64,16 +76,20 @@ const Capabilities = z
         run_execution_enabled: z.boolean(),
         runner_online: z.boolean().describe('The most ready runner sent a heartbeat in the last 60 s'),
         gateway_connected: z.boolean().describe('That runner reports a connected cloud gateway'),
-        restore: z.object({ ready: z.boolean(), reason: SetupStep.nullable() }).describe('What restoreAgent answers now: ready, or the reason it refuses'),
+        restore: z
+          .object({ ready: z.boolean(), reason: SetupStep.nullable() })
+          .describe('What restoreAgent answers now: ready, or the reason it refuses'),
       })
       .describe('Managed-agent restore readiness, decided exactly as restoreAgent decides it'),
     approvals: z
       .object({
-        pending: z.array(z.uuid()).describe('Ids of the workspace\'s pending publish approvals (oldest first)'),
+        pending: z.array(z.uuid()).describe("Ids of the workspace's pending publish approvals (oldest first)"),
         items: z.array(PendingApproval),
         listed_max: z.int().describe('At most this many are listed'),
       })
-      .describe('Publish requests waiting for a tenant Admin; the identical publish request answers approval_required while one is pending'),
+      .describe(
+        'Publish requests waiting for a tenant Admin; the identical publish request answers approval_required while one is pending',
+      ),
     next_actions: z.array(NextAction),
   })
   .meta({ id: 'AgentCapabilitiesResponse' });

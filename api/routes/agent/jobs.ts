@@ -23,12 +23,24 @@ export const jobOperations = [
     description: 'Poll until `status` is succeeded, failed or cancelled; `version` increases with every change.',
     params: z.object({ jobId: z.uuid().describe('restore_job.id from the restore response') }),
     response: JobStatus,
-    errors: { 400: AgentApiError, 401: AgentApiError, 403: AgentApiError, 404: AgentApiError, 429: SharedRateLimitError, 503: AgentApiError },
+    errors: {
+      400: AgentApiError,
+      401: AgentApiError,
+      403: AgentApiError,
+      404: AgentApiError,
+      429: SharedRateLimitError,
+      503: AgentApiError,
+    },
     mcp: { title: 'Get a job started through the Agent API', readOnly: true },
     run: async (app, caller, { params }) => {
       const job = await findJobInTenant(app.db, params.jobId, caller.agent.tenantId);
       if (!job || !AGENT_JOB_KINDS.has(job.kind)) {
-        throw new AgentHttpError(404, 'not_found', 'No job with this id was started through the Agent API in this workspace.', 'reread_list');
+        throw new AgentHttpError(
+          404,
+          'not_found',
+          'No job with this id was started through the Agent API in this workspace.',
+          'reread_list',
+        );
       }
       return toJobStatus(job);
     },

@@ -17,7 +17,11 @@ export type Caller = { agent: AgentPrincipal; context: AgentContextRow; log: Fas
 type Obj = z.ZodObject;
 type Out<T> = T extends z.ZodType ? z.output<T> : undefined;
 
-export type AgentOperation<P extends Obj | undefined = Obj | undefined, Q extends Obj | undefined = Obj | undefined, B extends Obj | undefined = Obj | undefined> = {
+export type AgentOperation<
+  P extends Obj | undefined = Obj | undefined,
+  Q extends Obj | undefined = Obj | undefined,
+  B extends Obj | undefined = Obj | undefined,
+> = {
   operationId: string;
   method: 'GET' | 'POST' | 'PUT';
   /** Fastify path with :params. */
@@ -37,24 +41,32 @@ export type AgentOperation<P extends Obj | undefined = Obj | undefined, Q extend
   guard?: (caller: Caller) => void;
   /** MCP tool title and hints; the tool name is the operationId. */
   mcp: { title: string; readOnly: boolean; destructive?: boolean };
-  run: (app: FastifyInstance, caller: Caller, input: { params: Out<P>; query: Out<Q>; body: Out<B> }) => Promise<unknown>;
+  run: (
+    app: FastifyInstance,
+    caller: Caller,
+    input: { params: Out<P>; query: Out<Q>; body: Out<B> },
+  ) => Promise<unknown>;
 };
 
 /** Keeps each operation's input types while the list holds them all. */
-export function defineOperation<P extends Obj | undefined = undefined, Q extends Obj | undefined = undefined, B extends Obj | undefined = undefined>(
-  op: AgentOperation<P, Q, B>,
-): AgentOperation {
+export function defineOperation<
+  P extends Obj | undefined = undefined,
+  Q extends Obj | undefined = undefined,
+  B extends Obj | undefined = undefined,
+>(op: AgentOperation<P, Q, B>): AgentOperation {
   return op as unknown as AgentOperation;
 }
 
 export const isMutation = (op: AgentOperation) => op.method !== 'GET';
 
 /** The concrete path of an operation with its params filled in, as a client would send it. */
-export const concretePath = (op: AgentOperation, params: Record<string, unknown> | undefined): string => fillPath(op.path, params);
+export const concretePath = (op: AgentOperation, params: Record<string, unknown> | undefined): string =>
+  fillPath(op.path, params);
 
 /** The authenticated caller of an HTTP request (after app.requireAgent). */
 export const callerOf = (request: FastifyRequest): Caller => {
-  if (!request.agent || !request.agentContext) throw new AgentHttpError(401, 'invalid_credential', 'Authenticate first.', 'reauthenticate');
+  if (!request.agent || !request.agentContext)
+    throw new AgentHttpError(401, 'invalid_credential', 'Authenticate first.', 'reauthenticate');
   return { agent: request.agent, context: request.agentContext, log: request.log };
 };
 
@@ -64,7 +76,10 @@ export function registerHttpOperation(app: FastifyInstance, op: AgentOperation):
   app.route({
     method: op.method,
     url: op.path,
-    onRequest: [app.requireAgent(op.scope), ...(guard ? [async (request: FastifyRequest) => guard(callerOf(request))] : [])],
+    onRequest: [
+      app.requireAgent(op.scope),
+      ...(guard ? [async (request: FastifyRequest) => guard(callerOf(request))] : []),
+    ],
     ...(isMutation(op) ? app.agentIdempotency() : {}),
     schema: {
       operationId: op.operationId,
@@ -82,7 +97,9 @@ export function registerHttpOperation(app: FastifyInstance, op: AgentOperation):
                 .string()
                 .min(IDEMPOTENCY_KEY_BOUNDS.min)
                 .max(IDEMPOTENCY_KEY_BOUNDS.max)
-                .describe('Unique to this exact mutation; an identical retry within 24 hours returns the recorded outcome'),
+                .describe(
+                  'Unique to this exact mutation; an identical retry within 24 hours returns the recorded outcome',
+                ),
             }),
           }
         : {}),

@@ -6,4 +6,10 @@ import { identityOperations } from './identity.ts';
 import { jobOperations } from './jobs.ts';
 import { managedAgentOperations } from './managed-agents.ts';
 
-export const agentOperations = [...identityOperations, ...companyOperations, ...boardOperations, ...managedAgentOperations, ...jobOperations];
+export const agentOperations = [
+  ...identityOperations,
+  ...companyOperations,
+  ...boardOperations,
+  ...managedAgentOperations,
+  ...jobOperations,
+];

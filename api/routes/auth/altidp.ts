@@ -16,7 +16,14 @@ import { issueRefreshToken } from '../../../core/accounts/refresh-tokens.ts';
 import { findUser } from '../../../core/accounts/users.ts';
 import { Keyring } from '../../../core/crypto/keyring.ts';
 import { signInExternal } from '../../../core/external-login/accounts.ts';
-import { consumeLoginTicket, createLoginTicket, FLOW_TTL_S, safeNextPath, startAltidpFlow, takeAltidpFlow } from '../../../core/external-login/altidp-flows.ts';
+import {
+  consumeLoginTicket,
+  createLoginTicket,
+  FLOW_TTL_S,
+  safeNextPath,
+  startAltidpFlow,
+  takeAltidpFlow,
+} from '../../../core/external-login/altidp-flows.ts';
 import { eventOf, storeNotification } from '../../../core/external-login/altidp-notifications.ts';
 import { ExternalLoginError, oidcClientsFor, providerFailure } from '../../../core/external-login/clients.ts';
 import { LIMITS, type RateLimitRule } from '../../../core/rate-limit.ts';
@@ -37,19 +44,36 @@ import { sessionPayload } from './session.ts';
 
 /** Starting a flow writes a row: bounded per IP, apart from the login limit (a start is no attempt). */
 const START_LIMIT: RateLimitRule = { bucket: 'altidp-start', limit: 60, windowMs: 15 * 60_000 };
-const errors = { 400: PlatformError, 401: PlatformError, 403: PlatformError, 429: PlatformError, 502: PlatformError, 503: PlatformError };
+const errors = {
+  400: PlatformError,
+  401: PlatformError,
+  403: PlatformError,
+  429: PlatformError,
+  502: PlatformError,
+  503: PlatformError,
+};
 
 // SameSite=None: the provider's form post is a cross-site request and must carry it.
-const binding = browserBinding({ cookie: 'altidp_browser', path: '/api/auth/altidp', ttlS: FLOW_TTL_S, sameSite: 'None' });
+const binding = browserBinding({
+  cookie: 'altidp_browser',
+  path: '/api/auth/altidp',
+  ttlS: FLOW_TTL_S,
+  sameSite: 'None',
+});
 
 const altidpRoutes: FastifyPluginAsyncZod = async (app) => {
-  if (!app.hasContentTypeParser('application/x-www-form-urlencoded')) await app.register(formbody, { bodyLimit: 16_384 });
+  if (!app.hasContentTypeParser('application/x-www-form-urlencoded'))
+    await app.register(formbody, { bodyLimit: 16_384 });
   const settings = app.config.externalLogin.altidp;
   const clients = oidcClientsFor(app.config);
   const keyring = Keyring.fromConfig(app.config);
   const client = () => clients.configuration('altidp', settings.clientId!, settings.clientAuth);
   const back = (reply: FastifyReply, nextPath: string, fragment: Record<string, string>) =>
-    reply.code(303).header('location', `${app.config.baseUrl}${nextPath}#${new URLSearchParams(fragment)}`).header('cache-control', 'no-store').send();
+    reply
+      .code(303)
+      .header('location', `${app.config.baseUrl}${nextPath}#${new URLSearchParams(fragment)}`)
+      .header('cache-control', 'no-store')
+      .send();
 
   app.get(
     '/api/auth/altidp/start/',
@@ -71,9 +95,14 @@ const altidpRoutes: FastifyPluginAsyncZod = async (app) => {
     async (request, reply) => {
       requireConfigured(app, 'altidp-redirect');
       const nextPath = safeNextPath(request.query.next, app.config.baseUrl);
-      if (!nextPath) throw new PlatformHttpError(400, 'invalid_next', '`next` must be a path on this service, such as /welcome.');
+      if (!nextPath)
+        throw new PlatformHttpError(400, 'invalid_next', '`next` must be a path on this service, such as /welcome.');
       const config = await viaProvider(client);
-      const flow = await startAltidpFlow(app.db, keyring, { mode: request.query.mode, nextPath, browserToken: binding.bind(request, reply) });
+      const flow = await startAltidpFlow(app.db, keyring, {
+        mode: request.query.mode,
+        nextPath,
+        browserToken: binding.bind(request, reply),
+      });
       const url = oidc.buildAuthorizationUrl(config, {
         redirect_uri: settings.redirectUri,
         response_type: 'code',
@@ -104,7 +133,10 @@ const altidpRoutes: FastifyPluginAsyncZod = async (app) => {
           'or `#altidp_error=<code>` (access_denied, invalid_code, invalid_id_token, email_not_verified, email_required, provider_unavailable).',
         consumes: ['application/x-www-form-urlencoded'],
         body: AltidpCallbackBody,
-        response: { 303: z.undefined().describe('Redirect to `next` with the ticket or the error in the fragment'), ...errors },
+        response: {
+          303: z.undefined().describe('Redirect to `next` with the ticket or the error in the fragment'),
+          ...errors,
+        },
       },
     },
     async (request, reply) => {
@@ -113,19 +145,32 @@ const altidpRoutes: FastifyPluginAsyncZod = async (app) => {
       const taken = await takeAltidpFlow(app.db, keyring, form.state, binding.read(request));
       if ('error' in taken) {
         request.log.warn({ reason: taken.error }, 'altidp callback refused');
-        throw new PlatformHttpError(400, 'invalid_state', taken.error === 'other_browser'
-          ? 'This sign-in was started in another browser; start it again here.'
-          : 'This sign-in is unknown, expired or already finished; start it again.');
+        throw new PlatformHttpError(
+          400,
+          'invalid_state',
+          taken.error === 'other_browser'
+            ? 'This sign-in was started in another browser; start it again here.'
+            : 'This sign-in is unknown, expired or already finished; start it again.',
+        );
       }
       const { flow } = taken;
-      if (form.error || !form.code) return back(reply, flow.nextPath, { altidp_error: providerErrorWord(form.error ?? 'invalid_request', 'login_failed') });
+      if (form.error || !form.code)
+        return back(reply, flow.nextPath, {
+          altidp_error: providerErrorWord(form.error ?? 'invalid_request', 'login_failed'),
+        });
       try {
         const config = await client();
         const current = new URL(settings.redirectUri);
-        for (const name of ['code', 'state', 'iss'] as const) if (form[name]) current.searchParams.set(name, form[name]!);
+        for (const name of ['code', 'state', 'iss'] as const)
+          if (form[name]) current.searchParams.set(name, form[name]!);
         let tokens;
         try {
-          tokens = await oidc.authorizationCodeGrant(config, current, { pkceCodeVerifier: flow.codeVerifier, expectedState: form.state, expectedNonce: flow.nonce, idTokenExpected: true });
+          tokens = await oidc.authorizationCodeGrant(config, current, {
+            pkceCodeVerifier: flow.codeVerifier,
+            expectedState: form.state,
+            expectedNonce: flow.nonce,
+            idTokenExpected: true,
+          });
         } catch (error) {
           throw providerFailure(error, 'code');
         }
@@ -164,8 +209,17 @@ const altidpRoutes: FastifyPluginAsyncZod = async (app) => {
         const user = await findUser(tx, row.user_id);
         return user ? { row, user, refreshToken: await issueRefreshToken(tx, user.id) } : null;
       });
-      if (!done) throw new PlatformHttpError(400, 'invalid_ticket', 'The ticket is unknown, expired or already used; sign in again.');
-      return { ...(await sessionPayload(app, done.user, done.refreshToken)), newUser: done.row.new_user, mode: done.row.mode };
+      if (!done)
+        throw new PlatformHttpError(
+          400,
+          'invalid_ticket',
+          'The ticket is unknown, expired or already used; sign in again.',
+        );
+      return {
+        ...(await sessionPayload(app, done.user, done.refreshToken)),
+        newUser: done.row.new_user,
+        mode: done.row.mode,
+      };
     },
   );
 
@@ -188,7 +242,12 @@ const altidpRoutes: FastifyPluginAsyncZod = async (app) => {
     async (request) => {
       requireConfigured(app, 'altidp-token');
       const { identityToken, nonce, name } = request.body;
-      const payload = await viaProvider(() => clients.verifyIdToken('altidp', identityToken, { audiences: [settings.clientId!, ...settings.appClientIds], nonce }));
+      const payload = await viaProvider(() =>
+        clients.verifyIdToken('altidp', identityToken, {
+          audiences: [settings.clientId!, ...settings.appClientIds],
+          nonce,
+        }),
+      );
       return externalLogin(app, claimsOf('altidp', payload, name));
     },
   );
@@ -214,18 +273,31 @@ const altidpRoutes: FastifyPluginAsyncZod = async (app) => {
       const jws = request.body.payload;
       let payload;
       try {
-        payload = await clients.verifyJwt('altidp', jws, [settings.clientId!], ['iat'], 'invalid_signature', 'notification');
+        payload = await clients.verifyJwt(
+          'altidp',
+          jws,
+          [settings.clientId!],
+          ['iat'],
+          'invalid_signature',
+          'notification',
+        );
       } catch (error) {
         if (error instanceof ExternalLoginError && error.status === 401) {
           request.log.warn({ reason: error.message }, 'altidp notification refused');
           throw new PlatformHttpError(400, 'invalid_signature', error.message);
         }
-        throw error instanceof ExternalLoginError ? new PlatformHttpError(error.status, error.code, error.message) : error;
+        throw error instanceof ExternalLoginError
+          ? new PlatformHttpError(error.status, error.code, error.message)
+          : error;
       }
       const event = eventOf(payload);
-      if (!event) throw new PlatformHttpError(400, 'invalid_request', 'The notification has no readable `events` claim.');
+      if (!event)
+        throw new PlatformHttpError(400, 'invalid_request', 'The notification has no readable `events` claim.');
       const stored = await storeNotification(app.db, jws, payload, event);
-      request.log.info({ type: event.type, notificationId: stored.id, duplicate: stored.duplicate }, 'altidp notification received');
+      request.log.info(
+        { type: event.type, notificationId: stored.id, duplicate: stored.duplicate },
+        'altidp notification received',
+      );
       return { received: true as const, duplicate: stored.duplicate, status: stored.status as 'queued' };
     },
   );
@@ -236,7 +308,9 @@ function nameFromUserField(user: string | undefined): string | undefined {
   if (!user) return undefined;
   try {
     const parsed = JSON.parse(user) as { name?: { firstName?: unknown; lastName?: unknown } };
-    const parts = [parsed.name?.firstName, parsed.name?.lastName].filter((p): p is string => typeof p === 'string' && p.trim() !== '');
+    const parts = [parsed.name?.firstName, parsed.name?.lastName].filter(
+      (p): p is string => typeof p === 'string' && p.trim() !== '',
+    );
     return parts.length > 0 ? parts.join(' ').slice(0, 200) : undefined;
   } catch {
     return undefined;

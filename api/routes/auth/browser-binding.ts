@@ -16,7 +16,12 @@ export type BrowserBinding = {
  * SameSite=None where the provider posts back cross-site (form_post); Lax
  * where it comes back with a top-level GET redirect.
  */
-export function browserBinding(options: { cookie: string; path: string; ttlS: number; sameSite: 'None' | 'Lax' }): BrowserBinding {
+export function browserBinding(options: {
+  cookie: string;
+  path: string;
+  ttlS: number;
+  sameSite: 'None' | 'Lax';
+}): BrowserBinding {
   const read = (request: FastifyRequest) => {
     for (const part of (request.headers.cookie ?? '').split(';')) {
       const [name, value] = part.trim().split('=');
@@ -28,11 +33,15 @@ export function browserBinding(options: { cookie: string; path: string; ttlS: nu
     read,
     bind(request, reply) {
       const value = read(request) ?? randomToken('', 32);
-      reply.header('set-cookie', `${options.cookie}=${value}; Path=${options.path}; Max-Age=${options.ttlS}; HttpOnly; Secure; SameSite=${options.sameSite}`);
+      reply.header(
+        'set-cookie',
+        `${options.cookie}=${value}; Path=${options.path}; Max-Age=${options.ttlS}; HttpOnly; Secure; SameSite=${options.sameSite}`,
+      );
       return value;
     },
   };
 }
 
 /** A provider's error code is echoed only when it is a short ASCII word. */
-export const providerErrorWord = (value: string, fallback: string) => (/^[a-z0-9_]{1,64}$/i.test(value) ? value : fallback);
+export const providerErrorWord = (value: string, fallback: string) =>
+  /^[a-z0-9_]{1,64}$/i.test(value) ? value : fallback;

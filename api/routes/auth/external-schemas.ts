@@ -2,14 +2,25 @@
 import { z } from 'zod';
 import { Session } from './schemas.ts';
 
-const token = (what: string) => z.string().min(1).max(8192).regex(/^[A-Za-z0-9._~+/=-]+$/, `${what}: base64url/JWT characters only`);
+const token = (what: string) =>
+  z
+    .string()
+    .min(1)
+    .max(8192)
+    .regex(/^[A-Za-z0-9._~+/=-]+$/, `${what}: base64url/JWT characters only`);
 const nonce = z.string().min(1).max(512).describe('The nonce the app sent with the authorization request');
 
 export const PartnerWebBody = z
   .object({
     code: z.string().min(1).max(2048).describe('The authorization code the provider returned to the web app'),
-    codeVerifier: z.string().regex(/^[A-Za-z0-9._~-]{43,128}$/, 'a PKCE code verifier (43-128 characters)').describe('The PKCE code verifier of that authorization request'),
-    redirectUri: z.url().max(2048).describe('The redirect URI of that authorization request; one of PARTNER_REDIRECT_URIS'),
+    codeVerifier: z
+      .string()
+      .regex(/^[A-Za-z0-9._~-]{43,128}$/, 'a PKCE code verifier (43-128 characters)')
+      .describe('The PKCE code verifier of that authorization request'),
+    redirectUri: z
+      .url()
+      .max(2048)
+      .describe('The redirect URI of that authorization request; one of PARTNER_REDIRECT_URIS'),
     nonce: nonce.optional(),
   })
   .meta({ id: 'PartnerLoginRequest' });
@@ -18,19 +29,45 @@ export const PartnerIosBody = z
   .object({
     idToken: token('idToken').describe('The ID token the iOS sign-in returned, issued to PARTNER_IOS_CLIENT_ID'),
     nonce,
-    serverAuthCode: z.string().min(1).max(2048).optional().describe('Optional: an authorization code for the web client; exchanged and checked to be the same person'),
-    redirectUri: z.url().max(2048).optional().describe('With serverAuthCode: the redirect URI it was issued for (one of PARTNER_REDIRECT_URIS)'),
-    codeVerifier: z.string().regex(/^[A-Za-z0-9._~-]{43,128}$/).optional().describe('With serverAuthCode: its PKCE verifier, when one was used'),
+    serverAuthCode: z
+      .string()
+      .min(1)
+      .max(2048)
+      .optional()
+      .describe('Optional: an authorization code for the web client; exchanged and checked to be the same person'),
+    redirectUri: z
+      .url()
+      .max(2048)
+      .optional()
+      .describe('With serverAuthCode: the redirect URI it was issued for (one of PARTNER_REDIRECT_URIS)'),
+    codeVerifier: z
+      .string()
+      .regex(/^[A-Za-z0-9._~-]{43,128}$/)
+      .optional()
+      .describe('With serverAuthCode: its PKCE verifier, when one was used'),
   })
   .meta({ id: 'PartnerIosLoginRequest' });
 
 export const PartnerTokenBody = z
-  .object({ accessToken: token('accessToken').describe("An access token the provider issued to one of this service's partner clients") })
+  .object({
+    accessToken: token('accessToken').describe(
+      "An access token the provider issued to one of this service's partner clients",
+    ),
+  })
   .meta({ id: 'PartnerTokenLoginRequest' });
 
 export const AltidpStartQuery = z.object({
-  mode: z.enum(['signin', 'onboarding']).default('signin').describe('Returned with the result, so the app knows which screen to show next'),
-  next: z.string().max(2048).optional().describe('Where to send the browser afterwards: a path on this service (default /); the ticket arrives in the fragment'),
+  mode: z
+    .enum(['signin', 'onboarding'])
+    .default('signin')
+    .describe('Returned with the result, so the app knows which screen to show next'),
+  next: z
+    .string()
+    .max(2048)
+    .optional()
+    .describe(
+      'Where to send the browser afterwards: a path on this service (default /); the ticket arrives in the fragment',
+    ),
 });
 
 export const AltidpCallbackBody = z
@@ -38,21 +75,28 @@ export const AltidpCallbackBody = z
     state: z.string().min(1).max(512),
     code: z.string().min(1).max(2048).optional(),
     iss: z.string().max(2048).optional(),
-    user: z.string().max(4096).optional().describe('First sign-in only: JSON with the person\'s name'),
+    user: z.string().max(4096).optional().describe("First sign-in only: JSON with the person's name"),
     error: z.string().max(200).optional(),
     error_description: z.string().max(2000).optional(),
   })
   .loose();
 
 export const AltidpResultBody = z
-  .object({ ticket: z.string().min(1).max(200).describe('The ticket from the fragment of the `next` page (#altidp_ticket=...)') })
+  .object({
+    ticket: z.string().min(1).max(200).describe('The ticket from the fragment of the `next` page (#altidp_ticket=...)'),
+  })
   .meta({ id: 'AltidpResultRequest' });
 
 export const AltidpDirectBody = z
   .object({
     identityToken: token('identityToken').describe("The identity token from the provider's native sign-in"),
     nonce: nonce.optional().describe('Required when the token carries a nonce'),
-    name: z.string().min(1).max(200).optional().describe('Display name for a new account (the provider shares it only at the first sign-in)'),
+    name: z
+      .string()
+      .min(1)
+      .max(200)
+      .optional()
+      .describe('Display name for a new account (the provider shares it only at the first sign-in)'),
   })
   .meta({ id: 'AltidpLoginRequest' });
 

@@ -13,7 +13,11 @@ import { sessionPayload } from './session.ts';
 export function requireConfigured(app: FastifyInstance, kind: LoginKind): void {
   const missing = missingSettings(app.config.externalLogin, kind);
   if (missing.length > 0) {
-    throw new PlatformHttpError(503, 'auth_method_disabled', `This login is not configured on this deployment; the operator sets ${missing.join(', ')}.`);
+    throw new PlatformHttpError(
+      503,
+      'auth_method_disabled',
+      `This login is not configured on this deployment; the operator sets ${missing.join(', ')}.`,
+    );
   }
 }
 
@@ -46,6 +50,9 @@ export async function externalLogin(app: FastifyInstance, claims: ReturnType<typ
       return { result, refreshToken: await issueRefreshToken(tx, result.user.id) };
     }),
   );
-  app.log.info({ provider: claims.provider, userId: result.user.id, newUser: result.newUser, linked: result.linked }, 'external login');
+  app.log.info(
+    { provider: claims.provider, userId: result.user.id, newUser: result.newUser, linked: result.linked },
+    'external login',
+  );
   return { ...(await sessionPayload(app, result.user, refreshToken)), newUser: result.newUser };
 }

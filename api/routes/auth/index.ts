@@ -28,14 +28,17 @@ const authRoutes: FastifyPluginAsyncZod = async (app) => {
         security: [],
         tags: ['auth'],
         summary: 'Log in with e-mail and password; returns a platform JWT and a refresh token',
-        description: 'Only failed attempts count: an account locks after too many wrong passwords, and a network address after many more (429 rate_limited with Retry-After and the time to try again). A correct password clears its account\'s count.',
+        description:
+          "Only failed attempts count: an account locks after too many wrong passwords, and a network address after many more (429 rate_limited with Retry-After and the time to try again). A correct password clears its account's count.",
         body: LoginBody,
         response: { 200: Session, ...errors },
       },
     },
     async (request) => {
       const { email, password } = request.body;
-      const user = await loginWithinBudget(app, request, { kind: 'login', email }, () => checkPassword(app.db, email, password));
+      const user = await loginWithinBudget(app, request, { kind: 'login', email }, () =>
+        checkPassword(app.db, email, password),
+      );
       if (!user) throw new PlatformHttpError(401, 'invalid_credentials', 'E-mail or password is wrong.');
       request.log.info({ userId: user.id }, 'login');
       return session(user, await issueRefreshToken(app.db, user.id));
@@ -57,8 +60,13 @@ const authRoutes: FastifyPluginAsyncZod = async (app) => {
     async (request) => {
       const rotated = await rotateRefreshToken(app.db, request.body.refreshToken);
       if ('error' in rotated) {
-        if (rotated.error === 'reused') request.log.warn('a used refresh token was presented again; its family is revoked');
-        throw new PlatformHttpError(401, 'invalid_refresh_token', 'The refresh token is invalid, expired or already used; log in again.');
+        if (rotated.error === 'reused')
+          request.log.warn('a used refresh token was presented again; its family is revoked');
+        throw new PlatformHttpError(
+          401,
+          'invalid_refresh_token',
+          'The refresh token is invalid, expired or already used; log in again.',
+        );
       }
       const user = await findUser(app.db, rotated.userId);
       if (!user) throw new PlatformHttpError(401, 'invalid_refresh_token', 'The account no longer exists.');

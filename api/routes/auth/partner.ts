@@ -12,7 +12,14 @@ import { PlatformError, PlatformHttpError } from '../../errors.ts';
 import { claimsOf, externalLogin, requireConfigured, viaProvider } from './external.ts';
 import { ExternalSession, PartnerIosBody, PartnerTokenBody, PartnerWebBody } from './external-schemas.ts';
 
-const errors = { 400: PlatformError, 401: PlatformError, 403: PlatformError, 429: PlatformError, 502: PlatformError, 503: PlatformError };
+const errors = {
+  400: PlatformError,
+  401: PlatformError,
+  403: PlatformError,
+  429: PlatformError,
+  502: PlatformError,
+  503: PlatformError,
+};
 const ERRORS_TEXT =
   'Errors: 400 invalid_request, invalid_redirect_uri; 401 invalid_code, invalid_id_token, invalid_access_token; ' +
   '403 email_not_verified, email_required (nothing is created or linked); 429 rate_limited (external-login limit); ' +
@@ -26,7 +33,11 @@ const partnerRoutes: FastifyPluginAsyncZod = async (app) => {
   /** Exchanges a code our web client's app obtained; returns the person's claims. */
   async function exchangeCode(input: { code: string; redirectUri: string; codeVerifier?: string; nonce?: string }) {
     if (!settings.redirectUris.includes(input.redirectUri)) {
-      throw new ExternalLoginError(400, 'invalid_redirect_uri', 'redirectUri is not one of the redirect URIs this service accepts (PARTNER_REDIRECT_URIS).');
+      throw new ExternalLoginError(
+        400,
+        'invalid_redirect_uri',
+        'redirectUri is not one of the redirect URIs this service accepts (PARTNER_REDIRECT_URIS).',
+      );
     }
     const config = await webClient();
     const server = config.serverMetadata();
@@ -42,7 +53,8 @@ const partnerRoutes: FastifyPluginAsyncZod = async (app) => {
       });
       const idClaims = tokens.claims()!;
       // Some providers put the e-mail only in userinfo.
-      if (!idClaims.email && server.userinfo_endpoint) return { ...(await oidc.fetchUserInfo(config, tokens.access_token, idClaims.sub)), ...idClaims };
+      if (!idClaims.email && server.userinfo_endpoint)
+        return { ...(await oidc.fetchUserInfo(config, tokens.access_token, idClaims.sub)), ...idClaims };
       return idClaims;
     } catch (error) {
       throw providerFailure(error, 'code');
@@ -78,7 +90,7 @@ const partnerRoutes: FastifyPluginAsyncZod = async (app) => {
         operationId: 'loginWithPartnerIos',
         security: [],
         tags: ['auth'],
-        summary: "iOS login via partner: an ID token issued to the iOS client id, with its nonce",
+        summary: 'iOS login via partner: an ID token issued to the iOS client id, with its nonce',
         description: `The ID token is checked against the provider's published keys: issuer, audience PARTNER_IOS_CLIENT_ID, expiry and nonce. An optional serverAuthCode is exchanged with the web client and must name the same person. ${ERRORS_TEXT}`,
         body: PartnerIosBody,
         response: { 200: ExternalSession, ...errors },
@@ -87,12 +99,26 @@ const partnerRoutes: FastifyPluginAsyncZod = async (app) => {
     async (request) => {
       requireConfigured(app, 'partner-ios');
       const body = request.body;
-      const payload = await viaProvider(() => clients.verifyIdToken('partner', body.idToken, { audiences: [settings.iosClientId!], nonce: body.nonce }));
+      const payload = await viaProvider(() =>
+        clients.verifyIdToken('partner', body.idToken, { audiences: [settings.iosClientId!], nonce: body.nonce }),
+      );
       if (body.serverAuthCode) {
         requireConfigured(app, 'partner-web');
-        if (!body.redirectUri) throw new PlatformHttpError(400, 'invalid_request', 'serverAuthCode needs the redirectUri it was issued for.');
-        const exchanged = await viaProvider(() => exchangeCode({ code: body.serverAuthCode!, redirectUri: body.redirectUri!, codeVerifier: body.codeVerifier }));
-        if (exchanged.sub !== payload.sub) throw new PlatformHttpError(401, 'invalid_code', 'The server auth code belongs to another person than the ID token.');
+        if (!body.redirectUri)
+          throw new PlatformHttpError(
+            400,
+            'invalid_request',
+            'serverAuthCode needs the redirectUri it was issued for.',
+          );
+        const exchanged = await viaProvider(() =>
+          exchangeCode({ code: body.serverAuthCode!, redirectUri: body.redirectUri!, codeVerifier: body.codeVerifier }),
+        );
+        if (exchanged.sub !== payload.sub)
+          throw new PlatformHttpError(
+            401,
+            'invalid_code',
+            'The server auth code belongs to another person than the ID token.',
+          );
       }
       return externalLogin(app, claimsOf('partner', payload));
     },
@@ -124,10 +150,21 @@ const partnerRoutes: FastifyPluginAsyncZod = async (app) => {
           if (server.introspection_endpoint && settings.clientAuth) {
             const info = await oidc.tokenIntrospection(config, accessToken);
             const ours = [settings.clientId, settings.iosClientId].filter(Boolean);
-            if (!info.active) throw new ExternalLoginError(401, 'invalid_access_token', 'The provider says this access token is not active.');
-            if (!ours.includes(String(info.client_id))) throw new ExternalLoginError(401, 'invalid_access_token', "The access token was issued to another application, not to this service's clients.");
+            if (!info.active)
+              throw new ExternalLoginError(
+                401,
+                'invalid_access_token',
+                'The provider says this access token is not active.',
+              );
+            if (!ours.includes(String(info.client_id)))
+              throw new ExternalLoginError(
+                401,
+                'invalid_access_token',
+                "The access token was issued to another application, not to this service's clients.",
+              );
           }
-          if (!server.userinfo_endpoint) throw new ExternalLoginError(502, 'provider_unavailable', 'The provider has no userinfo endpoint.');
+          if (!server.userinfo_endpoint)
+            throw new ExternalLoginError(502, 'provider_unavailable', 'The provider has no userinfo endpoint.');
           return await oidc.fetchUserInfo(config, accessToken, oidc.skipSubjectCheck);
         } catch (error) {
           throw providerFailure(error, 'token');

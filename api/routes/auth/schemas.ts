@@ -33,11 +33,12 @@ export const Session = z
 
 export const Me = PublicUser.extend({
   roles: z.array(z.enum(['operator'])).describe('Platform-wide roles; `operator` is the global Admin'),
-  memberships: z.array(
-    z.object({ tenantId: z.uuid(), tenantName: z.string(), role: TenantRoleSchema }),
-  ),
+  memberships: z.array(z.object({ tenantId: z.uuid(), tenantName: z.string(), role: TenantRoleSchema })),
 }).meta({ id: 'Me' });
 
 export const AccountDeleted = z
-  .object({ deleted: z.literal(true), deletedTenants: z.int().describe('Tenants removed because the user was their only member') })
+  .object({
+    deleted: z.literal(true),
+    deletedTenants: z.int().describe('Tenants removed because the user was their only member'),
+  })
   .meta({ id: 'AccountDeleted' });

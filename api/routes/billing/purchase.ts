@@ -37,26 +37,45 @@ const MAX_EVENT_BYTES = 256 * 1024;
 const PurchaseSyncResult = z
   .object({
     plan: z.enum(PLAN_NAMES).describe('The plan the in-app purchases grant; free when none is active'),
-    status: z.enum(SUBSCRIPTION_STATUSES).describe('active, trialing, past_due (billing issue, in grace) or canceled (nothing active)'),
+    status: z
+      .enum(SUBSCRIPTION_STATUSES)
+      .describe('active, trialing, past_due (billing issue, in grace) or canceled (nothing active)'),
     source: z.literal('in_app'),
-    expiresAt: z.iso.datetime().nullable().describe('When the in-app grant ends by itself; null for a lifetime purchase or when nothing is granted'),
+    expiresAt: z.iso
+      .datetime()
+      .nullable()
+      .describe('When the in-app grant ends by itself; null for a lifetime purchase or when nothing is granted'),
     entitlement: z.object({
-      id: z.string().nullable().describe("The provider's entitlement identifier (PURCHASE_ENTITLEMENT_PRO / _ENTERPRISE); null when the subscriber has none of ours"),
+      id: z
+        .string()
+        .nullable()
+        .describe(
+          "The provider's entitlement identifier (PURCHASE_ENTITLEMENT_PRO / _ENTERPRISE); null when the subscriber has none of ours",
+        ),
       productId: z.string().nullable().describe('The store product behind it'),
       currentPeriodEnd: z.iso.datetime().nullable().describe('End of the paid period'),
-      willRenew: z.boolean().nullable().describe('false once auto-renew was turned off; null for a lifetime purchase or nothing'),
+      willRenew: z
+        .boolean()
+        .nullable()
+        .describe('false once auto-renew was turned off; null for a lifetime purchase or nothing'),
       stored: z
         .enum(['applied', 'stale', 'none'])
-        .describe('applied: stored now; stale: a newer state was already stored (shown here); none: nothing of ours was ever bought, nothing stored'),
+        .describe(
+          'applied: stored now; stale: a newer state was already stored (shown here); none: nothing of ours was ever bought, nothing stored',
+        ),
     }),
-    tenantPlan: z.enum(PLAN_NAMES).describe("The workspace's effective plan: the best of its in-app, Stripe and operator grants"),
+    tenantPlan: z
+      .enum(PLAN_NAMES)
+      .describe("The workspace's effective plan: the best of its in-app, Stripe and operator grants"),
   })
   .meta({ id: 'PurchaseSyncResult' });
 
 const PurchaseWebhookBody = z
   .looseObject({
     api_version: z.string().optional(),
-    event: PurchaseWebhookEvent.describe('The event; id, type and event_timestamp_ms are required, app_user_id names the tenant, other fields are kept as sent'),
+    event: PurchaseWebhookEvent.describe(
+      'The event; id, type and event_timestamp_ms are required, app_user_id names the tenant, other fields are kept as sent',
+    ),
   })
   .describe("The in-app purchase provider's webhook body");
 
@@ -86,19 +105,32 @@ const purchaseRoutes: FastifyPluginAsyncZod = async (app) => {
         security: [{ PlatformJWT: [] }],
         headers: TenantHeaders,
         body: z.object({}).strict().nullish().describe('Empty (or no body)'),
-        response: { 200: PurchaseSyncResult, 400: PlatformError, 401: PlatformError, 403: PlatformError, 404: PlatformError, 502: PlatformError, 503: PlatformError },
+        response: {
+          200: PurchaseSyncResult,
+          400: PlatformError,
+          401: PlatformError,
+          403: PlatformError,
+          404: PlatformError,
+          502: PlatformError,
+          503: PlatformError,
+        },
       },
     },
     async (request) => {
       const tenantId = request.tenant!.id;
-      const result = await syncPurchases({ db: app.db, config: app.config, logger: request.log }, tenantId, `in-app sync by user ${request.user!.userId}`).catch(
-        (error: unknown) => {
-          if (error instanceof PurchaseProviderError && error.kind !== 'not_configured') {
-            request.log.warn({ code: error.code, httpStatus: error.httpStatus }, 'in-app purchase provider could not be read');
-          }
-          return providerRefusal(error);
-        },
-      );
+      const result = await syncPurchases(
+        { db: app.db, config: app.config, logger: request.log },
+        tenantId,
+        `in-app sync by user ${request.user!.userId}`,
+      ).catch((error: unknown) => {
+        if (error instanceof PurchaseProviderError && error.kind !== 'not_configured') {
+          request.log.warn(
+            { code: error.code, httpStatus: error.httpStatus },
+            'in-app purchase provider could not be read',
+          );
+        }
+        return providerRefusal(error);
+      });
       const { provider, inApp } = result;
       return {
         plan: inApp?.plan ?? provider.plan,
@@ -121,14 +153,24 @@ const purchaseRoutes: FastifyPluginAsyncZod = async (app) => {
   const authorizeWebhook = async (request: FastifyRequest) => {
     const secret = app.config.billing.purchase.webhookSecret;
     if (!secret) {
-      throw new PlatformHttpError(503, 'billing_not_configured', 'In-app purchase webhooks are not configured on this deployment: set PURCHASE_WEBHOOK_SECRET.');
+      throw new PlatformHttpError(
+        503,
+        'billing_not_configured',
+        'In-app purchase webhooks are not configured on this deployment: set PURCHASE_WEBHOOK_SECRET.',
+      );
     }
     const header = request.headers.authorization;
-    const presented = typeof header === 'string' && /^bearer\s+/i.test(header) ? header.replace(/^bearer\s+/i, '').trim() : '';
+    const presented =
+      typeof header === 'string' && /^bearer\s+/i.test(header) ? header.replace(/^bearer\s+/i, '').trim() : '';
     // Both sides hashed first, so neither the length nor a prefix of the secret leaks through timing.
     if (!constantTimeEqual(presented, secret)) {
-      request.log.warn({ present: typeof header === 'string' }, 'in-app purchase webhook refused: wrong or missing bearer secret');
-      throw new PlatformHttpError(401, 'unauthorized', 'Send Authorization: Bearer <PURCHASE_WEBHOOK_SECRET>.', { 'www-authenticate': 'Bearer' });
+      request.log.warn(
+        { present: typeof header === 'string' },
+        'in-app purchase webhook refused: wrong or missing bearer secret',
+      );
+      throw new PlatformHttpError(401, 'unauthorized', 'Send Authorization: Bearer <PURCHASE_WEBHOOK_SECRET>.', {
+        'www-authenticate': 'Bearer',
+      });
     }
   };
 
@@ -147,7 +189,14 @@ const purchaseRoutes: FastifyPluginAsyncZod = async (app) => {
           'Other types (TEST, ...) and events about no known tenant are stored and ignored.',
         security: [{ PurchaseWebhookBearer: [] }],
         body: PurchaseWebhookBody,
-        response: { 200: WebhookReceived, 400: PlatformError, 401: PlatformError, 413: PlatformError, 415: PlatformError, 503: PlatformError },
+        response: {
+          200: WebhookReceived,
+          400: PlatformError,
+          401: PlatformError,
+          413: PlatformError,
+          415: PlatformError,
+          503: PlatformError,
+        },
       },
     },
     async (request) => {
@@ -157,10 +206,20 @@ const purchaseRoutes: FastifyPluginAsyncZod = async (app) => {
       const stored = await storeInboundEvent(
         app.jobs,
         app.db,
-        { provider: 'purchase', eventId: event.id, type: event.type, tenantId, createdAt: new Date(event.event_timestamp_ms), payload: body },
+        {
+          provider: 'purchase',
+          eventId: event.id,
+          type: event.type,
+          tenantId,
+          createdAt: new Date(event.event_timestamp_ms),
+          payload: body,
+        },
         HANDLED_PURCHASE_EVENTS.has(event.type) ? undefined : 'unhandled_type',
       );
-      request.log.info({ eventId: event.id, type: event.type, tenantId, duplicate: stored.duplicate, jobId: stored.jobId }, 'in-app purchase event received');
+      request.log.info(
+        { eventId: event.id, type: event.type, tenantId, duplicate: stored.duplicate, jobId: stored.jobId },
+        'in-app purchase event received',
+      );
       return received(stored);
     },
   );

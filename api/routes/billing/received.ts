@@ -10,4 +10,8 @@ export const WebhookReceived = z
   })
   .meta({ id: 'BillingWebhookReceived' });
 
-export const received = (stored: StoredEvent): z.infer<typeof WebhookReceived> => ({ received: true, duplicate: stored.duplicate, status: stored.status });
+export const received = (stored: StoredEvent): z.infer<typeof WebhookReceived> => ({
+  received: true,
+  duplicate: stored.duplicate,
+  status: stored.status,
+});

@@ -11,12 +11,23 @@ import { TenantHeaders } from '../../plugins/tenant.ts';
 const BillingStatus = z
   .object({
     plan: z.enum(Object.keys(PLANS) as [keyof typeof PLANS, ...(keyof typeof PLANS)[]]),
-    status: z.enum(SUBSCRIPTION_STATUSES).describe('State of the subscription behind the plan; canceled when a paid plan ended'),
-    source: z.enum(ENTITLEMENT_SOURCES).nullable().describe('What grants the plan: stripe, in_app or operator; null for the default free plan. A plan paid in the billing sandbox is stripe too (the sandbox speaks Stripe\'s API): billingMode says which'),
-    billingMode: z.enum(['stripe', 'sandbox', 'disabled']).describe('Where this deployment\'s Stripe is: stripe (api.stripe.com or STRIPE_API_BASE), sandbox (the built-in development sandbox, nothing is charged), or disabled'),
+    status: z
+      .enum(SUBSCRIPTION_STATUSES)
+      .describe('State of the subscription behind the plan; canceled when a paid plan ended'),
+    source: z
+      .enum(ENTITLEMENT_SOURCES)
+      .nullable()
+      .describe(
+        "What grants the plan: stripe, in_app or operator; null for the default free plan. A plan paid in the billing sandbox is stripe too (the sandbox speaks Stripe's API): billingMode says which",
+      ),
+    billingMode: z
+      .enum(['stripe', 'sandbox', 'disabled'])
+      .describe(
+        "Where this deployment's Stripe is: stripe (api.stripe.com or STRIPE_API_BASE), sandbox (the built-in development sandbox, nothing is charged), or disabled",
+      ),
     periodEnd: z.iso.datetime().nullable().describe('End of the paid period (renews unless cancelled)'),
     agentSlots: z.object({
-      included: z.int().describe("Agents the plan includes"),
+      included: z.int().describe('Agents the plan includes'),
       addons: z.int().describe('Extra slots bought with POST /api/billing/agent-addon'),
       used: z.int().describe('Company agents and managed agents that exist'),
       available: z.int(),
@@ -45,13 +56,23 @@ const billingStatusRoutes: FastifyPluginAsyncZod = async (app) => {
         summary: 'Plan, subscription state, agent slots, message count and usage limits',
         security: [{ PlatformJWT: [] }],
         headers: TenantHeaders,
-        response: { 200: BillingStatus, 400: PlatformError, 401: PlatformError, 403: PlatformError, 404: PlatformError },
+        response: {
+          200: BillingStatus,
+          400: PlatformError,
+          401: PlatformError,
+          403: PlatformError,
+          404: PlatformError,
+        },
       },
     },
     async (request) => {
       const status = await billingStatus(app.db, request.tenant!.id);
       if (!status) throw new PlatformHttpError(404, 'not_found', 'No such tenant.');
-      return { ...status, billingMode: app.config.billing.mode, limits: { ...status.limits, models: [...status.limits.models] } };
+      return {
+        ...status,
+        billingMode: app.config.billing.mode,
+        limits: { ...status.limits, models: [...status.limits.models] },
+      };
     },
   );
 };

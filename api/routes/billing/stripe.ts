@@ -16,7 +16,9 @@ const CheckoutResult = z
     sessionId: z.string(),
   })
   .meta({ id: 'BillingCheckoutSession' });
-const PortalResult = z.object({ url: z.url().describe('Stripe customer portal for payment methods, invoices and cancelling') }).meta({ id: 'BillingPortalSession' });
+const PortalResult = z
+  .object({ url: z.url().describe('Stripe customer portal for payment methods, invoices and cancelling') })
+  .meta({ id: 'BillingPortalSession' });
 const AddonResult = z
   .object({
     subscriptionId: z.string(),
@@ -24,7 +26,12 @@ const AddonResult = z
   })
   .meta({ id: 'BillingAgentAddon' });
 const AddonHeaders = TenantHeaders.extend({
-  'idempotency-key': z.string().min(8).max(200).optional().describe('Send one to make a retried purchase buy one slot, not two'),
+  'idempotency-key': z
+    .string()
+    .min(8)
+    .max(200)
+    .optional()
+    .describe('Send one to make a retried purchase buy one slot, not two'),
 });
 
 const refused = (error: unknown): never => {
@@ -35,7 +42,15 @@ const refused = (error: unknown): never => {
 const stripeBillingRoutes: FastifyPluginAsyncZod = async (app) => {
   const admin = { onRequest: app.requireUser, preValidation: app.requireTenant('admin') };
   const security = [{ PlatformJWT: [] }];
-  const errors = { 400: PlatformError, 401: PlatformError, 403: PlatformError, 404: PlatformError, 409: PlatformError, 502: PlatformError, 503: PlatformError };
+  const errors = {
+    400: PlatformError,
+    401: PlatformError,
+    403: PlatformError,
+    404: PlatformError,
+    409: PlatformError,
+    502: PlatformError,
+    503: PlatformError,
+  };
   const deps = () => ({ db: app.db, config: app.config, stripe: app.billing.stripe() });
   const emailOf = (userId: string) =>
     app.db.maybeOneFirst(sql.type(z.object({ email: z.string() }))`select email from users where id = ${userId}`);
@@ -49,13 +64,15 @@ const stripeBillingRoutes: FastifyPluginAsyncZod = async (app) => {
           operationId: plan === 'pro' ? 'createCheckoutSession' : 'createEnterpriseCheckoutSession',
           tags: ['billing'],
           summary: `Start a Stripe checkout for the ${plan === 'pro' ? 'Pro' : 'Enterprise'} plan`,
-          description: 'Tenant Admin. Answers the checkout URL for the person; the plan changes when the payment event arrives. 409 already_on_plan when the workspace has this plan or a higher one, 409 subscription_exists when it pays for another Stripe plan (change it in the portal); 503 billing_not_configured.',
+          description:
+            'Tenant Admin. Answers the checkout URL for the person; the plan changes when the payment event arrives. 409 already_on_plan when the workspace has this plan or a higher one, 409 subscription_exists when it pays for another Stripe plan (change it in the portal); 503 billing_not_configured.',
           security,
           headers: TenantHeaders,
           response: { 200: CheckoutResult, ...errors },
         },
       },
-      async (request) => startCheckout(deps(), request.tenant!.id, plan, await emailOf(request.user!.userId)).catch(refused),
+      async (request) =>
+        startCheckout(deps(), request.tenant!.id, plan, await emailOf(request.user!.userId)).catch(refused),
     );
   }
 
@@ -84,7 +101,8 @@ const stripeBillingRoutes: FastifyPluginAsyncZod = async (app) => {
         operationId: 'buyAgentAddon',
         tags: ['billing'],
         summary: 'Buy one more agent slot on the Stripe subscription (prorated)',
-        description: 'Tenant Admin. 409 no_active_subscription without a paid Stripe subscription. The slot is usable as soon as this answers.',
+        description:
+          'Tenant Admin. 409 no_active_subscription without a paid Stripe subscription. The slot is usable as soon as this answers.',
         security,
         headers: AddonHeaders,
         response: { 200: AddonResult, ...errors },

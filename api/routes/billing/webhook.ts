@@ -19,7 +19,11 @@ const MAX_EVENT_BYTES = 512 * 1024;
 const stripeWebhookRoutes: FastifyPluginAsyncZod = async (app) => {
   // This plugin's own JSON parser keeps the raw bytes: the signature covers them exactly.
   app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit: MAX_EVENT_BYTES }, (_request, body, done) => done(null, body));
+  app.addContentTypeParser(
+    'application/json',
+    { parseAs: 'buffer', bodyLimit: MAX_EVENT_BYTES },
+    (_request, body, done) => done(null, body),
+  );
 
   app.post(
     '/api/billing/webhook',
@@ -31,31 +35,59 @@ const stripeWebhookRoutes: FastifyPluginAsyncZod = async (app) => {
         description: `Signed by Stripe (Stripe-Signature over the raw JSON body, ${SIGNATURE_TOLERANCE_S} s tolerance). Handled: ${[...HANDLED_STRIPE_EVENTS].join(', ')}; other types are stored and ignored.`,
         security: [{ StripeSignature: [] }],
         // Checked by the handler, so a missing one answers invalid_signature like a wrong one.
-        headers: z.object({ 'stripe-signature': z.string().max(4096).optional().describe('Required: t=<unix time>,v1=<HMAC-SHA256>') }),
+        headers: z.object({
+          'stripe-signature': z.string().max(4096).optional().describe('Required: t=<unix time>,v1=<HMAC-SHA256>'),
+        }),
         body: z.unknown().describe('The Stripe Event as JSON, exactly as sent'),
-        response: { 200: WebhookReceived, 400: PlatformError, 413: PlatformError, 415: PlatformError, 503: PlatformError },
+        response: {
+          200: WebhookReceived,
+          400: PlatformError,
+          413: PlatformError,
+          415: PlatformError,
+          503: PlatformError,
+        },
       },
     },
     async (request) => {
       const raw = request.body;
-      if (!Buffer.isBuffer(raw)) throw new PlatformHttpError(415, 'unsupported_media_type', 'Send the event as application/json.');
+      if (!Buffer.isBuffer(raw))
+        throw new PlatformHttpError(415, 'unsupported_media_type', 'Send the event as application/json.');
       if (app.config.billing.mode === 'disabled') {
-        throw new PlatformHttpError(503, 'billing_not_configured', 'Billing is not configured on this deployment (STRIPE_SECRET_KEY, STRIPE_WEBHOOK_SECRET).');
+        throw new PlatformHttpError(
+          503,
+          'billing_not_configured',
+          'Billing is not configured on this deployment (STRIPE_SECRET_KEY, STRIPE_WEBHOOK_SECRET).',
+        );
       }
       const header = request.headers['stripe-signature'];
-      if (!header) throw new PlatformHttpError(400, 'invalid_signature', 'Send the Stripe-Signature header Stripe signs each event with.');
+      if (!header)
+        throw new PlatformHttpError(
+          400,
+          'invalid_signature',
+          'Send the Stripe-Signature header Stripe signs each event with.',
+        );
       // The SDK checks a timestamp's age only; one from the future is refused as well.
       const signedAt = Number(/(?:^|,)t=(\d{1,12})(?:,|$)/.exec(header)?.[1]);
       if (Number.isFinite(signedAt) && signedAt > Date.now() / 1000 + SIGNATURE_TOLERANCE_S) {
         request.log.warn('stripe webhook refused: signed in the future');
-        throw new PlatformHttpError(400, 'invalid_signature', `The Stripe-Signature timestamp is more than ${SIGNATURE_TOLERANCE_S} s in the future.`);
+        throw new PlatformHttpError(
+          400,
+          'invalid_signature',
+          `The Stripe-Signature timestamp is more than ${SIGNATURE_TOLERANCE_S} s in the future.`,
+        );
       }
       let event: Stripe.Event;
       try {
-        event = app.billing.stripe().webhooks.constructEvent(raw, header, app.config.billing.stripe.webhookSecret, SIGNATURE_TOLERANCE_S);
+        event = app.billing
+          .stripe()
+          .webhooks.constructEvent(raw, header, app.config.billing.stripe.webhookSecret, SIGNATURE_TOLERANCE_S);
       } catch (error) {
         request.log.warn({ reason: (error as Error).message }, 'stripe webhook refused: bad signature');
-        throw new PlatformHttpError(400, 'invalid_signature', 'The Stripe-Signature header does not match this body, secret and time.');
+        throw new PlatformHttpError(
+          400,
+          'invalid_signature',
+          'The Stripe-Signature header does not match this body, secret and time.',
+        );
       }
       if (typeof event?.id !== 'string' || typeof event.type !== 'string' || typeof event.data?.object !== 'object') {
         throw new PlatformHttpError(400, 'invalid_request', 'The body is not a Stripe event (id, type, data.object).');
@@ -64,10 +96,20 @@ const stripeWebhookRoutes: FastifyPluginAsyncZod = async (app) => {
       const stored = await storeInboundEvent(
         app.jobs,
         app.db,
-        { provider: 'stripe', eventId: event.id, type: event.type, tenantId, createdAt: new Date(event.created * 1000), payload: event },
+        {
+          provider: 'stripe',
+          eventId: event.id,
+          type: event.type,
+          tenantId,
+          createdAt: new Date(event.created * 1000),
+          payload: event,
+        },
         HANDLED_STRIPE_EVENTS.has(event.type) ? undefined : 'unhandled_type',
       );
-      request.log.info({ eventId: event.id, type: event.type, tenantId, duplicate: stored.duplicate, jobId: stored.jobId }, 'stripe event received');
+      request.log.info(
+        { eventId: event.id, type: event.type, tenantId, duplicate: stored.duplicate, jobId: stored.jobId },
+        'stripe event received',
+      );
       return received(stored);
     },
   );

@@ -33,24 +33,31 @@ const gone = (reply: FastifyReply) =>
   });
 
 const hostedBoardRoutes: FastifyPluginAsyncZod = async (app) => {
-  app.get('/boards/public/:secret', {
-    logLevel: 'warn',
-    schema: { hide: true, params: z.object({ secret: z.string().min(1).max(200) }) },
-  }, async (request, reply) => {
-    reply.headers(HEADERS);
-    const json = wantsJson(request);
-    const board = await hostedBoard(app.db, request.params.secret);
-    if (!board) {
-      if (json) throw new PlatformHttpError(404, 'not_found', 'No such board.');
-      return gone(reply);
-    }
-    if (json) return reply.type('application/json; charset=utf-8').send({ title: board.title, version: board.version, content: board.content });
-    return sendPage(reply, {
-      title: board.title,
-      body: html`<p class="muted">Version ${board.version}</p>${renderReport(board.content)}`,
-      headers: HEADERS,
-    });
-  });
+  app.get(
+    '/boards/public/:secret',
+    {
+      logLevel: 'warn',
+      schema: { hide: true, params: z.object({ secret: z.string().min(1).max(200) }) },
+    },
+    async (request, reply) => {
+      reply.headers(HEADERS);
+      const json = wantsJson(request);
+      const board = await hostedBoard(app.db, request.params.secret);
+      if (!board) {
+        if (json) throw new PlatformHttpError(404, 'not_found', 'No such board.');
+        return gone(reply);
+      }
+      if (json)
+        return reply
+          .type('application/json; charset=utf-8')
+          .send({ title: board.title, version: board.version, content: board.content });
+      return sendPage(reply, {
+        title: board.title,
+        body: html`<p class="muted">Version ${board.version}</p>${renderReport(board.content)}`,
+        headers: HEADERS,
+      });
+    },
+  );
 };
 
 export default hostedBoardRoutes;

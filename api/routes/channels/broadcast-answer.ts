@@ -18,7 +18,12 @@ export const CROWD = 32;
  * onResponse hooks (metrics, the request's log line) do not run for it: the
  * caller's `observe` does that.
  */
-export function answerRaw(reply: FastifyReply, body: string, contentType: string, observe: (status: number) => void): void {
+export function answerRaw(
+  reply: FastifyReply,
+  body: string,
+  contentType: string,
+  observe: (status: number) => void,
+): void {
   const socket = reply.raw.socket;
   if (!socket || socket.destroyed || !socket.writable) {
     reply.type(contentType).send(body);

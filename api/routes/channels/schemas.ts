@@ -4,7 +4,11 @@ import { CHANNEL_STATES } from '../../../core/channels/types.ts';
 import type { LinkRow } from '../../../core/channels/store.ts';
 
 export const ChannelParams = z.object({
-  channel: z.string().min(1).max(40).describe(`A messaging channel: ${CHANNEL_IDS.join(', ')}`),
+  channel: z
+    .string()
+    .min(1)
+    .max(40)
+    .describe(`A messaging channel: ${CHANNEL_IDS.join(', ')}`),
 });
 
 export const ChannelSummary = z
@@ -19,7 +23,10 @@ export const ChannelSummary = z
   .meta({ id: 'ChannelSummary' });
 
 export const ChannelStatus = ChannelSummary.extend({
-  account: z.record(z.string(), z.unknown()).nullable().describe('The linked account or chat (bot, chat id, workspace)'),
+  account: z
+    .record(z.string(), z.unknown())
+    .nullable()
+    .describe('The linked account or chat (bot, chat id, workspace)'),
   linkExpiresAt: z.iso.datetime().nullable().describe('While linking: when the link stops working'),
   lastInboundAt: z.iso.datetime().nullable(),
   lastOutboundAt: z.iso.datetime().nullable(),
@@ -46,23 +53,36 @@ export const LinkWaited = z
   })
   .meta({ id: 'ChannelLinkWait' });
 
-export const MaskedSecret = z.object({ set: z.boolean(), masked: z.string().nullable().describe('Last four characters only') });
+export const MaskedSecret = z.object({
+  set: z.boolean(),
+  masked: z.string().nullable().describe('Last four characters only'),
+});
 export const ChannelConfig = z
   .object({
     channel: z.string(),
     config: z.record(z.string(), z.string()).describe('Settings that are not secret'),
     secrets: z.record(z.string(), MaskedSecret).describe('Secrets are never returned: whether each is set, masked'),
-    inboundUrl: z.url().nullable().describe('Where the channel sends inbound requests (Slack Events URL, webhook target)'),
+    inboundUrl: z
+      .url()
+      .nullable()
+      .describe('Where the channel sends inbound requests (Slack Events URL, webhook target)'),
     redirectUrl: z.url().optional().describe('slack: the OAuth redirect URL to register in the app'),
   })
   .meta({ id: 'ChannelConfig' });
 
-export const ConfigBody = z.union(CHANNELS.map((c) => c.configSchema.strict().meta({ id: `${c.title.split(' ')[0]}ChannelConfigInput` })) as unknown as [z.ZodObject, z.ZodObject]);
+export const ConfigBody = z.union(
+  CHANNELS.map((c) =>
+    c.configSchema.strict().meta({ id: `${c.title.split(' ')[0]}ChannelConfigInput` }),
+  ) as unknown as [z.ZodObject, z.ZodObject],
+);
 
 const iso = (v: string | null) => (v === null ? null : new Date(v).toISOString());
 export const statusOf = (row: LinkRow | null) => row?.state ?? 'not_linked';
 
-export function toStatus(adapter: { id: string; title: string; linkKind: 'url' | 'session_token'; requiredForLink: readonly string[] }, row: LinkRow | null) {
+export function toStatus(
+  adapter: { id: string; title: string; linkKind: 'url' | 'session_token'; requiredForLink: readonly string[] },
+  row: LinkRow | null,
+) {
   return {
     channel: adapter.id,
     title: adapter.title,

@@ -20,7 +20,14 @@ export const SendAccepted = z
   .meta({ id: 'ChatSendAccepted' });
 
 export const Session = z
-  .object({ id: z.uuid(), title: z.string(), agentId: z.uuid().nullable(), model: z.string().nullable(), createdAt: z.iso.datetime(), updatedAt: z.iso.datetime() })
+  .object({
+    id: z.uuid(),
+    title: z.string(),
+    agentId: z.uuid().nullable(),
+    model: z.string().nullable(),
+    createdAt: z.iso.datetime(),
+    updatedAt: z.iso.datetime(),
+  })
   .meta({ id: 'ChatSession' });
 
 export const Message = z
@@ -38,7 +45,12 @@ export const Message = z
   .meta({ id: 'ChatMessage' });
 
 export const Provisioned = z
-  .object({ tenantId: z.uuid(), agentId: z.uuid(), sessionId: z.uuid(), created: z.boolean().describe('False when everything already existed') })
+  .object({
+    tenantId: z.uuid(),
+    agentId: z.uuid(),
+    sessionId: z.uuid(),
+    created: z.boolean().describe('False when everything already existed'),
+  })
   .meta({ id: 'ChatInitResponse' });
 
 // Printable ASCII without spaces, 8-200 characters.

@@ -7,7 +7,13 @@ import { JOB_STATUSES, JobStatus } from '../../../core/jobs/schema.ts';
 import { parseModel } from '../../../core/providers/registry.ts';
 
 export const Company = z
-  .object({ id: z.uuid(), name: z.string(), description: z.string(), createdAt: z.iso.datetime(), updatedAt: z.iso.datetime() })
+  .object({
+    id: z.uuid(),
+    name: z.string(),
+    description: z.string(),
+    createdAt: z.iso.datetime(),
+    updatedAt: z.iso.datetime(),
+  })
   .meta({ id: 'Company' });
 export const CompanyAgent = z
   .object({
@@ -50,7 +56,8 @@ export const CompanyRun = z
 
 export const RunAccepted = z.object({ run: CompanyRun, job: JobStatus }).meta({ id: 'CompanyRunAccepted' });
 
-const page = <T extends z.ZodType>(item: T, id: string) => z.object({ items: z.array(item), nextCursor: z.string().nullable() }).meta({ id });
+const page = <T extends z.ZodType>(item: T, id: string) =>
+  z.object({ items: z.array(item), nextCursor: z.string().nullable() }).meta({ id });
 export const CompanyPage = page(Company, 'CompanyPage');
 export const CompanyAgentPage = page(CompanyAgent, 'CompanyAgentPage');
 export const CompanyTaskPage = page(CompanyTask, 'CompanyTaskPage');
@@ -68,7 +75,12 @@ const Model = z
 
 export const CompanyBody = z.object({ name: Name, description: z.string().max(10_000).optional() });
 export const CompanyPatch = CompanyBody.partial();
-export const AgentBody = z.object({ name: Name, role: z.string().max(10_000).optional(), model: Model.optional(), status: z.enum(['active', 'paused']).optional() });
+export const AgentBody = z.object({
+  name: Name,
+  role: z.string().max(10_000).optional(),
+  model: Model.optional(),
+  status: z.enum(['active', 'paused']).optional(),
+});
 export const AgentPatch = AgentBody.partial();
 export const TaskBody = z.object({
   title: z.string().trim().min(1).max(500),
@@ -78,15 +90,42 @@ export const TaskBody = z.object({
 });
 export const TaskPatch = TaskBody.partial();
 
-export const toCompany = (c: CompanyRow) => ({ id: c.id, name: c.name, description: c.description, createdAt: c.created_at, updatedAt: c.updated_at });
+export const toCompany = (c: CompanyRow) => ({
+  id: c.id,
+  name: c.name,
+  description: c.description,
+  createdAt: c.created_at,
+  updatedAt: c.updated_at,
+});
 export const toAgent = (a: CompanyAgentRow) => ({
-  id: a.id, companyId: a.company_id, name: a.name, role: a.role, model: a.model, status: a.status, createdAt: a.created_at, updatedAt: a.updated_at,
+  id: a.id,
+  companyId: a.company_id,
+  name: a.name,
+  role: a.role,
+  model: a.model,
+  status: a.status,
+  createdAt: a.created_at,
+  updatedAt: a.updated_at,
 });
 export const toTask = (t: CompanyTaskRow) => ({
-  id: t.id, companyId: t.company_id, title: t.title, description: t.description, status: t.status,
-  assignedAgentId: t.assigned_agent_id, createdAt: t.created_at, updatedAt: t.updated_at,
+  id: t.id,
+  companyId: t.company_id,
+  title: t.title,
+  description: t.description,
+  status: t.status,
+  assignedAgentId: t.assigned_agent_id,
+  createdAt: t.created_at,
+  updatedAt: t.updated_at,
 });
 export const toRun = (r: CompanyRunRow) => ({
-  id: r.id, companyId: r.company_id, taskId: r.task_id, agentId: r.agent_id, jobId: r.job_id, status: r.status,
-  model: r.model, output: r.output, createdAt: r.created_at, finishedAt: r.finished_at,
+  id: r.id,
+  companyId: r.company_id,
+  taskId: r.task_id,
+  agentId: r.agent_id,
+  jobId: r.job_id,
+  status: r.status,
+  model: r.model,
+  output: r.output,
+  createdAt: r.created_at,
+  finishedAt: r.finished_at,
 });

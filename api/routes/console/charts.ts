@@ -20,7 +20,15 @@ const niceMax = (max: number) => {
 };
 const fmt = (n: number) => (n >= 1000 ? `${Math.round(n / 100) / 10}k` : String(Math.round(n * 10) / 10));
 
-function frame(id: string, title: string, description: string, labels: readonly string[], max: number, unit: string, body: Html): Html {
+function frame(
+  id: string,
+  title: string,
+  description: string,
+  labels: readonly string[],
+  max: number,
+  unit: string,
+  body: Html,
+): Html {
   const plotH = H - TOP - BOTTOM;
   const first = labels[0] ?? '';
   const last = labels.at(-1) ?? '';
@@ -39,7 +47,14 @@ const legend = (series: readonly Series[]) =>
   html`<p class="legend small">${series.map((s) => html`<span><svg width="10" height="10" aria-hidden="true"><rect width="10" height="10" fill="${s.colour}"/></svg> ${s.name}</span> `)}</p>`;
 
 /** Stacked bars, one per label. */
-export function stackedBars(id: string, title: string, description: string, labels: readonly string[], series: readonly Series[], unit = ''): Html {
+export function stackedBars(
+  id: string,
+  title: string,
+  description: string,
+  labels: readonly string[],
+  series: readonly Series[],
+  unit = '',
+): Html {
   const totals = labels.map((_, i) => series.reduce((n, s) => n + (s.values[i] ?? 0), 0));
   const max = niceMax(Math.max(0, ...totals));
   const plotH = H - TOP - BOTTOM;
@@ -50,7 +65,9 @@ export function stackedBars(id: string, title: string, description: string, labe
       const v = s.values[i] ?? 0;
       const h = (v / max) * plotH;
       y -= h;
-      return v > 0 ? html`<rect x="${(LEFT + i * slot + 0.5).toFixed(1)}" y="${y.toFixed(1)}" width="${Math.max(1, slot - 1).toFixed(1)}" height="${h.toFixed(1)}" fill="${s.colour}"/>` : '';
+      return v > 0
+        ? html`<rect x="${(LEFT + i * slot + 0.5).toFixed(1)}" y="${y.toFixed(1)}" width="${Math.max(1, slot - 1).toFixed(1)}" height="${h.toFixed(1)}" fill="${s.colour}"/>`
+        : '';
     });
     const tip = `${label} UTC: ${series.map((s) => `${s.values[i] ?? 0} ${s.name}`).join(', ')}`;
     return html`<g data-minute="${label}" data-total="${totals[i]}"><title>${tip}</title>${parts}</g>`;
@@ -59,11 +76,21 @@ export function stackedBars(id: string, title: string, description: string, labe
 }
 
 /** A line through the points that have a value (a gap where a minute has none). */
-export function line(id: string, title: string, description: string, labels: readonly string[], s: Series, unit = ''): Html {
+export function line(
+  id: string,
+  title: string,
+  description: string,
+  labels: readonly string[],
+  s: Series,
+  unit = '',
+): Html {
   const max = niceMax(Math.max(0, ...s.values.map((v) => v ?? 0)));
   const plotH = H - TOP - BOTTOM;
   const slot = (W - LEFT) / Math.max(1, labels.length);
-  const point = (i: number, v: number) => ({ x: (LEFT + i * slot + slot / 2).toFixed(1), y: (TOP + plotH - (v / max) * plotH).toFixed(1) });
+  const point = (i: number, v: number) => ({
+    x: (LEFT + i * slot + slot / 2).toFixed(1),
+    y: (TOP + plotH - (v / max) * plotH).toFixed(1),
+  });
   const runs: string[][] = [[]];
   const dots = s.values.map((v, i) => {
     if (v === null) {
@@ -74,6 +101,8 @@ export function line(id: string, title: string, description: string, labels: rea
     runs.at(-1)!.push(`${x},${y}`);
     return html`<circle cx="${x}" cy="${y}" r="2.5" fill="${s.colour}" data-minute="${labels[i]}"><title>${labels[i]} UTC: ${fmt(v)}${unit} ${s.name}</title></circle>`;
   });
-  const paths = runs.filter((r) => r.length > 0).map((r) => html`<polyline points="${r.join(' ')}" fill="none" stroke="${s.colour}" stroke-width="2"/>`);
+  const paths = runs
+    .filter((r) => r.length > 0)
+    .map((r) => html`<polyline points="${r.join(' ')}" fill="none" stroke="${s.colour}" stroke-width="2"/>`);
   return frame(id, title, description, labels, max, unit, html`${paths}${dots}`);
 }

@@ -37,7 +37,8 @@ const Form = z.object({
 type Form = z.infer<typeof Form>;
 
 /** Only a console path may be where sign-in leads (no open redirect). */
-const safeNext = (next: string | undefined) => (next && /^\/console(\/[A-Za-z0-9/_.-]*)?(\?[^\s#]*)?$/.test(next) ? next : CONSOLE_PREFIX);
+const safeNext = (next: string | undefined) =>
+  next && /^\/console(\/[A-Za-z0-9/_.-]*)?(\?[^\s#]*)?$/.test(next) ? next : CONSOLE_PREFIX;
 
 const consoleRoutes: FastifyPluginAsyncZod = async (app) => {
   const sessions = consoleSessions(app.config, app.db);
@@ -58,41 +59,77 @@ const consoleRoutes: FastifyPluginAsyncZod = async (app) => {
 <button type="submit">Sign out</button></p></form>`;
 
   function signInPage(reply: FastifyReply, status: number, s: PageSession, next: string, error?: string) {
-    return sendPage(reply, { status, title: 'Operator console: sign in', body: html`
+    return sendPage(reply, {
+      status,
+      title: 'Operator console: sign in',
+      body: html`
 <p>The console shows the platform's queues, jobs, workers and tenants to its operators. Sign in with your platform account.</p>
 ${error ? html`<p class="error">${error}</p>` : ''}
 <form method="post" action="/console/sign-in">
 <input type="hidden" name="csrf" value="${sessions.csrf(CSRF_SUBJECT, s)}"><input type="hidden" name="next" value="${next}">
 <label>E-mail <input type="email" name="email" required autocomplete="username"></label>
 <label>Password <input type="password" name="password" required autocomplete="current-password"></label>
-<button type="submit">Sign in</button></form>` });
+<button type="submit">Sign in</button></form>`,
+    });
   }
 
   const refused = (reply: FastifyReply, s: PageSession, user: UserRow) =>
-    sendPage(reply, { status: 403, title: 'Not an operator', body: html`<p>Only the platform operator may use the console. Your account is not one.</p>${signOutForm(s, user)}` });
+    sendPage(reply, {
+      status: 403,
+      title: 'Not an operator',
+      body: html`<p>Only the platform operator may use the console. Your account is not one.</p>${signOutForm(s, user)}`,
+    });
 
   function shell(reply: FastifyReply, current: ConsolePage, view: View, s: PageSession, user: UserRow, status = 200) {
-    const nav = html`<nav class="console">${CONSOLE_PAGES.filter((p) => p.nav).map((p) =>
-      html`<a href="${p.path}"${p === current || (current.path.startsWith(`${p.path}/`) && p.path !== CONSOLE_PREFIX) ? html` aria-current="page"` : ''}>${p.nav}</a>`)}</nav>`;
+    const nav = html`<nav class="console">${CONSOLE_PAGES.filter((p) => p.nav).map(
+      (p) =>
+        html`<a href="${p.path}"${p === current || (current.path.startsWith(`${p.path}/`) && p.path !== CONSOLE_PREFIX) ? html` aria-current="page"` : ''}>${p.nav}</a>`,
+    )}</nav>`;
     return sendPage(reply, {
-      status, title: `${view.title} · Console`, heading: null, wide: true, script: '/console/console.js',
+      status,
+      title: `${view.title} · Console`,
+      heading: null,
+      wide: true,
+      script: '/console/console.js',
       body: html`${nav}<span id="live-status" class="live-status" role="status">not live</span><h1>${view.title}</h1>
 ${view.top ?? ''}<div id="live">${view.live}</div>${view.bottom ?? ''}${signOutForm(s, user)}`,
     });
   }
 
   app.get('/console/console.js', { schema: { hide: true } }, async (_request, reply) =>
-    reply.headers({ 'content-type': 'text/javascript; charset=utf-8', 'cache-control': 'no-cache', 'x-content-type-options': 'nosniff' }).send(CONSOLE_SCRIPT));
+    reply
+      .headers({
+        'content-type': 'text/javascript; charset=utf-8',
+        'cache-control': 'no-cache',
+        'x-content-type-options': 'nosniff',
+      })
+      .send(CONSOLE_SCRIPT),
+  );
 
   for (const page of CONSOLE_PAGES) {
     const Params = z.object(Object.fromEntries(page.params.map((name) => [name, z.string().max(64)])));
     app.get(page.path, { schema: { hide: true, params: Params, querystring: Query } }, async (request, reply) => {
       const visitor = await consoleVisitor(app.db, sessions, request);
-      if (visitor.kind === 'anonymous') return signInPage(reply, 200, visitor.session ?? (await sessions.start(reply, null)), safeNext(request.url));
+      if (visitor.kind === 'anonymous')
+        return signInPage(reply, 200, visitor.session ?? (await sessions.start(reply, null)), safeNext(request.url));
       if (visitor.kind === 'refused') return refused(reply, visitor.session, visitor.user);
       const csrf = sessions.csrf(CSRF_SUBJECT, visitor.session);
-      const view = await page.view({ db: app.db, config: app.config, csrf }, { params: request.params as Record<string, string>, query: request.query });
-      if (!view) return shell(reply, page, { title: 'Not found', live: html`<p>There is no such ${page.path.includes('tenants') ? 'tenant' : 'job'}. It may have been removed by retention.</p>` }, visitor.session, visitor.user, 404);
+      const view = await page.view(
+        { db: app.db, config: app.config, csrf },
+        { params: request.params as Record<string, string>, query: request.query },
+      );
+      if (!view)
+        return shell(
+          reply,
+          page,
+          {
+            title: 'Not found',
+            live: html`<p>There is no such ${page.path.includes('tenants') ? 'tenant' : 'job'}. It may have been removed by retention.</p>`,
+          },
+          visitor.session,
+          visitor.user,
+          404,
+        );
       return shell(reply, page, view, visitor.session, visitor.user);
     });
   }
@@ -108,7 +145,10 @@ ${view.top ?? ''}<div id="live">${view.live}</div>${view.bottom ?? ''}${signOutF
     if ('wrong' in signedIn) return signInPage(reply, 401, session, next, 'E-mail or password is wrong.');
     const { user } = signedIn;
     await sessions.start(reply, user.id); // a new session id at sign-in
-    request.log.info({ userId: user.id, operator: user.is_operator }, user.is_operator ? 'operator signed in to the console' : 'a non-operator signed in to the console and is refused');
+    request.log.info(
+      { userId: user.id, operator: user.is_operator },
+      user.is_operator ? 'operator signed in to the console' : 'a non-operator signed in to the console and is refused',
+    );
     return seeOther(reply, next);
   });
 
@@ -122,56 +162,134 @@ ${view.top ?? ''}<div id="live">${view.live}</div>${view.bottom ?? ''}${signOutF
   });
 
   const expired = (reply: FastifyReply) =>
-    message(reply, 403, 'Form expired', 'This form has expired or did not come from the console.', html`<p><a href="/console">Open the console again</a></p>`);
+    message(
+      reply,
+      403,
+      'Form expired',
+      'This form has expired or did not come from the console.',
+      html`<p><a href="/console">Open the console again</a></p>`,
+    );
 
   /** An action's route: an operator, a valid CSRF token and a reason, then the action and its audit in one transaction. */
-  function action(path: string, param: 'jobId' | 'tenantId', run: (operator: { userId: string; email: string }, id: string, reason: string) => Promise<ActionOutcome>) {
-    app.post(path, { schema: { hide: true, params: z.object({ [param]: z.string().max(64) }), body: Form.optional() } }, async (request: FastifyRequest, reply) => {
-      const id = (request.params as Record<string, string>)[param]!;
-      const back = `${CONSOLE_PREFIX}/${param === 'jobId' ? 'jobs' : 'tenants'}/${id}`;
-      const form: Form = (request.body as Form | undefined) ?? {};
-      const visitor = await consoleVisitor(app.db, sessions, request);
-      if (visitor.kind === 'anonymous') return signInPage(reply, 401, visitor.session ?? (await sessions.start(reply, null)), back, 'Sign in first.');
-      if (visitor.kind === 'refused') return refused(reply, visitor.session, visitor.user);
-      if (!sessions.checkCsrf(CSRF_SUBJECT, visitor.session, form.csrf)) return expired(reply);
-      if (!UUID.test(id)) return message(reply, 404, 'Not found', 'There is no such thing to act on.');
-      const reason = form.reason?.trim() ?? '';
-      if (reason.length === 0 || reason.length > 500) {
-        return message(reply, 400, 'Say why', 'Every action needs a reason of 1 to 500 characters; it is kept in the audit list.', html`<p><a href="${back}">Back</a></p>`);
-      }
-      const outcome = await run({ userId: visitor.user.id, email: visitor.user.email }, id, reason);
-      if (!outcome.ok) return message(reply, outcome.status, outcome.status === 404 ? 'Not found' : 'Not possible now', outcome.message, html`<p><a href="${back}">Back</a></p>`);
-      request.log.info({ action: path.split('/').at(-1), target: id, operator: visitor.user.id, outcome: outcome.outcome }, 'operator action');
-      return seeOther(reply, back);
-    });
+  function action(
+    path: string,
+    param: 'jobId' | 'tenantId',
+    run: (operator: { userId: string; email: string }, id: string, reason: string) => Promise<ActionOutcome>,
+  ) {
+    app.post(
+      path,
+      { schema: { hide: true, params: z.object({ [param]: z.string().max(64) }), body: Form.optional() } },
+      async (request: FastifyRequest, reply) => {
+        const id = (request.params as Record<string, string>)[param]!;
+        const back = `${CONSOLE_PREFIX}/${param === 'jobId' ? 'jobs' : 'tenants'}/${id}`;
+        const form: Form = (request.body as Form | undefined) ?? {};
+        const visitor = await consoleVisitor(app.db, sessions, request);
+        if (visitor.kind === 'anonymous')
+          return signInPage(reply, 401, visitor.session ?? (await sessions.start(reply, null)), back, 'Sign in first.');
+        if (visitor.kind === 'refused') return refused(reply, visitor.session, visitor.user);
+        if (!sessions.checkCsrf(CSRF_SUBJECT, visitor.session, form.csrf)) return expired(reply);
+        if (!UUID.test(id)) return message(reply, 404, 'Not found', 'There is no such thing to act on.');
+        const reason = form.reason?.trim() ?? '';
+        if (reason.length === 0 || reason.length > 500) {
+          return message(
+            reply,
+            400,
+            'Say why',
+            'Every action needs a reason of 1 to 500 characters; it is kept in the audit list.',
+            html`<p><a href="${back}">Back</a></p>`,
+          );
+        }
+        const outcome = await run({ userId: visitor.user.id, email: visitor.user.email }, id, reason);
+        if (!outcome.ok)
+          return message(
+            reply,
+            outcome.status,
+            outcome.status === 404 ? 'Not found' : 'Not possible now',
+            outcome.message,
+            html`<p><a href="${back}">Back</a></p>`,
+          );
+        request.log.info(
+          { action: path.split('/').at(-1), target: id, operator: visitor.user.id, outcome: outcome.outcome },
+          'operator action',
+        );
+        return seeOther(reply, back);
+      },
+    );
   }
   // A bulk action: the filter as the preview page showed it; the jobs that match now, at most BULK_LIMIT, all or none.
   app.post('/console/jobs/bulk', { schema: { hide: true, body: Form.optional() } }, async (request, reply) => {
     const form: Form = request.body ?? {};
-    const listed = { state: form.state, kind: form.kind, tenant: form.tenant, account: form.account, from: form.from, to: form.to };
+    const listed = {
+      state: form.state,
+      kind: form.kind,
+      tenant: form.tenant,
+      account: form.account,
+      from: form.from,
+      to: form.to,
+    };
     const back = withQuery('/console/jobs/bulk', { action: form.action, ...listed });
     const visitor = await consoleVisitor(app.db, sessions, request);
-    if (visitor.kind === 'anonymous') return signInPage(reply, 401, visitor.session ?? (await sessions.start(reply, null)), back, 'Sign in first.');
+    if (visitor.kind === 'anonymous')
+      return signInPage(reply, 401, visitor.session ?? (await sessions.start(reply, null)), back, 'Sign in first.');
     if (visitor.kind === 'refused') return refused(reply, visitor.session, visitor.user);
     if (!sessions.checkCsrf(CSRF_SUBJECT, visitor.session, form.csrf)) return expired(reply);
     const action = (BULK_ACTIONS as readonly string[]).includes(form.action ?? '') ? (form.action as BulkAction) : null;
     const f = jobFilters(listed);
-    if (!action || f.ignored.length > 0) return message(reply, 400, 'Not a bulk action', `Choose retry or cancel, with the list's filters${f.ignored.length ? ` (not valid: ${f.ignored.join(', ')})` : ''}.`, html`<p><a href="/console/jobs">Back to the list</a></p>`);
+    if (!action || f.ignored.length > 0)
+      return message(
+        reply,
+        400,
+        'Not a bulk action',
+        `Choose retry or cancel, with the list's filters${f.ignored.length ? ` (not valid: ${f.ignored.join(', ')})` : ''}.`,
+        html`<p><a href="/console/jobs">Back to the list</a></p>`,
+      );
     const reason = form.reason?.trim() ?? '';
     if (reason.length === 0 || reason.length > 500) {
-      return message(reply, 400, 'Say why', 'Every action needs a reason of 1 to 500 characters; it is kept in the audit list.', html`<p><a href="${back}">Back</a></p>`);
+      return message(
+        reply,
+        400,
+        'Say why',
+        'Every action needs a reason of 1 to 500 characters; it is kept in the audit list.',
+        html`<p><a href="${back}">Back</a></p>`,
+      );
     }
     const filter = { state: f.state, kind: f.kind, tenantId: f.tenant, accountId: f.account, from: f.from, to: f.to };
-    const outcome = await runBulk(app.db, { userId: visitor.user.id, email: visitor.user.email }, action, filter, reason);
-    if (!outcome.ok) return message(reply, outcome.status, 'Too many jobs for one action', outcome.message, html`<p><a href="${back}">Back</a></p>`);
-    request.log.info({ action: `bulk ${action}`, operator: visitor.user.id, done: outcome.done, skipped: outcome.skipped }, 'operator action');
-    return message(reply, 200, 'Done', `${outcome.outcome}. Each job has its line in the audit list.`, html`<p><a href="/console/audit">The audit list</a> · <a href="${withQuery('/console/jobs', listed)}">Back to the list</a></p>`);
+    const outcome = await runBulk(
+      app.db,
+      { userId: visitor.user.id, email: visitor.user.email },
+      action,
+      filter,
+      reason,
+    );
+    if (!outcome.ok)
+      return message(
+        reply,
+        outcome.status,
+        'Too many jobs for one action',
+        outcome.message,
+        html`<p><a href="${back}">Back</a></p>`,
+      );
+    request.log.info(
+      { action: `bulk ${action}`, operator: visitor.user.id, done: outcome.done, skipped: outcome.skipped },
+      'operator action',
+    );
+    return message(
+      reply,
+      200,
+      'Done',
+      `${outcome.outcome}. Each job has its line in the audit list.`,
+      html`<p><a href="/console/audit">The audit list</a> · <a href="${withQuery('/console/jobs', listed)}">Back to the list</a></p>`,
+    );
   });
 
   action('/console/jobs/:jobId/retry', 'jobId', (op, id, reason) => retryJob(app.db, op, id, reason));
   action('/console/jobs/:jobId/cancel', 'jobId', (op, id, reason) => cancelJob(app.db, op, id, reason));
-  action('/console/tenants/:tenantId/suspend', 'tenantId', (op, id, reason) => setTenantSuspended(app.db, op, id, true, reason));
-  action('/console/tenants/:tenantId/resume', 'tenantId', (op, id, reason) => setTenantSuspended(app.db, op, id, false, reason));
+  action('/console/tenants/:tenantId/suspend', 'tenantId', (op, id, reason) =>
+    setTenantSuspended(app.db, op, id, true, reason),
+  );
+  action('/console/tenants/:tenantId/resume', 'tenantId', (op, id, reason) =>
+    setTenantSuspended(app.db, op, id, false, reason),
+  );
 };
 
 export default consoleRoutes;

@@ -34,7 +34,10 @@ class ConsoleFeed {
   private again = false;
   private listening = false;
 
-  constructor(private readonly app: FastifyInstance, private readonly sessions: PageSessions) {}
+  constructor(
+    private readonly app: FastifyInstance,
+    private readonly sessions: PageSessions,
+  ) {}
 
   add(socket: WebSocket, userId: string, sid: string): void {
     if (this.clients.size >= MAX_SOCKETS) {
@@ -137,10 +140,16 @@ class ConsoleFeed {
     if (!found) return;
     let rendered: string;
     try {
-      const view = await found.page.view({ db: this.app.db, config: this.app.config, csrf: null }, { params: found.params, query: found.query });
+      const view = await found.page.view(
+        { db: this.app.db, config: this.app.config, csrf: null },
+        { params: found.params, query: found.query },
+      );
       rendered = view ? view.live.value : '<p>This no longer exists. It may have been removed by retention.</p>';
     } catch (error) {
-      this.app.log.debug({ err: error, path }, 'console: a live view could not be rendered; the next change tries again');
+      this.app.log.debug(
+        { err: error, path },
+        'console: a live view could not be rendered; the next change tries again',
+      );
       return;
     }
     const message = JSON.stringify({ type: 'live', html: rendered, at: new Date().toISOString() });
@@ -155,8 +164,10 @@ class ConsoleFeed {
     const ids = [...new Set([...this.clients.values()].map((c) => c.userId))];
     if (ids.length === 0) return;
     try {
-      const operators = new Set(await this.app.db.anyFirst(sql.type(z.object({ id: z.string() }))`
-        select id from users where id = any(${sql.array(ids, 'uuid')}) and is_operator`));
+      const operators = new Set(
+        await this.app.db.anyFirst(sql.type(z.object({ id: z.string() }))`
+        select id from users where id = any(${sql.array(ids, 'uuid')}) and is_operator`),
+      );
       const live = await this.sessions.live([...new Set([...this.clients.values()].map((c) => c.sid))]);
       for (const [socket, client] of this.clients) {
         if (!live.has(client.sid)) socket.close(CLOSE.notOperator, 'signed out');
@@ -177,30 +188,36 @@ export async function consoleLiveRoutes(app: FastifyInstance): Promise<void> {
   const feed = new ConsoleFeed(app, sessions);
   app.addHook('onClose', async () => feed.stop());
   const operators = new WeakMap<object, { userId: string; sid: string }>();
-  app.get('/console/live', {
-    websocket: true,
-    schema: { hide: true },
-    // Before the upgrade: from a console page of this origin, by an operator.
-    preValidation: async (request) => {
-      const origin = request.headers.origin;
-      let sameOrigin = false;
-      try {
-        sameOrigin = !!origin && new URL(origin).host === request.host;
-      } catch {
-        sameOrigin = false;
-      }
-      if (!sameOrigin) throw new PlatformHttpError(403, 'forbidden', 'The console connects from its own pages only.');
-      const visitor = await consoleVisitor(app.db, sessions, request);
-      if (visitor.kind === 'anonymous') throw new PlatformHttpError(401, 'unauthorized', 'Sign in to the console first.');
-      if (visitor.kind === 'refused') throw new PlatformHttpError(403, 'forbidden', 'Only the platform operator may use the console.');
-      operators.set(request, { userId: visitor.user.id, sid: visitor.session.sid });
+  app.get(
+    '/console/live',
+    {
+      websocket: true,
+      schema: { hide: true },
+      // Before the upgrade: from a console page of this origin, by an operator.
+      preValidation: async (request) => {
+        const origin = request.headers.origin;
+        let sameOrigin = false;
+        try {
+          sameOrigin = !!origin && new URL(origin).host === request.host;
+        } catch {
+          sameOrigin = false;
+        }
+        if (!sameOrigin) throw new PlatformHttpError(403, 'forbidden', 'The console connects from its own pages only.');
+        const visitor = await consoleVisitor(app.db, sessions, request);
+        if (visitor.kind === 'anonymous')
+          throw new PlatformHttpError(401, 'unauthorized', 'Sign in to the console first.');
+        if (visitor.kind === 'refused')
+          throw new PlatformHttpError(403, 'forbidden', 'Only the platform operator may use the console.');
+        operators.set(request, { userId: visitor.user.id, sid: visitor.session.sid });
+      },
     },
-  }, (socket, request) => {
-    const visitor = operators.get(request);
-    if (!visitor || app.shuttingDown) {
-      socket.close(1001, 'server shutting down');
-      return;
-    }
-    feed.add(socket, visitor.userId, visitor.sid);
-  });
+    (socket, request) => {
+      const visitor = operators.get(request);
+      if (!visitor || app.shuttingDown) {
+        socket.close(1001, 'server shutting down');
+        return;
+      }
+      feed.add(socket, visitor.userId, visitor.sid);
+    },
+  );
 }

@@ -17,8 +17,12 @@ export const CSRF_SUBJECT = 'console';
 export function consoleSessions(config: Config, db: CommonQueryMethods): PageSessions {
   return pageSessions({
     db,
-    purpose: 'operator-console', cookie: 'console_session', path: CONSOLE_PREFIX,
-    secure: config.baseUrl.startsWith('https:'), secret: config.secrets.PLATFORM_JWT_SECRET, ttlS: CONSOLE_SESSION_TTL_S,
+    purpose: 'operator-console',
+    cookie: 'console_session',
+    path: CONSOLE_PREFIX,
+    secure: config.baseUrl.startsWith('https:'),
+    secret: config.secrets.PLATFORM_JWT_SECRET,
+    ttlS: CONSOLE_SESSION_TTL_S,
   });
 }
 
@@ -27,7 +31,11 @@ export type ConsoleVisitor =
   | { kind: 'refused'; session: PageSession; user: UserRow }
   | { kind: 'operator'; session: PageSession; user: UserRow };
 
-export async function consoleVisitor(db: CommonQueryMethods, sessions: PageSessions, request: FastifyRequest): Promise<ConsoleVisitor> {
+export async function consoleVisitor(
+  db: CommonQueryMethods,
+  sessions: PageSessions,
+  request: FastifyRequest,
+): Promise<ConsoleVisitor> {
   const session = await sessions.read(request);
   if (!session?.userId) return { kind: 'anonymous', session };
   const user = await findUser(db, session.userId);

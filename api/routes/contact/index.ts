@@ -2,22 +2,47 @@
 // GET /api/contacts/, PATCH and DELETE /api/contacts/:id.
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { CONTACT_STATUSES, deleteContact, listContacts, setContactStatus, submitContact, type ContactRow } from '../../../core/contact/contact.ts';
+import {
+  CONTACT_STATUSES,
+  deleteContact,
+  listContacts,
+  setContactStatus,
+  submitContact,
+  type ContactRow,
+} from '../../../core/contact/contact.ts';
 import { PageQuery } from '../../../core/paging.ts';
 import { LIMITS } from '../../../core/rate-limit.ts';
 import { pageOr400, PlatformError, PlatformHttpError } from '../../errors.ts';
 
 const Contact = z
   .object({
-    id: z.uuid(), name: z.string(), email: z.string(), subject: z.string().nullable(), message: z.string(),
-    status: z.enum(CONTACT_STATUSES), createdAt: z.iso.datetime(), updatedAt: z.iso.datetime(),
+    id: z.uuid(),
+    name: z.string(),
+    email: z.string(),
+    subject: z.string().nullable(),
+    message: z.string(),
+    status: z.enum(CONTACT_STATUSES),
+    createdAt: z.iso.datetime(),
+    updatedAt: z.iso.datetime(),
   })
   .meta({ id: 'ContactSubmission' });
 const toContact = (r: ContactRow) => ({
-  id: r.id, name: r.name, email: r.email, subject: r.subject, message: r.message,
-  status: r.status, createdAt: r.created_at, updatedAt: r.updated_at,
+  id: r.id,
+  name: r.name,
+  email: r.email,
+  subject: r.subject,
+  message: r.message,
+  status: r.status,
+  createdAt: r.created_at,
+  updatedAt: r.updated_at,
 });
-const oneLine = (max: number) => z.string().trim().min(1).max(max).regex(/^[^\r\n]*$/, 'must be a single line');
+const oneLine = (max: number) =>
+  z
+    .string()
+    .trim()
+    .min(1)
+    .max(max)
+    .regex(/^[^\r\n]*$/, 'must be a single line');
 const Id = z.object({ id: z.uuid() });
 const operatorErrors = { 400: PlatformError, 401: PlatformError, 403: PlatformError, 404: PlatformError };
 
@@ -39,7 +64,11 @@ const contactRoutes: FastifyPluginAsyncZod = async (app) => {
           subject: oneLine(200).optional(),
           message: z.string().trim().min(1).max(5000),
         }),
-        response: { 201: z.object({ id: z.uuid(), status: z.literal('received') }), 400: PlatformError, 429: PlatformError },
+        response: {
+          201: z.object({ id: z.uuid(), status: z.literal('received') }),
+          400: PlatformError,
+          429: PlatformError,
+        },
       },
     },
     async (request, reply) => {
@@ -58,7 +87,10 @@ const contactRoutes: FastifyPluginAsyncZod = async (app) => {
         summary: 'List submissions, newest first (operator)',
         security,
         querystring: PageQuery.extend({ status: z.enum(CONTACT_STATUSES).optional() }),
-        response: { 200: z.object({ items: z.array(Contact), nextCursor: z.string().nullable() }).meta({ id: 'ContactPage' }), ...operatorErrors },
+        response: {
+          200: z.object({ items: z.array(Contact), nextCursor: z.string().nullable() }).meta({ id: 'ContactPage' }),
+          ...operatorErrors,
+        },
       },
     },
     async (request) => {
@@ -102,7 +134,8 @@ const contactRoutes: FastifyPluginAsyncZod = async (app) => {
       },
     },
     async (request, reply) => {
-      if (!(await deleteContact(app.db, request.params.id))) throw new PlatformHttpError(404, 'not_found', 'No such submission.');
+      if (!(await deleteContact(app.db, request.params.id)))
+        throw new PlatformHttpError(404, 'not_found', 'No such submission.');
       return reply.code(204).send();
     },
   );

@@ -40,14 +40,22 @@ export function ownDocuments(config: Config) {
   if (!docs) {
     docs = {
       arazzo: document(config, {
-        id: 'arazzo', path: '/arazzo.yaml', mediaType: 'application/yaml; charset=utf-8', format: 'arazzo-1.0.1',
-        version: CONTRACT_VERSION, body: Buffer.from(arazzoQuickstart(config.baseUrl)),
+        id: 'arazzo',
+        path: '/arazzo.yaml',
+        mediaType: 'application/yaml; charset=utf-8',
+        format: 'arazzo-1.0.1',
+        version: CONTRACT_VERSION,
+        body: Buffer.from(arazzoQuickstart(config.baseUrl)),
       }),
       // text/plain: the file is named .txt and llms.txt files are served as
       // plain text almost everywhere; its markdown is a convention, not a type.
       llms: document(config, {
-        id: 'llms-txt', path: '/docs/llms.txt', mediaType: 'text/plain; charset=utf-8', format: 'llms.txt',
-        version: CONTRACT_VERSION, body: Buffer.from(llmsTxt(config.baseUrl, config.authUrl)),
+        id: 'llms-txt',
+        path: '/docs/llms.txt',
+        mediaType: 'text/plain; charset=utf-8',
+        format: 'llms.txt',
+        version: CONTRACT_VERSION,
+        body: Buffer.from(llmsTxt(config.baseUrl, config.authUrl)),
       }),
     };
     own.set(config, docs);
@@ -69,11 +77,17 @@ async function readServed(app: FastifyInstance): Promise<ContractDocument[]> {
   let openapiVersion = CONTRACT_VERSION;
   for (const { id, path, format } of SERVED_ELSEWHERE) {
     const res = await app.inject({ method: 'GET', url: path });
-    if (res.statusCode !== 200) throw new Error(`GET ${path} answered ${res.statusCode}; cannot describe it in the manifest`);
+    if (res.statusCode !== 200)
+      throw new Error(`GET ${path} answered ${res.statusCode}; cannot describe it in the manifest`);
     const body = res.rawPayload;
-    if (id === 'openapi-json') openapiVersion = String((JSON.parse(body.toString('utf8')) as { info?: { version?: unknown } }).info?.version ?? CONTRACT_VERSION);
+    if (id === 'openapi-json')
+      openapiVersion = String(
+        (JSON.parse(body.toString('utf8')) as { info?: { version?: unknown } }).info?.version ?? CONTRACT_VERSION,
+      );
     const version = format === 'openapi-3.1' ? openapiVersion : CONTRACT_VERSION;
-    docs.push(document(app.config, { id, path, format, version, mediaType: String(res.headers['content-type']), body }));
+    docs.push(
+      document(app.config, { id, path, format, version, mediaType: String(res.headers['content-type']), body }),
+    );
   }
   return docs;
 }
@@ -111,7 +125,12 @@ export function knowledgeManifest(app: FastifyInstance): Promise<ContractDocumen
       const content = {
         manifest_version: '1',
         service: { name: 'Agent platform', base_url: baseUrl, auth_url: authUrl },
-        agent_api: { base_path: '/api/agent/v1', version: '1.0.0', launch_state: 'Live', contract_status: 'implemented' },
+        agent_api: {
+          base_path: '/api/agent/v1',
+          version: '1.0.0',
+          launch_state: 'Live',
+          contract_status: 'implemented',
+        },
         mcp: {
           url: `${baseUrl}/mcp`,
           transport: 'streamable-http',
@@ -119,12 +138,22 @@ export function knowledgeManifest(app: FastifyInstance): Promise<ContractDocumen
           resource_metadata: protectedResourceMetadataUrl(baseUrl, 'mcp'),
         },
         documents: docs.map((d) => ({
-          id: d.id, url: d.url, media_type: d.mediaType, format: d.format, version: d.version, sha256: d.sha256, bytes: d.body.length,
+          id: d.id,
+          url: d.url,
+          media_type: d.mediaType,
+          format: d.format,
+          version: d.version,
+          sha256: d.sha256,
+          bytes: d.body.length,
         })),
       };
       return document(app.config, {
-        id: 'knowledge-manifest', path: MANIFEST_PATH, mediaType: 'application/json; charset=utf-8', format: 'knowledge-manifest',
-        version: '1', body: Buffer.from(`${JSON.stringify(content, null, 2)}\n`),
+        id: 'knowledge-manifest',
+        path: MANIFEST_PATH,
+        mediaType: 'application/json; charset=utf-8',
+        format: 'knowledge-manifest',
+        version: '1',
+        body: Buffer.from(`${JSON.stringify(content, null, 2)}\n`),
       });
     });
     manifests.set(app.config, manifest);

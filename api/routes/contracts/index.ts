@@ -26,9 +26,7 @@ const contractRoutes: FastifyPluginAsync = async (app) => {
   const hide = { schema: { hide: true } };
   app.get(arazzo.path, hide, async (request, reply) => send(request, reply, arazzo));
   app.get(llms.path, hide, async (request, reply) => send(request, reply, llms));
-  app.get(MANIFEST_PATH, hide, async (request, reply) =>
-    send(request, reply, await knowledgeManifest(app)),
-  );
+  app.get(MANIFEST_PATH, hide, async (request, reply) => send(request, reply, await knowledgeManifest(app)));
 };
 
 export default contractRoutes;

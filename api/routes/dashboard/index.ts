@@ -35,12 +35,15 @@ const tags = ['dashboard'];
 // about whether the e-mail belongs to a license.
 const invalidSecondFactor = () =>
   new PlatformHttpError(401, 'invalid_code', 'The e-mail or the code is not valid, or the code was already used.');
-const invalidCode = () => new PlatformHttpError(400, 'invalid_code', 'The code is wrong or was already used; wait for the next code.');
+const invalidCode = () =>
+  new PlatformHttpError(400, 'invalid_code', 'The code is wrong or was already used; wait for the next code.');
 
 function stateConflict(error: unknown): never {
   if (error instanceof TotpStateError) {
-    if (error.reason === 'already_enabled') throw new PlatformHttpError(409, 'totp_already_enabled', 'Two-factor authentication is already on.');
-    if (error.reason === 'not_pending') throw new PlatformHttpError(409, 'totp_setup_required', 'Start with POST /api/dashboard/totp/setup.');
+    if (error.reason === 'already_enabled')
+      throw new PlatformHttpError(409, 'totp_already_enabled', 'Two-factor authentication is already on.');
+    if (error.reason === 'not_pending')
+      throw new PlatformHttpError(409, 'totp_setup_required', 'Start with POST /api/dashboard/totp/setup.');
     throw new PlatformHttpError(409, 'totp_not_enabled', 'Two-factor authentication is off; set it up first.');
   }
   throw error;
@@ -74,13 +77,24 @@ const dashboardRoutes: FastifyPluginAsyncZod = async (app) => {
       },
     },
     async (request) => {
-      const license = await loginWithinBudget(app, request, null, async () => {
-        const found = await findLicenseByKey(app.db, request.body.licenseKey);
-        return found?.active ? found : null;
-      }, budget);
-      if (!license) throw new PlatformHttpError(401, 'invalid_license', 'The license key is unknown, revoked or expired.');
+      const license = await loginWithinBudget(
+        app,
+        request,
+        null,
+        async () => {
+          const found = await findLicenseByKey(app.db, request.body.licenseKey);
+          return found?.active ? found : null;
+        },
+        budget,
+      );
+      if (!license)
+        throw new PlatformHttpError(401, 'invalid_license', 'The license key is unknown, revoked or expired.');
       if (license.twoFactorEnabled) {
-        return { totpRequired: true as const, message: 'Two-factor authentication is on: POST /api/dashboard/auth/totp-login with the purchaser e-mail and a code.' };
+        return {
+          totpRequired: true as const,
+          message:
+            'Two-factor authentication is on: POST /api/dashboard/auth/totp-login with the purchaser e-mail and a code.',
+        };
       }
       request.log.info({ licenseId: license.id }, 'dashboard login');
       return session(license.id);
@@ -95,14 +109,21 @@ const dashboardRoutes: FastifyPluginAsyncZod = async (app) => {
         security: [],
         tags,
         summary: 'Finish a dashboard login with the purchaser e-mail plus a TOTP code or a recovery code',
-        description: 'Each TOTP code and each recovery code is accepted once. A wrong code and an unknown e-mail get the same 401.',
+        description:
+          'Each TOTP code and each recovery code is accepted once. A wrong code and an unknown e-mail get the same 401.',
         body: TotpLoginBody,
         response: { 200: DashboardSession, 400: PlatformError, 401: PlatformError, 429: PlatformError },
       },
     },
     async (request) => {
       const { email, code } = request.body;
-      const found = await loginWithinBudget(app, request, { kind: 'dashboard', email }, () => loginWithSecondFactor(app.db, encryptionKey, email, code), budget);
+      const found = await loginWithinBudget(
+        app,
+        request,
+        { kind: 'dashboard', email },
+        () => loginWithSecondFactor(app.db, encryptionKey, email, code),
+        budget,
+      );
       if (!found) throw invalidSecondFactor();
       request.log.info({ licenseId: found.licenseId, method: found.method }, 'dashboard login with second factor');
       return session(found.licenseId);
@@ -192,12 +213,20 @@ const dashboardRoutes: FastifyPluginAsyncZod = async (app) => {
         description: 'A recovery code is not accepted here. The previous codes stop working.',
         security,
         body: TotpCodeBody,
-        response: { 200: RecoveryCodes, 400: PlatformError, 401: PlatformError, 409: PlatformError, 429: PlatformError },
+        response: {
+          200: RecoveryCodes,
+          400: PlatformError,
+          401: PlatformError,
+          409: PlatformError,
+          429: PlatformError,
+        },
       },
     },
     async (request) => {
       const licenseId = request.license!.id;
-      const codes = await regenerateRecoveryCodes(app.db, encryptionKey, licenseId, request.body.code).catch(stateConflict);
+      const codes = await regenerateRecoveryCodes(app.db, encryptionKey, licenseId, request.body.code).catch(
+        stateConflict,
+      );
       if (!codes) throw invalidCode();
       request.log.info({ licenseId }, 'dashboard recovery codes regenerated');
       return { recoveryCodes: codes };

@@ -1,7 +1,10 @@
 import { z } from 'zod';
 import { RECOVERY_CODES_PER_SET } from '../../../core/dashboard/totp.ts';
 
-const TotpCode = z.string().regex(/^\d{6}$/, 'expected the 6-digit code from the authenticator app').describe('6-digit TOTP code');
+const TotpCode = z
+  .string()
+  .regex(/^\d{6}$/, 'expected the 6-digit code from the authenticator app')
+  .describe('6-digit TOTP code');
 
 export const LicenseLoginBody = z
   .object({ licenseKey: z.string().min(8).max(256).describe('The license key (`lic_...`) from the purchase') })
@@ -22,9 +25,10 @@ export const TotpRequired = z
   })
   .meta({ id: 'DashboardTotpRequired' });
 
-export const LicenseLoginResult = z
-  .union([DashboardSession, TotpRequired])
-  .meta({ id: 'DashboardLoginResult', description: 'A token, or a signal that the license has two-factor authentication on' });
+export const LicenseLoginResult = z.union([DashboardSession, TotpRequired]).meta({
+  id: 'DashboardLoginResult',
+  description: 'A token, or a signal that the license has two-factor authentication on',
+});
 
 export const TotpLoginBody = z
   .object({
@@ -48,7 +52,7 @@ export const DashboardMe = z
     expiresAt: z.iso.datetime().nullable(),
     twoFactorEnabled: z.boolean(),
     recoveryCodesRemaining: z.int().min(0),
-    features: z.array(z.string()).describe('Feature entitlements: the plan features with this license\'s adjustments'),
+    features: z.array(z.string()).describe("Feature entitlements: the plan features with this license's adjustments"),
   })
   .meta({ id: 'DashboardLicense' });
 

@@ -46,7 +46,15 @@ export async function readiness(app: FastifyInstance, log: FastifyBaseLogger): P
 const healthRoutes: FastifyPluginAsyncZod = async (app) => {
   app.get(
     '/healthz',
-    { schema: { operationId: 'getHealth', security: [], tags: ['operations'], summary: 'Process liveness', response: { 200: Health } } },
+    {
+      schema: {
+        operationId: 'getHealth',
+        security: [],
+        tags: ['operations'],
+        summary: 'Process liveness',
+        response: { 200: Health },
+      },
+    },
     async () => ({ status: 'ok' as const }),
   );
 

@@ -30,7 +30,9 @@ const STATUS: Partial<Record<ClaimErrorCode, number>> = {
 };
 
 const toHttp = (error: unknown) =>
-  error instanceof ClaimError ? new IdentityHttpError(STATUS[error.code] ?? 400, error.code, error.message, error.retryAfter) : error;
+  error instanceof ClaimError
+    ? new IdentityHttpError(STATUS[error.code] ?? 400, error.code, error.message, error.retryAfter)
+    : error;
 
 const ClaimToken = z.string().min(1).max(200).describe('claim.token from the registration');
 
@@ -38,7 +40,10 @@ const ClaimBody = z
   .object({
     type: z.literal('service_auth').describe('The claim method: the person signs in with their account'),
     claim_token: ClaimToken,
-    login_hint: z.string().max(320).describe('E-mail of the person who will claim; for a service_auth registration the one it was made for'),
+    login_hint: z
+      .string()
+      .max(320)
+      .describe('E-mail of the person who will claim; for a service_auth registration the one it was made for'),
   })
   .meta({ id: 'AgentClaimRequest' });
 
@@ -56,13 +61,21 @@ const ClaimAttempt = z
 const CompleteBody = z
   .object({
     claim_token: ClaimToken,
-    user_code: z.string().min(1).max(64).describe('The code the person read on the claim page; case, dashes and spaces are ignored'),
+    user_code: z
+      .string()
+      .min(1)
+      .max(64)
+      .describe('The code the person read on the claim page; case, dashes and spaces are ignored'),
   })
   .meta({ id: 'AgentClaimCompleteRequest' });
 
 const ClaimCompleted = z
   .object({
-    registration: z.object({ id: z.uuid(), type: z.enum(['anonymous', 'service_auth']), claim_state: z.literal('claimed') }),
+    registration: z.object({
+      id: z.uuid(),
+      type: z.enum(['anonymous', 'service_auth']),
+      claim_state: z.literal('claimed'),
+    }),
     identity: z.object({
       assertion: z.string().describe('Signed assertion; exchange it at the token endpoint'),
       assertion_expires_in: z.int(),
@@ -95,7 +108,10 @@ const claimRoutes: FastifyPluginAsyncZod = async (app) => {
     },
     async (request, reply) => {
       if (config.identity.serviceAuthRegistrationDisabled) throw disabled();
-      const started = await startClaim(app.db, { claimToken: request.body.claim_token, loginHint: request.body.login_hint }).catch((e) => {
+      const started = await startClaim(app.db, {
+        claimToken: request.body.claim_token,
+        loginHint: request.body.login_hint,
+      }).catch((e) => {
         throw toHttp(e);
       });
       request.log.info({ attemptId: started.attemptId }, 'claim attempt opened');
@@ -142,7 +158,11 @@ const claimRoutes: FastifyPluginAsyncZod = async (app) => {
       reply.header('cache-control', 'no-store');
       return {
         registration: { id: done.registration.id, type: done.registration.type, claim_state: 'claimed' as const },
-        identity: { assertion: done.assertion, assertion_expires_in: config.identity.assertionTtlS, refresh_token: { value: done.refreshToken } },
+        identity: {
+          assertion: done.assertion,
+          assertion_expires_in: config.identity.assertionTtlS,
+          refresh_token: { value: done.refreshToken },
+        },
       };
     },
   );

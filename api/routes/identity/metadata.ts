@@ -37,11 +37,20 @@ export const protectedResourceMetadataUrl = (baseUrl: string, resourcePath: 'api
 
 const metadataRoutes: FastifyPluginAsyncZod = async (app) => {
   const { authUrl, baseUrl } = app.config;
-  const cache = (reply: { header: (k: string, v: string) => unknown }) => reply.header('cache-control', 'public, max-age=300');
+  const cache = (reply: { header: (k: string, v: string) => unknown }) =>
+    reply.header('cache-control', 'public, max-age=300');
 
   app.get(
     '/.well-known/jwks.json',
-    { schema: { operationId: 'getJwks', security: [], tags: ['identity'], summary: 'Public keys that verify assertions and access tokens', response: { 200: Jwks } } },
+    {
+      schema: {
+        operationId: 'getJwks',
+        security: [],
+        tags: ['identity'],
+        summary: 'Public keys that verify assertions and access tokens',
+        response: { 200: Jwks },
+      },
+    },
     async (_request, reply) => {
       cache(reply);
       return app.idpKeys.jwks();
@@ -50,7 +59,15 @@ const metadataRoutes: FastifyPluginAsyncZod = async (app) => {
 
   app.get(
     '/.well-known/oauth-authorization-server',
-    { schema: { operationId: 'getAuthorizationServerMetadata', security: [], tags: ['identity'], summary: 'RFC 8414 metadata', response: { 200: AuthorizationServerMetadata } } },
+    {
+      schema: {
+        operationId: 'getAuthorizationServerMetadata',
+        security: [],
+        tags: ['identity'],
+        summary: 'RFC 8414 metadata',
+        response: { 200: AuthorizationServerMetadata },
+      },
+    },
     async (_request, reply) => {
       cache(reply);
       return {

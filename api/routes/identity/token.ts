@@ -29,10 +29,12 @@ const TokenResponse = z
   })
   .meta({ id: 'TokenResponse' });
 
-const single = (value: unknown): string | undefined => (typeof value === 'string' && value.length > 0 ? value : undefined);
+const single = (value: unknown): string | undefined =>
+  typeof value === 'string' && value.length > 0 ? value : undefined;
 
 const tokenRoutes: FastifyPluginAsyncZod = async (app) => {
-  if (!app.hasContentTypeParser('application/x-www-form-urlencoded')) await app.register(formbody, { bodyLimit: 16_384 });
+  if (!app.hasContentTypeParser('application/x-www-form-urlencoded'))
+    await app.register(formbody, { bodyLimit: 16_384 });
   const { config } = app;
   const known = resources(config.baseUrl);
 
@@ -62,7 +64,8 @@ const tokenRoutes: FastifyPluginAsyncZod = async (app) => {
       const form = request.body ?? {};
       const grantType = single(form.grant_type);
       if (!grantType) throw new IdentityHttpError(400, 'invalid_request', 'grant_type is required.');
-      if (grantType !== JWT_BEARER) throw new IdentityHttpError(400, 'unsupported_grant_type', `Only ${JWT_BEARER} is supported.`);
+      if (grantType !== JWT_BEARER)
+        throw new IdentityHttpError(400, 'unsupported_grant_type', `Only ${JWT_BEARER} is supported.`);
       const assertion = single(form.assertion);
       if (!assertion) throw new IdentityHttpError(400, 'invalid_request', 'assertion is required.');
       const resource = single(form.resource);
@@ -74,17 +77,35 @@ const tokenRoutes: FastifyPluginAsyncZod = async (app) => {
       try {
         claims = await verifyAssertion(app.idpKeys, assertion, config.authUrl);
       } catch (error) {
-        if (error instanceof UndecodableTokenError) throw new IdentityHttpError(400, 'invalid_request', 'The assertion cannot be decoded.');
-        if (error instanceof RejectedTokenError) throw new IdentityHttpError(400, 'invalid_grant', `${error.message}; refresh the registration or register again.`);
+        if (error instanceof UndecodableTokenError)
+          throw new IdentityHttpError(400, 'invalid_request', 'The assertion cannot be decoded.');
+        if (error instanceof RejectedTokenError)
+          throw new IdentityHttpError(
+            400,
+            'invalid_grant',
+            `${error.message}; refresh the registration or register again.`,
+          );
         throw error;
       }
       // The registration as the Agent API will check it: live, linked, and the tenant it acts in.
       const registration = await agentContext(app.db, claims.registrationId);
-      if (registration?.registration_status !== 'active' || registration.principal_id !== claims.principalId || registration.claim_state === 'pending') {
-        throw new IdentityHttpError(400, 'invalid_grant', 'The registration behind this assertion is revoked or not usable; register again.');
+      if (
+        registration?.registration_status !== 'active' ||
+        registration.principal_id !== claims.principalId ||
+        registration.claim_state === 'pending'
+      ) {
+        throw new IdentityHttpError(
+          400,
+          'invalid_grant',
+          'The registration behind this assertion is revoked or not usable; register again.',
+        );
       }
       if (!registration.linked) {
-        throw new IdentityHttpError(400, 'invalid_grant', 'The agent is no longer linked (principal_not_linked: unlinked by a workspace Admin, or its person left the workspace it acts in); register again.');
+        throw new IdentityHttpError(
+          400,
+          'invalid_grant',
+          'The agent is no longer linked (principal_not_linked: unlinked by a workspace Admin, or its person left the workspace it acts in); register again.',
+        );
       }
 
       let scopes = [...scopesFor(registration.claim_state)];
@@ -92,18 +113,33 @@ const tokenRoutes: FastifyPluginAsyncZod = async (app) => {
       if (requested) {
         const wanted = requested.split(' ').filter(Boolean);
         const unknownScope = wanted.find((s) => !scopes.includes(s as never));
-        if (unknownScope) throw new IdentityHttpError(400, 'invalid_scope', `Scope ${unknownScope} is not granted to this registration.`);
+        if (unknownScope)
+          throw new IdentityHttpError(
+            400,
+            'invalid_scope',
+            `Scope ${unknownScope} is not granted to this registration.`,
+          );
         scopes = scopes.filter((s) => wanted.includes(s));
       }
       const accessToken = await signAccessToken(
         app.idpKeys,
         config.authUrl,
         resource,
-        { principalId: registration.principal_id, registrationId: registration.registration_id, tenantId: registration.tenant_id, scopes },
+        {
+          principalId: registration.principal_id,
+          registrationId: registration.registration_id,
+          tenantId: registration.tenant_id,
+          scopes,
+        },
         config.identity.accessTokenTtlS,
       );
       reply.header('cache-control', 'no-store').header('pragma', 'no-cache');
-      return { access_token: accessToken, token_type: 'Bearer' as const, expires_in: config.identity.accessTokenTtlS, scope: scopes.join(' ') };
+      return {
+        access_token: accessToken,
+        token_type: 'Bearer' as const,
+        expires_in: config.identity.accessTokenTtlS,
+        scope: scopes.join(' '),
+      };
     },
   );
 };

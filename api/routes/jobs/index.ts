@@ -52,7 +52,14 @@ const jobRoutes: FastifyPluginAsyncZod = async (app) => {
         // The job names its tenant, so the role is checked by the handler; declared here for the roles matrix.
         'x-tenant-role': CANCEL_ROLE,
         params: z.object({ jobId: z.uuid() }),
-        response: { 200: JobStatus, 400: PlatformError, 401: PlatformError, 403: PlatformError, 404: PlatformError, 409: PlatformError },
+        response: {
+          200: JobStatus,
+          400: PlatformError,
+          401: PlatformError,
+          403: PlatformError,
+          404: PlatformError,
+          409: PlatformError,
+        },
       },
     },
     async (request) => {
@@ -62,7 +69,11 @@ const jobRoutes: FastifyPluginAsyncZod = async (app) => {
       const cancelled = await requestCancel(app.db, found.job.id);
       if (cancelled) return toJobStatus(cancelled);
       const current = await findJobForUser(app.db, found.job.id, request.user!.userId);
-      throw new PlatformHttpError(409, 'job_not_cancellable', `The job is ${current?.status ?? found.job.status}; only a queued or running job can be cancelled.`);
+      throw new PlatformHttpError(
+        409,
+        'job_not_cancellable',
+        `The job is ${current?.status ?? found.job.status}; only a queued or running job can be cancelled.`,
+      );
     },
   );
 };

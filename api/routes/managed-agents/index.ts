@@ -2,7 +2,12 @@
 // (the row stays as a tombstone; deleted authority agents are never restored).
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { createManagedAgent, deleteManagedAgent, MANAGED_AGENT_KINDS, type ManagedAgentRow } from '../../../core/managed-agents/managed-agents.ts';
+import {
+  createManagedAgent,
+  deleteManagedAgent,
+  MANAGED_AGENT_KINDS,
+  type ManagedAgentRow,
+} from '../../../core/managed-agents/managed-agents.ts';
 import { PlatformError, PlatformHttpError } from '../../errors.ts';
 import { TenantHeaders } from '../../plugins/tenant.ts';
 
@@ -19,7 +24,13 @@ const ManagedAgent = z
   .meta({ id: 'PlatformManagedAgent' });
 
 const toAgent = (a: ManagedAgentRow) => ({
-  id: a.id, name: a.name, kind: a.kind, status: a.status, deletedAt: a.deleted_at, createdAt: a.created_at, restoredAt: a.restored_at,
+  id: a.id,
+  name: a.name,
+  kind: a.kind,
+  status: a.status,
+  deletedAt: a.deleted_at,
+  createdAt: a.created_at,
+  restoredAt: a.restored_at,
 });
 
 const managedAgentPlatformRoutes: FastifyPluginAsyncZod = async (app) => {
@@ -31,13 +42,27 @@ const managedAgentPlatformRoutes: FastifyPluginAsyncZod = async (app) => {
     '/api/managed-agents',
     {
       ...admin,
-      schema: { operationId: 'createManagedAgent', tags: ['managed-agents'], summary: 'Create a managed agent', security, headers: TenantHeaders,
-        body: z.object({ name: z.string().trim().min(1).max(200), kind: z.enum(MANAGED_AGENT_KINDS).default('standalone') }),
-        description: 'Takes an agent slot: 402 agent_addon_required when all are in use (buy one with POST /api/billing/agent-addon).',
-        response: { 201: ManagedAgent, 402: PlatformError, ...errors } },
+      schema: {
+        operationId: 'createManagedAgent',
+        tags: ['managed-agents'],
+        summary: 'Create a managed agent',
+        security,
+        headers: TenantHeaders,
+        body: z.object({
+          name: z.string().trim().min(1).max(200),
+          kind: z.enum(MANAGED_AGENT_KINDS).default('standalone'),
+        }),
+        description:
+          'Takes an agent slot: 402 agent_addon_required when all are in use (buy one with POST /api/billing/agent-addon).',
+        response: { 201: ManagedAgent, 402: PlatformError, ...errors },
+      },
     },
     async (request, reply) => {
-      const agent = await createManagedAgent(app.db, { tenantId: request.tenant!.id, name: request.body.name, kind: request.body.kind });
+      const agent = await createManagedAgent(app.db, {
+        tenantId: request.tenant!.id,
+        name: request.body.name,
+        kind: request.body.kind,
+      });
       return reply.code(201).send(toAgent(agent));
     },
   );
@@ -46,8 +71,15 @@ const managedAgentPlatformRoutes: FastifyPluginAsyncZod = async (app) => {
     '/api/managed-agents/:id',
     {
       ...admin,
-      schema: { operationId: 'deleteManagedAgent', tags: ['managed-agents'], summary: 'Soft-delete a managed agent (repeatable)', security, headers: TenantHeaders,
-        params: z.object({ id: z.uuid() }), response: { 200: ManagedAgent, ...errors } },
+      schema: {
+        operationId: 'deleteManagedAgent',
+        tags: ['managed-agents'],
+        summary: 'Soft-delete a managed agent (repeatable)',
+        security,
+        headers: TenantHeaders,
+        params: z.object({ id: z.uuid() }),
+        response: { 200: ManagedAgent, ...errors },
+      },
     },
     async (request) => {
       const agent = await deleteManagedAgent(app.db, request.tenant!.id, request.params.id);

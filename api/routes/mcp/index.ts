@@ -25,8 +25,13 @@ const INSTRUCTIONS =
   'Contract documents (OpenAPI, Arazzo, auth.md, llms.txt, knowledge manifest) are resources.';
 
 type Message = { jsonrpc?: unknown; id?: unknown; method?: unknown; params?: { name?: unknown; arguments?: unknown } };
-const asMessage = (body: unknown): Message | null => (body && typeof body === 'object' && !Array.isArray(body) ? (body as Message) : null);
-const rpcError = (id: unknown, code: number, message: string) => ({ jsonrpc: '2.0', id: id ?? null, error: { code, message } });
+const asMessage = (body: unknown): Message | null =>
+  body && typeof body === 'object' && !Array.isArray(body) ? (body as Message) : null;
+const rpcError = (id: unknown, code: number, message: string) => ({
+  jsonrpc: '2.0',
+  id: id ?? null,
+  error: { code, message },
+});
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -45,7 +50,12 @@ const mcpRoutes: FastifyPluginAsync = async (app) => {
   const authenticate = async (request: FastifyRequest) => {
     const origin = request.headers.origin;
     if (origin !== undefined && origin !== allowedOrigin) {
-      throw new AgentHttpError(403, 'origin_not_allowed', `Requests from the origin ${origin} are not accepted; call /mcp from a server-side client.`, 'fix_request');
+      throw new AgentHttpError(
+        403,
+        'origin_not_allowed',
+        `Requests from the origin ${origin} are not accepted; call /mcp from a server-side client.`,
+        'fix_request',
+      );
     }
     request.mcpCaller = await app.mcpAuth.authenticate(request.headers.authorization);
   };
@@ -63,22 +73,36 @@ const mcpRoutes: FastifyPluginAsync = async (app) => {
     const message = asMessage(request.body);
     // JSON-RPC batches left MCP in 2025-06-18: one message per POST, so each
     // tool call is admitted, scope-checked and counted on its own.
-    if (!message) return reply.code(400).send(rpcError(null, -32600, 'Send one JSON-RPC message per request; batches are not supported.'));
+    if (!message)
+      return reply
+        .code(400)
+        .send(rpcError(null, -32600, 'Send one JSON-RPC message per request; batches are not supported.'));
     if (message.method === 'tools/call') {
       const scope = typeof message.params?.name === 'string' ? tools.scopeOf(message.params.name) : undefined;
       if (scope && !agent.scopes.includes(scope)) throw app.mcpAuth.scopeDenied(scope, agent.claimState);
       const args = message.params?.arguments;
       if (args !== undefined && (args === null || typeof args !== 'object' || Array.isArray(args))) {
-        return reply.send(rpcError(message.id, -32602, 'Invalid params: arguments must be an object of named arguments.'));
+        return reply.send(
+          rpcError(message.id, -32602, 'Invalid params: arguments must be an object of named arguments.'),
+        );
       }
     }
     const caller: Caller = { agent, context, log: request.log.child({ principalId: agent.principalId }) };
     const { Server, StreamableHTTPServerTransport, jsonSchemaValidator, types } = await mcpSdk();
-    const server = new Server({ name: 'agent-platform', title: 'Agent platform', version: '1.0.0' }, { capabilities: { tools: {}, resources: {} }, instructions: INSTRUCTIONS, jsonSchemaValidator });
+    const server = new Server(
+      { name: 'agent-platform', title: 'Agent platform', version: '1.0.0' },
+      { capabilities: { tools: {}, resources: {} }, instructions: INSTRUCTIONS, jsonSchemaValidator },
+    );
     server.setRequestHandler(types.ListToolsRequestSchema, async () => ({ tools: tools.tools }));
-    server.setRequestHandler(types.CallToolRequestSchema, async (req) => tools.call(caller, req.params.name, req.params.arguments ?? {}));
-    server.setRequestHandler(types.ListResourcesRequestSchema, async () => ({ resources: await contractResources.list(app) }));
-    server.setRequestHandler(types.ReadResourceRequestSchema, async (req) => contractResources.read(app, req.params.uri));
+    server.setRequestHandler(types.CallToolRequestSchema, async (req) =>
+      tools.call(caller, req.params.name, req.params.arguments ?? {}),
+    );
+    server.setRequestHandler(types.ListResourcesRequestSchema, async () => ({
+      resources: await contractResources.list(app),
+    }));
+    server.setRequestHandler(types.ReadResourceRequestSchema, async (req) =>
+      contractResources.read(app, req.params.uri),
+    );
     const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
     reply.raw.setHeader('x-request-id', request.id);
     reply.hijack();
@@ -87,7 +111,10 @@ const mcpRoutes: FastifyPluginAsync = async (app) => {
       await transport.handleRequest(request.raw as IncomingMessage, reply.raw, request.body);
     } catch (error) {
       request.log.error({ err: error }, 'mcp request failed');
-      if (!reply.raw.headersSent) reply.raw.writeHead(500, { 'content-type': 'application/json' }).end(JSON.stringify(rpcError(message.id, -32603, 'Internal error')));
+      if (!reply.raw.headersSent)
+        reply.raw
+          .writeHead(500, { 'content-type': 'application/json' })
+          .end(JSON.stringify(rpcError(message.id, -32603, 'Internal error')));
     } finally {
       await transport.close().catch(() => undefined);
       await server.close().catch(() => undefined);
@@ -97,10 +124,11 @@ const mcpRoutes: FastifyPluginAsync = async (app) => {
   // Stateless: no server-initiated stream (GET) and no session to end (DELETE);
   // both still authenticate first so a client learns where to get a token.
   const notAllowed = async (_request: FastifyRequest, reply: FastifyReply) =>
-    reply
-      .code(405)
-      .header('allow', 'POST')
-      .send({ code: 'method_not_allowed', message: 'This MCP endpoint is stateless: send JSON-RPC messages with POST.', next_action: 'fix_request' });
+    reply.code(405).header('allow', 'POST').send({
+      code: 'method_not_allowed',
+      message: 'This MCP endpoint is stateless: send JSON-RPC messages with POST.',
+      next_action: 'fix_request',
+    });
 
   const options = { onRequest: authenticate, errorHandler, schema: { hide: true } };
   app.post('/mcp', options, serve);

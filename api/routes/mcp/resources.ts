@@ -18,7 +18,10 @@ const TITLES: Record<string, string> = {
   'protected-resource-mcp': 'Protected-resource metadata of this MCP endpoint',
 };
 
-const all = async (app: FastifyInstance): Promise<ContractDocument[]> => [...(await contractDocuments(app)), await knowledgeManifest(app)];
+const all = async (app: FastifyInstance): Promise<ContractDocument[]> => [
+  ...(await contractDocuments(app)),
+  await knowledgeManifest(app),
+];
 const mimeOf = (doc: ContractDocument) => doc.mediaType.split(';')[0]!.trim();
 
 export const contractResources = {
@@ -36,7 +39,8 @@ export const contractResources = {
   async read(app: FastifyInstance, uri: string): Promise<ReadResourceResult> {
     const doc = (await all(app)).find((d) => d.url === uri);
     // -32002 is MCP's "resource not found".
-    if (!doc) throw new (await mcpSdk()).types.McpError(RESOURCE_NOT_FOUND, `No resource ${uri}; list the resources.`, { uri });
+    if (!doc)
+      throw new (await mcpSdk()).types.McpError(RESOURCE_NOT_FOUND, `No resource ${uri}; list the resources.`, { uri });
     return { contents: [{ uri: doc.url, mimeType: mimeOf(doc), text: doc.body.toString('utf8') }] };
   },
 };

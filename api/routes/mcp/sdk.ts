@@ -13,7 +13,12 @@ const load = async () => {
   // Shared: the SDK's default builds a new Ajv for every Server, which halves
   // the requests per second of this per-request-server endpoint (measured).
   const jsonSchemaValidator: AjvJsonSchemaValidator = new ajv.AjvJsonSchemaValidator();
-  return { Server: server.Server, StreamableHTTPServerTransport: http.StreamableHTTPServerTransport, jsonSchemaValidator, types };
+  return {
+    Server: server.Server,
+    StreamableHTTPServerTransport: http.StreamableHTTPServerTransport,
+    jsonSchemaValidator,
+    types,
+  };
 };
 
 let sdk: ReturnType<typeof load> | null = null;

@@ -18,15 +18,23 @@ const IdempotencyKey = z
   .string()
   .min(IDEMPOTENCY_KEY_BOUNDS.min)
   .max(IDEMPOTENCY_KEY_BOUNDS.max)
-  .describe('Unique to this exact mutation (8-200 characters); repeat it only to retry the identical call. Shared with the HTTP Idempotency-Key of the same operation.');
+  .describe(
+    'Unique to this exact mutation (8-200 characters); repeat it only to retry the identical call. Shared with the HTTP Idempotency-Key of the same operation.',
+  );
 
 type Parts = { params: string[]; query: string[]; body: string[]; input: z.ZodObject };
 
 /** Which argument goes to which part of the operation; names never collide (checked at start). */
 function partsOf(op: AgentOperation): Parts {
-  const parts: Parts = { params: Object.keys(op.params?.shape ?? {}), query: Object.keys(op.query?.shape ?? {}), body: Object.keys(op.body?.shape ?? {}), input: inputSchemaOf(op) };
+  const parts: Parts = {
+    params: Object.keys(op.params?.shape ?? {}),
+    query: Object.keys(op.query?.shape ?? {}),
+    body: Object.keys(op.body?.shape ?? {}),
+    input: inputSchemaOf(op),
+  };
   const all = [...parts.params, ...parts.query, ...parts.body, 'idempotency_key'];
-  if (new Set(all).size !== all.length) throw new Error(`MCP tool ${op.operationId}: argument names collide (${all.join(', ')})`);
+  if (new Set(all).size !== all.length)
+    throw new Error(`MCP tool ${op.operationId}: argument names collide (${all.join(', ')})`);
   return parts;
 }
 
@@ -34,7 +42,10 @@ const registryless = () => z.registry<{ id?: string }>();
 
 /** JSON Schema (2020-12, the MCP default dialect) with every named schema inlined. */
 function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): Record<string, unknown> {
-  const out = z.toJSONSchema(schema, { io, metadata: registryless(), unrepresentable: 'any' }) as Record<string, unknown>;
+  const out = z.toJSONSchema(schema, { io, metadata: registryless(), unrepresentable: 'any' }) as Record<
+    string,
+    unknown
+  >;
   delete out.$schema;
   // MCP wants an object at the root; a union of objects (publish) is one.
   if (out.type === undefined) out.type = 'object';
@@ -89,14 +100,27 @@ const failure = (body: AgentApiErrorBody | unknown, replayed = false): CallToolR
 /** Argument errors read like the HTTP route's validation errors (a bad key has its own code, as over HTTP). */
 function invalid(error: z.ZodError): AgentHttpError {
   if (error.issues.some((issue) => issue.path[0] === 'idempotency_key')) {
-    return new AgentHttpError(400, 'invalid_idempotency_key', 'Pass idempotency_key: 8-200 characters, unique to this exact mutation.', 'fix_request');
+    return new AgentHttpError(
+      400,
+      'invalid_idempotency_key',
+      'Pass idempotency_key: 8-200 characters, unique to this exact mutation.',
+      'fix_request',
+    );
   }
   const details = error.issues.map((issue) => ({
     path: ['arguments', ...issue.path.map(String)].join('.'),
     message: issue.code === 'unrecognized_keys' ? `unknown argument(s): ${issue.keys.join(', ')}` : issue.message,
   }));
   const first = details[0];
-  return new AgentHttpError(400, 'invalid_request', first ? `Invalid request: ${first.path}: ${first.message}` : 'Invalid request.', 'fix_request', {}, true, details);
+  return new AgentHttpError(
+    400,
+    'invalid_request',
+    first ? `Invalid request: ${first.path}: ${first.message}` : 'Invalid request.',
+    'fix_request',
+    {},
+    true,
+    details,
+  );
 }
 
 function parseInput(op: AgentOperation, parts: Parts, args: Record<string, unknown>) {
@@ -112,15 +136,25 @@ function parseInput(op: AgentOperation, parts: Parts, args: Record<string, unkno
   return { params: pick(parts.params, op.params), query: pick(parts.query, op.query), body: pick(parts.body, op.body) };
 }
 
-export type ToolSet = { tools: Tool[]; scopeOf: (name: string) => AgentOperation['scope']; call: (caller: Caller, name: string, args: Record<string, unknown>) => Promise<CallToolResult> };
+export type ToolSet = {
+  tools: Tool[];
+  scopeOf: (name: string) => AgentOperation['scope'];
+  call: (caller: Caller, name: string, args: Record<string, unknown>) => Promise<CallToolResult>;
+};
 
 /** Built once per app: the tool list and the dispatcher. */
 export function agentTools(app: FastifyInstance): ToolSet {
   const byName = new Map(agentOperations.map((op) => [op.operationId, { op, parts: partsOf(op) }]));
   const tools = [...byName.values()].map(({ op, parts }) => toolOf(op, parts));
 
-  async function run(caller: Caller, op: AgentOperation, parts: Parts, args: Record<string, unknown>): Promise<CallToolResult> {
-    if (op.scope && !caller.agent.scopes.includes(op.scope)) throw app.mcpAuth.scopeDenied(op.scope, caller.agent.claimState);
+  async function run(
+    caller: Caller,
+    op: AgentOperation,
+    parts: Parts,
+    args: Record<string, unknown>,
+  ): Promise<CallToolResult> {
+    if (op.scope && !caller.agent.scopes.includes(op.scope))
+      throw app.mcpAuth.scopeDenied(op.scope, caller.agent.claimState);
     op.guard?.(caller);
     const input = parseInput(op, parts, args);
     const execute = async () => {
@@ -130,7 +164,11 @@ export function agentTools(app: FastifyInstance): ToolSet {
     };
     if (!isMutation(op)) return success(await execute());
 
-    const claim = await app.agentKeys.claim(caller.agent, args.idempotency_key, { method: op.method, path: concretePath(op, input.params), body: input.body });
+    const claim = await app.agentKeys.claim(caller.agent, args.idempotency_key, {
+      method: op.method,
+      path: concretePath(op, input.params),
+      body: input.body,
+    });
     if (claim.kind === 'replay') return claim.status < 400 ? success(claim.body, true) : failure(claim.body, true);
     let status: number;
     let body: unknown;
@@ -155,13 +193,22 @@ export function agentTools(app: FastifyInstance): ToolSet {
     scopeOf: (name) => byName.get(name)?.op.scope,
     async call(caller, name, args) {
       const entry = byName.get(name);
-      if (!entry) return failure({ code: 'invalid_request', message: `No tool named ${name}; list the tools.`, next_action: 'fix_request' });
+      if (!entry)
+        return failure({
+          code: 'invalid_request',
+          message: `No tool named ${name}; list the tools.`,
+          next_action: 'fix_request',
+        });
       try {
         return await run(caller, entry.op, entry.parts, args);
       } catch (error) {
         if (error instanceof AgentHttpError) return failure(error.body());
         caller.log.error({ err: error, tool: name }, 'mcp tool failed');
-        return failure({ code: 'internal_error', message: 'Unexpected server error; retry the same call later.', next_action: 'retry_later' });
+        return failure({
+          code: 'internal_error',
+          message: 'Unexpected server error; retry the same call later.',
+          next_action: 'retry_later',
+        });
       }
     },
   };

@@ -34,7 +34,13 @@ export const MemoryFile = z
 export const MemoryFileWithContent = MemoryFile.extend({ content: z.string() }).meta({ id: 'MemoryFileWithContent' });
 
 export const FilenameParams = z.object({
-  filename: z.string().min(1).max(1000).describe(`A file name: letters, digits, '.', '_', '-'; no path separators or '..'; at most ${MAX_FILENAME_LENGTH} characters`),
+  filename: z
+    .string()
+    .min(1)
+    .max(1000)
+    .describe(
+      `A file name: letters, digits, '.', '_', '-'; no path separators or '..'; at most ${MAX_FILENAME_LENGTH} characters`,
+    ),
 });
 
 export const MemoryContent = z
@@ -52,6 +58,9 @@ export const MemoryWriteBody = z
   .object({
     filename: z.string().min(1).max(1000),
     content: z.string().max(MEMORY_BOUNDS.maxFileBytes.max),
-    mode: z.enum(['append', 'replace']).default('append').describe('append adds to the end of the file (creating it); replace overwrites it'),
+    mode: z
+      .enum(['append', 'replace'])
+      .default('append')
+      .describe('append adds to the end of the file (creating it); replace overwrites it'),
   })
   .strict();

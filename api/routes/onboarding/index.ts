@@ -16,7 +16,9 @@ import { applySetup, completeOnboarding, DEFAULT_AGENT, initOnboarding, Onboardi
 
 const tags = ['onboarding'];
 const Onboarding = OnboardingState.meta({ id: 'OnboardingState' });
-const InitResult = z.object({ tenantId: z.uuid(), agentId: z.uuid(), onboarding: Onboarding }).meta({ id: 'OnboardingInit' });
+const InitResult = z
+  .object({ tenantId: z.uuid(), agentId: z.uuid(), onboarding: Onboarding })
+  .meta({ id: 'OnboardingInit' });
 
 const OnboardingModel = z.object({
   id: z.string().describe('Model reference to use elsewhere, e.g. openai/gpt-4o-mini'),
@@ -32,7 +34,9 @@ const OnboardingProvider = z.object({
   id: z.string(),
   displayName: z.string(),
   needsKey: z.boolean(),
-  acceptsOwnKey: z.boolean().describe('A tenant may store its own key (PUT /api/provider-keys/:provider, POST /api/onboarding/setup)'),
+  acceptsOwnKey: z
+    .boolean()
+    .describe('A tenant may store its own key (PUT /api/provider-keys/:provider, POST /api/onboarding/setup)'),
   platformCredits: z.boolean().describe('Usable on platform credits without an own key'),
   models: z.array(OnboardingModel),
 });
@@ -60,7 +64,8 @@ const onboardingRoutes: FastifyPluginAsyncZod = async (app) => {
       schema: {
         operationId: 'initOnboarding',
         tags,
-        summary: 'Create the first workspace with default settings, a default agent and starting credits; returns the onboarding state',
+        summary:
+          'Create the first workspace with default settings, a default agent and starting credits; returns the onboarding state',
         description:
           'Idempotent: when a tenant where the caller is Admin already has an onboarding state it is returned (200) and nothing is created. ' +
           "Otherwise the caller's oldest tenant where they are Admin is set up, or a new tenant is created (201). " +
@@ -74,8 +79,11 @@ const onboardingRoutes: FastifyPluginAsyncZod = async (app) => {
         if (error instanceof TenantLimitError) throw new PlatformHttpError(409, 'tenant_limit_reached', error.message);
         throw error;
       });
-      if (result.created) request.log.info({ tenantId: result.tenantId, userId: request.user!.userId }, 'onboarding started');
-      return reply.code(result.created ? 201 : 200).send({ tenantId: result.tenantId, agentId: result.agentId, onboarding: result.onboarding });
+      if (result.created)
+        request.log.info({ tenantId: result.tenantId, userId: request.user!.userId }, 'onboarding started');
+      return reply
+        .code(result.created ? 201 : 200)
+        .send({ tenantId: result.tenantId, agentId: result.agentId, onboarding: result.onboarding });
     },
   );
 
@@ -89,7 +97,10 @@ const onboardingRoutes: FastifyPluginAsyncZod = async (app) => {
         summary: 'Model providers and their models with prices',
         response: {
           200: z
-            .object({ defaultModel: z.string().describe('What a new workspace uses: offline, no key needed'), providers: z.array(OnboardingProvider) })
+            .object({
+              defaultModel: z.string().describe('What a new workspace uses: offline, no key needed'),
+              providers: z.array(OnboardingProvider),
+            })
             .meta({ id: 'OnboardingModels' }),
         },
       },
@@ -128,17 +139,25 @@ const onboardingRoutes: FastifyPluginAsyncZod = async (app) => {
       schema: {
         operationId: 'setupOnboardingProvider',
         tags,
-        summary: 'Check a provider key with the provider, then save it and optionally choose the default agent\'s model',
+        summary: "Check a provider key with the provider, then save it and optionally choose the default agent's model",
         description:
           'Nothing is stored unless the provider accepts the key: 400 invalid_provider_key when it refuses it, ' +
-          '502 provider_unreachable when it cannot be asked. `model` must be one of the provider\'s models from ' +
+          "502 provider_unreachable when it cannot be asked. `model` must be one of the provider's models from " +
           'GET /api/onboarding/models (e.g. openai/gpt-4o-mini or gpt-4o-mini); 400 unknown_model otherwise. ' +
           BASE_URL_RULES,
         security: [{ PlatformJWT: [] }],
         headers: TenantHeaders,
-        body: z.object({ provider: KeyedProviderId, apiKey: ApiKey, baseUrl: BaseUrl.optional(), model: z.string().min(1).max(200).optional() }),
+        body: z.object({
+          provider: KeyedProviderId,
+          apiKey: ApiKey,
+          baseUrl: BaseUrl.optional(),
+          model: z.string().min(1).max(200).optional(),
+        }),
         response: {
-          200: SavedProviderKey.extend({ model: z.string().nullable().describe("The default agent's model when it was set"), onboarding: Onboarding.nullable() }).meta({
+          200: SavedProviderKey.extend({
+            model: z.string().nullable().describe("The default agent's model when it was set"),
+            onboarding: Onboarding.nullable(),
+          }).meta({
             id: 'OnboardingSetup',
           }),
           400: PlatformError,
@@ -152,7 +171,12 @@ const onboardingRoutes: FastifyPluginAsyncZod = async (app) => {
     async (request) => {
       const { provider, apiKey, baseUrl } = request.body;
       const model = request.body.model === undefined ? undefined : listedModel(provider, request.body.model);
-      if (model === null) throw new PlatformHttpError(400, 'unknown_model', `Not a model of ${provider}; see GET /api/onboarding/models.`);
+      if (model === null)
+        throw new PlatformHttpError(
+          400,
+          'unknown_model',
+          `Not a model of ${provider}; see GET /api/onboarding/models.`,
+        );
       // Before the key check, which would call the URL.
       await assertTenantBaseUrl(app.config, baseUrl);
 
@@ -163,15 +187,31 @@ const onboardingRoutes: FastifyPluginAsyncZod = async (app) => {
       try {
         verdict = await adapter.validateKey({ apiKey, ...(baseUrl ? { baseUrl } : {}) });
       } catch (error) {
-        if (error instanceof ProviderError && error.kind === 'invalid_key') verdict = { valid: false, reason: 'refused' };
+        if (error instanceof ProviderError && error.kind === 'invalid_key')
+          verdict = { valid: false, reason: 'refused' };
         else {
           // Kind and status only: provider messages may echo request details.
-          request.log.warn({ provider, kind: error instanceof ProviderError ? error.kind : 'network', status: (error as ProviderError).status }, 'provider key check failed');
-          throw new PlatformHttpError(502, 'provider_unreachable', `${adapter.displayName} could not be reached to check the key; nothing was saved. Try again.`);
+          request.log.warn(
+            {
+              provider,
+              kind: error instanceof ProviderError ? error.kind : 'network',
+              status: (error as ProviderError).status,
+            },
+            'provider key check failed',
+          );
+          throw new PlatformHttpError(
+            502,
+            'provider_unreachable',
+            `${adapter.displayName} could not be reached to check the key; nothing was saved. Try again.`,
+          );
         }
       }
       if (!verdict.valid) {
-        throw new PlatformHttpError(400, 'invalid_provider_key', `${adapter.displayName} refused this key; nothing was saved.`);
+        throw new PlatformHttpError(
+          400,
+          'invalid_provider_key',
+          `${adapter.displayName} refused this key; nothing was saved.`,
+        );
       }
 
       const result = await applySetup(app.db, keyring, {
@@ -182,9 +222,20 @@ const onboardingRoutes: FastifyPluginAsyncZod = async (app) => {
         ...(baseUrl ? { baseUrl } : {}),
         ...(model ? { model } : {}),
       });
-      request.log.info({ tenantId: request.tenant!.id, provider, userId: request.user!.userId, model: result.model }, 'provider key saved by onboarding');
+      request.log.info(
+        { tenantId: request.tenant!.id, provider, userId: request.user!.userId, model: result.model },
+        'provider key saved by onboarding',
+      );
       const { saved } = result;
-      return { provider: saved.provider, masked: saved.masked, last4: saved.last4, baseUrl: saved.baseUrl, updatedAt: saved.updatedAt, model: result.model, onboarding: result.onboarding };
+      return {
+        provider: saved.provider,
+        masked: saved.masked,
+        last4: saved.last4,
+        baseUrl: saved.baseUrl,
+        updatedAt: saved.updatedAt,
+        model: result.model,
+        onboarding: result.onboarding,
+      };
     },
   );
 
@@ -215,7 +266,8 @@ const onboardingRoutes: FastifyPluginAsyncZod = async (app) => {
       const { tenantId } = request.body;
       const result = await completeOnboarding(app.db, tenantId, request.license!.purchaserEmail);
       if (result.kind === 'not_found') throw new PlatformHttpError(404, 'not_found', 'No such tenant.');
-      if (result.kind === 'not_started') throw new PlatformHttpError(409, 'onboarding_not_started', 'Start with POST /api/onboarding/init.');
+      if (result.kind === 'not_started')
+        throw new PlatformHttpError(409, 'onboarding_not_started', 'Start with POST /api/onboarding/init.');
       request.log.info({ tenantId, licenseId: request.license!.id }, 'onboarding completed');
       return { tenantId, onboarding: result.onboarding };
     },

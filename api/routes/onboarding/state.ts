@@ -19,7 +19,9 @@ export const OnboardingState = z.object({
   state: z.enum(['started', 'completed']),
   steps: z.object({
     workspace: z.boolean().describe('Tenant, default agent and starting credits exist'),
-    providerKey: z.boolean().describe('A provider key was validated and saved (optional: the offline model needs none)'),
+    providerKey: z
+      .boolean()
+      .describe('A provider key was validated and saved (optional: the offline model needs none)'),
     model: z.boolean().describe('A model was chosen for the default agent'),
   }),
   startedAt: z.iso.datetime(),
@@ -34,7 +36,9 @@ const readState = (settings: Record<string, unknown>): OnboardingState | null =>
 };
 
 async function writeSettings(tx: CommonQueryMethods, tenantId: string, patch: Record<string, unknown>) {
-  await tx.query(sql.unsafe`update tenants set settings = settings || ${sql.jsonb(patch as never)} where id = ${tenantId}`);
+  await tx.query(
+    sql.unsafe`update tenants set settings = settings || ${sql.jsonb(patch as never)} where id = ${tenantId}`,
+  );
 }
 
 export type InitResult = { created: boolean; tenantId: string; agentId: string; onboarding: OnboardingState };
@@ -58,7 +62,12 @@ export async function initOnboarding(db: DatabasePool, config: Config, userId: s
       where t.settings ? 'onboarding' order by t.created_at, t.id limit 1`);
     const state = onboarded && readState(onboarded.settings);
     if (onboarded && state) {
-      return { created: false, tenantId: onboarded.id, agentId: (await defaultAgent(tx, onboarded.id)).id, onboarding: state };
+      return {
+        created: false,
+        tenantId: onboarded.id,
+        agentId: (await defaultAgent(tx, onboarded.id)).id,
+        onboarding: state,
+      };
     }
 
     const owned = await tx.maybeOneFirst(sql.type(z.object({ id: z.string() }))`
@@ -67,7 +76,9 @@ export async function initOnboarding(db: DatabasePool, config: Config, userId: s
     // createTenant nests as a savepoint of this transaction.
     const tenantId = owned ?? (await createTenant(tx, userId, DEFAULT_WORKSPACE_NAME)).id;
     const agentId = (await defaultAgent(tx, tenantId)).id;
-    const agentModel = await tx.oneFirst(sql.type(z.object({ model: z.string() }))`select model from agents where id = ${agentId}`);
+    const agentModel = await tx.oneFirst(
+      sql.type(z.object({ model: z.string() }))`select model from agents where id = ${agentId}`,
+    );
     // Once per tenant: a tenant that ever had a credits row gets no second grant.
     await grantInitialCredits(tx, tenantId, config.providers.newTenantCreditsMicros);
     const onboarding: OnboardingState = {
@@ -116,14 +127,21 @@ export async function applySetup(db: DatabasePool, keyring: Keyring, input: Setu
   });
 }
 
-export type CompleteResult = { kind: 'not_found' } | { kind: 'not_started' } | { kind: 'completed'; onboarding: OnboardingState };
+export type CompleteResult =
+  | { kind: 'not_found' }
+  | { kind: 'not_started' }
+  | { kind: 'completed'; onboarding: OnboardingState };
 
 /**
  * Marks onboarding complete for a tenant one of whose Admins has the
  * license's purchaser e-mail; any other tenant reads as missing. Completing
  * twice keeps the first completion time.
  */
-export async function completeOnboarding(db: DatabasePool, tenantId: string, purchaserEmail: string): Promise<CompleteResult> {
+export async function completeOnboarding(
+  db: DatabasePool,
+  tenantId: string,
+  purchaserEmail: string,
+): Promise<CompleteResult> {
   return db.transaction(async (tx) => {
     const settings = await tx.maybeOneFirst(sql.type(z.object({ settings: Settings }))`
       select t.settings from tenants t
@@ -134,7 +152,11 @@ export async function completeOnboarding(db: DatabasePool, tenantId: string, pur
     if (!settings) return { kind: 'not_found' };
     const state = readState(settings);
     if (!state) return { kind: 'not_started' };
-    const onboarding: OnboardingState = { ...state, state: 'completed', completedAt: state.completedAt ?? new Date().toISOString() };
+    const onboarding: OnboardingState = {
+      ...state,
+      state: 'completed',
+      completedAt: state.completedAt ?? new Date().toISOString(),
+    };
     await writeSettings(tx, tenantId, { onboarding });
     return { kind: 'completed', onboarding };
   });

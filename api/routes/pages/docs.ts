@@ -36,7 +36,10 @@ const docsRoutes: FastifyPluginAsync = async (app) => {
   const { baseUrl, authUrl } = app.config;
   // Encapsulated: these hooks touch only the UI's own routes.
   app.addHook('onSend', async (_request, reply, payload) => {
-    reply.header('x-content-type-options', 'nosniff').header('x-frame-options', 'DENY').header('referrer-policy', 'no-referrer');
+    reply
+      .header('x-content-type-options', 'nosniff')
+      .header('x-frame-options', 'DENY')
+      .header('referrer-policy', 'no-referrer');
     // The package's page has no viewport meta; phones need one.
     const type = String(reply.getHeader('content-type') ?? '');
     if (type.startsWith('text/html') && typeof payload === 'string' && !payload.includes('name="viewport"')) {

@@ -17,9 +17,10 @@ const landingRoutes: FastifyPluginAsync = async (app) => {
 
   app.get('/', { schema: { hide: true } }, async (request, reply) => {
     const ready = await readiness(app, request.log);
-    const status = ready.status === 'ready'
-      ? html`<span class="ok">ready</span>`
-      : html`<span class="bad">not ready</span> (database ${ready.checks.database}, migrations ${ready.checks.migrations}, job events ${ready.checks.jobEvents}${ready.checks.shuttingDown ? ', shutting down' : ''})`;
+    const status =
+      ready.status === 'ready'
+        ? html`<span class="ok">ready</span>`
+        : html`<span class="bad">not ready</span> (database ${ready.checks.database}, migrations ${ready.checks.migrations}, job events ${ready.checks.jobEvents}${ready.checks.shuttingDown ? ', shutting down' : ''})`;
     return sendPage(reply, {
       title: 'Agent platform',
       body: html`<p>An agent platform: AI agents carry out tasks for companies inside workspaces (tenants).

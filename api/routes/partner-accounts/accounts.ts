@@ -4,7 +4,13 @@
 // change what the workspace's agents can do). Another person's or another
 // workspace's account id is 404 not_found.
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
-import { activateAccount, listAccounts, removeAccount, statusOf, type AccountRow } from '../../../core/partner-accounts/accounts.ts';
+import {
+  activateAccount,
+  listAccounts,
+  removeAccount,
+  statusOf,
+  type AccountRow,
+} from '../../../core/partner-accounts/accounts.ts';
 import { serviceById, type Category } from '../../../core/partner-accounts/catalog.ts';
 import { PartnerAccountError } from '../../../core/partner-accounts/client.ts';
 import { PlatformError, PlatformHttpError } from '../../errors.ts';
@@ -21,7 +27,13 @@ export function toAccount(a: AccountRow): z.infer<typeof PartnerAccount> {
     status: statusOf(a),
     services: a.services.map((s) => {
       const service = serviceById(s.serviceId);
-      return { id: s.serviceId as ServiceIdOut, name: service?.name ?? s.serviceId, category: (service?.category ?? 'Specialized') as Category, scopes: s.scopes, active: s.active };
+      return {
+        id: s.serviceId as ServiceIdOut,
+        name: service?.name ?? s.serviceId,
+        category: (service?.category ?? 'Specialized') as Category,
+        scopes: s.scopes,
+        active: s.active,
+      };
     }),
     scopes: a.granted_scopes,
     connectedAt: a.connected_at,
@@ -52,13 +64,16 @@ const accountRoutes: FastifyPluginAsyncZod = async (app) => {
       schema: {
         operationId: 'listPartnerAccounts',
         tags: ['partner-accounts'],
-        summary: "The caller's connected partner accounts in the workspace: services, scopes, status, connected-at and last-used",
+        summary:
+          "The caller's connected partner accounts in the workspace: services, scopes, status, connected-at and last-used",
         security,
         headers: OptionalTenantHeaders,
         response: { 200: AccountList, ...errors },
       },
     },
-    async (request) => ({ items: (await listAccounts(app.db, request.tenant!.id, request.user!.userId)).map(toAccount) }),
+    async (request) => ({
+      items: (await listAccounts(app.db, request.tenant!.id, request.user!.userId)).map(toAccount),
+    }),
   );
 
   app.post(
@@ -82,9 +97,14 @@ const accountRoutes: FastifyPluginAsyncZod = async (app) => {
     async (request) => {
       const { tenant, user } = request;
       const account = await platformErrors(() =>
-        app.db.transaction((tx) => activateAccount(tx, tenant!.id, user!.userId, request.params.accountId, request.body?.services)),
+        app.db.transaction((tx) =>
+          activateAccount(tx, tenant!.id, user!.userId, request.params.accountId, request.body?.services),
+        ),
       );
-      request.log.info({ accountId: account.id, services: account.services.filter((s) => s.active).map((s) => s.serviceId) }, 'partner account activated');
+      request.log.info(
+        { accountId: account.id, services: account.services.filter((s) => s.active).map((s) => s.serviceId) },
+        'partner account activated',
+      );
       return toAccount(account);
     },
   );
@@ -97,7 +117,8 @@ const accountRoutes: FastifyPluginAsyncZod = async (app) => {
         operationId: 'deletePartnerAccount',
         tags: ['partner-accounts'],
         summary: 'Remove the account: its tokens are deleted at once and revoked at the provider by a job with retries',
-        description: 'The account is gone from the list and unusable at once; the provider is asked to revoke the tokens (RFC 7009) in the background. Errors: 404 not_found.',
+        description:
+          'The account is gone from the list and unusable at once; the provider is asked to revoke the tokens (RFC 7009) in the background. Errors: 404 not_found.',
         security,
         headers: OptionalTenantHeaders,
         params: AccountParams,
@@ -106,8 +127,13 @@ const accountRoutes: FastifyPluginAsyncZod = async (app) => {
     },
     async (request) => {
       const { tenant, user } = request;
-      const queued = await platformErrors(() => app.db.transaction((tx) => removeAccount(tx, tenant!.id, user!.userId, request.params.accountId)));
-      request.log.info({ accountId: request.params.accountId, revocation: queued ? 'queued' : 'none' }, 'partner account removed');
+      const queued = await platformErrors(() =>
+        app.db.transaction((tx) => removeAccount(tx, tenant!.id, user!.userId, request.params.accountId)),
+      );
+      request.log.info(
+        { accountId: request.params.accountId, revocation: queued ? 'queued' : 'none' },
+        'partner account removed',
+      );
       return { deleted: true as const, revocation: queued ? ('queued' as const) : ('none' as const) };
     },
   );

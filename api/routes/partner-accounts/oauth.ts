@@ -16,16 +16,35 @@ import { ExternalLoginError, providerFailure } from '../../../core/external-logi
 import { storeGrant } from '../../../core/partner-accounts/accounts.ts';
 import { catalogByCategory, scopeFor, SERVICES, type ServiceId } from '../../../core/partner-accounts/catalog.ts';
 import { partnerClient } from '../../../core/partner-accounts/client.ts';
-import { CONNECT_FLOW_TTL_S, connectFlowStatus, finishConnectFlow, startConnectFlow, takeConnectFlow } from '../../../core/partner-accounts/flows.ts';
+import {
+  CONNECT_FLOW_TTL_S,
+  connectFlowStatus,
+  finishConnectFlow,
+  startConnectFlow,
+  takeConnectFlow,
+} from '../../../core/partner-accounts/flows.ts';
 import type { RateLimitRule } from '../../../core/rate-limit.ts';
 import { PlatformError, PlatformHttpError } from '../../errors.ts';
 import { OptionalTenantHeaders } from '../../plugins/tenant.ts';
 import { browserBinding, providerErrorWord } from '../auth/browser-binding.ts';
 import { requireConfigured, viaProvider } from '../auth/external.ts';
-import { CallbackQuery, FlowStatus, ServiceCatalog, StartBody, StartedFlow, StartQuery, StatusQuery } from './schemas.ts';
+import {
+  CallbackQuery,
+  FlowStatus,
+  ServiceCatalog,
+  StartBody,
+  StartedFlow,
+  StartQuery,
+  StatusQuery,
+} from './schemas.ts';
 import { resultPage, wantsPage } from './page.ts';
 
-const binding = browserBinding({ cookie: 'partner_connect', path: '/oauth/partner', ttlS: CONNECT_FLOW_TTL_S, sameSite: 'Lax' });
+const binding = browserBinding({
+  cookie: 'partner_connect',
+  path: '/oauth/partner',
+  ttlS: CONNECT_FLOW_TTL_S,
+  sameSite: 'Lax',
+});
 /** Starting writes a flow row: bounded per IP. */
 const START_LIMIT: RateLimitRule = { bucket: 'partner-connect-start', limit: 60, windowMs: 15 * 60_000 };
 const DEFAULT_SERVICES: ServiceId[] = SERVICES.filter((s) => s.category === 'Core').map((s) => s.id);
@@ -39,8 +58,19 @@ const oauthRoutes: FastifyPluginAsyncZod = async (app) => {
   const settings = app.config.externalLogin.partner;
   const keyring = Keyring.fromConfig(app.config);
   const client = () => viaProvider(() => partnerClient(app.config));
-  const errors = { 400: PlatformError, 401: PlatformError, 403: PlatformError, 404: PlatformError, 429: PlatformError, 502: PlatformError, 503: PlatformError };
-  const signedIn = { onRequest: [app.rateLimit(START_LIMIT), app.requireUser], preValidation: app.requireWorkspace('admin') };
+  const errors = {
+    400: PlatformError,
+    401: PlatformError,
+    403: PlatformError,
+    404: PlatformError,
+    429: PlatformError,
+    502: PlatformError,
+    503: PlatformError,
+  };
+  const signedIn = {
+    onRequest: [app.rateLimit(START_LIMIT), app.requireUser],
+    preValidation: app.requireWorkspace('admin'),
+  };
 
   /** Creates the flow and its authorization URL; sets the browser cookie on the reply. */
   async function start(request: FastifyRequest, reply: FastifyReply, services: ServiceId[] | undefined) {
@@ -53,7 +83,12 @@ const oauthRoutes: FastifyPluginAsyncZod = async (app) => {
     const granted = await app.db.anyFirst(sql.type(GrantedScopes)`
       select granted_scopes from partner_accounts where tenant_id = ${tenantId} and user_id = ${userId} and state <> 'revoked'`);
     const scope = scopeFor(chosen, granted.flat());
-    const flow = await startConnectFlow(app.db, keyring, { tenantId, userId, services: chosen, browserToken: binding.bind(request, reply) });
+    const flow = await startConnectFlow(app.db, keyring, {
+      tenantId,
+      userId,
+      services: chosen,
+      browserToken: binding.bind(request, reply),
+    });
     const url = oidc.buildAuthorizationUrl(config, {
       redirect_uri: settings.connectRedirectUri,
       response_type: 'code',
@@ -67,7 +102,13 @@ const oauthRoutes: FastifyPluginAsyncZod = async (app) => {
     });
     reply.header('cache-control', 'no-store');
     request.log.info({ flowId: flow.flowId, services: chosen }, 'partner connect flow started');
-    return { flowId: flow.flowId, authorizationUrl: url.href, services: chosen, scope, expiresAt: new Date(Date.now() + CONNECT_FLOW_TTL_S * 1000).toISOString() };
+    return {
+      flowId: flow.flowId,
+      authorizationUrl: url.href,
+      services: chosen,
+      scope,
+      expiresAt: new Date(Date.now() + CONNECT_FLOW_TTL_S * 1000).toISOString(),
+    };
   }
 
   app.get(
@@ -80,7 +121,8 @@ const oauthRoutes: FastifyPluginAsyncZod = async (app) => {
         summary: 'Start connecting a partner account: 302 to the provider',
         description:
           'Needs a platform token (a signed-in page); the connection belongs to the caller and the workspace (x-tenant-id, or the default workspace). ' +
-          'Sets a cookie that binds the flow to this browser. The provider returns to /oauth/partner/callback. ' + START_ERRORS,
+          'Sets a cookie that binds the flow to this browser. The provider returns to /oauth/partner/callback. ' +
+          START_ERRORS,
         security: [{ PlatformJWT: [] }],
         headers: OptionalTenantHeaders,
         querystring: StartQuery,
@@ -90,7 +132,12 @@ const oauthRoutes: FastifyPluginAsyncZod = async (app) => {
     async (request, reply) => {
       const services = request.query.services?.split(',');
       const unknown = services?.filter((id) => !SERVICES.some((s) => s.id === id)) ?? [];
-      if (unknown.length > 0) throw new PlatformHttpError(400, 'invalid_request', `Unknown services: ${unknown.join(', ')} (see GET /oauth/partner/services).`);
+      if (unknown.length > 0)
+        throw new PlatformHttpError(
+          400,
+          'invalid_request',
+          `Unknown services: ${unknown.join(', ')} (see GET /oauth/partner/services).`,
+        );
       const started = await start(request, reply, services as ServiceId[] | undefined);
       return reply.code(302).header('location', started.authorizationUrl).send(undefined);
     },
@@ -123,7 +170,8 @@ const oauthRoutes: FastifyPluginAsyncZod = async (app) => {
         operationId: 'listPartnerServices',
         security: [],
         tags: ['partner-accounts'],
-        summary: 'The services a partner account can be connected for, by category (Core, Communication, Location, Specialized)',
+        summary:
+          'The services a partner account can be connected for, by category (Core, Communication, Location, Specialized)',
         response: { 200: ServiceCatalog },
       },
     },
@@ -146,7 +194,10 @@ const oauthRoutes: FastifyPluginAsyncZod = async (app) => {
           'Answers an HTML page (done / not connected; the window may be closed); a client that asks for JSON gets the platform error shape for refusals.',
         querystring: CallbackQuery,
         response: {
-          200: { description: 'The account is connected (HTML page)', content: { 'text/html': { schema: z.string() } } },
+          200: {
+            description: 'The account is connected (HTML page)',
+            content: { 'text/html': { schema: z.string() } },
+          },
           400: PlatformError,
           502: PlatformError,
           503: PlatformError,
@@ -165,13 +216,22 @@ const oauthRoutes: FastifyPluginAsyncZod = async (app) => {
         return refuse(503, 'auth_method_disabled', (error as Error).message);
       }
       const query = request.query;
-      if (!query.state) return refuse(400, 'invalid_state', 'This page needs the state the provider sends back; start connecting again.');
+      if (!query.state)
+        return refuse(
+          400,
+          'invalid_state',
+          'This page needs the state the provider sends back; start connecting again.',
+        );
       const taken = await takeConnectFlow(app.db, keyring, query.state, binding.read(request));
       if ('error' in taken) {
         request.log.warn({ reason: taken.error, flowId: taken.flowId }, 'partner connect callback refused');
-        return refuse(400, 'invalid_state', taken.error === 'other_browser'
-          ? 'This connection was started in another browser; start it again here.'
-          : 'This connection link is unknown, expired or already used; start connecting again.');
+        return refuse(
+          400,
+          'invalid_state',
+          taken.error === 'other_browser'
+            ? 'This connection was started in another browser; start it again here.'
+            : 'This connection link is unknown, expired or already used; start connecting again.',
+        );
       }
       const { flow } = taken;
       const fail = async (reason: string, message: string, status = 400) => {
@@ -181,16 +241,26 @@ const oauthRoutes: FastifyPluginAsyncZod = async (app) => {
       };
       if (query.error || !query.code) {
         const reason = providerErrorWord(query.error ?? 'invalid_request', 'authorization_failed');
-        return fail(reason, reason === 'access_denied' ? 'Access was not granted, so nothing was connected.' : `The provider answered ${reason}; nothing was connected.`);
+        return fail(
+          reason,
+          reason === 'access_denied'
+            ? 'Access was not granted, so nothing was connected.'
+            : `The provider answered ${reason}; nothing was connected.`,
+        );
       }
       let accountId: string;
       try {
         const config = await partnerClient(app.config);
         const current = new URL(settings.connectRedirectUri);
-        for (const name of ['code', 'state', 'iss'] as const) if (query[name]) current.searchParams.set(name, query[name]!);
+        for (const name of ['code', 'state', 'iss'] as const)
+          if (query[name]) current.searchParams.set(name, query[name]!);
         let tokens;
         try {
-          tokens = await oidc.authorizationCodeGrant(config, current, { pkceCodeVerifier: flow.codeVerifier, expectedState: query.state, idTokenExpected: true });
+          tokens = await oidc.authorizationCodeGrant(config, current, {
+            pkceCodeVerifier: flow.codeVerifier,
+            expectedState: query.state,
+            idTokenExpected: true,
+          });
         } catch (error) {
           throw providerFailure(error, 'code');
         }
@@ -213,7 +283,11 @@ const oauthRoutes: FastifyPluginAsyncZod = async (app) => {
         });
       } catch (error) {
         if (!(error instanceof ExternalLoginError)) throw error;
-        return fail(error.code, `The provider's answer could not be used (${error.code}); nothing was connected.`, error.status >= 500 ? 502 : 400);
+        return fail(
+          error.code,
+          `The provider's answer could not be used (${error.code}); nothing was connected.`,
+          error.status >= 500 ? 502 : 400,
+        );
       }
       request.log.info({ flowId: flow.id, accountId }, 'partner account connected');
       return resultPage(reply, 200, true, 'Your account is connected. You can close this window.');

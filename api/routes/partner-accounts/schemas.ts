@@ -12,7 +12,9 @@ export const ServiceCatalog = z
     categories: z.array(
       z.object({
         category: z.enum(CATEGORIES),
-        services: z.array(z.object({ id: ServiceIdSchema, name: z.string(), description: z.string(), scopes: z.array(Scope) })),
+        services: z.array(
+          z.object({ id: ServiceIdSchema, name: z.string(), description: z.string(), scopes: z.array(Scope) }),
+        ),
       }),
     ),
   })
@@ -37,9 +39,15 @@ export const StartBody = z
 export const StartedFlow = z
   .object({
     flowId: z.uuid().describe('Poll GET /oauth/partner/status?flow=<flowId>'),
-    authorizationUrl: z.url().describe("Open it in the person's browser (the one that made this request: the flow is bound to it by a cookie)"),
+    authorizationUrl: z
+      .url()
+      .describe(
+        "Open it in the person's browser (the one that made this request: the flow is bound to it by a cookie)",
+      ),
     services: z.array(ServiceIdSchema),
-    scope: z.string().describe('The scopes asked for: openid offline_access, the chosen services\', and those already granted'),
+    scope: z
+      .string()
+      .describe("The scopes asked for: openid offline_access, the chosen services', and those already granted"),
     expiresAt: z.iso.datetime(),
   })
   .meta({ id: 'PartnerConnectStarted' });
@@ -63,7 +71,9 @@ export const FlowStatus = z
     reason: z
       .string()
       .nullable()
-      .describe('Why it failed: access_denied (or another error the provider sent), invalid_code, provider_unavailable, other_browser, expired'),
+      .describe(
+        'Why it failed: access_denied (or another error the provider sent), invalid_code, provider_unavailable, other_browser, expired',
+      ),
     services: z.array(z.string()),
     accountId: z.uuid().nullable().describe('The connected account, once completed'),
     createdAt: z.iso.datetime(),
@@ -82,9 +92,11 @@ export const PartnerAccount = z
   .object({
     id: z.uuid(),
     email: z.string().nullable().describe('The e-mail the provider gave for the account, if any'),
-    status: z.enum(['active', 'inactive', 'needs_reauth', 'revoked']).describe(
-      "active: the workspace's agents use it for at least one service; inactive: connected, used for none; needs_reauth: the provider refused the refresh token, connect it again; revoked: removed (such accounts are no longer listed)",
-    ),
+    status: z
+      .enum(['active', 'inactive', 'needs_reauth', 'revoked'])
+      .describe(
+        "active: the workspace's agents use it for at least one service; inactive: connected, used for none; needs_reauth: the provider refused the refresh token, connect it again; revoked: removed (such accounts are no longer listed)",
+      ),
     services: z.array(
       z.object({
         id: ServiceIdSchema,
@@ -105,6 +117,8 @@ export const AccountList = z.object({ items: z.array(PartnerAccount) }).meta({ i
 export const AccountRemoved = z
   .object({
     deleted: z.literal(true),
-    revocation: z.enum(['queued', 'none']).describe('queued: the provider is asked to revoke the tokens by a job with retries'),
+    revocation: z
+      .enum(['queued', 'none'])
+      .describe('queued: the provider is asked to revoke the tokens by a job with retries'),
   })
   .meta({ id: 'PartnerAccountRemoved' });

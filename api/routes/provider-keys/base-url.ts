@@ -11,8 +11,12 @@ export const BASE_URL_RULES =
   'must resolve to public addresses only: loopback, private, link-local, CGNAT and other non-public addresses are 400 invalid_base_url.';
 
 /** Throws 400 invalid_base_url naming the reason; a missing baseUrl passes. */
-export async function assertTenantBaseUrl(config: Pick<Config, 'providers'>, baseUrl: string | undefined): Promise<void> {
+export async function assertTenantBaseUrl(
+  config: Pick<Config, 'providers'>,
+  baseUrl: string | undefined,
+): Promise<void> {
   if (baseUrl === undefined) return;
   const problem = await tenantBaseUrlProblem(baseUrl, { allowPrivateUrls: config.providers.allowPrivateUrls });
-  if (problem) throw new PlatformHttpError(400, 'invalid_base_url', `baseUrl is not allowed: ${problem}. Nothing was saved.`);
+  if (problem)
+    throw new PlatformHttpError(400, 'invalid_base_url', `baseUrl is not allowed: ${problem}. Nothing was saved.`);
 }

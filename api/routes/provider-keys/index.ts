@@ -5,7 +5,15 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { Keyring } from '../../../core/crypto/keyring.ts';
-import { auditKey, creditBalance, deleteKey, formatDollars, listMasked, putKey, resolveKey } from '../../../core/provider-keys/keys.ts';
+import {
+  auditKey,
+  creditBalance,
+  deleteKey,
+  formatDollars,
+  listMasked,
+  putKey,
+  resolveKey,
+} from '../../../core/provider-keys/keys.ts';
 import { PlatformError, PlatformHttpError } from '../../errors.ts';
 import hmacSignature, { issueSigningKey, keepRawJsonBody, SignatureHeaders } from '../../plugins/hmac-signature.ts';
 import { OptionalTenantHeaders } from '../../plugins/tenant.ts';
@@ -33,7 +41,11 @@ const providerKeyRoutes: FastifyPluginAsyncZod = async (app) => {
   const keyring = Keyring.fromConfig(app.config);
   const viewer = { onRequest: app.requireUser, preValidation: app.requireWorkspace('viewer') };
   const admin = { onRequest: app.requireUser, preValidation: app.requireWorkspace('admin') };
-  const signedAdmin = { onRequest: app.requireUser, preValidation: app.requireWorkspace('admin'), preHandler: app.requireSignature };
+  const signedAdmin = {
+    onRequest: app.requireUser,
+    preValidation: app.requireWorkspace('admin'),
+    preHandler: app.requireSignature,
+  };
   const tenantErrors = { 400: PlatformError, 401: PlatformError, 403: PlatformError, 404: PlatformError };
 
   app.get(
@@ -43,7 +55,7 @@ const providerKeyRoutes: FastifyPluginAsyncZod = async (app) => {
       schema: {
         operationId: 'getProviderKeySigningKey',
         tags,
-        summary: 'The caller\'s signing key for HMAC + Auth requests (PUT and DELETE /api/provider-keys/:provider)',
+        summary: "The caller's signing key for HMAC + Auth requests (PUT and DELETE /api/provider-keys/:provider)",
         description:
           'Derived on the server for the authenticated user and valid until `expiresAt` (about two days); never sent with the ' +
           'requests it signs. Key the HMAC with the UTF-8 bytes of `signingKey` as returned.',
@@ -64,7 +76,11 @@ const providerKeyRoutes: FastifyPluginAsyncZod = async (app) => {
     async (request, reply) => {
       reply.header('cache-control', 'no-store');
       const issued = issueSigningKey(app.config.secrets.PLATFORM_JWT_SECRET, request.user!.userId);
-      return { ...issued, algorithm: 'HMAC-SHA256' as const, stringToSign: 'METHOD\\npath\\nx-tenant-id\\ntimestamp\\nsha256hex(body)' };
+      return {
+        ...issued,
+        algorithm: 'HMAC-SHA256' as const,
+        stringToSign: 'METHOD\\npath\\nx-tenant-id\\ntimestamp\\nsha256hex(body)',
+      };
     },
   );
 
@@ -75,7 +91,7 @@ const providerKeyRoutes: FastifyPluginAsyncZod = async (app) => {
       schema: {
         operationId: 'putProviderKey',
         tags,
-        summary: 'Save or replace the tenant\'s key for a provider (sealed before storage)',
+        summary: "Save or replace the tenant's key for a provider (sealed before storage)",
         description: `${SIGNED} The response shows the key masked; it is not checked against the provider (POST /api/onboarding/setup does that). ${BASE_URL_RULES}`,
         security,
         headers: SignedHeaders,
@@ -94,11 +110,26 @@ const providerKeyRoutes: FastifyPluginAsyncZod = async (app) => {
           baseUrl: request.body.baseUrl,
           userId: request.user!.userId,
         });
-        await auditKey(tx, { tenantId: request.tenant!.id, provider: row.provider, action: 'saved', userId: request.user!.userId, requestId: request.id });
+        await auditKey(tx, {
+          tenantId: request.tenant!.id,
+          provider: row.provider,
+          action: 'saved',
+          userId: request.user!.userId,
+          requestId: request.id,
+        });
         return row;
       });
-      request.log.info({ tenantId: request.tenant!.id, provider: saved.provider, userId: request.user!.userId }, 'provider key saved');
-      return { provider: saved.provider, masked: saved.masked, last4: saved.last4, baseUrl: saved.baseUrl, updatedAt: saved.updatedAt };
+      request.log.info(
+        { tenantId: request.tenant!.id, provider: saved.provider, userId: request.user!.userId },
+        'provider key saved',
+      );
+      return {
+        provider: saved.provider,
+        masked: saved.masked,
+        last4: saved.last4,
+        baseUrl: saved.baseUrl,
+        updatedAt: saved.updatedAt,
+      };
     },
   );
 
@@ -109,7 +140,7 @@ const providerKeyRoutes: FastifyPluginAsyncZod = async (app) => {
       schema: {
         operationId: 'deleteProviderKey',
         tags,
-        summary: 'Remove the tenant\'s key for a provider',
+        summary: "Remove the tenant's key for a provider",
         description: `${SIGNED} Sign an empty body (sha256 of the empty string). 404 when the tenant has no key for the provider.`,
         security,
         headers: SignedHeaders,
@@ -120,11 +151,21 @@ const providerKeyRoutes: FastifyPluginAsyncZod = async (app) => {
     async (request, reply) => {
       const removed = await app.db.transaction(async (tx) => {
         const gone = await deleteKey(tx, request.tenant!.id, request.params.provider);
-        if (gone) await auditKey(tx, { tenantId: request.tenant!.id, provider: request.params.provider, action: 'deleted', userId: request.user!.userId, requestId: request.id });
+        if (gone)
+          await auditKey(tx, {
+            tenantId: request.tenant!.id,
+            provider: request.params.provider,
+            action: 'deleted',
+            userId: request.user!.userId,
+            requestId: request.id,
+          });
         return gone;
       });
       if (!removed) throw new PlatformHttpError(404, 'not_found', 'The tenant has no key for this provider.');
-      request.log.info({ tenantId: request.tenant!.id, provider: request.params.provider, userId: request.user!.userId }, 'provider key deleted');
+      request.log.info(
+        { tenantId: request.tenant!.id, provider: request.params.provider, userId: request.user!.userId },
+        'provider key deleted',
+      );
       return reply.code(204).send();
     },
   );
@@ -136,10 +177,13 @@ const providerKeyRoutes: FastifyPluginAsyncZod = async (app) => {
       schema: {
         operationId: 'listProviderKeys',
         tags,
-        summary: 'The tenant\'s keys, masked to their last four characters',
+        summary: "The tenant's keys, masked to their last four characters",
         security,
         headers: OptionalTenantHeaders,
-        response: { 200: z.object({ keys: z.array(MaskedProviderKey) }).meta({ id: 'ProviderKeyList' }), ...tenantErrors },
+        response: {
+          200: z.object({ keys: z.array(MaskedProviderKey) }).meta({ id: 'ProviderKeyList' }),
+          ...tenantErrors,
+        },
       },
     },
     async (request) => ({ keys: await listMasked(app.db, request.tenant!.id) }),
@@ -182,7 +226,9 @@ const providerKeyRoutes: FastifyPluginAsyncZod = async (app) => {
         headers: OptionalTenantHeaders,
         params: ProviderParams,
         response: {
-          200: z.object({ provider: KeyedProviderId, apiKey: z.string(), baseUrl: z.string().nullable() }).meta({ id: 'ResolvedProviderKey' }),
+          200: z
+            .object({ provider: KeyedProviderId, apiKey: z.string(), baseUrl: z.string().nullable() })
+            .meta({ id: 'ResolvedProviderKey' }),
           ...tenantErrors,
         },
       },
@@ -191,8 +237,17 @@ const providerKeyRoutes: FastifyPluginAsyncZod = async (app) => {
       const resolved = await resolveKey(app.db, keyring, request.tenant!.id, request.params.provider);
       if (!resolved) throw new PlatformHttpError(404, 'not_found', 'The tenant has no key for this provider.');
       // The audit trail: who read which key, never the key.
-      await auditKey(app.db, { tenantId: request.tenant!.id, provider: resolved.provider, action: 'resolved', userId: request.user!.userId, requestId: request.id });
-      request.log.info({ tenantId: request.tenant!.id, provider: resolved.provider, userId: request.user!.userId }, 'provider key resolved');
+      await auditKey(app.db, {
+        tenantId: request.tenant!.id,
+        provider: resolved.provider,
+        action: 'resolved',
+        userId: request.user!.userId,
+        requestId: request.id,
+      });
+      request.log.info(
+        { tenantId: request.tenant!.id, provider: resolved.provider, userId: request.user!.userId },
+        'provider key resolved',
+      );
       reply.header('cache-control', 'no-store');
       return resolved;
     },

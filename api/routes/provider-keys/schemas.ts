@@ -30,13 +30,21 @@ export const MaskedProviderKey = z
   })
   .meta({ id: 'MaskedProviderKey' });
 
-export const SavedProviderKey = MaskedProviderKey.pick({ provider: true, masked: true, last4: true, baseUrl: true, updatedAt: true }).meta({
+export const SavedProviderKey = MaskedProviderKey.pick({
+  provider: true,
+  masked: true,
+  last4: true,
+  baseUrl: true,
+  updatedAt: true,
+}).meta({
   id: 'SavedProviderKey',
 });
 
 export const ProviderKeyMode = z
   .object({
-    mode: z.enum(['user_provided', 'platform_credits']).describe('user_provided when the tenant stored at least one own key'),
+    mode: z
+      .enum(['user_provided', 'platform_credits'])
+      .describe('user_provided when the tenant stored at least one own key'),
     providers: z.array(KeyedProviderId).describe('Providers the tenant has its own key for'),
     creditBalanceMicros: z.int().describe('Remaining platform credits in micro-dollars'),
     creditBalance: z.string().describe('The same in dollars, e.g. "5.00"'),

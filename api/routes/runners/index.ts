@@ -7,14 +7,26 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { bearerToken } from '../../../core/auth/platform-token.ts';
 import {
-  acknowledgeWork, enrollRunner, heartbeat, runExecutionEnabled, runnerByToken, RunnerRevokedError, setRunExecutionEnabled, type RunnerIdentity,
+  acknowledgeWork,
+  enrollRunner,
+  heartbeat,
+  runExecutionEnabled,
+  runnerByToken,
+  RunnerRevokedError,
+  setRunExecutionEnabled,
+  type RunnerIdentity,
 } from '../../../core/runners/runners.ts';
 import { PlatformError, PlatformHttpError } from '../../errors.ts';
 import { TenantHeaders } from '../../plugins/tenant.ts';
 import runnerRegistryRoutes from './registry.ts';
 
 const Enrolled = z
-  .object({ runnerId: z.uuid(), token: z.string().describe('The runner token, shown only now; the runner sends it as `Authorization: Bearer <token>`') })
+  .object({
+    runnerId: z.uuid(),
+    token: z
+      .string()
+      .describe('The runner token, shown only now; the runner sends it as `Authorization: Bearer <token>`'),
+  })
   .meta({ id: 'RunnerEnrollment' });
 const PendingWork = z.object({
   id: z.uuid(),
@@ -28,7 +40,11 @@ const HeartbeatResponse = z
   .object({ pendingWork: z.array(PendingWork), heartbeatIntervalSeconds: z.int().min(1) })
   .meta({ id: 'RunnerHeartbeatResponse' });
 const WorkAck = z
-  .object({ id: z.uuid(), state: z.enum(['pending', 'acknowledged', 'done']), acknowledgedAt: z.iso.datetime().nullable() })
+  .object({
+    id: z.uuid(),
+    state: z.enum(['pending', 'acknowledged', 'done']),
+    acknowledgedAt: z.iso.datetime().nullable(),
+  })
   .meta({ id: 'RunnerWorkAck' });
 const AgentSettings = z.object({ runExecutionEnabled: z.boolean() }).meta({ id: 'TenantAgentSettings' });
 
@@ -47,7 +63,12 @@ const runnerRoutes: FastifyPluginAsyncZod = async (app) => {
   const errors = { 400: PlatformError, 401: PlatformError, 403: PlatformError, 404: PlatformError };
 
   app.decorateRequest('runner', null);
-  const unauthorized = () => new PlatformHttpError(401, 'unauthorized', 'Send the runner token from enrollment as `Authorization: Bearer <token>`.');
+  const unauthorized = () =>
+    new PlatformHttpError(
+      401,
+      'unauthorized',
+      'Send the runner token from enrollment as `Authorization: Bearer <token>`.',
+    );
   const requireRunner = async (request: FastifyRequest) => {
     const token = bearerToken(request.headers.authorization);
     const runner = token ? await runnerByToken(app.db, token) : null;
@@ -70,8 +91,15 @@ const runnerRoutes: FastifyPluginAsyncZod = async (app) => {
     '/api/runners/enroll',
     {
       ...admin,
-      schema: { operationId: 'enrollRunner', tags: ['runners'], summary: 'Enroll a runner; its token is returned once', security, headers: TenantHeaders,
-        body: z.object({ name: z.string().trim().min(1).max(200).default('runner') }), response: { 201: Enrolled, ...errors } },
+      schema: {
+        operationId: 'enrollRunner',
+        tags: ['runners'],
+        summary: 'Enroll a runner; its token is returned once',
+        security,
+        headers: TenantHeaders,
+        body: z.object({ name: z.string().trim().min(1).max(200).default('runner') }),
+        response: { 201: Enrolled, ...errors },
+      },
     },
     async (request, reply) => {
       const enrolled = await enrollRunner(app.db, request.tenant!.id, request.body.name);
@@ -84,14 +112,26 @@ const runnerRoutes: FastifyPluginAsyncZod = async (app) => {
     '/api/runners/heartbeat',
     {
       onRequest: requireRunner,
-      schema: { operationId: 'runnerHeartbeat',
-        security: [{ RunnerToken: [] }], tags: ['runners'], summary: `Record a heartbeat; returns the pending work. ${RUNNER_AUTH}`,
-        body: z.object({ gatewayConnected: z.boolean() }), response: { 200: HeartbeatResponse, 400: PlatformError, 401: PlatformError } },
+      schema: {
+        operationId: 'runnerHeartbeat',
+        security: [{ RunnerToken: [] }],
+        tags: ['runners'],
+        summary: `Record a heartbeat; returns the pending work. ${RUNNER_AUTH}`,
+        body: z.object({ gatewayConnected: z.boolean() }),
+        response: { 200: HeartbeatResponse, 400: PlatformError, 401: PlatformError },
+      },
     },
     async (request) => {
       const work = await asRunner(() => heartbeat(app.db, request.runner!, request.body.gatewayConnected));
       return {
-        pendingWork: work.map((w) => ({ id: w.id, kind: w.kind, managedAgentId: w.managed_agent_id, agentName: w.agent_name, jobId: w.job_id, createdAt: w.created_at })),
+        pendingWork: work.map((w) => ({
+          id: w.id,
+          kind: w.kind,
+          managedAgentId: w.managed_agent_id,
+          agentName: w.agent_name,
+          jobId: w.job_id,
+          createdAt: w.created_at,
+        })),
         heartbeatIntervalSeconds: HEARTBEAT_INTERVAL_S,
       };
     },
@@ -101,9 +141,14 @@ const runnerRoutes: FastifyPluginAsyncZod = async (app) => {
     '/api/runners/work/:workId/ack',
     {
       onRequest: requireRunner,
-      schema: { operationId: 'acknowledgeRunnerWork',
-        security: [{ RunnerToken: [] }], tags: ['runners'], summary: `Acknowledge work from a heartbeat (repeatable). ${RUNNER_AUTH}`,
-        params: z.object({ workId: z.uuid() }), response: { 200: WorkAck, 400: PlatformError, 401: PlatformError, 404: PlatformError } },
+      schema: {
+        operationId: 'acknowledgeRunnerWork',
+        security: [{ RunnerToken: [] }],
+        tags: ['runners'],
+        summary: `Acknowledge work from a heartbeat (repeatable). ${RUNNER_AUTH}`,
+        params: z.object({ workId: z.uuid() }),
+        response: { 200: WorkAck, 400: PlatformError, 401: PlatformError, 404: PlatformError },
+      },
     },
     async (request) => {
       const work = await asRunner(() => acknowledgeWork(app.db, request.runner!, request.params.workId));
@@ -116,8 +161,14 @@ const runnerRoutes: FastifyPluginAsyncZod = async (app) => {
     '/api/tenants/agent-settings',
     {
       ...admin,
-      schema: { operationId: 'getTenantAgentSettings', tags: ['runners'], summary: 'Agent execution settings of the tenant', security, headers: TenantHeaders,
-        response: { 200: AgentSettings, ...errors } },
+      schema: {
+        operationId: 'getTenantAgentSettings',
+        tags: ['runners'],
+        summary: 'Agent execution settings of the tenant',
+        security,
+        headers: TenantHeaders,
+        response: { 200: AgentSettings, ...errors },
+      },
     },
     async (request) => ({ runExecutionEnabled: await runExecutionEnabled(app.db, request.tenant!.id) }),
   );
@@ -126,12 +177,22 @@ const runnerRoutes: FastifyPluginAsyncZod = async (app) => {
     '/api/tenants/agent-settings',
     {
       ...admin,
-      schema: { operationId: 'putTenantAgentSettings', tags: ['runners'], summary: 'Switch run execution of the tenant on or off', security, headers: TenantHeaders,
-        body: AgentSettings, response: { 200: AgentSettings, ...errors } },
+      schema: {
+        operationId: 'putTenantAgentSettings',
+        tags: ['runners'],
+        summary: 'Switch run execution of the tenant on or off',
+        security,
+        headers: TenantHeaders,
+        body: AgentSettings,
+        response: { 200: AgentSettings, ...errors },
+      },
     },
     async (request) => {
       await setRunExecutionEnabled(app.db, request.tenant!.id, request.body.runExecutionEnabled);
-      request.log.info({ tenantId: request.tenant!.id, runExecutionEnabled: request.body.runExecutionEnabled }, 'run execution switched');
+      request.log.info(
+        { tenantId: request.tenant!.id, runExecutionEnabled: request.body.runExecutionEnabled },
+        'run execution switched',
+      );
       return { runExecutionEnabled: request.body.runExecutionEnabled };
     },
   );

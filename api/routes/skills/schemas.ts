@@ -34,7 +34,10 @@ export const SkillFieldState = z
     secret: z.boolean(),
     source: z.enum(['set', 'default', 'unset']),
     value: z.union([z.string(), z.number(), z.boolean()]).optional().describe('Plain fields only'),
-    masked: z.string().optional().describe('Secret fields: never the value; the last four characters of values of 8 or more'),
+    masked: z
+      .string()
+      .optional()
+      .describe('Secret fields: never the value; the last four characters of values of 8 or more'),
   })
   .meta({ id: 'SkillFieldState' });
 
@@ -53,18 +56,46 @@ export const InstalledSkill = Skill.extend({ configuration: SkillConfig }).meta(
 export const SyncResult = z
   .object({
     directory: z.string().describe('The skills directory that was read'),
-    synced: z.array(z.object({ skillId: z.uuid(), name: z.string(), version: z.string().nullable(), status: z.enum(['created', 'updated', 'unchanged']), treeSha256: z.string() })),
-    refused: z.array(z.object({ name: z.string(), code: z.string(), reason: z.string() })).describe('Skills not synced, by name, with why; the others still sync'),
+    synced: z.array(
+      z.object({
+        skillId: z.uuid(),
+        name: z.string(),
+        version: z.string().nullable(),
+        status: z.enum(['created', 'updated', 'unchanged']),
+        treeSha256: z.string(),
+      }),
+    ),
+    refused: z
+      .array(z.object({ name: z.string(), code: z.string(), reason: z.string() }))
+      .describe('Skills not synced, by name, with why; the others still sync'),
   })
   .meta({ id: 'SkillSyncResult' });
 
 export const EnvSchemaBody = z.object({ fields: EnvSchema }).strict();
 export const ConfigureBody = z
-  .object({ values: z.record(z.string().max(64), z.union([z.string(), z.number(), z.boolean()])).describe('Field name -> value; fields left out keep their stored value') })
+  .object({
+    values: z
+      .record(z.string().max(64), z.union([z.string(), z.number(), z.boolean()]))
+      .describe('Field name -> value; fields left out keep their stored value'),
+  })
   .strict();
 
 export const toSkill = (s: SkillRow) => ({
-  id: s.id, name: s.name, description: s.description, version: s.version, allowedTools: s.allowed_tools, published: s.published,
-  publishedAt: s.published_at, envSchema: s.env_schema, fileCount: s.files.length, totalBytes: s.total_bytes, syncedAt: s.synced_at,
+  id: s.id,
+  name: s.name,
+  description: s.description,
+  version: s.version,
+  allowedTools: s.allowed_tools,
+  published: s.published,
+  publishedAt: s.published_at,
+  envSchema: s.env_schema,
+  fileCount: s.files.length,
+  totalBytes: s.total_bytes,
+  syncedAt: s.synced_at,
 });
-export const toSkillDetail = (s: SkillRow) => ({ ...toSkill(s), manifestSha256: s.manifest_sha256, treeSha256: s.tree_sha256, files: s.files });
+export const toSkillDetail = (s: SkillRow) => ({
+  ...toSkill(s),
+  manifestSha256: s.manifest_sha256,
+  treeSha256: s.tree_sha256,
+  files: s.files,
+});

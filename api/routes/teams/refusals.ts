@@ -9,7 +9,12 @@ export function teamRefusal(error: unknown): unknown {
   if (error instanceof MembershipRuleError) return new PlatformHttpError(409, error.code, error.message);
   if (error instanceof NotAMemberError) return new PlatformHttpError(404, 'not_found', error.message);
   if (error instanceof InvitationError) {
-    return new PlatformHttpError(error.status, error.code, error.message, error.status === 429 ? { 'retry-after': '3600' } : {});
+    return new PlatformHttpError(
+      error.status,
+      error.code,
+      error.message,
+      error.status === 429 ? { 'retry-after': '3600' } : {},
+    );
   }
   return error;
 }

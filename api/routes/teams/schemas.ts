@@ -18,7 +18,9 @@ export const Member = z
     joinedAt: z.iso.datetime(),
   })
   .meta({ id: 'TenantMember' });
-export const MemberPage = z.object({ items: z.array(Member), nextCursor: z.string().nullable() }).meta({ id: 'TenantMemberPage' });
+export const MemberPage = z
+  .object({ items: z.array(Member), nextCursor: z.string().nullable() })
+  .meta({ id: 'TenantMemberPage' });
 
 export const Invitation = z
   .object({
@@ -29,10 +31,14 @@ export const Invitation = z
     createdAt: z.iso.datetime(),
     expiresAt: z.iso.datetime(),
     expired: z.boolean(),
-    emailStatus: z.enum(['queued', 'sent', 'failed', 'cancelled', 'not_sent']).describe('not_sent: no SMTP server is configured; the Admin passes the link on'),
+    emailStatus: z
+      .enum(['queued', 'sent', 'failed', 'cancelled', 'not_sent'])
+      .describe('not_sent: no SMTP server is configured; the Admin passes the link on'),
   })
   .meta({ id: 'TenantInvitation' });
-export const InvitationPage = z.object({ items: z.array(Invitation), nextCursor: z.string().nullable() }).meta({ id: 'TenantInvitationPage' });
+export const InvitationPage = z
+  .object({ items: z.array(Invitation), nextCursor: z.string().nullable() })
+  .meta({ id: 'TenantInvitationPage' });
 
 export const CreatedInvitation = Invitation.extend({
   link: z.string().describe('The one-time link to pass on; shown only in this answer (the token is kept hashed)'),
@@ -50,22 +56,46 @@ export const RoleBody = z.object({ role: TenantRoleSchema });
 export const AuditEntry = z
   .object({
     id: z.uuid(),
-    action: z.enum(['invitation_created', 'invitation_revoked', 'invitation_accepted', 'role_changed', 'member_removed', 'member_left']),
-    actor: z.object({ userId: z.uuid().nullable(), email: z.string().nullable() }).describe('Who did it (null id: the account was deleted since)'),
-    subject: z.object({ userId: z.uuid().nullable(), email: z.string().nullable() }).describe('Whom (or which address) it was done to'),
+    action: z.enum([
+      'invitation_created',
+      'invitation_revoked',
+      'invitation_accepted',
+      'role_changed',
+      'member_removed',
+      'member_left',
+    ]),
+    actor: z
+      .object({ userId: z.uuid().nullable(), email: z.string().nullable() })
+      .describe('Who did it (null id: the account was deleted since)'),
+    subject: z
+      .object({ userId: z.uuid().nullable(), email: z.string().nullable() })
+      .describe('Whom (or which address) it was done to'),
     invitationId: z.uuid().nullable(),
     fromRole: TenantRoleSchema.nullable(),
     toRole: TenantRoleSchema.nullable(),
     at: z.iso.datetime(),
   })
   .meta({ id: 'TenantMemberAuditEntry' });
-export const AuditPage = z.object({ items: z.array(AuditEntry), nextCursor: z.string().nullable() }).meta({ id: 'TenantMemberAuditPage' });
+export const AuditPage = z
+  .object({ items: z.array(AuditEntry), nextCursor: z.string().nullable() })
+  .meta({ id: 'TenantMemberAuditPage' });
 
 export const AcceptBody = z
   .object({
     token: z.string().min(1).max(200).describe('The part of the invitation link after `#`'),
-    name: z.string().trim().min(1).max(200).optional().describe('Without a platform token: the name of the account made for the invited address'),
-    password: z.string().min(PASSWORD_MIN_LENGTH).max(PASSWORD_MAX_LENGTH).optional().describe(`Without a platform token: its password (${PASSWORD_MIN_LENGTH}-${PASSWORD_MAX_LENGTH} characters)`),
+    name: z
+      .string()
+      .trim()
+      .min(1)
+      .max(200)
+      .optional()
+      .describe('Without a platform token: the name of the account made for the invited address'),
+    password: z
+      .string()
+      .min(PASSWORD_MIN_LENGTH)
+      .max(PASSWORD_MAX_LENGTH)
+      .optional()
+      .describe(`Without a platform token: its password (${PASSWORD_MIN_LENGTH}-${PASSWORD_MAX_LENGTH} characters)`),
   })
   .meta({ id: 'AcceptInvitationRequest' });
 
@@ -74,14 +104,22 @@ export const Accepted = z
     tenantId: z.uuid().describe('Send it as x-tenant-id to act in the workspace'),
     tenantName: z.string(),
     role: TenantRoleSchema,
-    session: Session.nullable().describe('For a new account: its first login (token and refresh token); null when a signed-in person accepted'),
+    session: Session.nullable().describe(
+      'For a new account: its first login (token and refresh token); null when a signed-in person accepted',
+    ),
   })
   .meta({ id: 'AcceptedInvitation' });
 
 const iso = (value: string) => new Date(value).toISOString();
 
 export const toMember = (row: MemberRow, callerId: string) => ({
-  userId: row.id, email: row.email, name: row.display_name, role: row.role, owner: row.owner, you: row.id === callerId, joinedAt: iso(row.created_at),
+  userId: row.id,
+  email: row.email,
+  name: row.display_name,
+  role: row.role,
+  owner: row.owner,
+  you: row.id === callerId,
+  joinedAt: iso(row.created_at),
 });
 
 export const toInvitation = (row: InvitationRow) => ({

@@ -4,7 +4,12 @@
 // registration_revoked or principal_not_linked, on every replica.
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { listRegistrations, revokeRegistration, unlinkRegistration, type RegistrationListRow } from '../../../core/identity/registration-admin.ts';
+import {
+  listRegistrations,
+  revokeRegistration,
+  unlinkRegistration,
+  type RegistrationListRow,
+} from '../../../core/identity/registration-admin.ts';
 import { pageOf, PageQuery } from '../../../core/paging.ts';
 import { PlatformError, PlatformHttpError, platformCursor } from '../../errors.ts';
 import { TenantHeaders } from '../../plugins/tenant.ts';
@@ -15,17 +20,26 @@ const AgentRegistration = z
     type: z.enum(['anonymous', 'service_auth']),
     status: z.enum(['active', 'revoked']).describe('revoked: its calls answer 401 registration_revoked'),
     claimState: z.enum(['unclaimed', 'pending', 'claimed']),
-    linked: z.boolean().describe('false: its calls answer 401 principal_not_linked (unlinked, or the person who claimed it left the tenant it acts in)'),
+    linked: z
+      .boolean()
+      .describe(
+        'false: its calls answer 401 principal_not_linked (unlinked, or the person who claimed it left the tenant it acts in)',
+      ),
     principal: z.object({ id: z.uuid(), name: z.string(), status: z.enum(['active', 'unlinked']) }),
     ownWorkspaceId: z.uuid().describe('The workspace made at registration'),
     actsInTenantId: z.uuid().describe('Where it acts: the organization chosen at its claim, else its own workspace'),
-    claimedBy: z.string().nullable().describe("E-mail of the person who claimed it (null: unclaimed, or the person's account was deleted)"),
+    claimedBy: z
+      .string()
+      .nullable()
+      .describe("E-mail of the person who claimed it (null: unclaimed, or the person's account was deleted)"),
     claimedAt: z.iso.datetime().nullable(),
     createdAt: z.iso.datetime(),
     revokedAt: z.iso.datetime().nullable(),
   })
   .meta({ id: 'AgentRegistration' });
-const AgentRegistrationPage = z.object({ items: z.array(AgentRegistration), nextCursor: z.string().nullable() }).meta({ id: 'AgentRegistrationPage' });
+const AgentRegistrationPage = z
+  .object({ items: z.array(AgentRegistration), nextCursor: z.string().nullable() })
+  .meta({ id: 'AgentRegistrationPage' });
 
 const iso = (value: string | null) => (value === null ? null : new Date(value).toISOString());
 const toItem = (r: RegistrationListRow) => ({
@@ -56,7 +70,8 @@ const agentRegistrationRoutes: FastifyPluginAsyncZod = async (app) => {
       schema: {
         operationId: 'listAgentRegistrations',
         tags: ['tenants'],
-        summary: "The tenant's agents: registrations acting in it or made with it as their workspace (Admin), newest first",
+        summary:
+          "The tenant's agents: registrations acting in it or made with it as their workspace (Admin), newest first",
         description: 'Keyset pages: pass nextCursor as cursor.',
         security,
         headers: TenantHeaders,
@@ -74,8 +89,16 @@ const agentRegistrationRoutes: FastifyPluginAsyncZod = async (app) => {
 
   const Params = z.object({ registrationId: z.uuid() });
   for (const [action, run, summary] of [
-    ['revoke', revokeRegistration, 'Revoke an agent registration (Admin): its tokens and refresh token stop working; its next call answers 401 registration_revoked'],
-    ['unlink', unlinkRegistration, "Unlink an agent's principal (Admin): its next call answers 401 principal_not_linked; it must register again"],
+    [
+      'revoke',
+      revokeRegistration,
+      'Revoke an agent registration (Admin): its tokens and refresh token stop working; its next call answers 401 registration_revoked',
+    ],
+    [
+      'unlink',
+      unlinkRegistration,
+      "Unlink an agent's principal (Admin): its next call answers 401 principal_not_linked; it must register again",
+    ],
   ] as const) {
     app.post(
       `/api/tenants/agent-registrations/:registrationId/${action}`,
@@ -85,7 +108,8 @@ const agentRegistrationRoutes: FastifyPluginAsyncZod = async (app) => {
           operationId: action === 'revoke' ? 'revokeAgentRegistration' : 'unlinkAgentRegistration',
           tags: ['tenants'],
           summary,
-          description: 'Repeating it changes nothing and answers the same. Every api replica refuses the agent within a second.',
+          description:
+            'Repeating it changes nothing and answers the same. Every api replica refuses the agent within a second.',
           security,
           headers: TenantHeaders,
           params: Params,
@@ -93,9 +117,16 @@ const agentRegistrationRoutes: FastifyPluginAsyncZod = async (app) => {
         },
       },
       async (request) => {
-        const row = await run(app.db, { tenantId: request.tenant!.id, registrationId: request.params.registrationId, userId: request.user!.userId });
+        const row = await run(app.db, {
+          tenantId: request.tenant!.id,
+          registrationId: request.params.registrationId,
+          userId: request.user!.userId,
+        });
         if (!row) throw notFound();
-        request.log.info({ registrationId: row.id, action }, `agent registration ${action === 'revoke' ? 'revoked' : 'unlinked'} by a tenant Admin`);
+        request.log.info(
+          { registrationId: row.id, action },
+          `agent registration ${action === 'revoke' ? 'revoked' : 'unlinked'} by a tenant Admin`,
+        );
         return toItem(row);
       },
     );

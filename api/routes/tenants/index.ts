@@ -3,7 +3,14 @@
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { TenantRoleSchema } from '../../../core/tenants/roles.ts';
-import { DIAG_KINDS, DiagInputs, DiagLimitError, enqueueDiagJob, TENANT_DIAG_OPEN_LIMIT, TenantDiagInputs } from '../../../core/jobs/diagnostics.ts';
+import {
+  DIAG_KINDS,
+  DiagInputs,
+  DiagLimitError,
+  enqueueDiagJob,
+  TENANT_DIAG_OPEN_LIMIT,
+  TenantDiagInputs,
+} from '../../../core/jobs/diagnostics.ts';
 import { findJobInTenant } from '../../../core/jobs/read.ts';
 import { JobStatus, toJobStatus } from '../../../core/jobs/schema.ts';
 import { pageOf, PageQuery } from '../../../core/paging.ts';
@@ -18,14 +25,33 @@ import {
 import { PlatformError, PlatformHttpError, platformCursor } from '../../errors.ts';
 import { TenantHeaders } from '../../plugins/tenant.ts';
 
-const Settings = z.record(z.string(), z.unknown()).describe('Tenant settings (defaults: timezone, locale, defaultModel)');
+const Settings = z
+  .record(z.string(), z.unknown())
+  .describe('Tenant settings (defaults: timezone, locale, defaultModel)');
 const Tenant = z
-  .object({ id: z.uuid(), name: z.string(), plan: z.string(), settings: Settings, memberCount: z.int(), role: TenantRoleSchema, createdAt: z.iso.datetime() })
+  .object({
+    id: z.uuid(),
+    name: z.string(),
+    plan: z.string(),
+    settings: Settings,
+    memberCount: z.int(),
+    role: TenantRoleSchema,
+    createdAt: z.iso.datetime(),
+  })
   .meta({ id: 'Tenant' });
 const TenantListItem = z
-  .object({ id: z.uuid(), name: z.string(), plan: z.string(), role: TenantRoleSchema, owned: z.boolean().describe('Whether the caller owns it (it counts for their account)'), createdAt: z.iso.datetime() })
+  .object({
+    id: z.uuid(),
+    name: z.string(),
+    plan: z.string(),
+    role: TenantRoleSchema,
+    owned: z.boolean().describe('Whether the caller owns it (it counts for their account)'),
+    createdAt: z.iso.datetime(),
+  })
   .meta({ id: 'TenantListItem' });
-const TenantPage = z.object({ items: z.array(TenantListItem), nextCursor: z.string().nullable() }).meta({ id: 'TenantPage' });
+const TenantPage = z
+  .object({ items: z.array(TenantListItem), nextCursor: z.string().nullable() })
+  .meta({ id: 'TenantPage' });
 const CreatedTenant = z.object({ id: z.uuid(), name: z.string(), settings: Settings }).meta({ id: 'CreatedTenant' });
 const TenantName = z.string().trim().min(1).max(200);
 
@@ -78,7 +104,14 @@ const tenantRoutes: FastifyPluginAsyncZod = async (app) => {
       const rows = await listTenantsOfMember(app.db, request.user!.userId, { limit: request.query.limit, after });
       const { items, nextCursor } = pageOf(rows, request.query.limit);
       return {
-        items: items.map((t) => ({ id: t.id, name: t.name, plan: t.plan, role: t.role, owned: t.owned, createdAt: new Date(t.created_at).toISOString() })),
+        items: items.map((t) => ({
+          id: t.id,
+          name: t.name,
+          plan: t.plan,
+          role: t.role,
+          owned: t.owned,
+          createdAt: new Date(t.created_at).toISOString(),
+        })),
         nextCursor,
       };
     },
@@ -101,8 +134,13 @@ const tenantRoutes: FastifyPluginAsyncZod = async (app) => {
       const tenant = await findTenantForMember(app.db, request.params.tenantId, request.user!.userId);
       if (!tenant) throw new PlatformHttpError(404, 'not_found', 'No such tenant.');
       return {
-        id: tenant.id, name: tenant.name, plan: tenant.plan, settings: tenant.settings,
-        memberCount: tenant.member_count, role: tenant.role, createdAt: tenant.created_at,
+        id: tenant.id,
+        name: tenant.name,
+        plan: tenant.plan,
+        settings: tenant.settings,
+        memberCount: tenant.member_count,
+        role: tenant.role,
+        createdAt: tenant.created_at,
       };
     },
   );
@@ -118,11 +156,20 @@ const tenantRoutes: FastifyPluginAsyncZod = async (app) => {
         security,
         headers: TenantHeaders,
         body: z.object({
-          name: z.string().regex(/^[A-Za-z][A-Za-z0-9_.-]{0,99}$/, 'letters, digits, _ . - ; starting with a letter; at most 100'),
+          name: z
+            .string()
+            .regex(/^[A-Za-z][A-Za-z0-9_.-]{0,99}$/, 'letters, digits, _ . - ; starting with a letter; at most 100'),
           value: z.string().min(1).max(16_384),
         }),
         response: {
-          201: z.object({ name: z.string(), createdAt: z.iso.datetime(), updatedAt: z.iso.datetime(), replaced: z.boolean() }).meta({ id: 'TenantSecret' }),
+          201: z
+            .object({
+              name: z.string(),
+              createdAt: z.iso.datetime(),
+              updatedAt: z.iso.datetime(),
+              replaced: z.boolean(),
+            })
+            .meta({ id: 'TenantSecret' }),
           ...tenantErrors,
         },
       },
@@ -134,7 +181,9 @@ const tenantRoutes: FastifyPluginAsyncZod = async (app) => {
         value: request.body.value,
         userId: request.user!.userId,
       });
-      return reply.code(201).send({ name: meta.name, createdAt: meta.created_at, updatedAt: meta.updated_at, replaced: !meta.inserted });
+      return reply
+        .code(201)
+        .send({ name: meta.name, createdAt: meta.created_at, updatedAt: meta.updated_at, replaced: !meta.inserted });
     },
   );
 
@@ -149,7 +198,10 @@ const tenantRoutes: FastifyPluginAsyncZod = async (app) => {
         security,
         headers: TenantHeaders,
         body: z.object({ title: TenantName.optional() }),
-        response: { 201: z.object({ id: z.uuid(), title: z.string(), createdAt: z.iso.datetime() }).meta({ id: 'TenantSession' }), ...tenantErrors },
+        response: {
+          201: z.object({ id: z.uuid(), title: z.string(), createdAt: z.iso.datetime() }).meta({ id: 'TenantSession' }),
+          ...tenantErrors,
+        },
       },
     },
     async (request, reply) => {
@@ -165,17 +217,21 @@ const tenantRoutes: FastifyPluginAsyncZod = async (app) => {
       schema: {
         operationId: 'createTenantJob',
         tags: ['tenants'],
-        summary: 'Start a diagnostic job in the tenant (Admin); follow it with GET /api/jobs/:jobId or the /api/ws websocket',
+        summary:
+          'Start a diagnostic job in the tenant (Admin); follow it with GET /api/jobs/:jobId or the /api/ws websocket',
         description:
           `Kinds: diag.noop (succeeds at once), diag.steps (steps of delayMs with progress; may fail attempts on request), diag.wait (waits ms, as a model stream does). ` +
           `A tenant Admin has small bounds (diag.steps: steps <= 10, delayMs <= 1000, failAttemptsBelow <= 2, retryAfterMs <= 10000; diag.wait: ms <= 10000) ` +
           `and at most ${TENANT_DIAG_OPEN_LIMIT} unfinished diagnostic jobs per account (429 diag_job_limit); the platform operator has the tasks' full bounds. ` +
-          'They run as any job does: in the fair order, counted against the plan\'s open-job limit.',
+          "They run as any job does: in the fair order, counted against the plan's open-job limit.",
         security,
         headers: TenantHeaders,
         body: z.object({
           kind: z.enum(DIAG_KINDS),
-          input: z.record(z.string(), z.unknown()).default({}).refine((v) => JSON.stringify(v).length <= 16_384, 'input is larger than 16 KiB'),
+          input: z
+            .record(z.string(), z.unknown())
+            .default({})
+            .refine((v) => JSON.stringify(v).length <= 16_384, 'input is larger than 16 KiB'),
         }),
         response: { 202: JobStatus, ...tenantErrors, 429: PlatformError },
       },
@@ -187,11 +243,17 @@ const tenantRoutes: FastifyPluginAsyncZod = async (app) => {
       if (!parsed.success) {
         const issue = parsed.error.issues[0]!;
         const where = ['body', 'input', ...issue.path.map(String)].join('.');
-        throw new PlatformHttpError(400, 'invalid_request', `Invalid request: ${where}: ${issue.message}${operator ? '' : ' (the bounds of a tenant Admin; see the operation\'s description)'}.`);
+        throw new PlatformHttpError(
+          400,
+          'invalid_request',
+          `Invalid request: ${where}: ${issue.message}${operator ? '' : " (the bounds of a tenant Admin; see the operation's description)"}.`,
+        );
       }
       let job;
       try {
-        job = await app.db.transaction((tx) => enqueueDiagJob(tx, { tenantId: request.tenant!.id, kind, input: parsed.data, operator }));
+        job = await app.db.transaction((tx) =>
+          enqueueDiagJob(tx, { tenantId: request.tenant!.id, kind, input: parsed.data, operator }),
+        );
       } catch (error) {
         if (error instanceof DiagLimitError) throw new PlatformHttpError(429, 'diag_job_limit', error.message);
         throw error;

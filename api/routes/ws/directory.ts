@@ -95,9 +95,14 @@ export class SessionDirectory {
     for (const s of sessions) s.holdTenant(tenantId);
     let member: boolean;
     try {
-      member = await this.db.exists(sql.unsafe`select 1 from tenant_memberships where tenant_id = ${tenantId} and user_id = ${userId}`);
+      member = await this.db.exists(
+        sql.unsafe`select 1 from tenant_memberships where tenant_id = ${tenantId} and user_id = ${userId}`,
+      );
     } catch (error) {
-      this.log.warn({ err: error, userId, tenantId }, 'websocket: could not re-check a membership; closing the sockets');
+      this.log.warn(
+        { err: error, userId, tenantId },
+        'websocket: could not re-check a membership; closing the sockets',
+      );
       for (const s of sessions) s.close(this.codes.tryAgainLater, CLOSE_RECHECK_FAILED);
       return;
     }
@@ -109,7 +114,9 @@ export class SessionDirectory {
     if (this.stopped || userIds.length === 0) return;
     try {
       const ids = sql.array(userIds, 'uuid');
-      const present = new Set(await this.db.anyFirst(sql.type(z.object({ id: z.string() }))`select id from users where id = any(${ids})`));
+      const present = new Set(
+        await this.db.anyFirst(sql.type(z.object({ id: z.string() }))`select id from users where id = any(${ids})`),
+      );
       const rows = await this.db.any(sql.type(z.object({ tenant_id: z.string(), user_id: z.string() }))`
         select tenant_id, user_id from tenant_memberships where user_id = any(${ids})`);
       const members = new Set(rows.map((r) => `${r.tenant_id}:${r.user_id}`));
@@ -128,7 +135,10 @@ export class SessionDirectory {
       }
     } catch (error) {
       // Unverified sockets are not kept: their clients reconnect and authenticate again.
-      this.log.warn({ err: error }, 'websocket: could not re-check access after the LISTEN connection came back; closing sockets');
+      this.log.warn(
+        { err: error },
+        'websocket: could not re-check access after the LISTEN connection came back; closing sockets',
+      );
       for (const userId of userIds) this.closeAll(userId, this.codes.tryAgainLater, CLOSE_RECHECK_FAILED);
     }
   }

@@ -48,13 +48,15 @@ export default async function wsRoutes(app: FastifyInstance) {
       preValidation: async (request) => {
         if (request.headers.authorization === undefined) return;
         const token = bearerToken(request.headers.authorization);
-        if (!token) throw new PlatformHttpError(401, 'unauthorized', 'Authorization must be `Bearer <platform token>`.');
+        if (!token)
+          throw new PlatformHttpError(401, 'unauthorized', 'Authorization must be `Bearer <platform token>`.');
         try {
           const user = await app.authenticateToken(token);
           request.user = user;
           verified.set(request, user);
         } catch (error) {
-          if (error instanceof InvalidTokenError) throw new PlatformHttpError(401, 'unauthorized', `The platform token is invalid: ${error.message}.`);
+          if (error instanceof InvalidTokenError)
+            throw new PlatformHttpError(401, 'unauthorized', `The platform token is invalid: ${error.message}.`);
           throw error;
         }
       },
@@ -66,7 +68,14 @@ export default async function wsRoutes(app: FastifyInstance) {
       }
       const session = new WsSession(
         socket,
-        { config: app.config, db: app.db, hub: app.jobEvents, log: request.log, authenticate: app.authenticateToken, directory },
+        {
+          config: app.config,
+          db: app.db,
+          hub: app.jobEvents,
+          log: request.log,
+          authenticate: app.authenticateToken,
+          directory,
+        },
         verified.get(request) ?? null,
       );
       sessions.add(session);

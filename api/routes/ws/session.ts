@@ -37,7 +37,15 @@ import type { JobEventHub } from '../../../core/jobs/events.ts';
 import { findJobForUser } from '../../../core/jobs/read.ts';
 import { isFinal, toJobStatus, type JobRow } from '../../../core/jobs/schema.ts';
 import type { DirectorySession, SessionDirectory } from './directory.ts';
-import { CLOSE, MAX_BAD_FRAMES, MAX_TIMER_MS, parseClientMessage, UNAVAILABLE, type ClientMessage, type SessionPrincipal } from './protocol.ts';
+import {
+  CLOSE,
+  MAX_BAD_FRAMES,
+  MAX_TIMER_MS,
+  parseClientMessage,
+  UNAVAILABLE,
+  type ClientMessage,
+  type SessionPrincipal,
+} from './protocol.ts';
 
 export { CLOSE, type SessionPrincipal } from './protocol.ts';
 
@@ -110,10 +118,13 @@ export class WsSession implements DirectorySession {
   private armExpiry(at: Date) {
     if (this.expiryTimer) clearTimeout(this.expiryTimer);
     const ms = Math.max(0, at.getTime() - Date.now());
-    this.expiryTimer = setTimeout(() => {
-      if (ms > MAX_TIMER_MS) this.armExpiry(at);
-      else this.close(CLOSE.unauthorized, 'token expired; send a fresh token before expiresAt, or reconnect');
-    }, Math.min(ms, MAX_TIMER_MS));
+    this.expiryTimer = setTimeout(
+      () => {
+        if (ms > MAX_TIMER_MS) this.armExpiry(at);
+        else this.close(CLOSE.unauthorized, 'token expired; send a fresh token before expiresAt, or reconnect');
+      },
+      Math.min(ms, MAX_TIMER_MS),
+    );
   }
 
   /** Heartbeat tick: a peer that did not answer the last ping is gone. */
@@ -166,7 +177,10 @@ export class WsSession implements DirectorySession {
     const parsed = parseClientMessage(data, isBinary);
     if (typeof parsed === 'string') {
       this.badFrames++;
-      this.error('invalid_message', `Message refused: ${parsed}. Expected {"type":"subscribe","jobId":"<uuid>"}, "unsubscribe" or "ping".`);
+      this.error(
+        'invalid_message',
+        `Message refused: ${parsed}. Expected {"type":"subscribe","jobId":"<uuid>"}, "unsubscribe" or "ping".`,
+      );
       if (this.badFrames > MAX_BAD_FRAMES) this.close(CLOSE.policy, 'too many invalid messages');
       return;
     }
@@ -182,7 +196,8 @@ export class WsSession implements DirectorySession {
   private async handle(message: ClientMessage) {
     if (message.type === 'ping') return this.send({ type: 'pong' });
     if (message.type === 'auth') return this.authenticate(message.token);
-    if (!this.principal) return this.error('unauthorized', 'Authenticate first: {"type":"auth","token":"<platform token>"}.');
+    if (!this.principal)
+      return this.error('unauthorized', 'Authenticate first: {"type":"auth","token":"<platform token>"}.');
     if (message.type === 'unsubscribe') {
       this.subscriptions.get(message.jobId)?.unsubscribe();
       this.subscriptions.delete(message.jobId);
@@ -214,10 +229,21 @@ export class WsSession implements DirectorySession {
   private async subscribe(jobId: string, principal: SessionPrincipal) {
     if (this.subscriptions.has(jobId)) return;
     if (this.subscriptions.size >= this.deps.config.ws.maxSubscriptions) {
-      return this.error('too_many_subscriptions', `At most ${this.deps.config.ws.maxSubscriptions} jobs per connection; unsubscribe from finished ones.`, jobId);
+      return this.error(
+        'too_many_subscriptions',
+        `At most ${this.deps.config.ws.maxSubscriptions} jobs per connection; unsubscribe from finished ones.`,
+        jobId,
+      );
     }
     // Listen before reading, so a change between the read and the listen is not lost.
-    const sub: Subscription = { lastVersion: 0, tenantId: null, pending: [], held: [], pendingDeltas: [], unsubscribe: () => undefined };
+    const sub: Subscription = {
+      lastVersion: 0,
+      tenantId: null,
+      pending: [],
+      held: [],
+      pendingDeltas: [],
+      unsubscribe: () => undefined,
+    };
     const stopRows = this.deps.hub.subscribe(jobId, (row) => this.deliver(jobId, sub, row));
     const stopDeltas = this.deps.hub.subscribeDeltas(jobId, (delta) => this.deliverDelta(sub, delta));
     sub.unsubscribe = () => {

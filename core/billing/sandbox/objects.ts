@@ -11,7 +11,10 @@ export type ErrorBody = { type: string; message: string; code?: string; param?: 
 /** A refusal answered as Stripe does: `{error: {...}}` with an HTTP status. */
 export class StripeApiError extends Error {
   override name = 'StripeApiError';
-  constructor(readonly status: number, readonly body: ErrorBody) {
+  constructor(
+    readonly status: number,
+    readonly body: ErrorBody,
+  ) {
     super(body.message);
   }
 }
@@ -21,7 +24,12 @@ export const invalid = (message: string, param?: string) =>
 
 /** An id that names nothing: 404 in the path, 400 when it came as a parameter. */
 export const noSuch = (kind: string, id: string, param?: string) =>
-  new StripeApiError(param ? 400 : 404, { type: 'invalid_request_error', code: 'resource_missing', param: param ?? 'id', message: `No such ${kind}: '${id}'` });
+  new StripeApiError(param ? 400 : 404, {
+    type: 'invalid_request_error',
+    code: 'resource_missing',
+    param: param ?? 'id',
+    message: `No such ${kind}: '${id}'`,
+  });
 
 // ------------------------------------------------------------ ids, time
 
@@ -62,10 +70,22 @@ export function priceObject(prices: SandboxPrices, id: string): Json | null {
   if (!plan) return null;
   const { nickname, unit_amount } = CATALOGUE[plan];
   return {
-    id, object: 'price', active: true, billing_scheme: 'per_unit', created: 0, currency: 'usd', livemode: false,
-    lookup_key: null, metadata: {}, nickname, product: `prod_sandbox_${plan}`, tax_behavior: 'unspecified',
+    id,
+    object: 'price',
+    active: true,
+    billing_scheme: 'per_unit',
+    created: 0,
+    currency: 'usd',
+    livemode: false,
+    lookup_key: null,
+    metadata: {},
+    nickname,
+    product: `prod_sandbox_${plan}`,
+    tax_behavior: 'unspecified',
     recurring: { interval: 'month', interval_count: 1, usage_type: 'licensed', meter: null, trial_period_days: null },
-    type: 'recurring', unit_amount, unit_amount_decimal: String(unit_amount),
+    type: 'recurring',
+    unit_amount,
+    unit_amount_decimal: String(unit_amount),
   };
 }
 
@@ -86,7 +106,11 @@ export function allowOnly(params: FormObject, names: readonly string[], parent =
   }
 }
 
-export function text(params: FormObject, name: string, options: { required?: boolean; max?: number; param?: string } = {}): string | null {
+export function text(
+  params: FormObject,
+  name: string,
+  options: { required?: boolean; max?: number; param?: string } = {},
+): string | null {
   const value = params[name];
   const param = options.param ?? name;
   if (value === undefined || value === '') {
@@ -134,15 +158,21 @@ export function listParam(params: FormObject, name: string): FormObject[] {
  * Metadata as Stripe merges it: each given key is set, a key given as ''
  * is removed, and `metadata=` clears everything.
  */
-export function mergeMetadata(current: Record<string, string>, params: FormObject, name = 'metadata'): Record<string, string> {
+export function mergeMetadata(
+  current: Record<string, string>,
+  params: FormObject,
+  name = 'metadata',
+): Record<string, string> {
   if (params[name] === '') return {};
   const given = objectParam(params, name);
   if (!given) return current;
   const next: Record<string, string> = { ...current };
   for (const [key, value] of Object.entries(given as Record<string, FormValue>)) {
     if (typeof value !== 'string') throw invalid(`Invalid metadata value: ${name}[${key}]`, `${name}[${key}]`);
-    if (key.length > 40) throw invalid(`Metadata keys can be at most 40 characters: ${name}[${key.slice(0, 40)}]`, name);
-    if (value.length > 500) throw invalid(`Metadata values can be at most 500 characters: ${name}[${key}]`, `${name}[${key}]`);
+    if (key.length > 40)
+      throw invalid(`Metadata keys can be at most 40 characters: ${name}[${key.slice(0, 40)}]`, name);
+    if (value.length > 500)
+      throw invalid(`Metadata values can be at most 500 characters: ${name}[${key}]`, `${name}[${key}]`);
     if (value === '') delete next[key];
     else next[key] = value;
   }
@@ -152,7 +182,12 @@ export function mergeMetadata(current: Record<string, string>, params: FormObjec
 
 // ------------------------------------------------------------ shapes
 
-export const list = (data: unknown[], url: string, hasMore = false) => ({ object: 'list', data, has_more: hasMore, url });
+export const list = (data: unknown[], url: string, hasMore = false) => ({
+  object: 'list',
+  data,
+  has_more: hasMore,
+  url,
+});
 
 export type Subscription = Json & {
   id: string;
@@ -162,18 +197,45 @@ export type Subscription = Json & {
   metadata: Record<string, string>;
   items: { object: 'list'; data: SubscriptionItem[]; has_more: boolean; url: string; total_count: number };
 };
-export type SubscriptionItem = Json & { id: string; price: Json & { id: string }; quantity: number; current_period_start: number; current_period_end: number };
+export type SubscriptionItem = Json & {
+  id: string;
+  price: Json & { id: string };
+  quantity: number;
+  current_period_start: number;
+  current_period_end: number;
+};
 
-export function subscriptionItem(subscriptionId: string, price: Json & { id: string }, quantity: number, period: { start: number; end: number }): SubscriptionItem {
+export function subscriptionItem(
+  subscriptionId: string,
+  price: Json & { id: string },
+  quantity: number,
+  period: { start: number; end: number },
+): SubscriptionItem {
   return {
-    id: newId('si_'), object: 'subscription_item', created: nowSeconds(), metadata: {}, discounts: [], tax_rates: [],
-    billing_thresholds: null, plan: null, price, quantity,
-    current_period_start: period.start, current_period_end: period.end, subscription: subscriptionId,
+    id: newId('si_'),
+    object: 'subscription_item',
+    created: nowSeconds(),
+    metadata: {},
+    discounts: [],
+    tax_rates: [],
+    billing_thresholds: null,
+    plan: null,
+    price,
+    quantity,
+    current_period_start: period.start,
+    current_period_end: period.end,
+    subscription: subscriptionId,
   };
 }
 
 export function itemsList(subscriptionId: string, items: SubscriptionItem[]): Subscription['items'] {
-  return { object: 'list', data: items, has_more: false, total_count: items.length, url: `/v1/subscription_items?subscription=${subscriptionId}` };
+  return {
+    object: 'list',
+    data: items,
+    has_more: false,
+    total_count: items.length,
+    url: `/v1/subscription_items?subscription=${subscriptionId}`,
+  };
 }
 
 /** The period every item of the subscription shares (items added later join the current one). */

@@ -7,8 +7,13 @@ import { allowOnly, noSuch, type Json, type SandboxPrices } from './objects.ts';
 import { createCheckoutSession, createCustomer, createPortalSession, sessionAsOfNow } from './sessions.ts';
 import { loadObject } from './store.ts';
 import {
-  cancelSubscription, createSubscriptionItem, deleteSubscriptionItem, listSubscriptions, retrieveSubscriptionItem,
-  updateSubscription, updateSubscriptionItem,
+  cancelSubscription,
+  createSubscriptionItem,
+  deleteSubscriptionItem,
+  listSubscriptions,
+  retrieveSubscriptionItem,
+  updateSubscription,
+  updateSubscriptionItem,
 } from './subscriptions.ts';
 
 export type Context = {
@@ -21,16 +26,22 @@ export type Context = {
 export type Handler = (ctx: Context, params: FormObject, id: string) => Promise<Json>;
 
 /** GET /v1/<path>/:id for a stored object of one kind. */
-const retrieve = (object: string, kind: string, view: (data: Json) => Json = (d) => d): Handler => async (ctx, params, id) => {
-  allowOnly(params, []);
-  const data = await loadObject(ctx.tx, id, object);
-  if (!data) throw noSuch(kind, id);
-  return view(data);
-};
+const retrieve =
+  (object: string, kind: string, view: (data: Json) => Json = (d) => d): Handler =>
+  async (ctx, params, id) => {
+    allowOnly(params, []);
+    const data = await loadObject(ctx.tx, id, object);
+    if (!data) throw noSuch(kind, id);
+    return view(data);
+  };
 
 export type Route = { method: 'GET' | 'POST' | 'DELETE'; path: RegExp; handler: Handler };
 const ID = '([A-Za-z0-9_]{1,100})';
-const route = (method: Route['method'], path: string, handler: Handler): Route => ({ method, path: new RegExp(`^/v1/${path.replace(':id', ID)}$`), handler });
+const route = (method: Route['method'], path: string, handler: Handler): Route => ({
+  method,
+  path: new RegExp(`^/v1/${path.replace(':id', ID)}$`),
+  handler,
+});
 
 export const ROUTES: Route[] = [
   route('POST', 'customers', createCustomer),

@@ -17,7 +17,12 @@ export function publicView<T extends Json>(data: T): T {
   return rest as T;
 }
 
-export async function loadObject<T extends Json = Json>(q: CommonQueryMethods, id: string, object: string, options: { lock?: boolean } = {}): Promise<T | null> {
+export async function loadObject<T extends Json = Json>(
+  q: CommonQueryMethods,
+  id: string,
+  object: string,
+  options: { lock?: boolean } = {},
+): Promise<T | null> {
   const lock = options.lock ? sql.fragment`for update` : sql.fragment``;
   const data = await q.maybeOneFirst(sql.type(DataRow)`
     select data from billing_sandbox_objects where id = ${id} and object = ${object} ${lock}`);
@@ -31,12 +36,20 @@ export async function saveObject(q: CommonQueryMethods, data: Json & { id: strin
 }
 
 /** A customer's subscriptions, newest first; status 'all' or a status, default everything but canceled. */
-export async function subscriptionsOfCustomer(q: CommonQueryMethods, filter: { customer: string | null; status: string | null; limit: number }): Promise<Subscription[]> {
-  const customer = filter.customer === null ? sql.fragment`true` : sql.fragment`data ->> 'customer' = ${filter.customer}`;
-  const status = filter.status === 'all' ? sql.fragment`true`
-    : filter.status === null ? sql.fragment`data ->> 'status' <> 'canceled'`
-    : filter.status === 'ended' ? sql.fragment`data ->> 'status' in ('canceled', 'incomplete_expired')`
-    : sql.fragment`data ->> 'status' = ${filter.status}`;
+export async function subscriptionsOfCustomer(
+  q: CommonQueryMethods,
+  filter: { customer: string | null; status: string | null; limit: number },
+): Promise<Subscription[]> {
+  const customer =
+    filter.customer === null ? sql.fragment`true` : sql.fragment`data ->> 'customer' = ${filter.customer}`;
+  const status =
+    filter.status === 'all'
+      ? sql.fragment`true`
+      : filter.status === null
+        ? sql.fragment`data ->> 'status' <> 'canceled'`
+        : filter.status === 'ended'
+          ? sql.fragment`data ->> 'status' in ('canceled', 'incomplete_expired')`
+          : sql.fragment`data ->> 'status' = ${filter.status}`;
   const rows = await q.anyFirst(sql.type(DataRow)`
     select data from billing_sandbox_objects
      where object = 'subscription' and ${customer} and ${status}
@@ -65,18 +78,29 @@ export type StoredResponse = { fingerprint: string; status: number; response: Js
  * key itself). Keys older than 24 hours are reused, as Stripe expires them.
  * Returns null when claimed, else the stored answer.
  */
-export async function claimIdempotencyKey(q: CommonQueryMethods, key: string, fingerprint: string): Promise<StoredResponse | null> {
+export async function claimIdempotencyKey(
+  q: CommonQueryMethods,
+  key: string,
+  fingerprint: string,
+): Promise<StoredResponse | null> {
   const claimed = await q.maybeOneFirst(sql.type(z.object({ key: z.string() }))`
     insert into billing_sandbox_idempotency (key, fingerprint, status, response) values (${key}, ${fingerprint}, 0, '{}')
     on conflict (key) do update set fingerprint = excluded.fingerprint, status = 0, response = '{}', created_at = now()
      where billing_sandbox_idempotency.created_at < now() - interval '24 hours'
     returning key`);
   if (claimed) return null;
-  return q.one(sql.type(z.object({ fingerprint: z.string(), status: z.number(), response: z.record(z.string(), z.unknown()) }))`
+  return q.one(sql.type(
+    z.object({ fingerprint: z.string(), status: z.number(), response: z.record(z.string(), z.unknown()) }),
+  )`
     select fingerprint, status, response from billing_sandbox_idempotency where key = ${key}`);
 }
 
-export async function storeIdempotentResponse(q: CommonQueryMethods, key: string, status: number, response: Json): Promise<void> {
+export async function storeIdempotentResponse(
+  q: CommonQueryMethods,
+  key: string,
+  status: number,
+  response: Json,
+): Promise<void> {
   await q.query(sql.unsafe`
     update billing_sandbox_idempotency set status = ${status}, response = ${sql.jsonb(response as never)} where key = ${key}`);
 }

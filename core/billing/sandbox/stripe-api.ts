@@ -8,18 +8,37 @@ import type Stripe from 'stripe';
 import type { DatabasePool, DatabaseTransactionConnection } from '../../db/pool.ts';
 import { isDatabaseUnavailable } from '../../db/unavailable.ts';
 import { decodeForm, FormDecodeError, type FormObject, type FormValue } from './form-decoding.ts';
-import { newId, nowSeconds, SANDBOX_DATABASE_UNAVAILABLE, StripeApiError, type Json, type Subscription } from './objects.ts';
+import {
+  newId,
+  nowSeconds,
+  SANDBOX_DATABASE_UNAVAILABLE,
+  StripeApiError,
+  type Json,
+  type Subscription,
+} from './objects.ts';
 import { ROUTES, type Context } from './routes.ts';
 import { completeSession, sessionAsOfNow, SESSION_TTL_S } from './sessions.ts';
 import { cancelNow } from './subscriptions.ts';
 import { stripeSdk } from '../stripe-sdk.ts';
-import { claimIdempotencyKey, loadObject, publicView, saveObject, storeIdempotentResponse, subscriptionsOfCustomer } from './store.ts';
+import {
+  claimIdempotencyKey,
+  loadObject,
+  publicView,
+  saveObject,
+  storeIdempotentResponse,
+  subscriptionsOfCustomer,
+} from './store.ts';
 
 /** The API version of the SDK this sandbox answers for. */
 const stripeApiVersion = () => stripeSdk().API_VERSION;
 
 export type SandboxDelivery = (event: Stripe.Event) => Promise<void>;
-export type SandboxOptions = { baseUrl: string; secretKey: string; prices: { pro: string; enterprise: string; agentAddon: string }; deliver?: SandboxDelivery | undefined };
+export type SandboxOptions = {
+  baseUrl: string;
+  secretKey: string;
+  prices: { pro: string; enterprise: string; agentAddon: string };
+  deliver?: SandboxDelivery | undefined;
+};
 
 type Answer = { status: number; body: Json; replayed?: boolean };
 type RequestInfo = { id: string | null; idempotency_key: string | null };
@@ -30,7 +49,10 @@ const digest = (value: string) => createHash('sha256').update(value).digest();
 function canonical(value: FormValue): string {
   if (typeof value === 'string') return JSON.stringify(value);
   if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
-  return `{${Object.keys(value).sort().map((k) => `${JSON.stringify(k)}:${canonical(value[k]!)}`).join(',')}}`;
+  return `{${Object.keys(value)
+    .sort()
+    .map((k) => `${JSON.stringify(k)}:${canonical(value[k]!)}`)
+    .join(',')}}`;
 }
 
 /** Shows a key as Stripe does: its kind and last four characters, never the whole key. */
@@ -42,7 +64,10 @@ function maskKey(key: string): string {
 export class SandboxStripeApi {
   private readonly keyDigest: Buffer;
 
-  constructor(private readonly db: DatabasePool, private readonly options: SandboxOptions) {
+  constructor(
+    private readonly db: DatabasePool,
+    private readonly options: SandboxOptions,
+  ) {
     this.keyDigest = digest(options.secretKey);
   }
 
@@ -56,14 +81,33 @@ export class SandboxStripeApi {
       idempotencyKey = request.method === 'POST' ? request.headers.get('idempotency-key') : null;
       answer = await this.handle(request, requestId, idempotencyKey);
     } catch (error) {
-      answer = error instanceof StripeApiError
-        ? { status: error.status, body: { error: error.body } }
-        : isDatabaseUnavailable(error)
-          // Its database is ours: the caller answers as for any outage (503), not as for Stripe failing.
-          ? { status: 503, body: { error: { type: 'api_error', code: SANDBOX_DATABASE_UNAVAILABLE, message: 'The billing sandbox could not reach the database.' } } }
-          : { status: 500, body: { error: { type: 'api_error', message: `The billing sandbox failed: ${(error as Error).message}` } } };
+      answer =
+        error instanceof StripeApiError
+          ? { status: error.status, body: { error: error.body } }
+          : isDatabaseUnavailable(error)
+            ? // Its database is ours: the caller answers as for any outage (503), not as for Stripe failing.
+              {
+                status: 503,
+                body: {
+                  error: {
+                    type: 'api_error',
+                    code: SANDBOX_DATABASE_UNAVAILABLE,
+                    message: 'The billing sandbox could not reach the database.',
+                  },
+                },
+              }
+            : {
+                status: 500,
+                body: {
+                  error: { type: 'api_error', message: `The billing sandbox failed: ${(error as Error).message}` },
+                },
+              };
     }
-    const headers: Record<string, string> = { 'content-type': 'application/json', 'request-id': requestId, 'stripe-version': stripeApiVersion() };
+    const headers: Record<string, string> = {
+      'content-type': 'application/json',
+      'request-id': requestId,
+      'stripe-version': stripeApiVersion(),
+    };
     if (idempotencyKey) headers['idempotency-key'] = idempotencyKey;
     if (answer.replayed) headers['idempotent-replayed'] = 'true';
     return new Response(JSON.stringify(answer.body), { status: answer.status, headers });
@@ -73,9 +117,14 @@ export class SandboxStripeApi {
     this.authenticate(request.headers.get('authorization'));
     const url = new URL(request.url);
     const method = request.method.toUpperCase();
-    const match = ROUTES.map((r) => ({ r, m: r.method === method ? r.path.exec(url.pathname) : null })).find((x) => x.m);
+    const match = ROUTES.map((r) => ({ r, m: r.method === method ? r.path.exec(url.pathname) : null })).find(
+      (x) => x.m,
+    );
     if (!match) {
-      throw new StripeApiError(404, { type: 'invalid_request_error', message: `Unrecognized request URL (${method}: ${url.pathname}).` });
+      throw new StripeApiError(404, {
+        type: 'invalid_request_error',
+        message: `Unrecognized request URL (${method}: ${url.pathname}).`,
+      });
     }
     // The SDK sends GET and DELETE parameters in the query, POST ones in the body.
     const raw = method === 'POST' ? await request.text() : url.search.slice(1);
@@ -83,30 +132,37 @@ export class SandboxStripeApi {
     try {
       params = decodeForm(raw);
     } catch (error) {
-      if (error instanceof FormDecodeError) throw new StripeApiError(400, { type: 'invalid_request_error', message: error.message });
+      if (error instanceof FormDecodeError)
+        throw new StripeApiError(400, { type: 'invalid_request_error', message: error.message });
       throw error;
     }
     if (idempotencyKey !== null && (idempotencyKey.length === 0 || idempotencyKey.length > 255)) {
-      throw new StripeApiError(400, { type: 'invalid_request_error', message: 'Idempotency keys must be 1 to 255 characters long.' });
+      throw new StripeApiError(400, {
+        type: 'invalid_request_error',
+        message: 'Idempotency keys must be 1 to 255 characters long.',
+      });
     }
     const fingerprint = digest(`${method} ${url.pathname}\n${canonical(params)}`).toString('hex');
     const id = match.m![1] ?? '';
-    const { result, events } = await this.inTransaction({ id: requestId, idempotency_key: idempotencyKey }, async (ctx): Promise<Answer> => {
-      if (idempotencyKey) {
-        const stored = await claimIdempotencyKey(ctx.tx, idempotencyKey, fingerprint);
-        if (stored && stored.fingerprint !== fingerprint) {
-          throw new StripeApiError(400, {
-            type: 'idempotency_error',
-            message: `Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '${idempotencyKey}' if you meant to execute a different request.`,
-          });
+    const { result, events } = await this.inTransaction(
+      { id: requestId, idempotency_key: idempotencyKey },
+      async (ctx): Promise<Answer> => {
+        if (idempotencyKey) {
+          const stored = await claimIdempotencyKey(ctx.tx, idempotencyKey, fingerprint);
+          if (stored && stored.fingerprint !== fingerprint) {
+            throw new StripeApiError(400, {
+              type: 'idempotency_error',
+              message: `Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '${idempotencyKey}' if you meant to execute a different request.`,
+            });
+          }
+          if (stored) return { status: stored.status, body: stored.response, replayed: true };
         }
-        if (stored) return { status: stored.status, body: stored.response, replayed: true };
-      }
-      const body = publicView(await match.r.handler(ctx, params, id));
-      // Only successes are kept: a refused request may be corrected and sent again with its key.
-      if (idempotencyKey) await storeIdempotentResponse(ctx.tx, idempotencyKey, 200, body);
-      return { status: 200, body };
-    });
+        const body = publicView(await match.r.handler(ctx, params, id));
+        // Only successes are kept: a refused request may be corrected and sent again with its key.
+        if (idempotencyKey) await storeIdempotentResponse(ctx.tx, idempotencyKey, 200, body);
+        return { status: 200, body };
+      },
+    );
     await this.deliver(events);
     return result;
   }
@@ -114,10 +170,16 @@ export class SandboxStripeApi {
   private authenticate(header: string | null) {
     const key = /^Bearer\s+(\S+)$/i.exec(header ?? '')?.[1];
     if (!key) {
-      throw new StripeApiError(401, { type: 'invalid_request_error', message: 'You did not provide an API key. Send it as "Authorization: Bearer sk_...".' });
+      throw new StripeApiError(401, {
+        type: 'invalid_request_error',
+        message: 'You did not provide an API key. Send it as "Authorization: Bearer sk_...".',
+      });
     }
     if (!timingSafeEqual(digest(key), this.keyDigest)) {
-      throw new StripeApiError(401, { type: 'invalid_request_error', message: `Invalid API Key provided: ${maskKey(key)}` });
+      throw new StripeApiError(401, {
+        type: 'invalid_request_error',
+        message: `Invalid API Key provided: ${maskKey(key)}`,
+      });
     }
   }
 
@@ -127,16 +189,28 @@ export class SandboxStripeApi {
    * a slow receiver holds no locks). Events are collected afresh if the
    * transaction is retried.
    */
-  private async inTransaction<T>(request: RequestInfo, work: (ctx: Context) => Promise<T>): Promise<{ result: T; events: Stripe.Event[] }> {
+  private async inTransaction<T>(
+    request: RequestInfo,
+    work: (ctx: Context) => Promise<T>,
+  ): Promise<{ result: T; events: Stripe.Event[] }> {
     let events: Stripe.Event[] = [];
     const result = await this.db.transaction(async (tx: DatabaseTransactionConnection) => {
       events = [];
       const emit: Context['emit'] = async (type, object, previous) => {
         const event = {
-          id: newId('evt_'), object: 'event', api_version: stripeApiVersion(), created: nowSeconds(),
+          id: newId('evt_'),
+          object: 'event',
+          api_version: stripeApiVersion(),
+          created: nowSeconds(),
           // A copy: the object may change again later in this transaction.
-          data: { object: publicView(structuredClone(object)), ...(previous && Object.keys(previous).length > 0 ? { previous_attributes: structuredClone(previous) } : {}) },
-          livemode: false, pending_webhooks: 1, request, type,
+          data: {
+            object: publicView(structuredClone(object)),
+            ...(previous && Object.keys(previous).length > 0 ? { previous_attributes: structuredClone(previous) } : {}),
+          },
+          livemode: false,
+          pending_webhooks: 1,
+          request,
+          type,
         };
         await saveObject(tx, event);
         events.push(event as unknown as Stripe.Event);
@@ -169,7 +243,9 @@ export class SandboxStripeApi {
   /** The "Pay" button. Paying twice (a double click) creates one subscription. */
   async completeCheckout(id: string): Promise<{ redirect: string } | null> {
     const { result, events } = await this.inTransaction(this.pageRequest, async (ctx) => {
-      const session = await loadObject<Json & { id: string; object: string }>(ctx.tx, id, 'checkout.session', { lock: true });
+      const session = await loadObject<Json & { id: string; object: string }>(ctx.tx, id, 'checkout.session', {
+        lock: true,
+      });
       if (!session || sessionAsOfNow(session).status === 'expired') return null;
       if (session.status === 'open') await completeSession(ctx, session);
       return { redirect: String(session.success_url).replaceAll('{CHECKOUT_SESSION_ID}', id) };

@@ -2,8 +2,23 @@
 // under a row lock on the subscription, each change announced by an event.
 import type { FormObject } from './form-decoding.ts';
 import {
-  allowOnly, boolean, integer, invalid, itemsList, knownPrice, list, listParam, mergeMetadata, noSuch, nowSeconds,
-  periodOf, previousAttributes, subscriptionItem, text, type Subscription, type SubscriptionItem,
+  allowOnly,
+  boolean,
+  integer,
+  invalid,
+  itemsList,
+  knownPrice,
+  list,
+  listParam,
+  mergeMetadata,
+  noSuch,
+  nowSeconds,
+  periodOf,
+  previousAttributes,
+  subscriptionItem,
+  text,
+  type Subscription,
+  type SubscriptionItem,
 } from './objects.ts';
 import type { Context, Handler } from './routes.ts';
 import { existingCustomer } from './sessions.ts';
@@ -26,13 +41,17 @@ async function saveChanged(ctx: Context, before: Subscription, after: Subscripti
 }
 
 function refuseIfCanceled(sub: Subscription) {
-  if (sub.status === 'canceled') throw invalid('A canceled subscription can only update its cancellation_details and metadata.');
+  if (sub.status === 'canceled')
+    throw invalid('A canceled subscription can only update its cancellation_details and metadata.');
 }
 
 function checkProration(params: FormObject) {
   const value = text(params, 'proration_behavior');
   if (value !== null && !['create_prorations', 'none', 'always_invoice'].includes(value)) {
-    throw invalid(`Invalid proration_behavior: must be one of create_prorations, none, or always_invoice`, 'proration_behavior');
+    throw invalid(
+      `Invalid proration_behavior: must be one of create_prorations, none, or always_invoice`,
+      'proration_behavior',
+    );
   }
 }
 
@@ -68,7 +87,14 @@ function changedItems(ctx: Context, sub: Subscription, entries: FormObject[]): S
 }
 
 export const updateSubscription: Handler = async (ctx, params, id) => {
-  allowOnly(params, ['metadata', 'cancel_at_period_end', 'items', 'proration_behavior', 'description', 'cancellation_details']);
+  allowOnly(params, [
+    'metadata',
+    'cancel_at_period_end',
+    'items',
+    'proration_behavior',
+    'description',
+    'cancellation_details',
+  ]);
   checkProration(params);
   const before = await lockedSubscription(ctx, id);
   const after: Subscription = { ...before, metadata: mergeMetadata(before.metadata, params) };
@@ -88,7 +114,12 @@ export const updateSubscription: Handler = async (ctx, params, id) => {
 export async function cancelNow(ctx: Context, before: Subscription): Promise<Subscription> {
   const at = nowSeconds();
   const after: Subscription = {
-    ...before, status: 'canceled', canceled_at: at, ended_at: at, cancel_at: null, cancel_at_period_end: false,
+    ...before,
+    status: 'canceled',
+    canceled_at: at,
+    ended_at: at,
+    cancel_at: null,
+    cancel_at_period_end: false,
     cancellation_details: { comment: null, feedback: null, reason: 'cancellation_requested' },
   };
   await saveObject(ctx.tx, after);

@@ -12,7 +12,7 @@ export const models = group('Model providers', 'See [Chat, models, provider keys
   }),
   PROVIDER_ALLOW_PRIVATE_URLS: setting(boolFromEnv, {
     default: false,
-    doc: 'Let a tenant\'s own base URL lead to loopback, private and link-local addresses (only where tenants legitimately run models on your private network)',
+    doc: "Let a tenant's own base URL lead to loopback, private and link-local addresses (only where tenants legitimately run models on your private network)",
   }),
   OPENAI_BASE_URL: setting(urlFromEnv, { default: 'https://api.openai.com/v1', doc: endpoint('OpenAI') }),
   ANTHROPIC_BASE_URL: setting(urlFromEnv, { default: 'https://api.anthropic.com', doc: endpoint('Anthropic') }),
@@ -21,5 +21,8 @@ export const models = group('Model providers', 'See [Chat, models, provider keys
   PLATFORM_OPENAI_API_KEY: setting(nonEmpty, { doc: platformKey('OpenAI') }),
   PLATFORM_ANTHROPIC_API_KEY: setting(nonEmpty, { doc: platformKey('Anthropic') }),
   PLATFORM_OPENROUTER_API_KEY: setting(nonEmpty, { doc: platformKey('OpenRouter') }),
-  NEW_TENANT_CREDITS_MICROS: setting(intFromEnv(0, 1_000_000_000), { default: 5_000_000, doc: 'Credits (micro-dollars) a new tenant gets' }),
+  NEW_TENANT_CREDITS_MICROS: setting(intFromEnv(0, 1_000_000_000), {
+    default: 5_000_000,
+    doc: 'Credits (micro-dollars) a new tenant gets',
+  }),
 });

@@ -12,7 +12,7 @@ export const plans = group(
   {
     PLAN_FAIR_WEIGHTS: setting(planValues(z.number().positive().max(1000)), {
       shown: keeps('free=1,pro=4,enterprise=16'),
-      doc: 'Per plan, an account\'s weight in the fair order of jobs',
+      doc: "Per plan, an account's weight in the fair order of jobs",
     }),
     PLAN_MAX_WORKSPACES: setting(planValues(z.number().int().min(1).max(100_000)), {
       shown: keeps('free=3,pro=20,enterprise=50'),

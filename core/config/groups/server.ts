@@ -13,7 +13,10 @@ export const server = group('Process and HTTP server', undefined, {
     default: 3000,
     doc: 'Port the api listens on (`0` picks a free one, and every URL the service generates names the port picked). A port in use stops the process at once, before the database or a worker starts, with a hint',
   }),
-  BASE_URL: setting(urlFromEnv, { shown: '`http://localhost:$PORT`', doc: 'Public origin of the service (`{base_url}` of the spec)' }),
+  BASE_URL: setting(urlFromEnv, {
+    shown: '`http://localhost:$PORT`',
+    doc: 'Public origin of the service (`{base_url}` of the spec)',
+  }),
   AUTH_URL: setting(urlFromEnv, {
     shown: '`BASE_URL`',
     doc: 'Public origin of the identity provider (`{auth_url}`); by default the same process serves both',
@@ -25,13 +28,22 @@ export const server = group('Process and HTTP server', undefined, {
   }),
   REQUEST_TIMEOUT_MS: setting(intFromEnv(1_000, 3_600_000), {
     default: 30_000,
-    doc: 'A request\'s headers and body must arrive within this time (`408` otherwise)',
+    doc: "A request's headers and body must arrive within this time (`408` otherwise)",
   }),
   CONNECTION_TIMEOUT_MS: setting(intFromEnv(1_000, 3_600_000), {
     default: 120_000,
     doc: 'An idle HTTP socket is closed after this time (websockets are exempt once upgraded)',
   }),
-  KEEP_ALIVE_TIMEOUT_MS: setting(intFromEnv(1_000, 3_600_000), { default: 72_000, doc: 'How long a keep-alive socket waits for its next request' }),
-  MAX_REQUESTS_PER_SOCKET: setting(intFromEnv(0, 1_000_000), { default: 1_000, doc: 'Requests one keep-alive socket may carry (`0` = no limit)' }),
-  SHUTDOWN_TIMEOUT_MS: setting(intFromEnv(100, 600_000), { default: 10_000, doc: 'How long a stopping process waits for requests and jobs' }),
+  KEEP_ALIVE_TIMEOUT_MS: setting(intFromEnv(1_000, 3_600_000), {
+    default: 72_000,
+    doc: 'How long a keep-alive socket waits for its next request',
+  }),
+  MAX_REQUESTS_PER_SOCKET: setting(intFromEnv(0, 1_000_000), {
+    default: 1_000,
+    doc: 'Requests one keep-alive socket may carry (`0` = no limit)',
+  }),
+  SHUTDOWN_TIMEOUT_MS: setting(intFromEnv(100, 600_000), {
+    default: 10_000,
+    doc: 'How long a stopping process waits for requests and jobs',
+  }),
 });

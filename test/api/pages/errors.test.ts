@@ -8,11 +8,20 @@ import { DatabaseUnavailableError } from '../../../core/db/unavailable.ts';
 import { setUpFormPages } from '../../../api/pages/session.ts';
 
 const logged: Array<{ level: number; msg: string }> = [];
-const app = Fastify({ logger: { level: 'info', stream: { write: (line: string) => logged.push(JSON.parse(line) as { level: number; msg: string }) } } });
+const app = Fastify({
+  logger: {
+    level: 'info',
+    stream: { write: (line: string) => logged.push(JSON.parse(line) as { level: number; msg: string }) },
+  },
+});
 t.teardown(() => app.close());
 // biome-ignore lint/nursery/noMisusedPromises: register takes async plugins (FastifyPluginAsync); Biome picks its callback overload
 await app.register(async (pages) => {
-  await setUpFormPages(pages, (reply, status, title, text) => reply.code(status).type('text/html').send(`<h1>${title}</h1><p>${text}</p>`), 'test page');
+  await setUpFormPages(
+    pages,
+    (reply, status, title, text) => reply.code(status).type('text/html').send(`<h1>${title}</h1><p>${text}</p>`),
+    'test page',
+  );
   pages.get('/outage', async () => {
     throw new DatabaseUnavailableError('Connection terminated unexpectedly');
   });
@@ -29,8 +38,14 @@ t.test('PostgreSQL away: 503 with Retry-After, logged as a warning', async (t) =
   t.equal(res.statusCode, 503);
   t.equal(res.headers['retry-after'], '2');
   t.match(res.body, /Temporarily unavailable/);
-  t.ok(logged.some((l) => l.level === 40 && /database unavailable; answered 503/.test(l.msg)), 'a warning');
-  t.notOk(logged.some((l) => l.level >= 50), 'no error logged');
+  t.ok(
+    logged.some((l) => l.level === 40 && /database unavailable; answered 503/.test(l.msg)),
+    'a warning',
+  );
+  t.notOk(
+    logged.some((l) => l.level >= 50),
+    'no error logged',
+  );
 });
 
 t.test('a 4xx stays a refusal; anything else is 500, logged as an error', async (t) => {

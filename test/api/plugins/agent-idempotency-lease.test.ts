@@ -24,36 +24,64 @@ const databaseUrl = await createTestDatabase(t);
 // The killed api process listens here; tokens name it, so they work in both processes.
 const childPort = await freePort();
 const childBase = `http://127.0.0.1:${childPort}`;
-const api = await startTestServer(t, databaseUrl, { BASE_URL: childBase, AGENT_IDEMPOTENCY_LEASE_MS: String(LEASE_MS) });
+const api = await startTestServer(t, databaseUrl, {
+  BASE_URL: childBase,
+  AGENT_IDEMPOTENCY_LEASE_MS: String(LEASE_MS),
+});
 const { app, db, config } = api;
 
 const { registration } = await createRegistration(db, { type: 'anonymous', ip: '10.9.0.3', claimTokenTtlS: 600 });
 await markClaimed(db, registration.id);
 const { companyId } = await createBoardScopes(db, registration.tenant_id);
-const claims = { principalId: registration.principal_id, registrationId: registration.id, tenantId: registration.tenant_id, scopes: ['svc:boards:read' as const, 'svc:boards:publish' as const] };
+const claims = {
+  principalId: registration.principal_id,
+  registrationId: registration.id,
+  tenantId: registration.tenant_id,
+  scopes: ['svc:boards:read' as const, 'svc:boards:publish' as const],
+};
 const agentToken = await signAccessToken(app.idpKeys, config.authUrl, resources(config.baseUrl).agent, claims, 600);
 const mcpToken = await signAccessToken(app.idpKeys, config.authUrl, resources(config.baseUrl).mcp, claims, 600);
 
 type Body = { title: string; scope_type: 'company' | 'agent'; scope_id: string; content?: unknown };
 const newBody = (title: string): Body => ({ title, scope_type: 'company', scope_id: companyId, content: { title } });
 const httpCreate = (key: string, body: Body) => ({
-  method: 'POST' as const, url: '/api/agent/v1/boards', payload: body,
+  method: 'POST' as const,
+  url: '/api/agent/v1/boards',
+  payload: body,
   headers: { authorization: `Bearer ${agentToken}`, 'idempotency-key': key },
 });
-const MCP_HEADERS = { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2025-11-25' };
+const MCP_HEADERS = {
+  'content-type': 'application/json',
+  accept: 'application/json, text/event-stream',
+  'mcp-protocol-version': '2025-11-25',
+};
 const mcpCall = (key: string, body: Body) =>
-  JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'createInsightBoard', arguments: { ...body, idempotency_key: key } } });
+  JSON.stringify({
+    jsonrpc: '2.0',
+    id: 1,
+    method: 'tools/call',
+    params: { name: 'createInsightBoard', arguments: { ...body, idempotency_key: key } },
+  });
 type ToolResult = { isError?: boolean; content: Array<{ text: string }>; _meta?: Record<string, unknown> };
 const mcpCreate = async (key: string, body: Body): Promise<ToolResult> => {
-  const res = await app.inject({ method: 'POST', url: '/mcp', headers: { ...MCP_HEADERS, authorization: `Bearer ${mcpToken}` }, payload: mcpCall(key, body) });
+  const res = await app.inject({
+    method: 'POST',
+    url: '/mcp',
+    headers: { ...MCP_HEADERS, authorization: `Bearer ${mcpToken}` },
+    payload: mcpCall(key, body),
+  });
   return (res.json() as { result: ToolResult }).result;
 };
 const textOf = (r: ToolResult) => JSON.parse(r.content[0]!.text) as Record<string, unknown>;
 
-const boardsTitled = (title: string) => db.oneFirst(sql.type(z.object({ n: z.number() }))`select count(*)::int as n from insight_boards where title = ${title}`);
+const boardsTitled = (title: string) =>
+  db.oneFirst(
+    sql.type(z.object({ n: z.number() }))`select count(*)::int as n from insight_boards where title = ${title}`,
+  );
 const Claim = z.object({ state: z.string(), renewed: z.boolean(), live: z.boolean(), lease_expires_at: z.unknown() });
 /** The key's record: renewed = its owner (with leases of leaseMs) extended it after the claim; live = the lease has not run out. */
-const claimOf = (key: string, leaseMs = LEASE_MS) => db.maybeOne(sql.type(Claim)`
+const claimOf = (key: string, leaseMs = LEASE_MS) =>
+  db.maybeOne(sql.type(Claim)`
   select state, coalesce(lease_expires_at > created_at + make_interval(secs => ${leaseMs / 1000}), false) as renewed,
     coalesce(lease_expires_at > now(), false) as live, lease_expires_at
   from idempotency_records where key = ${key}`);
@@ -80,7 +108,16 @@ async function blockBoardInserts(): Promise<() => Promise<void>> {
 t.test('Idempotency takeover after a killed request', async (t) => {
   // A second api process with a longer lease, killed while its requests wait in their operation.
   const childLeaseMs = 4000;
-  const child = spawnEntry(t, 'api/server.ts', testEnv(databaseUrl, { LOG_LEVEL: 'info', BASE_URL: childBase, PORT: String(childPort), AGENT_IDEMPOTENCY_LEASE_MS: String(childLeaseMs) }));
+  const child = spawnEntry(
+    t,
+    'api/server.ts',
+    testEnv(databaseUrl, {
+      LOG_LEVEL: 'info',
+      BASE_URL: childBase,
+      PORT: String(childPort),
+      AGENT_IDEMPOTENCY_LEASE_MS: String(childLeaseMs),
+    }),
+  );
   await waitForOutput(child, /api listening/, 90_000);
   const httpKey = `killed-http-${randomUUID()}`;
   const mcpKey = `killed-mcp-${randomUUID()}`;
@@ -89,10 +126,31 @@ t.test('Idempotency takeover after a killed request', async (t) => {
 
   const unblock = await blockBoardInserts();
   const inFlight = [
-    fetch(`${childBase}/api/agent/v1/boards`, { method: 'POST', headers: { authorization: `Bearer ${agentToken}`, 'idempotency-key': httpKey, 'content-type': 'application/json' }, body: JSON.stringify(httpBody) }),
-    fetch(`${childBase}/mcp`, { method: 'POST', headers: { ...MCP_HEADERS, authorization: `Bearer ${mcpToken}` }, body: mcpCall(mcpKey, mcpBody) }),
-  ].map((p) => p.then((r) => `answered ${r.status}`, () => 'connection lost'));
-  await waitFor('both claims renewed by the running child', async () => (await claimOf(httpKey, childLeaseMs))?.renewed && (await claimOf(mcpKey, childLeaseMs))?.renewed, 30_000);
+    fetch(`${childBase}/api/agent/v1/boards`, {
+      method: 'POST',
+      headers: {
+        authorization: `Bearer ${agentToken}`,
+        'idempotency-key': httpKey,
+        'content-type': 'application/json',
+      },
+      body: JSON.stringify(httpBody),
+    }),
+    fetch(`${childBase}/mcp`, {
+      method: 'POST',
+      headers: { ...MCP_HEADERS, authorization: `Bearer ${mcpToken}` },
+      body: mcpCall(mcpKey, mcpBody),
+    }),
+  ].map((p) =>
+    p.then(
+      (r) => `answered ${r.status}`,
+      () => 'connection lost',
+    ),
+  );
+  await waitFor(
+    'both claims renewed by the running child',
+    async () => (await claimOf(httpKey, childLeaseMs))?.renewed && (await claimOf(mcpKey, childLeaseMs))?.renewed,
+    30_000,
+  );
   child.child.kill('SIGKILL');
   await child.exited;
   await unblock();
@@ -101,7 +159,7 @@ t.test('Idempotency takeover after a killed request', async (t) => {
   t.equal(await boardsTitled(mcpBody.title), 0);
 
   // Within the lease the claim still looks like a running request.
-  t.ok((await claimOf(httpKey))?.live, 'the dead owner\'s lease has not run out yet');
+  t.ok((await claimOf(httpKey))?.live, "the dead owner's lease has not run out yet");
   const early = await app.inject(httpCreate(httpKey, httpBody));
   t.equal(early.statusCode, 409);
   t.match(early.json(), { code: 'idempotency_in_progress', next_action: 'retry_same_request_later' });
@@ -110,10 +168,14 @@ t.test('Idempotency takeover after a killed request', async (t) => {
   t.match(textOf(earlyTool), { code: 'idempotency_in_progress' });
 
   // After it, the identical retry takes the claim over and runs once.
-  const taken = await waitFor('the HTTP retry to take the claim over', async () => {
-    const res = await app.inject(httpCreate(httpKey, httpBody));
-    return res.statusCode === 409 ? null : res;
-  }, 15_000);
+  const taken = await waitFor(
+    'the HTTP retry to take the claim over',
+    async () => {
+      const res = await app.inject(httpCreate(httpKey, httpBody));
+      return res.statusCode === 409 ? null : res;
+    },
+    15_000,
+  );
   t.equal(taken.statusCode, 201, 'created by the retry');
   t.not(taken.headers['idempotency-replayed'], 'true');
   t.equal(await boardsTitled(httpBody.title), 1, 'one board');
@@ -122,10 +184,14 @@ t.test('Idempotency takeover after a killed request', async (t) => {
   t.equal(replay.headers['idempotency-replayed'], 'true', 'the next identical retry replays');
   t.same(replay.json(), taken.json());
 
-  const tool = await waitFor('the MCP retry to take the claim over', async () => {
-    const r = await mcpCreate(mcpKey, mcpBody);
-    return r.isError && textOf(r).code === 'idempotency_in_progress' ? null : r;
-  }, 15_000);
+  const tool = await waitFor(
+    'the MCP retry to take the claim over',
+    async () => {
+      const r = await mcpCreate(mcpKey, mcpBody);
+      return r.isError && textOf(r).code === 'idempotency_in_progress' ? null : r;
+    },
+    15_000,
+  );
   t.notOk(tool.isError, 'created by the retry');
   t.notOk(tool._meta?.idempotency_replayed);
   t.equal(await boardsTitled(mcpBody.title), 1, 'one board');
@@ -160,7 +226,9 @@ t.test('a request whose client hung up keeps renewing until its operation ends, 
   const unblock = await blockBoardInserts();
   const abort = new AbortController();
   const sent = fetch(`${api.url}/api/agent/v1/boards`, {
-    method: 'POST', signal: abort.signal, body: JSON.stringify(body),
+    method: 'POST',
+    signal: abort.signal,
+    body: JSON.stringify(body),
     headers: { authorization: `Bearer ${agentToken}`, 'idempotency-key': key, 'content-type': 'application/json' },
   }).catch(() => 'aborted');
   await waitFor('the claim', () => claimOf(key));
@@ -181,7 +249,9 @@ t.test('racing takeovers of a dead claim: exactly one runs', async (t) => {
   const key = `race-${randomUUID()}`;
   const body = newBody(`Raced ${key}`);
   // The claim of an owner that stopped renewing (as a killed process does).
-  const agent = { principalId: registration.principal_id, tenantId: registration.tenant_id } as Parameters<typeof app.agentKeys.claim>[0];
+  const agent = { principalId: registration.principal_id, tenantId: registration.tenant_id } as Parameters<
+    typeof app.agentKeys.claim
+  >[0];
   const dead = await app.agentKeys.claim(agent, key, { method: 'POST', path: '/api/agent/v1/boards', body });
   if (dead.kind !== 'run') throw new Error('expected a new claim');
   dead.claimed.stopRenewing();
@@ -192,7 +262,10 @@ t.test('racing takeovers of a dead claim: exactly one runs', async (t) => {
   const results = await Promise.all(Array.from({ length: 6 }, () => app.inject(httpCreate(key, body))));
   const ran = results.filter((r) => r.statusCode === 201 && r.headers['idempotency-replayed'] !== 'true');
   t.equal(ran.length, 1, `one takeover ran: ${results.map((r) => r.statusCode).join(',')}`);
-  t.ok(results.every((r) => r.statusCode === 201 || r.json().code === 'idempotency_in_progress'), 'the others: in progress or replayed');
+  t.ok(
+    results.every((r) => r.statusCode === 201 || r.json().code === 'idempotency_in_progress'),
+    'the others: in progress or replayed',
+  );
   t.equal(await boardsTitled(body.title), 1, 'one board');
 
   // The dead owner's late outcome is fenced off: the takeover's record stands.
@@ -202,19 +275,36 @@ t.test('racing takeovers of a dead claim: exactly one runs', async (t) => {
 });
 
 t.test('the takeover statement itself: of many claimants of an expired lease, one wins', async (t) => {
-  const input = { scope: `agent:${registration.principal_id}`, tenantId: registration.tenant_id, key: `core-race-${randomUUID()}`, fingerprint: fingerprint({ x: 1 }) };
+  const input = {
+    scope: `agent:${registration.principal_id}`,
+    tenantId: registration.tenant_id,
+    key: `core-race-${randomUUID()}`,
+    fingerprint: fingerprint({ x: 1 }),
+  };
   const first = await claimIdempotencyKey(db, { ...input, lease: { owner: randomUUID(), ms: LEASE_MS } });
   t.same(first, { kind: 'new' });
-  await db.query(sql.unsafe`update idempotency_records set lease_expires_at = now() - interval '1 second' where key = ${input.key}`);
-  const claims = await Promise.all(Array.from({ length: 4 }, () => claimIdempotencyKey(db, { ...input, lease: { owner: randomUUID(), ms: LEASE_MS } })));
+  await db.query(
+    sql.unsafe`update idempotency_records set lease_expires_at = now() - interval '1 second' where key = ${input.key}`,
+  );
+  const claims = await Promise.all(
+    Array.from({ length: 4 }, () =>
+      claimIdempotencyKey(db, { ...input, lease: { owner: randomUUID(), ms: LEASE_MS } }),
+    ),
+  );
   t.same(claims.map((c) => c.kind).sort(), ['in_progress', 'in_progress', 'in_progress', 'new']);
-  const other = await claimIdempotencyKey(db, { ...input, fingerprint: fingerprint({ x: 2 }), lease: { owner: randomUUID(), ms: LEASE_MS } });
+  const other = await claimIdempotencyKey(db, {
+    ...input,
+    fingerprint: fingerprint({ x: 2 }),
+    lease: { owner: randomUUID(), ms: LEASE_MS },
+  });
   t.same(other, { kind: 'conflict' }, 'another request under the key is still a conflict');
 });
 
 t.test('an unrecorded outcome releases the claim: the identical retry runs at once', async (t) => {
   const key = `release-${randomUUID()}`;
-  const agent = { principalId: registration.principal_id, tenantId: registration.tenant_id } as Parameters<typeof app.agentKeys.claim>[0];
+  const agent = { principalId: registration.principal_id, tenantId: registration.tenant_id } as Parameters<
+    typeof app.agentKeys.claim
+  >[0];
   const mutation = { method: 'POST', path: '/api/agent/v1/boards', body: newBody(`Released ${key}`) };
   const first = await app.agentKeys.claim(agent, key, mutation);
   if (first.kind !== 'run') throw new Error('expected a new claim');
@@ -226,37 +316,51 @@ t.test('an unrecorded outcome releases the claim: the identical retry runs at on
   t.match(await app.agentKeys.claim(agent, key, mutation), { kind: 'replay', status: 201, body: { ok: true } });
 });
 
-t.test('PostgreSQL away as an answer goes out: a 503 is not turned into a 500, a done mutation waits to be recorded', async (t) => {
-  // An api of its own, through a proxy the test cuts (found by npm run soak:
-  // the claim's release threw inside onSend and Fastify's fallback answered 500).
-  const proxy = await startTcpProxy(databaseUrl);
-  const cut = await startTestServer(t, proxy.url, { AGENT_IDEMPOTENCY_LEASE_MS: String(LEASE_MS) });
-  t.teardown(async () => {
-    await cut.close().catch((error: Error) => t.comment(`pool end after the outage: ${error.message}`));
-    await proxy.close();
-  });
-  const agent = { principalId: registration.principal_id, tenantId: registration.tenant_id } as Parameters<typeof app.agentKeys.claim>[0];
-  const failed = `outage-failed-${randomUUID()}`;
-  const done = `outage-done-${randomUUID()}`;
-  const claimRun = async (key: string) => {
-    const claim = await cut.app.agentKeys.claim(agent, key, { method: 'POST', path: '/api/agent/v1/boards', body: newBody(key) });
-    if (claim.kind !== 'run') throw new Error('expected a new claim');
-    return claim.claimed;
-  };
-  const failedClaim = await claimRun(failed);
-  const doneClaim = await claimRun(done);
-  await proxy.cut();
-  await cut.app.agentKeys.finish(failedClaim, 503, { code: 'temporarily_disabled' });
-  t.pass('letting go of a claim while PostgreSQL is away does not throw (it lapses after its lease)');
-  const recording = cut.app.agentKeys.finish(doneClaim, 201, { ok: true });
-  await proxy.restore();
-  await recording;
-  t.match(await app.agentKeys.claim(agent, done, { method: 'POST', path: '/api/agent/v1/boards', body: newBody(done) }), { kind: 'replay', status: 201, body: { ok: true } },
-    'the done mutation was recorded once PostgreSQL was back: its retry replays it');
-  await waitFor('the failed claim to lapse', async () => {
-    // 409 idempotency_in_progress until the lease runs out.
-    const again = await app.agentKeys.claim(agent, failed, { method: 'POST', path: '/api/agent/v1/boards', body: newBody(failed) }).catch(() => null);
-    if (again?.kind === 'run') await app.agentKeys.finish(again.claimed, 503, null);
-    return again?.kind === 'run';
-  });
-});
+t.test(
+  'PostgreSQL away as an answer goes out: a 503 is not turned into a 500, a done mutation waits to be recorded',
+  async (t) => {
+    // An api of its own, through a proxy the test cuts (found by npm run soak:
+    // the claim's release threw inside onSend and Fastify's fallback answered 500).
+    const proxy = await startTcpProxy(databaseUrl);
+    const cut = await startTestServer(t, proxy.url, { AGENT_IDEMPOTENCY_LEASE_MS: String(LEASE_MS) });
+    t.teardown(async () => {
+      await cut.close().catch((error: Error) => t.comment(`pool end after the outage: ${error.message}`));
+      await proxy.close();
+    });
+    const agent = { principalId: registration.principal_id, tenantId: registration.tenant_id } as Parameters<
+      typeof app.agentKeys.claim
+    >[0];
+    const failed = `outage-failed-${randomUUID()}`;
+    const done = `outage-done-${randomUUID()}`;
+    const claimRun = async (key: string) => {
+      const claim = await cut.app.agentKeys.claim(agent, key, {
+        method: 'POST',
+        path: '/api/agent/v1/boards',
+        body: newBody(key),
+      });
+      if (claim.kind !== 'run') throw new Error('expected a new claim');
+      return claim.claimed;
+    };
+    const failedClaim = await claimRun(failed);
+    const doneClaim = await claimRun(done);
+    await proxy.cut();
+    await cut.app.agentKeys.finish(failedClaim, 503, { code: 'temporarily_disabled' });
+    t.pass('letting go of a claim while PostgreSQL is away does not throw (it lapses after its lease)');
+    const recording = cut.app.agentKeys.finish(doneClaim, 201, { ok: true });
+    await proxy.restore();
+    await recording;
+    t.match(
+      await app.agentKeys.claim(agent, done, { method: 'POST', path: '/api/agent/v1/boards', body: newBody(done) }),
+      { kind: 'replay', status: 201, body: { ok: true } },
+      'the done mutation was recorded once PostgreSQL was back: its retry replays it',
+    );
+    await waitFor('the failed claim to lapse', async () => {
+      // 409 idempotency_in_progress until the lease runs out.
+      const again = await app.agentKeys
+        .claim(agent, failed, { method: 'POST', path: '/api/agent/v1/boards', body: newBody(failed) })
+        .catch(() => null);
+      if (again?.kind === 'run') await app.agentKeys.finish(again.claimed, 503, null);
+      return again?.kind === 'run';
+    });
+  },
+);

@@ -14,12 +14,28 @@ const databaseUrl = await createTestDatabase(t);
 const { app, db, config } = await buildTestApp(t, databaseUrl);
 const { registration } = await createRegistration(db, { type: 'anonymous', ip: '10.9.0.2', claimTokenTtlS: 600 });
 await markClaimed(db, registration.id);
-const token = await signAccessToken(app.idpKeys, config.authUrl, `${config.baseUrl}/api/agent`,
-  { principalId: registration.principal_id, registrationId: registration.id, tenantId: registration.tenant_id, scopes: ['svc:boards:read', 'svc:boards:publish'] }, 300);
+const token = await signAccessToken(
+  app.idpKeys,
+  config.authUrl,
+  `${config.baseUrl}/api/agent`,
+  {
+    principalId: registration.principal_id,
+    registrationId: registration.id,
+    tenantId: registration.tenant_id,
+    scopes: ['svc:boards:read', 'svc:boards:publish'],
+  },
+  300,
+);
 const send = (url: string, payload: object, key: string) =>
   app.inject({ method: 'POST', url, payload, headers: { authorization: `Bearer ${token}`, 'idempotency-key': key } });
 const { companyId } = await createBoardScopes(db, registration.tenant_id);
-const board = (await send('/api/agent/v1/boards', { title: 'B', scope_type: 'company', scope_id: companyId, content: { a: 1 } }, 'create-key-0001')).json().id as string;
+const board = (
+  await send(
+    '/api/agent/v1/boards',
+    { title: 'B', scope_type: 'company', scope_id: companyId, content: { a: 1 } },
+    'create-key-0001',
+  )
+).json().id as string;
 
 t.test('a recorded failure is replayed as the same failure', async (t) => {
   const first = await send(`/api/agent/v1/boards/${board}/rotate-link`, {}, 'rotate-key-0001');
@@ -57,14 +73,33 @@ t.test('a key whose first request still runs: 409 idempotency_in_progress', asyn
 
 t.test('identical requests at the same instant: exactly one runs', async (t) => {
   // Public publishing needs approval; private publishing runs at once.
-  const before = await db.oneFirst(sql.type(z.object({ n: z.number() }))`select count(*)::int as n from board_versions where board_id = ${board}`);
-  const results = await Promise.all(Array.from({ length: 5 }, () =>
-    app.inject({ method: 'PUT', url: `/api/agent/v1/boards/${board}/content`, payload: { content: { raced: true } }, headers: { authorization: `Bearer ${token}`, 'idempotency-key': 'race-key-0001' } })));
+  const before = await db.oneFirst(
+    sql.type(z.object({ n: z.number() }))`select count(*)::int as n from board_versions where board_id = ${board}`,
+  );
+  const results = await Promise.all(
+    Array.from({ length: 5 }, () =>
+      app.inject({
+        method: 'PUT',
+        url: `/api/agent/v1/boards/${board}/content`,
+        payload: { content: { raced: true } },
+        headers: { authorization: `Bearer ${token}`, 'idempotency-key': 'race-key-0001' },
+      }),
+    ),
+  );
   const ok = results.filter((r) => r.statusCode === 200);
   t.ok(ok.length >= 1, 'at least the first succeeds');
-  t.ok(results.every((r) => r.statusCode === 200 || (r.statusCode === 409 && r.json().code === 'idempotency_in_progress')), results.map((r) => r.statusCode).join(','));
-  t.equal(ok.filter((r) => r.headers['idempotency-replayed'] !== 'true').length, 1, 'one execution; the rest replays or in-progress');
-  const after = await db.oneFirst(sql.type(z.object({ n: z.number() }))`select count(*)::int as n from board_versions where board_id = ${board}`);
+  t.ok(
+    results.every((r) => r.statusCode === 200 || (r.statusCode === 409 && r.json().code === 'idempotency_in_progress')),
+    results.map((r) => r.statusCode).join(','),
+  );
+  t.equal(
+    ok.filter((r) => r.headers['idempotency-replayed'] !== 'true').length,
+    1,
+    'one execution; the rest replays or in-progress',
+  );
+  const after = await db.oneFirst(
+    sql.type(z.object({ n: z.number() }))`select count(*)::int as n from board_versions where board_id = ${board}`,
+  );
   t.equal(after, before + 1, 'one new version');
 });
 
@@ -74,7 +109,9 @@ t.test('after 24 hours a key is free again', async (t) => {
   t.equal(first.statusCode, 200);
   t.equal((await send(path, { visibility: 'public' }, 'expiring-key-1')).json().code, 'idempotency_conflict');
   // The clock moves 24 hours on (records carry their own expiry).
-  await db.query(sql.unsafe`update idempotency_records set expires_at = now() - interval '1 second' where key = 'expiring-key-1'`);
+  await db.query(
+    sql.unsafe`update idempotency_records set expires_at = now() - interval '1 second' where key = 'expiring-key-1'`,
+  );
   const later = await send(path, { visibility: 'public' }, 'expiring-key-1');
   t.equal(later.statusCode, 200, 'runs as a new request');
   t.not(later.headers['idempotency-replayed'], 'true');
@@ -82,7 +119,12 @@ t.test('after 24 hours a key is free again', async (t) => {
 
 t.test('keys: missing or outside 8-200 characters -> 400 invalid_idempotency_key', async (t) => {
   for (const key of [undefined, 'short', 'x'.repeat(201)]) {
-    const res = await app.inject({ method: 'POST', url: `/api/agent/v1/boards/${board}/unpublish`, payload: {}, headers: { authorization: `Bearer ${token}`, ...(key ? { 'idempotency-key': key } : {}) } });
+    const res = await app.inject({
+      method: 'POST',
+      url: `/api/agent/v1/boards/${board}/unpublish`,
+      payload: {},
+      headers: { authorization: `Bearer ${token}`, ...(key ? { 'idempotency-key': key } : {}) },
+    });
     t.equal(res.statusCode, 400);
     t.equal(res.json().code, 'invalid_idempotency_key');
   }
@@ -101,7 +143,9 @@ t.test('the published Agent API lists exactly the spec statuses per operation', 
     restoreAgent: '200,400,401,403,404,409,429,503',
   };
   const found: Record<string, string> = {};
-  for (const ops of Object.values<Record<string, { operationId: string; responses: Record<string, unknown> }>>(doc.paths)) {
+  for (const ops of Object.values<Record<string, { operationId: string; responses: Record<string, unknown> }>>(
+    doc.paths,
+  )) {
     for (const op of Object.values(ops)) found[op.operationId] = Object.keys(op.responses).sort().join(',');
   }
   for (const [id, statuses] of Object.entries(expected)) t.equal(found[id], statuses, id);

@@ -6,7 +6,12 @@
 import { createHmac } from 'node:crypto';
 import { jwtVerify, SignJWT } from 'jose';
 import t, { type Test } from 'tap';
-import { InvalidTokenError, signSessionToken, verifySessionToken, verifySessionTokenClaims } from '../../../core/auth/session-token.ts';
+import {
+  InvalidTokenError,
+  signSessionToken,
+  verifySessionToken,
+  verifySessionTokenClaims,
+} from '../../../core/auth/session-token.ts';
 
 const secret = new Uint8Array(32).fill(7);
 const other = new Uint8Array(32).fill(8);
@@ -20,7 +25,15 @@ function forge(header: unknown, claims: unknown, key = secret): string {
   const input = `${b64(header)}.${b64(claims)}`;
   return `${input}.${createHmac('sha256', key).update(input).digest('base64url')}`;
 }
-const good = (extra: Record<string, unknown> = {}) => ({ typ: 'platform', sub: subject, iss: issuer, aud: 'platform', iat: now(), exp: now() + 60, ...extra });
+const good = (extra: Record<string, unknown> = {}) => ({
+  typ: 'platform',
+  sub: subject,
+  iss: issuer,
+  aud: 'platform',
+  iat: now(),
+  exp: now() + 60,
+  ...extra,
+});
 
 const refused = async (t: Test, token: string, why: string, message = 'token invalid') =>
   t.rejects(verifySessionToken('platform', token, secret, issuer), new InvalidTokenError(message), why);
@@ -30,7 +43,11 @@ t.test('a token we sign verifies here and with jose, with its subject and expiry
   const verified = await verifySessionTokenClaims('platform', token, secret, issuer);
   t.equal(verified.subject, subject);
   t.ok(Math.abs(verified.expiresAt.getTime() - (Date.now() + 900_000)) < 2000, 'expires in 15 minutes');
-  const { payload, protectedHeader } = await jwtVerify(token, secret, { algorithms: ['HS256'], issuer, audience: 'platform' });
+  const { payload, protectedHeader } = await jwtVerify(token, secret, {
+    algorithms: ['HS256'],
+    issuer,
+    audience: 'platform',
+  });
   t.same(protectedHeader, { alg: 'HS256', typ: 'JWT' });
   t.equal(payload.sub, subject);
   t.equal(payload.typ, 'platform');
@@ -56,7 +73,11 @@ t.test('another kind, issuer or secret is refused', async (t) => {
   await refused(t, forge({ alg: 'HS256' }, good({ iss: 'http://elsewhere.test' })), 'another issuer');
   await refused(t, forge({ alg: 'HS256' }, good(), other), 'signed with another secret');
   await refused(t, forge({ alg: 'HS256' }, good({ sub: 42 })), 'a subject that is no string', 'token has no subject');
-  t.equal(await verifySessionToken('platform', forge({ alg: 'HS256' }, good({ aud: ['x', 'platform'] })), secret, issuer), subject, 'an audience list naming the kind');
+  t.equal(
+    await verifySessionToken('platform', forge({ alg: 'HS256' }, good({ aud: ['x', 'platform'] })), secret, issuer),
+    subject,
+    'an audience list naming the kind',
+  );
 });
 
 t.test('expiry and not-before are enforced', async (t) => {
@@ -66,7 +87,11 @@ t.test('expiry and not-before are enforced', async (t) => {
   await refused(t, forge({ alg: 'HS256' }, good({ exp: String(now() + 60) })), 'a textual expiry');
   await refused(t, forge({ alg: 'HS256' }, good({ nbf: now() + 60 })), 'not valid yet');
   await refused(t, forge({ alg: 'HS256' }, good({ iat: 'yesterday' })), 'a textual issued-at');
-  t.equal(await verifySessionToken('platform', forge({ alg: 'HS256' }, good({ nbf: now() - 1 })), secret, issuer), subject, 'valid since a second');
+  t.equal(
+    await verifySessionToken('platform', forge({ alg: 'HS256' }, good({ nbf: now() - 1 })), secret, issuer),
+    subject,
+    'valid since a second',
+  );
 });
 
 t.test('other algorithms, crit headers and tampered or malformed tokens are refused', async (t) => {
@@ -88,31 +113,54 @@ t.test('other algorithms, crit headers and tampered or malformed tokens are refu
   await refused(t, forge({ alg: 'HS256' }, [good()]), 'claims that are no object');
   const garbage = `${Buffer.from('{not json').toString('base64url')}`;
   const input = `${h}.${garbage}`;
-  await refused(t, `${input}.${createHmac('sha256', secret).update(input).digest('base64url')}`, 'claims that are no JSON');
+  await refused(
+    t,
+    `${input}.${createHmac('sha256', secret).update(input).digest('base64url')}`,
+    'claims that are no JSON',
+  );
   await refused(t, '', 'empty');
 });
 
-t.test('a token verified before is answered from memory only while it is the same token, under the same secret, and valid', async (t) => {
-  const token = await signSessionToken('platform', subject, secret, issuer, 60);
-  const first = await verifySessionTokenClaims('platform', token, secret, issuer);
-  t.same(await verifySessionTokenClaims('platform', token, secret, issuer), first, 'the same answer the second time');
-  // After a successful verify, every variant must still be refused.
-  const [h, p, s] = token.split('.') as [string, string, string];
-  const flipped = s.slice(0, -2) + (s.at(-2) === 'A' ? 'B' : 'A') + s.at(-1);
-  await refused(t, `${h}.${p}.${flipped}`, 'its signed part with a changed signature');
-  await refused(t, `${h}.${p}.${s}=`, 'its signature padded');
-  await refused(t, `${h}.${p}.${s.slice(0, -4)}`, 'its signature shortened');
-  await refused(t, `${token}.x`, 'a fourth segment after it');
-  await t.rejects(verifySessionToken('platform', token, other, issuer), new InvalidTokenError('token invalid'), 'under another secret');
-  await t.rejects(verifySessionToken('platform', token, secret, 'http://elsewhere.test'), new InvalidTokenError('token invalid'), 'for another issuer');
-  await t.rejects(verifySessionToken('dashboard', token, secret, issuer), new InvalidTokenError('token invalid'), 'as another kind');
-  // Its expiry passes (the clock moved on): refused, not remembered.
-  const realNow = Date.now;
-  Date.now = () => realNow() + 61_000;
-  try {
-    await refused(t, token, 'past its expiry', 'token expired');
-  } finally {
-    Date.now = realNow;
-  }
-  t.equal((await verifySessionTokenClaims('platform', token, secret, issuer)).subject, subject, 'and valid again on the real clock');
-});
+t.test(
+  'a token verified before is answered from memory only while it is the same token, under the same secret, and valid',
+  async (t) => {
+    const token = await signSessionToken('platform', subject, secret, issuer, 60);
+    const first = await verifySessionTokenClaims('platform', token, secret, issuer);
+    t.same(await verifySessionTokenClaims('platform', token, secret, issuer), first, 'the same answer the second time');
+    // After a successful verify, every variant must still be refused.
+    const [h, p, s] = token.split('.') as [string, string, string];
+    const flipped = s.slice(0, -2) + (s.at(-2) === 'A' ? 'B' : 'A') + s.at(-1);
+    await refused(t, `${h}.${p}.${flipped}`, 'its signed part with a changed signature');
+    await refused(t, `${h}.${p}.${s}=`, 'its signature padded');
+    await refused(t, `${h}.${p}.${s.slice(0, -4)}`, 'its signature shortened');
+    await refused(t, `${token}.x`, 'a fourth segment after it');
+    await t.rejects(
+      verifySessionToken('platform', token, other, issuer),
+      new InvalidTokenError('token invalid'),
+      'under another secret',
+    );
+    await t.rejects(
+      verifySessionToken('platform', token, secret, 'http://elsewhere.test'),
+      new InvalidTokenError('token invalid'),
+      'for another issuer',
+    );
+    await t.rejects(
+      verifySessionToken('dashboard', token, secret, issuer),
+      new InvalidTokenError('token invalid'),
+      'as another kind',
+    );
+    // Its expiry passes (the clock moved on): refused, not remembered.
+    const realNow = Date.now;
+    Date.now = () => realNow() + 61_000;
+    try {
+      await refused(t, token, 'past its expiry', 'token expired');
+    } finally {
+      Date.now = realNow;
+    }
+    t.equal(
+      (await verifySessionTokenClaims('platform', token, secret, issuer)).subject,
+      subject,
+      'and valid again on the real clock',
+    );
+  },
+);

@@ -16,7 +16,16 @@ function manual(options: { maxInFlight?: number; key?: (item: string) => string 
         log.push(`run ${items.join('+')}`);
         runs.push({
           items: [...items],
-          finish: (fail) => (fail ? reject(fail) : resolve(items.map((item) => (item.startsWith('bad') ? { ok: false, error: new Error(item) } : { ok: true, value: item.toUpperCase() })))),
+          finish: (fail) =>
+            fail
+              ? reject(fail)
+              : resolve(
+                  items.map((item) =>
+                    item.startsWith('bad')
+                      ? { ok: false, error: new Error(item) }
+                      : { ok: true, value: item.toUpperCase() },
+                  ),
+                ),
         });
       }),
     { what: 'test writes', maxInFlight: options.maxInFlight ?? 1, ...(options.key ? { key: options.key } : {}) },
@@ -34,7 +43,11 @@ const settle = () => new Promise((resolve) => setImmediate(resolve));
 t.test('a lone item goes at once; items that arrive meanwhile go together next', async (t) => {
   const { runs, log, submit } = manual();
   const a = submit('a');
-  t.same(runs.map((r) => r.items), [['a']], 'the first item waits for nothing');
+  t.same(
+    runs.map((r) => r.items),
+    [['a']],
+    'the first item waits for nothing',
+  );
   const rest = [submit('b'), submit('c')];
   await settle();
   t.equal(runs.length, 1, 'one run in flight at a time');
@@ -71,11 +84,12 @@ t.test('the next run reaches the database before the finished run’s callers re
     },
     { what: 'test writes', maxInFlight: 1 },
   );
-  const answer = (item: string) => batcher.submit(item).then(async () => {
-    log.push(`answered ${item}`);
-    for (let step = 0; step < 25; step++) await null; // the answer's own work
-    log.push(`written ${item}`);
-  });
+  const answer = (item: string) =>
+    batcher.submit(item).then(async () => {
+      log.push(`answered ${item}`);
+      for (let step = 0; step < 25; step++) await null; // the answer's own work
+      log.push(`written ${item}`);
+    });
   const first = answer('a');
   const rest = [answer('b'), answer('c')];
   await settle();
@@ -84,7 +98,10 @@ t.test('the next run reaches the database before the finished run’s callers re
   t.ok(log.indexOf('sent b+c') < log.indexOf('answered a'), `order: ${log.join(', ')}`);
   finishers[1]!();
   await Promise.all(rest);
-  t.same(log.filter((l) => l.startsWith('written')), ['written a', 'written b', 'written c']);
+  t.same(
+    log.filter((l) => l.startsWith('written')),
+    ['written a', 'written b', 'written c'],
+  );
 });
 
 t.test('an item that fails alone fails only itself; a run that throws is run again item by item', async (t) => {
@@ -96,10 +113,19 @@ t.test('an item that fails alone fails only itself; a run that throws is run aga
   await settle();
   runs[1]!.finish(new Error('the statement broke'));
   await settle();
-  t.same(runs.slice(2).map((r) => r.items), [['bad-1'], ['ok-2'], ['ok-3']], 'each item of the broken run on its own');
+  t.same(
+    runs.slice(2).map((r) => r.items),
+    [['bad-1'], ['ok-2'], ['ok-3']],
+    'each item of the broken run on its own',
+  );
   for (const run of runs.slice(2)) run.finish();
   await Promise.all(batch);
-  t.same(log.filter((l) => !l.startsWith('run')).sort(), ['answered ok-2=OK-2', 'answered ok-3=OK-3', 'answered x=X', 'failed bad-1: bad-1']);
+  t.same(log.filter((l) => !l.startsWith('run')).sort(), [
+    'answered ok-2=OK-2',
+    'answered ok-3=OK-3',
+    'answered x=X',
+    'failed bad-1: bad-1',
+  ]);
 });
 
 t.test('items with the same key never share a run', async (t) => {

@@ -79,25 +79,35 @@ async function fingerprint(url: string): Promise<Record<string, unknown[]>> {
   });
 }
 
-t.test("after the platform's migrations, graphile_worker is exactly what Graphile Worker's own migrations make", async (t) => {
-  const platform = await createTestDatabase(t);
-  const graphileOnly = await createTestDatabase(t, { empty: true });
-  await runMigrations({ connectionString: graphileOnly, logger: graphileLogger(testLogger()), maxPoolSize: 1 });
-  const [a, b] = await Promise.all([fingerprint(platform), fingerprint(graphileOnly)]);
-  t.ok(b.functions!.some((f) => (f as { proname: string }).proname === 'add_jobs'), 'the fingerprint sees Graphile Worker');
-  for (const name of Object.keys(categories)) {
-    t.same(a[name], b[name], `the platform adds nothing to Graphile Worker's schema: ${name}`);
-  }
+t.test(
+  "after the platform's migrations, graphile_worker is exactly what Graphile Worker's own migrations make",
+  async (t) => {
+    const platform = await createTestDatabase(t);
+    const graphileOnly = await createTestDatabase(t, { empty: true });
+    await runMigrations({ connectionString: graphileOnly, logger: graphileLogger(testLogger()), maxPoolSize: 1 });
+    const [a, b] = await Promise.all([fingerprint(platform), fingerprint(graphileOnly)]);
+    t.ok(
+      b.functions!.some((f) => (f as { proname: string }).proname === 'add_jobs'),
+      'the fingerprint sees Graphile Worker',
+    );
+    for (const name of Object.keys(categories)) {
+      t.same(a[name], b[name], `the platform adds nothing to Graphile Worker's schema: ${name}`);
+    }
 
-  await withClient(platform, async (c) => {
-    const reaching = await c.query(`select n.nspname, p.proname, pg_get_function_identity_arguments(p.oid) as args
+    await withClient(platform, async (c) => {
+      const reaching = await c.query(`select n.nspname, p.proname, pg_get_function_identity_arguments(p.oid) as args
       from pg_proc p join pg_namespace n on n.oid = p.pronamespace
       where n.nspname not in ('graphile_worker', 'pg_catalog', 'information_schema')
         and p.prosrc ~* 'graphile_worker"?\\s*\\.\\s*"?_private_' order by 1, 2, 3`);
-    t.same(reaching.rows, [], "no platform function reaches into Graphile Worker's private tables");
-    const triggers = await c.query(`select c.relname, tg.tgname, p.proname
+      t.same(reaching.rows, [], "no platform function reaches into Graphile Worker's private tables");
+      const triggers = await c.query(`select c.relname, tg.tgname, p.proname
       from pg_trigger tg join pg_class c on c.oid = tg.tgrelid join pg_proc p on p.oid = tg.tgfoid
       where c.relnamespace = ${ns} and not tg.tgisinternal and p.pronamespace <> ${ns} order by 1, 2`);
-    t.same(triggers.rows, [], "the platform adds nothing to Graphile Worker's schema: no trigger of ours on its tables");
-  });
-});
+      t.same(
+        triggers.rows,
+        [],
+        "the platform adds nothing to Graphile Worker's schema: no trigger of ours on its tables",
+      );
+    });
+  },
+);

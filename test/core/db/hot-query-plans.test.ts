@@ -40,7 +40,9 @@ t.teardown(() => explainer.end());
 type PlanNode = { 'Node Type': string; 'Relation Name'?: string; Plans?: PlanNode[] };
 /** The tables among `tables` that the plan reads from end to end. */
 const seqScans = (node: PlanNode, tables: readonly string[] = BIG_TABLES): string[] => [
-  ...(node['Node Type'] === 'Seq Scan' && node['Relation Name'] && tables.includes(node['Relation Name']) ? [node['Relation Name']] : []),
+  ...(node['Node Type'] === 'Seq Scan' && node['Relation Name'] && tables.includes(node['Relation Name'])
+    ? [node['Relation Name']]
+    : []),
   ...(node.Plans ?? []).flatMap((child) => seqScans(child, tables)),
 ];
 
@@ -49,7 +51,9 @@ const seqScans = (node: PlanNode, tables: readonly string[] = BIG_TABLES): strin
 // statement run again inside a transaction that is rolled back, and LOG
 // messages reach this client as notices.
 await explainer.query(`load 'auto_explain'`);
-await explainer.query(`set auto_explain.log_min_duration = 0; set auto_explain.log_nested_statements = on; set auto_explain.log_format = json; set client_min_messages = log`);
+await explainer.query(
+  `set auto_explain.log_min_duration = 0; set auto_explain.log_nested_statements = on; set auto_explain.log_format = json; set client_min_messages = log`,
+);
 let logged: PlanNode[] = [];
 explainer.on('notice', (notice) => {
   const at = notice.message?.indexOf('plan:') ?? -1;
@@ -76,9 +80,17 @@ const planOf = async (text: string, values: readonly unknown[]) => {
 };
 
 t.test('the check sees a sequential scan where there is one', async (t) => {
-  t.same(seqScans(await planOf('select id from jobs where kind = $1', ['nothing'])), ['jobs'], 'jobs has no index on kind');
+  t.same(
+    seqScans(await planOf('select id from jobs where kind = $1', ['nothing'])),
+    ['jobs'],
+    'jobs has no index on kind',
+  );
   const inside = await executedPlans(`do $$ begin perform 1 from jobs where kind = 'nothing'; end $$`, []);
-  t.same(inside?.flatMap((plan) => seqScans(plan)), ['jobs'], 'and sees one inside a function');
+  t.same(
+    inside?.flatMap((plan) => seqScans(plan)),
+    ['jobs'],
+    'and sees one inside a function',
+  );
 });
 
 for (const figure of SCALE_FIGURES) {
@@ -88,7 +100,9 @@ for (const figure of SCALE_FIGURES) {
     recording = true;
     await p.requests[figure]();
     recording = false;
-    const statements = recorded.filter((q) => !/^\s*(begin|commit|rollback|savepoint|release|set |select pg_notify|listen|unlisten)/i.test(q.sql));
+    const statements = recorded.filter(
+      (q) => !/^\s*(begin|commit|rollback|savepoint|release|set |select pg_notify|listen|unlisten)/i.test(q.sql),
+    );
     let nested = 0;
     for (const q of statements) {
       const shown = q.sql.replace(/\s+/g, ' ').slice(0, 160);
@@ -96,7 +110,11 @@ for (const figure of SCALE_FIGURES) {
       const ran = await executedPlans(q.sql, q.values);
       if (!ran) continue;
       nested += Math.max(0, ran.length - 1);
-      t.same(ran.flatMap((plan) => seqScans(plan)), [], `run again, every plan inside it: ${shown}`);
+      t.same(
+        ran.flatMap((plan) => seqScans(plan)),
+        [],
+        `run again, every plan inside it: ${shown}`,
+      );
     }
     t.pass(`${statements.length} statements explained, ${nested} plans inside functions and triggers`);
   });
@@ -107,7 +125,11 @@ for (const figure of SCALE_FIGURES) {
 // from end to end either.
 t.test('the operator console: no sequential scan of a big table', async (t) => {
   const { CONSOLE_PAGES } = await import('../../../api/routes/console/views/index.ts');
-  const job = await db.one(sql.unsafe`select id, tenant_id, kind from jobs order by created_at desc limit 1`) as { id: string; tenant_id: string; kind: string };
+  const job = (await db.one(sql.unsafe`select id, tenant_id, kind from jobs order by created_at desc limit 1`)) as {
+    id: string;
+    tenant_id: string;
+    kind: string;
+  };
   const paths: Array<[string, Record<string, string>, Record<string, string>]> = [
     ['/console', {}, {}],
     ['/console/jobs', {}, {}],
@@ -129,7 +151,11 @@ t.test('the operator console: no sequential scan of a big table', async (t) => {
     recording = false;
     t.ok(view, `${path} renders`);
     for (const q of recorded) {
-      t.same(seqScans(await planOf(q.sql, q.values)), [], `${path} ${JSON.stringify(query)}: ${q.sql.replace(/\s+/g, ' ').slice(0, 120)}`);
+      t.same(
+        seqScans(await planOf(q.sql, q.values)),
+        [],
+        `${path} ${JSON.stringify(query)}: ${q.sql.replace(/\s+/g, ' ').slice(0, 120)}`,
+      );
     }
   }
 });
@@ -138,15 +164,22 @@ t.test('the operator console: no sequential scan of a big table', async (t) => {
 // job wakes its queue (migration 0043): both by the queue's index, however
 // many queues there are and however long one is.
 t.test('a serial queue is claimed and woken by index', async (t) => {
-  const tenant = await db.oneFirst(sql.unsafe`select id from tenants limit 1`) as string;
+  const tenant = (await db.oneFirst(sql.unsafe`select id from tenants limit 1`)) as string;
   await db.query(sql.unsafe`
     insert into jobs (id, tenant_id, kind, pool, queue_name, input)
     select gen_random_uuid(), ${tenant}, 'diag.noop', 'short', case when n <= 3000 then 'plans:' || (n % 300) else 'plans:long' end, '{}'
     from generate_series(1, 4000) n`);
   await db.query(sql.unsafe`analyze jobs`);
-  for (const text of [`select * from queue_claim(array['plans:long', 'plans:7'], array['plans', 'plans'])`, `select queue_wake(array['plans:long', 'plans:7'])`]) {
+  for (const text of [
+    `select * from queue_claim(array['plans:long', 'plans:7'], array['plans', 'plans'])`,
+    `select queue_wake(array['plans:long', 'plans:7'])`,
+  ]) {
     const ran = await executedPlans(text, []);
     t.ok(ran && ran.length > 1, `${text}: plans inside it recorded`);
-    t.same(ran!.flatMap((plan) => seqScans(plan)), [], `${text}: no sequential scan`);
+    t.same(
+      ran!.flatMap((plan) => seqScans(plan)),
+      [],
+      `${text}: no sequential scan`,
+    );
   }
 });

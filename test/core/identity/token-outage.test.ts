@@ -18,9 +18,15 @@ t.test('keys unreadable: the database error, not a rejected token', async (t) =>
   const { privateKey } = await generateKeyPair(SIGNING_ALG);
   const token = await new SignJWT({ reg: 'r', tid: 't', scope: 'agent:read' })
     .setProtectedHeader({ alg: SIGNING_ALG, kid: 'some-kid', typ: 'at+jwt' })
-    .setIssuer('http://localhost:3000').setAudience('http://localhost:3000/api/agent').setSubject('p').setExpirationTime('5m')
+    .setIssuer('http://localhost:3000')
+    .setAudience('http://localhost:3000/api/agent')
+    .setSubject('p')
+    .setExpirationTime('5m')
     .sign(privateKey);
-  const error = await verifyAccessToken(keys, token, 'http://localhost:3000', 'http://localhost:3000/api/agent').then(() => null, (e: unknown) => e);
+  const error = await verifyAccessToken(keys, token, 'http://localhost:3000', 'http://localhost:3000/api/agent').then(
+    () => null,
+    (e: unknown) => e,
+  );
   t.notOk(error instanceof RejectedTokenError, 'not rejected as a bad token');
   t.ok(isDatabaseUnavailable(error), `the outage itself: ${(error as Error).message}`);
 });

@@ -28,7 +28,10 @@ t.test('a long text is split to fit NOTIFY, without cutting a surrogate pair, an
   const text = `${'é'.repeat(1_999)}😀${'\u0001'.repeat(3_000)}${'x'.repeat(10_000)}`;
   const payloads = encodeDeltas([{ jobId: job(3), attempt: 1, offset: 10, text }]);
   t.ok(payloads.length > 2, `${payloads.length} notifications`);
-  t.ok(payloads.every((p) => Buffer.byteLength(p) < 8_000), 'each under the 8,000-byte limit');
+  t.ok(
+    payloads.every((p) => Buffer.byteLength(p) < 8_000),
+    'each under the 8,000-byte limit',
+  );
   const back = payloads.flatMap(decodeDeltas);
   t.equal(back.map((d) => d.text).join(''), text, 'the pieces put together are the text');
   let offset = 10;
@@ -42,5 +45,7 @@ t.test('a long text is split to fit NOTIFY, without cutting a surrogate pair, an
 
 t.test('what is not a delta is skipped', async (t) => {
   t.same(decodeDeltas('not json'), []);
-  t.same(decodeDeltas('{"d":[["id",1,0,"ok"],["id","x",0,"bad"],"junk"]}'), [{ jobId: 'id', attempt: 1, offset: 0, text: 'ok' }]);
+  t.same(decodeDeltas('{"d":[["id",1,0,"ok"],["id","x",0,"bad"],"junk"]}'), [
+    { jobId: 'id', attempt: 1, offset: 0, text: 'ok' },
+  ]);
 });

@@ -17,7 +17,9 @@ const counts = () =>
 
 t.test('a committed enqueue writes the jobs row and the Graphile job together', async (t) => {
   const before = await counts();
-  const job = await db.transaction((tx) => enqueueJob(tx, { kind: 'diag.noop', tenantId: member.tenantId, input: { a: 1 } }));
+  const job = await db.transaction((tx) =>
+    enqueueJob(tx, { kind: 'diag.noop', tenantId: member.tenantId, input: { a: 1 } }),
+  );
   t.equal(job.status, 'queued');
   const after = await counts();
   t.same(after, { jobs: before.jobs + 1, graphile: before.graphile + 1 });
@@ -56,11 +58,15 @@ t.test('group commit: concurrent submissions commit together; a failing one roll
   const rejected = results.filter((r) => r.status === 'rejected');
   t.equal(rejected.length, 1, 'only the failing request is rejected');
   t.match((rejected[0] as PromiseRejectedResult).reason, /request 7 is invalid/);
-  const fulfilled = results.filter((r) => r.status === 'fulfilled').map((r) => (r as PromiseFulfilledResult<{ value: number; jobs: unknown[] }>).value);
+  const fulfilled = results
+    .filter((r) => r.status === 'fulfilled')
+    .map((r) => (r as PromiseFulfilledResult<{ value: number; jobs: unknown[] }>).value);
   t.equal(fulfilled.length, 19);
   t.ok(fulfilled.every((f) => f.jobs.length === 1));
   t.same(await counts(), { jobs: before.jobs + 19, graphile: before.graphile + 19 });
-  const rows = await db.oneFirst(sql.type(z.object({ n: z.number() }))`select count(*)::int as n from tenants where name = ${marker}`);
+  const rows = await db.oneFirst(
+    sql.type(z.object({ n: z.number() }))`select count(*)::int as n from tenants where name = ${marker}`,
+  );
   t.equal(rows, 19, "the failing request's own rows were rolled back");
 });
 
@@ -72,33 +78,56 @@ t.test('group commit: a job spec that breaks the shared statement fails only its
     committer.enqueue([{ kind: 'diag.noop', tenantId: '00000000-0000-0000-0000-000000000000' }]), // no such tenant
     committer.enqueue([{ kind: 'diag.noop', tenantId: member.tenantId }]),
   ]);
-  t.same(results.map((r) => r.status), ['fulfilled', 'rejected', 'fulfilled']);
+  t.same(
+    results.map((r) => r.status),
+    ['fulfilled', 'rejected', 'fulfilled'],
+  );
   t.same(await counts(), { jobs: before.jobs + 2, graphile: before.graphile + 2 });
 });
 
-t.test("work that counts against the account's limit: over it the enqueue is refused and writes nothing; platform follow-ups are never refused", async (t) => {
-  const account = await createAccount(db, 1);
-  const tenantId = account.tenants[0]!;
-  await db.query(sql.unsafe`update plan_limits set max_open_jobs = 2 where plan = 'free'`);
-  t.teardown(() => db.query(sql.unsafe`update plan_limits set max_open_jobs = 200 where plan = 'free'`));
-  const committer = new GroupCommitter(db, { maxInFlight: 1 });
-  await committer.enqueue([{ kind: 'diag.noop', tenantId, quota: true }, { kind: 'diag.noop', tenantId, quota: true }]);
-  const before = await counts();
-  const refused = await committer.enqueue([{ kind: 'diag.noop', tenantId, quota: true }]).catch((error: unknown) => error);
-  t.ok(refused instanceof QueueLimitError, 'QueueLimitError');
-  t.match(refused, { code: 'QUEUE_LIMIT_REACHED', plan: 'free', limit: 2, open: 2 });
-  t.same(await counts(), before, 'nothing written');
-  await db.transaction((tx) => enqueueJob(tx, { kind: 'diag.noop', tenantId }));
-  t.same(await counts(), { jobs: before.jobs + 1, graphile: before.graphile + 1 }, 'a follow-up without quota goes in');
-});
+t.test(
+  "work that counts against the account's limit: over it the enqueue is refused and writes nothing; platform follow-ups are never refused",
+  async (t) => {
+    const account = await createAccount(db, 1);
+    const tenantId = account.tenants[0]!;
+    await db.query(sql.unsafe`update plan_limits set max_open_jobs = 2 where plan = 'free'`);
+    t.teardown(() => db.query(sql.unsafe`update plan_limits set max_open_jobs = 200 where plan = 'free'`));
+    const committer = new GroupCommitter(db, { maxInFlight: 1 });
+    await committer.enqueue([
+      { kind: 'diag.noop', tenantId, quota: true },
+      { kind: 'diag.noop', tenantId, quota: true },
+    ]);
+    const before = await counts();
+    const refused = await committer
+      .enqueue([{ kind: 'diag.noop', tenantId, quota: true }])
+      .catch((error: unknown) => error);
+    t.ok(refused instanceof QueueLimitError, 'QueueLimitError');
+    t.match(refused, { code: 'QUEUE_LIMIT_REACHED', plan: 'free', limit: 2, open: 2 });
+    t.same(await counts(), before, 'nothing written');
+    await db.transaction((tx) => enqueueJob(tx, { kind: 'diag.noop', tenantId }));
+    t.same(
+      await counts(),
+      { jobs: before.jobs + 1, graphile: before.graphile + 1 },
+      'a follow-up without quota goes in',
+    );
+  },
+);
 
-t.test('fair order: each account\'s jobs are spaced by its weight, and a new account starts at the head', async (t) => {
+t.test("fair order: each account's jobs are spaced by its weight, and a new account starts at the head", async (t) => {
   const [a, b] = [await createAccount(db, 1, 'free'), await createAccount(db, 1, 'enterprise')];
   const tags = async (tenantId: string, n: number) => {
-    const jobs = await db.transaction((tx) => enqueueJobs(tx, Array.from({ length: n }, () => ({ kind: 'diag.wait', tenantId }))));
+    const jobs = await db.transaction((tx) =>
+      enqueueJobs(
+        tx,
+        Array.from({ length: n }, () => ({ kind: 'diag.wait', tenantId })),
+      ),
+    );
     return db.anyFirst(sql.type(z.object({ t: z.number() }))`
       select extract(epoch from g.run_at)::float8 * 1e6 as t from jobs j join graphile_worker._private_jobs g on g.id = j.graphile_job_id
-      where j.id = any(${sql.array(jobs.map((job) => job.id), 'uuid')}) order by g.run_at`);
+      where j.id = any(${sql.array(
+        jobs.map((job) => job.id),
+        'uuid',
+      )}) order by g.run_at`);
   };
   const free = await tags(a.tenants[0]!, 4);
   const enterprise = await tags(b.tenants[0]!, 4);

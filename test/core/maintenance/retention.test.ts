@@ -28,7 +28,10 @@ t.test('every table is swept by retention or kept for a reason, never both', asy
   const ledger = new Set(['schema_migrations']);
   for (const table of tables) {
     if (ledger.has(table)) continue;
-    t.ok(swept.has(table) !== kept.has(table), `${table}: ${swept.has(table) ? 'swept' : kept.has(table) ? `kept (${KEPT_TABLES[table]})` : 'neither swept nor kept: decide how it stays bounded'}`);
+    t.ok(
+      swept.has(table) !== kept.has(table),
+      `${table}: ${swept.has(table) ? 'swept' : kept.has(table) ? `kept (${KEPT_TABLES[table]})` : 'neither swept nor kept: decide how it stays bounded'}`,
+    );
   }
   for (const name of [...swept, ...kept]) t.ok(tables.includes(name), `${name} exists`);
 });
@@ -42,13 +45,15 @@ t.test('docs/configuration.md lists every swept table and its retention setting'
   const end = rest.search(/^#{1,2} /m);
   const section = start < 0 ? '' : end < 0 ? rest : rest.slice(0, end);
   for (const entry of EXPIRING_ROWS) t.match(section, `\`${entry.table}\``, entry.table);
-  for (const setting of ['JOB_RETENTION_DAYS', 'USAGE_RECORD_RETENTION_DAYS', 'EVENT_RETENTION_DAYS']) t.match(section, setting);
+  for (const setting of ['JOB_RETENTION_DAYS', 'USAGE_RECORD_RETENTION_DAYS', 'EVENT_RETENTION_DAYS'])
+    t.match(section, setting);
 });
 
 t.test('the sweep deletes what is past retention and keeps what is still read', async (t) => {
   const member = await createMember(db);
   const Count = z.object({ n: z.number() });
-  const count = (query: ReturnType<typeof sql.fragment>) => db.oneFirst(sql.type(Count)`select count(*)::int as n from ${query}`);
+  const count = (query: ReturnType<typeof sql.fragment>) =>
+    db.oneFirst(sql.type(Count)`select count(*)::int as n from ${query}`);
   const usage = (occurred: string) => sql.fragment`
     insert into usage_records (tenant_id, provider, model, input_tokens, output_tokens, cost_micros, occurred_at)
     values (${member.tenantId}, 'openai', 'openai/gpt-4o-mini', 10, 20, 30, now() - ${occurred}::interval)`;
@@ -72,9 +77,21 @@ t.test('the sweep deletes what is past retention and keeps what is still read', 
 
   const removed = await sweepExpiredRows(db, config);
   t.equal(removed['usage records past USAGE_RECORD_RETENTION_DAYS, rolled up'], 1, 'the rolled-up old record');
-  t.equal(await count(sql.fragment`usage_records where tenant_id = ${member.tenantId}`), 2, 'the queued old day and the recent record stay');
-  t.equal(await count(sql.fragment`usage_daily where tenant_id = ${member.tenantId} and day = ${rolledDay}::date`), 1, "the swept day's totals stay in usage_daily");
-  t.same(await db.anyFirst(sql.type(Name)`select event_id as name from billing_events order by 1`), ['evt_new', 'evt_old_queued'], 'a queued event is never swept');
+  t.equal(
+    await count(sql.fragment`usage_records where tenant_id = ${member.tenantId}`),
+    2,
+    'the queued old day and the recent record stay',
+  );
+  t.equal(
+    await count(sql.fragment`usage_daily where tenant_id = ${member.tenantId} and day = ${rolledDay}::date`),
+    1,
+    "the swept day's totals stay in usage_daily",
+  );
+  t.same(
+    await db.anyFirst(sql.type(Name)`select event_id as name from billing_events order by 1`),
+    ['evt_new', 'evt_old_queued'],
+    'a queued event is never swept',
+  );
   t.same(await db.anyFirst(sql.type(Name)`select key as name from billing_sandbox_idempotency`), ['new']);
   for (const entry of EXPIRING_ROWS) t.type(removed[entry.name], 'number', `${entry.name}: its statement runs`);
 });

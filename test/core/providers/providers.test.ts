@@ -5,7 +5,14 @@ import t from 'tap';
 import { createAnthropicAdapter } from '../../../core/providers/anthropic.ts';
 import { builtinAdapter } from '../../../core/providers/builtin.ts';
 import { createOpenAICompatibleAdapter } from '../../../core/providers/openai.ts';
-import { costMicros, defaultBaseUrl, modelInfo, parseModel, providerFor, PROVIDERS } from '../../../core/providers/registry.ts';
+import {
+  costMicros,
+  defaultBaseUrl,
+  modelInfo,
+  parseModel,
+  providerFor,
+  PROVIDERS,
+} from '../../../core/providers/registry.ts';
 import { ProviderError, type CompletionRequest, type ProviderAdapter } from '../../../core/providers/types.ts';
 import { startFakeAnthropic, startFakeOpenAI, type FakeProvider } from '../../helpers/fake-providers.ts';
 import { testConfig } from '../../helpers/config.ts';
@@ -24,12 +31,35 @@ t.teardown(() => Promise.all([openaiServer.close(), anthropicServer.close()]));
 // address, which the outbound policy allows only when told to (outbound.test.ts).
 const allowPrivateUrls = true;
 const openaiWith = (timeoutMs: number) =>
-  createOpenAICompatibleAdapter({ id: 'openai', displayName: 'OpenAI', defaultBaseUrl: 'http://127.0.0.1:9/v1', needsKey: true, models: [], timeoutMs, allowPrivateUrls });
-const anthropicWith = (timeoutMs: number) => createAnthropicAdapter({ defaultBaseUrl: 'http://127.0.0.1:9', models: [], timeoutMs, allowPrivateUrls });
+  createOpenAICompatibleAdapter({
+    id: 'openai',
+    displayName: 'OpenAI',
+    defaultBaseUrl: 'http://127.0.0.1:9/v1',
+    needsKey: true,
+    models: [],
+    timeoutMs,
+    allowPrivateUrls,
+  });
+const anthropicWith = (timeoutMs: number) =>
+  createAnthropicAdapter({ defaultBaseUrl: 'http://127.0.0.1:9', models: [], timeoutMs, allowPrivateUrls });
 const openai = openaiWith(TIMEOUT_MS);
 
-const protocols: Array<{ name: string; adapter: ProviderAdapter; impatient: ProviderAdapter; server: FakeProvider; model: string; overloaded: number }> = [
-  { name: 'openai', adapter: openai, impatient: openaiWith(SHORT_TIMEOUT_MS), server: openaiServer, model: 'gpt-4o-mini', overloaded: 503 },
+const protocols: Array<{
+  name: string;
+  adapter: ProviderAdapter;
+  impatient: ProviderAdapter;
+  server: FakeProvider;
+  model: string;
+  overloaded: number;
+}> = [
+  {
+    name: 'openai',
+    adapter: openai,
+    impatient: openaiWith(SHORT_TIMEOUT_MS),
+    server: openaiServer,
+    model: 'gpt-4o-mini',
+    overloaded: 503,
+  },
   {
     name: 'anthropic',
     adapter: anthropicWith(TIMEOUT_MS),
@@ -71,7 +101,10 @@ for (const { name, adapter, impatient, server, model, overloaded } of protocols)
     server.enqueue({ reply: 'Hello brave new world', chunks: 3, delayMs: 5, usage: { input: 12, output: 5 } });
     const before = server.requests.length;
     const deltas: string[] = [];
-    const result = await adapter.complete(ask(model, { maxOutputTokens: 50, onDelta: (d) => void deltas.push(d) }), creds);
+    const result = await adapter.complete(
+      ask(model, { maxOutputTokens: 50, onDelta: (d) => void deltas.push(d) }),
+      creds,
+    );
     t.same(deltas, ['Hello ', 'brave ', 'new world']);
     t.same(result, { text: 'Hello brave new world', inputTokens: 12, outputTokens: 5, finishReason: 'stop' });
     const sent = server.requests[before]!;
@@ -84,7 +117,10 @@ for (const { name, adapter, impatient, server, model, overloaded } of protocols)
       t.match(sent.body, { max_tokens: 50 });
       t.equal(sent.headers['anthropic-version'], '2023-06-01');
     } else {
-      t.same(sent.messages, [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Say hello' }]);
+      t.same(sent.messages, [
+        { role: 'system', content: 'Be brief.' },
+        { role: 'user', content: 'Say hello' },
+      ]);
       t.match(sent.body, { stream_options: { include_usage: true }, max_completion_tokens: 50 });
     }
   });
@@ -99,10 +135,27 @@ for (const { name, adapter, impatient, server, model, overloaded } of protocols)
   t.test(`${name}: async onDelta is awaited in order; its failure passes through unmapped`, async (t) => {
     server.enqueue({ reply: 'one two three', chunks: 3 });
     const seen: string[] = [];
-    await adapter.complete(ask(model, { onDelta: async (d) => { await new Promise((r) => setTimeout(r, 5)); seen.push(d); } }), creds);
+    await adapter.complete(
+      ask(model, {
+        onDelta: async (d) => {
+          await new Promise((r) => setTimeout(r, 5));
+          seen.push(d);
+        },
+      }),
+      creds,
+    );
     t.same(seen, ['one ', 'two ', 'three']);
     server.enqueue({ reply: 'one two three', chunks: 3 });
-    const error = await failure(adapter.complete(ask(model, { onDelta: () => { throw new Error('socket gone'); } }), creds));
+    const error = await failure(
+      adapter.complete(
+        ask(model, {
+          onDelta: () => {
+            throw new Error('socket gone');
+          },
+        }),
+        creds,
+      ),
+    );
     t.notOk(error instanceof ProviderError);
     t.match(error, { message: 'socket gone' });
   });
@@ -121,7 +174,11 @@ for (const { name, adapter, impatient, server, model, overloaded } of protocols)
       [403, 'invalid_key', false],
     ] as const) {
       server.enqueue({ status });
-      t.match(await providerFailure(adapter.complete(ask(model), creds)), { kind, status, retryable }, `${status} -> ${kind}`);
+      t.match(
+        await providerFailure(adapter.complete(ask(model), creds)),
+        { kind, status, retryable },
+        `${status} -> ${kind}`,
+      );
     }
 
     const wrongKey = await providerFailure(adapter.complete(ask(model), { ...creds, apiKey: 'sk-wrong' }));
@@ -140,17 +197,27 @@ for (const { name, adapter, impatient, server, model, overloaded } of protocols)
     t.same(deltas, ['a ', 'b ']);
 
     server.enqueue({ reply: 'a b c', cutAfterChunks: 1, endCleanly: true });
-    t.match(await providerFailure(adapter.complete(ask(model), creds)), { kind: 'interrupted' }, 'a stream that ends without finishing');
+    t.match(
+      await providerFailure(adapter.complete(ask(model), creds)),
+      { kind: 'interrupted' },
+      'a stream that ends without finishing',
+    );
   });
 
   t.test(`${name}: a server that hangs is a timeout, before the headers and mid-stream`, async (t) => {
     server.enqueue({ hang: true });
     // The adapter's own timeout fired (it names it), not a transport default.
-    t.match(await providerFailure(impatient.complete(ask(model), creds)), { kind: 'timeout', retryable: true, message: new RegExp(`within ${SHORT_TIMEOUT_MS} ms`) });
+    t.match(await providerFailure(impatient.complete(ask(model), creds)), {
+      kind: 'timeout',
+      retryable: true,
+      message: new RegExp(`within ${SHORT_TIMEOUT_MS} ms`),
+    });
 
     server.enqueue({ reply: 'a b c', hang: true, afterChunks: 1 });
     const deltas: string[] = [];
-    t.match(await providerFailure(impatient.complete(ask(model, { onDelta: (d) => void deltas.push(d) }), creds)), { kind: 'timeout' });
+    t.match(await providerFailure(impatient.complete(ask(model, { onDelta: (d) => void deltas.push(d) }), creds)), {
+      kind: 'timeout',
+    });
     t.same(deltas, ['a ']);
 
     // A slow stream that keeps sending is not a timeout: the deadline is per piece.
@@ -197,7 +264,10 @@ t.test('openrouter checks the key at /key; ollama needs no key', async (t) => {
   t.equal(ollama.needsKey, false);
   t.same(await ollama.validateKey({}), { valid: true });
   local.enqueue({ reply: 'hi there' });
-  const result = await ollama.complete({ model: 'llama3.2', messages: [{ role: 'user', content: 'hi' }], maxOutputTokens: 20 }, {});
+  const result = await ollama.complete(
+    { model: 'llama3.2', messages: [{ role: 'user', content: 'hi' }], maxOutputTokens: 20 },
+    {},
+  );
   t.equal(result.text, 'hi there');
   t.match(local.requests.at(-1)!.body, { max_tokens: 20 }, 'compatible servers get max_tokens');
   t.equal(costMicros('ollama', 'llama3.2', result.inputTokens, result.outputTokens), 0);
@@ -207,7 +277,10 @@ t.test('an unreachable server is unavailable (retryable)', async (t) => {
   const server = await startFakeOpenAI();
   const url = server.url;
   await server.close();
-  t.match(await providerFailure(openai.complete(ask('gpt-4o-mini'), { apiKey: KEY, baseUrl: url })), { kind: 'unavailable', retryable: true });
+  t.match(await providerFailure(openai.complete(ask('gpt-4o-mini'), { apiKey: KEY, baseUrl: url })), {
+    kind: 'unavailable',
+    retryable: true,
+  });
 });
 
 t.test('builtin/offline answers without a key or a network, deterministically', async (t) => {
@@ -233,13 +306,23 @@ t.test('builtin/offline answers without a key or a network, deterministically', 
 t.test('registry: parseModel, providerFor, PROVIDERS, costMicros, defaultBaseUrl', async (t) => {
   t.same(parseModel('openai/gpt-4o-mini'), { provider: 'openai', model: 'gpt-4o-mini' });
   t.same(parseModel('builtin/offline'), { provider: 'builtin', model: 'offline' });
-  t.same(parseModel('openrouter/anthropic/claude-3.5-haiku'), { provider: 'openrouter', model: 'anthropic/claude-3.5-haiku' });
-  for (const bad of ['gpt-4o-mini', 'unknown/model', 'openai/', '/gpt', 'builtin/other', 'custom/x']) t.equal(parseModel(bad), null, bad);
+  t.same(parseModel('openrouter/anthropic/claude-3.5-haiku'), {
+    provider: 'openrouter',
+    model: 'anthropic/claude-3.5-haiku',
+  });
+  for (const bad of ['gpt-4o-mini', 'unknown/model', 'openai/', '/gpt', 'builtin/other', 'custom/x'])
+    t.equal(parseModel(bad), null, bad);
 
   t.equal(providerFor('anthropic').id, 'anthropic');
   t.throws(() => providerFor('nope'), /unknown model provider/);
-  t.same(PROVIDERS.map((p) => p.id), ['openai', 'anthropic', 'openrouter', 'ollama', 'builtin']);
-  t.same(PROVIDERS.filter((p) => p.needsKey).map((p) => p.id), ['openai', 'anthropic', 'openrouter']);
+  t.same(
+    PROVIDERS.map((p) => p.id),
+    ['openai', 'anthropic', 'openrouter', 'ollama', 'builtin'],
+  );
+  t.same(
+    PROVIDERS.filter((p) => p.needsKey).map((p) => p.id),
+    ['openai', 'anthropic', 'openrouter'],
+  );
   t.ok(PROVIDERS.every((p) => p.models.length > 0));
   t.match(modelInfo('openai', 'gpt-4o-mini'), { inputPricePerMTokMicros: 150_000, outputPricePerMTokMicros: 600_000 });
 

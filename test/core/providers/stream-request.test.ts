@@ -36,7 +36,15 @@ const collect = async (handler?: (e: StreamEvent) => void | Promise<void>) => {
 t.test('events in every form the standard allows, split anywhere', async (t) => {
   script = async (res) => {
     res.writeHead(200, { 'content-type': 'text/event-stream' });
-    for (const part of [': a comment\n\n', 'data: one\n', '\n', 'event: named\r\ndata: two\r\n\r\n', 'data: three', ' continued\ndata: line2\n\n', 'data:four\n\ndata: last']) {
+    for (const part of [
+      ': a comment\n\n',
+      'data: one\n',
+      '\n',
+      'event: named\r\ndata: two\r\n\r\n',
+      'data: three',
+      ' continued\ndata: line2\n\n',
+      'data:four\n\ndata: last',
+    ]) {
       res.write(part);
       await tick();
     }
@@ -65,7 +73,11 @@ t.test('a promise the handler returns is awaited before the next event, and the 
     seen.push(e.data);
     busy = false;
   });
-  t.same(seen, Array.from({ length: 20 }, (_, i) => String(i)), 'all, in order, before the call returned');
+  t.same(
+    seen,
+    Array.from({ length: 20 }, (_, i) => String(i)),
+    'all, in order, before the call returned',
+  );
 });
 
 t.test('a handler that throws ends the call with its error', async (t) => {
@@ -75,13 +87,19 @@ t.test('a handler that throws ends the call with its error', async (t) => {
     await tick();
     res.end('data: b\n\n');
   };
-  await t.rejects(collect(() => {
-    throw new Error('stop here');
-  }), /stop here/);
+  await t.rejects(
+    collect(() => {
+      throw new Error('stop here');
+    }),
+    /stop here/,
+  );
 });
 
 t.test('an error answer comes back with its status, headers and body', async (t) => {
-  script = async (res) => void res.writeHead(429, { 'content-type': 'application/json', 'retry-after': '7' }).end('{"error":{"message":"slow down"}}');
+  script = async (res) =>
+    void res
+      .writeHead(429, { 'content-type': 'application/json', 'retry-after': '7' })
+      .end('{"error":{"message":"slow down"}}');
   const error = await collect().catch((e: unknown) => e);
   t.ok(error instanceof HttpStatusError);
   const { failure } = error as HttpStatusError;
@@ -96,7 +114,8 @@ t.test('getOk: a 2xx answer is read and dropped, a redirect is followed, an erro
     seen.push(`${req.method} ${req.url} ${req.headers.accept} ${req.headers.authorization}`);
     if (req.url === '/v1/moved') return void res.writeHead(301, { location: '/v1/models' }).end();
     if (req.url === '/v1/loop') return void res.writeHead(302, { location: '/v1/loop' }).end();
-    if (req.url === '/v1/models') return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"data":[]}');
+    if (req.url === '/v1/models')
+      return void res.writeHead(200, { 'content-type': 'application/json' }).end('{"data":[]}');
     res.writeHead(401, { 'content-type': 'application/json' }).end('{"error":{"message":"no"}}');
   };
   const base = new URL(url).origin;

@@ -66,7 +66,9 @@ t.test('a directory above the file swapped for a link is refused', async (t) => 
 
 t.test('a file grown past the limit after the listing is refused', async (t) => {
   const { dir, file } = skillsDir();
-  const { refused } = await scanWithSwap(dir, file, () => appendFileSync(file, Buffer.alloc(SKILL_LIMITS.fileBytes + 1)));
+  const { refused } = await scanWithSwap(dir, file, () =>
+    appendFileSync(file, Buffer.alloc(SKILL_LIMITS.fileBytes + 1)),
+  );
   t.match(refused, [{ name: 'notes', code: 'too_large' }]);
 });
 
@@ -97,5 +99,8 @@ t.test('syncs beside a process swapping a file for a FIFO and back all finish', 
   swapping = false;
   await swapper;
   t.ok(await stat(dir), 'the file system still answers');
-  t.ok([...codes].every((c) => ['synced', 'unsupported_file', 'changed'].includes(c)), `outcomes: ${[...codes].join(', ')}`);
+  t.ok(
+    [...codes].every((c) => ['synced', 'unsupported_file', 'changed'].includes(c)),
+    `outcomes: ${[...codes].join(', ')}`,
+  );
 });

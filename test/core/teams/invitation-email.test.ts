@@ -44,7 +44,11 @@ const workerLog = captureLog();
 let worker: RunningWorker | null = null;
 async function ensureWorker(): Promise<void> {
   if (worker) return;
-  const started = await startWorker({ config: testConfig(databaseUrl, overrides), databaseUrl, logger: pino({ level: 'debug' }, workerLog.stream) });
+  const started = await startWorker({
+    config: testConfig(databaseUrl, overrides),
+    databaseUrl,
+    logger: pino({ level: 'debug' }, workerLog.stream),
+  });
   worker = started;
   tap.teardown(() => started.stop());
 }
@@ -62,7 +66,12 @@ async function workspace(): Promise<Member & { headers: Record<string, string> }
 type Created = { id: string; email: string; link: string; emailed: boolean; message: string; emailStatus: string };
 
 async function invite(t: Test, w: { headers: Record<string, string> }, email: string, via = app): Promise<Created> {
-  const res = await via.inject({ method: 'POST', url: '/api/tenants/invitations', headers: w.headers, payload: { email, role: 'member' } });
+  const res = await via.inject({
+    method: 'POST',
+    url: '/api/tenants/invitations',
+    headers: w.headers,
+    payload: { email, role: 'member' },
+  });
   // The body carries the token: shown only when something is wrong.
   t.equal(res.statusCode, 201, res.statusCode === 201 ? `invited ${email}` : res.body);
   const created = res.json() as Created;
@@ -72,21 +81,41 @@ async function invite(t: Test, w: { headers: Record<string, string> }, email: st
   return created;
 }
 
-const JobState = z.object({ id: z.string(), status: z.string(), attempts: z.number(), code: z.string().nullable(), outcome: z.string().nullable() });
+const JobState = z.object({
+  id: z.string(),
+  status: z.string(),
+  attempts: z.number(),
+  code: z.string().nullable(),
+  outcome: z.string().nullable(),
+});
 const jobOf = (tenantId: string) =>
   db.maybeOne(sql.type(JobState)`
     select id, status, attempts, error->>'code' as code, result->>'outcome' as outcome
     from jobs where tenant_id = ${tenantId} and kind = 'team.invitation_email'`);
 const jobCount = (tenantId: string) =>
-  db.oneFirst(sql.type(z.object({ n: z.number() }))`select count(*)::int as n from jobs where tenant_id = ${tenantId} and kind = 'team.invitation_email'`);
+  db.oneFirst(
+    sql.type(
+      z.object({ n: z.number() }),
+    )`select count(*)::int as n from jobs where tenant_id = ${tenantId} and kind = 'team.invitation_email'`,
+  );
 async function finishedJob(tenantId: string, timeoutMs = 30_000) {
-  return waitFor(`the invitation e-mail job of ${tenantId} to finish`, async () => {
-    const job = await jobOf(tenantId);
-    return job && ['succeeded', 'failed', 'cancelled'].includes(job.status) ? job : null;
-  }, timeoutMs);
+  return waitFor(
+    `the invitation e-mail job of ${tenantId} to finish`,
+    async () => {
+      const job = await jobOf(tenantId);
+      return job && ['succeeded', 'failed', 'cancelled'].includes(job.status) ? job : null;
+    },
+    timeoutMs,
+  );
 }
 
-const Outbox = z.object({ status: z.string(), sealed_link: z.string().nullable(), attempts: z.number(), last_error: z.string().nullable(), sent: z.boolean() });
+const Outbox = z.object({
+  status: z.string(),
+  sealed_link: z.string().nullable(),
+  attempts: z.number(),
+  last_error: z.string().nullable(),
+  sent: z.boolean(),
+});
 const outboxOf = (invitationId: string) =>
   db.any(sql.type(Outbox)`
     select status, sealed_link, attempts, last_error, sent_at is not null as sent from invitation_emails where invitation_id = ${invitationId}`);
@@ -101,13 +130,25 @@ tap.test('a worker without SMTP_URL gives the e-mail up: failed, the sealed link
   // The api has SMTP_URL, the worker not (a deployment whose processes disagree).
   const w = await workspace();
   const created = await invite(t, w, 'unconfigured@example.test');
-  const emailId = await db.oneFirst(sql.type(z.object({ id: z.string() }))`select id from invitation_emails where invitation_id = ${created.id}`);
+  const emailId = await db.oneFirst(
+    sql.type(z.object({ id: z.string() }))`select id from invitation_emails where invitation_id = ${created.id}`,
+  );
   const settings = { ...api.config.teams, smtpUrl: null };
-  const error = await sendInvitationEmail(emailId, { db, keyring: Keyring.fromConfig(api.config), settings, attempt: 1, maxAttempts: 8 }).catch((e: unknown) => e);
+  const error = await sendInvitationEmail(emailId, {
+    db,
+    keyring: Keyring.fromConfig(api.config),
+    settings,
+    attempt: 1,
+    maxAttempts: 8,
+  }).catch((e: unknown) => e);
   t.ok(error instanceof PermanentJobError, 'a permanent failure');
   t.equal((error as PermanentJobError).code, 'smtp_not_configured');
   const rows = await outboxOf(created.id);
-  t.same(rows.map(({ status, sealed_link, sent }) => ({ status, sealed_link, sent })), [{ status: 'failed', sealed_link: null, sent: false }], 'given up: failed, the sealed link gone');
+  t.same(
+    rows.map(({ status, sealed_link, sent }) => ({ status, sealed_link, sent })),
+    [{ status: 'failed', sealed_link: null, sent: false }],
+    'given up: failed, the sealed link gone',
+  );
   t.match(rows[0]?.last_error, /SMTP_URL/);
   t.equal((await listed(t, w, created.id))?.emailStatus, 'failed', 'the list does not say queued for ever');
   t.equal(smtp.tries('unconfigured@example.test'), 0);
@@ -119,15 +160,26 @@ tap.test('revoked before the worker runs: nothing is sent, the e-mail is cancell
   const created = await invite(t, w, email);
   t.equal(created.emailed, true);
   const outbox = await outboxOf(created.id);
-  t.same(outbox.map((r) => r.status), ['queued']);
+  t.same(
+    outbox.map((r) => r.status),
+    ['queued'],
+  );
   const sealed = outbox[0]?.sealed_link ?? '';
   t.ok(sealed, 'the link waits sealed');
   t.notOk(sealed.includes(tokenOf(created.link)), 'the token is not readable in the outbox');
   t.equal((await jobOf(w.tenantId))?.status, 'queued', 'the job waits for a worker');
 
-  const revoked = await app.inject({ method: 'DELETE', url: `/api/tenants/invitations/${created.id}`, headers: w.headers });
+  const revoked = await app.inject({
+    method: 'DELETE',
+    url: `/api/tenants/invitations/${created.id}`,
+    headers: w.headers,
+  });
   t.equal(revoked.statusCode, 204, revoked.body);
-  t.same(await outboxOf(created.id), [{ status: 'cancelled', sealed_link: null, attempts: 0, last_error: null, sent: false }], 'cancelled at once');
+  t.same(
+    await outboxOf(created.id),
+    [{ status: 'cancelled', sealed_link: null, attempts: 0, last_error: null, sent: false }],
+    'cancelled at once',
+  );
 
   await ensureWorker();
   const job = await finishedJob(w.tenantId);
@@ -135,7 +187,9 @@ tap.test('revoked before the worker runs: nothing is sent, the e-mail is cancell
   t.equal(job.outcome, 'not_sent');
   t.equal(smtp.tries(email), 0, 'the SMTP server never heard of the address');
   t.same(smtp.to(email), []);
-  t.same(await outboxOf(created.id), [{ status: 'cancelled', sealed_link: null, attempts: 0, last_error: null, sent: false }]);
+  t.same(await outboxOf(created.id), [
+    { status: 'cancelled', sealed_link: null, attempts: 0, last_error: null, sent: false },
+  ]);
 });
 
 tap.test('sent: the link and the workspace arrive, the sealed link is gone', async (t) => {
@@ -147,7 +201,10 @@ tap.test('sent: the link and the workspace arrive, the sealed link is gone', asy
   t.match(created.message, /on its way to ada@example\.test/);
 
   const job = await finishedJob(w.tenantId);
-  t.same({ status: job.status, attempts: job.attempts, outcome: job.outcome }, { status: 'succeeded', attempts: 1, outcome: 'sent' });
+  t.same(
+    { status: job.status, attempts: job.attempts, outcome: job.outcome },
+    { status: 'succeeded', attempts: 1, outcome: 'sent' },
+  );
   const mails = smtp.to(email);
   t.equal(mails.length, 1, 'one message to the invited address');
   const [mail] = mails;
@@ -158,7 +215,9 @@ tap.test('sent: the link and the workspace arrive, the sealed link is gone', asy
   t.ok(mail.text.includes(`workspace "${WORKSPACE}"`), 'the body names the workspace');
   t.match(mail.subject, /invited you to Northwind Labs$/, 'the subject names the workspace');
 
-  t.same(await outboxOf(created.id), [{ status: 'sent', sealed_link: null, attempts: 1, last_error: null, sent: true }]);
+  t.same(await outboxOf(created.id), [
+    { status: 'sent', sealed_link: null, attempts: 1, last_error: null, sent: true },
+  ]);
   t.equal((await listed(t, w, created.id))?.emailStatus, 'sent');
 });
 
@@ -169,13 +228,22 @@ tap.test('a temporary refusal (451) is retried until the mail goes out', async (
   const created = await invite(t, w, email);
   // The retry comes after the engine's backoff (e^1 s after the first attempt).
   const job = await finishedJob(w.tenantId, 60_000);
-  t.same({ status: job.status, attempts: job.attempts, outcome: job.outcome }, { status: 'succeeded', attempts: 2, outcome: 'sent' });
+  t.same(
+    { status: job.status, attempts: job.attempts, outcome: job.outcome },
+    { status: 'succeeded', attempts: 2, outcome: 'sent' },
+  );
   t.equal(smtp.tries(email), 2, 'refused once, accepted on the retry');
   const mails = smtp.to(email);
   t.equal(mails.length, 1);
   t.ok(mails[0]?.text.includes(created.link), 'the retried mail carries the link');
-  t.match(workerLog.text(), new RegExp(`"jobId":"${job.id}"[^\\n]*"code":"smtp_unavailable"[^\\n]*job attempt failed; retry in`), 'the first attempt failed as retryable');
-  t.same(await outboxOf(created.id), [{ status: 'sent', sealed_link: null, attempts: 2, last_error: null, sent: true }]);
+  t.match(
+    workerLog.text(),
+    new RegExp(`"jobId":"${job.id}"[^\\n]*"code":"smtp_unavailable"[^\\n]*job attempt failed; retry in`),
+    'the first attempt failed as retryable',
+  );
+  t.same(await outboxOf(created.id), [
+    { status: 'sent', sealed_link: null, attempts: 2, last_error: null, sent: true },
+  ]);
   t.equal((await listed(t, w, created.id))?.emailStatus, 'sent');
 });
 
@@ -185,11 +253,17 @@ tap.test('a permanent refusal (550) fails the job at once: smtp_refused, nothing
   const email = 'never-bob@example.test';
   const created = await invite(t, w, email);
   const job = await finishedJob(w.tenantId);
-  t.same({ status: job.status, attempts: job.attempts, code: job.code }, { status: 'failed', attempts: 1, code: 'smtp_refused' });
+  t.same(
+    { status: job.status, attempts: job.attempts, code: job.code },
+    { status: 'failed', attempts: 1, code: 'smtp_refused' },
+  );
   t.equal(smtp.tries(email), 1, 'not retried');
   t.same(smtp.to(email), [], 'no message received');
   const rows = await outboxOf(created.id);
-  t.same(rows.map(({ status, sealed_link, attempts, sent }) => ({ status, sealed_link, attempts, sent })), [{ status: 'failed', sealed_link: null, attempts: 1, sent: false }]);
+  t.same(
+    rows.map(({ status, sealed_link, attempts, sent }) => ({ status, sealed_link, attempts, sent })),
+    [{ status: 'failed', sealed_link: null, attempts: 1, sent: false }],
+  );
   t.match(rows[0]?.last_error, /550/);
   t.equal((await listed(t, w, created.id))?.emailStatus, 'failed');
 });
@@ -212,6 +286,7 @@ tap.test('no log line carries a token', async (t) => {
   t.match(logs.plain, /invitation created/);
   t.match(logs.worker, /invitation e-mail sent/, 'the worker logged its sends');
   for (const token of tokens) {
-    for (const [name, text] of Object.entries(logs)) t.notOk(text.includes(token), `the ${name} logs do not carry ${token.slice(0, 8)}…`);
+    for (const [name, text] of Object.entries(logs))
+      t.notOk(text.includes(token), `the ${name} logs do not carry ${token.slice(0, 8)}…`);
   }
 });

@@ -7,9 +7,11 @@ import type { ViewFn } from './view.ts';
 export function auditTable(rows: readonly AuditRow[], empty: string): Html {
   if (rows.length === 0) return html`<p class="muted">${empty}</p>`;
   return html`<table class="audit"><thead><tr><th>When</th><th>Who</th><th>Action</th><th>On</th><th>Why</th><th>Outcome</th></tr></thead><tbody>
-${rows.map((a) => html`<tr><td>${utc(a.at)}</td><td>${a.operator_email}</td><td><code>${a.action}</code></td>
+${rows.map(
+  (a) => html`<tr><td>${utc(a.at)}</td><td>${a.operator_email}</td><td><code>${a.action}</code></td>
 <td>${a.job_id ? html`<a href="/console/jobs/${a.job_id}">job ${shortId(a.job_id)}</a> ` : ''}${a.tenant_id ? html`<a href="/console/tenants/${a.tenant_id}">${a.tenant_name ?? shortId(a.tenant_id)}</a>` : ''}</td>
-<td>${a.reason}</td><td>${a.outcome}</td></tr>`)}</tbody></table>`;
+<td>${a.reason}</td><td>${a.outcome}</td></tr>`,
+)}</tbody></table>`;
 }
 
 export const auditView: ViewFn = async (ctx, { query }) => {

@@ -11,10 +11,12 @@ export type ConsolePage = { path: string; pattern: RegExp; params: string[]; vie
 
 const page = (path: string, view: ViewFn, nav?: string): ConsolePage => {
   const params: string[] = [];
-  const pattern = new RegExp(`^${path.replace(/:([a-zA-Z]+)/g, (_m, name: string) => {
-    params.push(name);
-    return '([^/]+)';
-  })}$`);
+  const pattern = new RegExp(
+    `^${path.replace(/:([a-zA-Z]+)/g, (_m, name: string) => {
+      params.push(name);
+      return '([^/]+)';
+    })}$`,
+  );
   return { path, pattern, params, view, nav };
 };
 
@@ -31,7 +33,9 @@ export const CONSOLE_PAGES: ConsolePage[] = [
 ];
 
 /** The page a path (with its query) shows, with its parameters. */
-export function findPage(pathWithQuery: string): { page: ConsolePage; params: Record<string, string>; query: Record<string, string> } | null {
+export function findPage(
+  pathWithQuery: string,
+): { page: ConsolePage; params: Record<string, string>; query: Record<string, string> } | null {
   let url: URL;
   try {
     url = new URL(pathWithQuery, 'http://console.invalid');

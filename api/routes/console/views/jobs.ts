@@ -1,7 +1,16 @@
 // The job list (filters, newest first, keyset pages) and a job's page.
 import { RETRY_ATTEMPTS } from '../../../../core/console/actions.ts';
 import { listAudit } from '../../../../core/console/audit.ts';
-import { JOB_STATE_FILTERS, jobDetail, knownKinds, listJobs, maskSecrets, type HistoryRow, type JobDetail, type JobStateFilter } from '../../../../core/console/jobs.ts';
+import {
+  JOB_STATE_FILTERS,
+  jobDetail,
+  knownKinds,
+  listJobs,
+  maskSecrets,
+  type HistoryRow,
+  type JobDetail,
+  type JobStateFilter,
+} from '../../../../core/console/jobs.ts';
 import { html, type Html } from '../../../pages/layout.ts';
 import { duration, jsonBlock, parseCursor, shortId, stateBadge, utc, UUID, withQuery } from '../format.ts';
 import { auditTable } from './audit.ts';
@@ -36,7 +45,10 @@ export const jobsView: ViewFn = async (ctx, { query }) => {
   const f = jobFilters(query);
   const cursor = parseCursor(f.before);
   const { rows, more } = await listJobs(ctx.db, {
-    state: f.state, kind: f.kind, tenantId: f.tenant, accountId: f.account,
+    state: f.state,
+    kind: f.kind,
+    tenantId: f.tenant,
+    accountId: f.account,
     from: f.from ? `${f.from}${f.from.length === 10 ? 'T00:00:00' : ''}Z` : undefined,
     to: f.to ? `${f.to}${f.to.length === 10 ? 'T00:00:00' : ''}Z` : undefined,
     before: cursor,
@@ -45,7 +57,14 @@ export const jobsView: ViewFn = async (ctx, { query }) => {
   const bulk = f.state === 'failed' ? 'retry' : ['open', 'queued', 'running'].includes(f.state) ? 'cancel' : null;
   // A kind given by a link or an old bookmark that no task has any more stays choosable.
   const choices = f.kind && !kinds.includes(f.kind) ? [...kinds, f.kind] : kinds;
-  const base = { state: f.state === 'any' ? undefined : f.state, kind: f.kind, tenant: f.tenant, account: f.account, from: f.from, to: f.to };
+  const base = {
+    state: f.state === 'any' ? undefined : f.state,
+    kind: f.kind,
+    tenant: f.tenant,
+    account: f.account,
+    from: f.from,
+    to: f.to,
+  };
   const top = html`<form method="get" action="/console/jobs" class="filters">
 <label>State <select name="state">${JOB_STATE_FILTERS.map((s) => html`<option value="${s}"${s === f.state ? html` selected` : ''}>${s === 'open' ? 'open (queued, running, cancelling)' : s}</option>`)}</select></label>
 <label>Kind <select name="kind"><option value="">any kind</option>${choices.map((k) => html`<option value="${k}"${k === f.kind ? html` selected` : ''}>${k}</option>`)}</select></label>
@@ -54,24 +73,42 @@ export const jobsView: ViewFn = async (ctx, { query }) => {
 <label>Created from (UTC) <input type="text" name="from" value="${f.from ?? ''}" placeholder="2026-11-26T08:00" size="16"></label>
 <label>to <input type="text" name="to" value="${f.to ?? ''}" placeholder="2026-11-27" size="16"></label>
 <button type="submit">Show</button> <a href="/console/jobs">Clear</a></form>
-${bulk ? html`<form method="get" action="/console/jobs/bulk" class="bulk"><input type="hidden" name="action" value="${bulk}">
-${Object.entries(base).filter(([, v]) => v !== undefined).map(([k, v]) => html`<input type="hidden" name="${k}" value="${v!}">`)}
-<button type="submit">${bulk === 'retry' ? 'Retry every job this filter matches…' : 'Cancel every job this filter matches…'}</button></form>` : ''}
+${
+  bulk
+    ? html`<form method="get" action="/console/jobs/bulk" class="bulk"><input type="hidden" name="action" value="${bulk}">
+${Object.entries(base)
+  .filter(([, v]) => v !== undefined)
+  .map(([k, v]) => html`<input type="hidden" name="${k}" value="${v!}">`)}
+<button type="submit">${bulk === 'retry' ? 'Retry every job this filter matches…' : 'Cancel every job this filter matches…'}</button></form>`
+    : ''
+}
 ${f.ignored.length ? html`<p class="error">Ignored filters that were not valid: ${f.ignored.join(', ')}.</p>` : ''}`;
   const live = html`
-${rows.length === 0 ? html`<p class="muted" id="no-jobs">No job matches${cursor ? ' on this page' : ''}.</p>` : html`
+${
+  rows.length === 0
+    ? html`<p class="muted" id="no-jobs">No job matches${cursor ? ' on this page' : ''}.</p>`
+    : html`
 <table id="jobs"><thead><tr><th>Job</th><th>Kind</th><th>State</th><th>Attempts</th><th>Tenant</th><th>Created</th><th>Finished</th></tr></thead><tbody>
-${rows.map((j) => html`<tr data-job="${j.id}"><td><a href="/console/jobs/${j.id}">${shortId(j.id)}</a></td><td>${j.kind}</td>
+${rows.map(
+  (j) => html`<tr data-job="${j.id}"><td><a href="/console/jobs/${j.id}">${shortId(j.id)}</a></td><td>${j.kind}</td>
 <td>${stateBadge(j.status)}${j.error_code ? html` <span class="small muted">${j.error_code}</span>` : ''}</td><td>${j.attempts} / ${j.max_attempts}</td>
-<td><a href="/console/tenants/${j.tenant_id}">${j.tenant_name}</a></td><td>${utc(j.created_at)}</td><td>${utc(j.finished_at)}</td></tr>`)}
-</tbody></table>`}
+<td><a href="/console/tenants/${j.tenant_id}">${j.tenant_name}</a></td><td>${utc(j.created_at)}</td><td>${utc(j.finished_at)}</td></tr>`,
+)}
+</tbody></table>`
+}
 <p>${cursor ? html`<a href="${withQuery('/console/jobs', base)}">Newest</a> · ` : ''}${more ? html`<a rel="next" href="${withQuery('/console/jobs', { ...base, before: rows.at(-1)!.cursor })}">Older jobs</a>` : html`<span class="muted">No older jobs.</span>`}</p>`;
   return { title: 'Jobs', top, live };
 };
 
 const EVENT_TEXT: Record<string, string> = {
-  queued: 'queued again', started: 'started', progress: 'first progress', cancelling: 'asked to stop',
-  succeeded: 'succeeded', failed: 'failed', cancelled: 'cancelled', error: 'attempt failed',
+  queued: 'queued again',
+  started: 'started',
+  progress: 'first progress',
+  cancelling: 'asked to stop',
+  succeeded: 'succeeded',
+  failed: 'failed',
+  cancelled: 'cancelled',
+  error: 'attempt failed',
 };
 
 /**
@@ -84,7 +121,8 @@ function timeline(job: JobDetail, history: readonly HistoryRow[]): HistoryRow[] 
   if (!job.session_id) {
     if (job.started_at) rows.push({ at: job.started_at, event: 'started', attempt: 1, error: null });
     const final = job.status === 'succeeded' || job.status === 'cancelled';
-    if (final && job.finished_at) rows.push({ at: job.finished_at, event: job.status, attempt: job.attempts, error: null });
+    if (final && job.finished_at)
+      rows.push({ at: job.finished_at, event: job.status, attempt: job.attempts, error: null });
   }
   return rows.sort((a, b) => new Date(a.at).getTime() - new Date(b.at).getTime());
 }
@@ -143,7 +181,11 @@ ${auditTable(audit.rows, 'No operator action on this job yet.')}`;
 
 function actionForms(csrf: string, jobId: string, failed: boolean, open: boolean): Html {
   if (!failed && !open) return html``;
-  const form = (action: 'retry' | 'cancel', label: string, help: string) => html`<form method="post" action="/console/jobs/${jobId}/${action}" class="action">
+  const form = (
+    action: 'retry' | 'cancel',
+    label: string,
+    help: string,
+  ) => html`<form method="post" action="/console/jobs/${jobId}/${action}" class="action">
 <input type="hidden" name="csrf" value="${csrf}"><p>${help}</p>
 <label>Why (kept in the audit list) <input type="text" class="reason" name="reason" required maxlength="500" autocomplete="off"></label>
 <button type="submit">${label}</button></form>`;

@@ -11,7 +11,9 @@ import { auditTable } from './audit.ts';
 import type { ViewFn } from './view.ts';
 
 const suspension = (t: ConsoleTenant) =>
-  t.suspended_at ? html`<strong class="bad">suspended</strong> <span class="small">since ${utc(t.suspended_at)}</span>` : html`<span class="ok">active</span>`;
+  t.suspended_at
+    ? html`<strong class="bad">suspended</strong> <span class="small">since ${utc(t.suspended_at)}</span>`
+    : html`<span class="ok">active</span>`;
 
 export const tenantsView: ViewFn = async (ctx, { query }) => {
   const search = query.search?.trim().slice(0, 200) || undefined;
@@ -24,11 +26,19 @@ export const tenantsView: ViewFn = async (ctx, { query }) => {
 <label><input type="checkbox" name="suspended" value="yes"${suspended ? html` checked` : ''}> suspended only</label>
 <button type="submit">Show</button> <a href="/console/tenants">Clear</a></form>`;
   const live = html`
-${rows.length === 0 ? html`<p class="muted">No tenant matches.</p>` : html`
+${
+  rows.length === 0
+    ? html`<p class="muted">No tenant matches.</p>`
+    : html`
 <table id="tenants"><thead><tr><th>Tenant</th><th>Owner</th><th>Plan</th><th>Messages this month</th><th>State</th><th>Ready / running / waiting</th><th>Created</th></tr></thead><tbody>
-${rows.map((t) => html`<tr><td><a href="/console/tenants/${t.id}">${t.name}</a></td><td>${t.owner_email ?? '—'}</td><td>${t.plan}${t.plan_status !== 'active' ? ` (${t.plan_status})` : ''}</td>
-<td>${t.messages_this_month}</td><td>${suspension(t)}</td><td>${t.ready} / ${t.running} / ${t.waiting}</td><td>${utc(t.created_at)}</td></tr>`)}
-</tbody></table>`}
+${rows.map(
+  (
+    t,
+  ) => html`<tr><td><a href="/console/tenants/${t.id}">${t.name}</a></td><td>${t.owner_email ?? '—'}</td><td>${t.plan}${t.plan_status !== 'active' ? ` (${t.plan_status})` : ''}</td>
+<td>${t.messages_this_month}</td><td>${suspension(t)}</td><td>${t.ready} / ${t.running} / ${t.waiting}</td><td>${utc(t.created_at)}</td></tr>`,
+)}
+</tbody></table>`
+}
 <p>${cursor ? html`<a href="${withQuery('/console/tenants', base)}">Newest</a> · ` : ''}${more ? html`<a rel="next" href="${withQuery('/console/tenants', { ...base, before: rows.at(-1)!.cursor })}">Older tenants</a>` : ''}</p>`;
   return { title: 'Tenants', top, live };
 };
@@ -52,13 +62,21 @@ export const tenantView: ViewFn = async (ctx, { params }) => {
 <dt>In the queue</dt><dd>${t.ready} ready, ${t.running} running, ${t.waiting} waiting</dd>
 <dt>Created</dt><dd>${utc(t.created_at)}</dd></dl>
 <h2>People</h2>
-${people.length === 0 ? html`<p class="muted">No member.</p>` : html`<table id="members" class="small"><thead><tr><th>E-mail</th><th>Name</th><th>Role</th><th>Joined</th></tr></thead><tbody>
+${
+  people.length === 0
+    ? html`<p class="muted">No member.</p>`
+    : html`<table id="members" class="small"><thead><tr><th>E-mail</th><th>Name</th><th>Role</th><th>Joined</th></tr></thead><tbody>
 ${people.slice(0, MEMBERS_SHOWN).map((m) => html`<tr><td>${m.email}</td><td>${m.display_name ?? '—'}</td><td>${ROLE_TITLES[m.role]}${m.owner ? ' (owner)' : ''}</td><td>${utc(m.created_at)}</td></tr>`)}
-</tbody></table>${people.length > MEMBERS_SHOWN ? html`<p class="muted">The first ${MEMBERS_SHOWN} of more, in the order they joined.</p>` : ''}`}
+</tbody></table>${people.length > MEMBERS_SHOWN ? html`<p class="muted">The first ${MEMBERS_SHOWN} of more, in the order they joined.</p>` : ''}`
+}
 <h2>Recent jobs</h2>
-${jobs.rows.length === 0 ? html`<p class="muted">No job yet.</p>` : html`<table class="small"><thead><tr><th>Job</th><th>Kind</th><th>State</th><th>Created</th></tr></thead><tbody>
+${
+  jobs.rows.length === 0
+    ? html`<p class="muted">No job yet.</p>`
+    : html`<table class="small"><thead><tr><th>Job</th><th>Kind</th><th>State</th><th>Created</th></tr></thead><tbody>
 ${jobs.rows.map((j) => html`<tr><td><a href="/console/jobs/${j.id}">${shortId(j.id)}</a></td><td>${j.kind}</td><td>${stateBadge(j.status)}</td><td>${utc(j.created_at)}</td></tr>`)}
-</tbody></table>${jobs.more ? html`<p><a href="${withQuery('/console/jobs', { tenant: id })}">All of its jobs</a></p>` : ''}`}
+</tbody></table>${jobs.more ? html`<p><a href="${withQuery('/console/jobs', { tenant: id })}">All of its jobs</a></p>` : ''}`
+}
 <h2>Operator actions on this tenant</h2>
 ${auditTable(audit.rows, 'No operator action on this tenant yet.')}`;
   const bottom = ctx.csrf === null ? undefined : suspendForm(ctx.csrf, t);

@@ -13,9 +13,20 @@ import { waitFor } from '../../../helpers/wait.ts';
 const databaseUrl = await createTestDatabase(t);
 const { app, db, config } = await buildTestApp(t, databaseUrl);
 const { registration } = await createRegistration(db, { type: 'anonymous', ip: '10.9.1.1', claimTokenTtlS: 600 });
-const token = await signAccessToken(app.idpKeys, config.authUrl, `${config.baseUrl}/api/agent`,
-  { principalId: registration.principal_id, registrationId: registration.id, tenantId: registration.tenant_id, scopes: ['svc:boards:read'] }, 300);
-const uses = () => db.maybeOneFirst(sql.type(z.object({ uses: z.number() }))`
+const token = await signAccessToken(
+  app.idpKeys,
+  config.authUrl,
+  `${config.baseUrl}/api/agent`,
+  {
+    principalId: registration.principal_id,
+    registrationId: registration.id,
+    tenantId: registration.tenant_id,
+    scopes: ['svc:boards:read'],
+  },
+  300,
+);
+const uses = () =>
+  db.maybeOneFirst(sql.type(z.object({ uses: z.number() }))`
   select uses from tool_uses where tenant_id = ${registration.tenant_id} and tool = 'agent:getAgentMe'`);
 const me = () => app.inject({ url: '/api/agent/v1/me', headers: { authorization: `Bearer ${token}` } });
 

@@ -18,18 +18,39 @@ const ALL: AgentScope[] = ['svc:boards:read', 'svc:boards:publish'];
 async function agent(scopes: AgentScope[] = ALL) {
   const { registration } = await createRegistration(db, { type: 'anonymous', ip: '10.9.0.1', claimTokenTtlS: 600 });
   await markClaimed(db, registration.id);
-  const claims = { principalId: registration.principal_id, registrationId: registration.id, tenantId: registration.tenant_id };
-  const token = await signAccessToken(app.idpKeys, config.authUrl, `${config.baseUrl}/api/agent`, { ...claims, scopes }, 300);
+  const claims = {
+    principalId: registration.principal_id,
+    registrationId: registration.id,
+    tenantId: registration.tenant_id,
+  };
+  const token = await signAccessToken(
+    app.idpKeys,
+    config.authUrl,
+    `${config.baseUrl}/api/agent`,
+    { ...claims, scopes },
+    300,
+  );
   return { ...claims, token, ...(await createBoardScopes(db, claims.tenantId)) };
 }
 type Agent = Awaited<ReturnType<typeof agent>>;
 
 let keys = 0;
 const newKey = () => `test-key-${++keys}-${Date.now()}`;
-const get = (a: Agent, url: string) => app.inject({ method: 'GET', url, headers: { authorization: `Bearer ${a.token}` } });
+const get = (a: Agent, url: string) =>
+  app.inject({ method: 'GET', url, headers: { authorization: `Bearer ${a.token}` } });
 const send = (a: Agent, method: 'POST' | 'PUT', url: string, payload: object, key: string | null = newKey()) =>
-  app.inject({ method, url, payload, headers: { authorization: `Bearer ${a.token}`, ...(key ? { 'idempotency-key': key } : {}) } });
-const createBoard = async (a: Agent, title = 'Revenue', content: object | null = { widgets: [{ kind: 'metric', value: 42 }] }, scope = { scope_type: 'company', scope_id: a.companyId }) => {
+  app.inject({
+    method,
+    url,
+    payload,
+    headers: { authorization: `Bearer ${a.token}`, ...(key ? { 'idempotency-key': key } : {}) },
+  });
+const createBoard = async (
+  a: Agent,
+  title = 'Revenue',
+  content: object | null = { widgets: [{ kind: 'metric', value: 42 }] },
+  scope = { scope_type: 'company', scope_id: a.companyId },
+) => {
   const res = await send(a, 'POST', '/api/agent/v1/boards', { title, ...scope, ...(content ? { content } : {}) });
   if (res.statusCode !== 201) throw new Error(`create failed: ${res.body}`);
   return res.json().id as string;
@@ -37,11 +58,18 @@ const createBoard = async (a: Agent, title = 'Revenue', content: object | null =
 // A tenant Admin of the agent's workspace (a person, on the platform API).
 async function adminOf(a: Agent) {
   const person = await createMember(db, 'admin');
-  await db.query(sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${a.tenantId}, ${person.userId}, 'admin')`);
+  await db.query(
+    sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${a.tenantId}, ${person.userId}, 'admin')`,
+  );
   return (action: 'approve' | 'deny', approvalId: string) =>
-    app.inject({ method: 'POST', url: `/api/boards/approvals/${approvalId}/${action}`, headers: { authorization: `Bearer ${person.token}`, 'x-tenant-id': a.tenantId } });
+    app.inject({
+      method: 'POST',
+      url: `/api/boards/approvals/${approvalId}/${action}`,
+      headers: { authorization: `Bearer ${person.token}`, 'x-tenant-id': a.tenantId },
+    });
 }
-const hosted = (url: string) => app.inject({ method: 'GET', url: new URL(url).pathname, headers: { accept: 'application/json' } });
+const hosted = (url: string) =>
+  app.inject({ method: 'GET', url: new URL(url).pathname, headers: { accept: 'application/json' } });
 
 const me = await agent();
 const other = await agent();
@@ -53,7 +81,14 @@ t.test('create, save a version, list, read', async (t) => {
   t.match(saved.json(), { id, latest_version: 2, content: { widgets: [] } });
   const board = await get(me, `/api/agent/v1/boards/${id}`);
   t.equal(board.statusCode, 200);
-  t.match(board.json(), { id, title: 'Revenue', scope_type: 'company', scope_id: me.companyId, latest_version: 2, content: { widgets: [] } });
+  t.match(board.json(), {
+    id,
+    title: 'Revenue',
+    scope_type: 'company',
+    scope_id: me.companyId,
+    latest_version: 2,
+    content: { widgets: [] },
+  });
   const list = await get(me, '/api/agent/v1/boards');
   t.equal(list.statusCode, 200);
   t.ok(list.json().items.some((b: { id: string }) => b.id === id));
@@ -62,15 +97,28 @@ t.test('create, save a version, list, read', async (t) => {
 
 t.test('paging by position and filters', async (t) => {
   const a = await agent();
-  const ids = [await createBoard(a, 'A'), await createBoard(a, 'B', { widgets: [] }, { scope_type: 'agent', scope_id: a.agentId }), await createBoard(a, 'C')];
+  const ids = [
+    await createBoard(a, 'A'),
+    await createBoard(a, 'B', { widgets: [] }, { scope_type: 'agent', scope_id: a.agentId }),
+    await createBoard(a, 'C'),
+  ];
   const first = (await get(a, '/api/agent/v1/boards?limit=2')).json();
-  t.same(first.items.map((b: { id: string }) => b.id), ids.slice(0, 2));
+  t.same(
+    first.items.map((b: { id: string }) => b.id),
+    ids.slice(0, 2),
+  );
   t.equal(first.next_cursor, first.items[1].position);
   const second = (await get(a, `/api/agent/v1/boards?limit=2&cursor=${first.next_cursor}`)).json();
-  t.same(second.items.map((b: { id: string }) => b.id), ids.slice(2));
+  t.same(
+    second.items.map((b: { id: string }) => b.id),
+    ids.slice(2),
+  );
   t.equal(second.next_cursor, null);
   const agents = (await get(a, `/api/agent/v1/boards?scopeType=agent&scopeId=${a.agentId}`)).json();
-  t.same(agents.items.map((b: { id: string }) => b.id), [ids[1]]);
+  t.same(
+    agents.items.map((b: { id: string }) => b.id),
+    [ids[1]],
+  );
   t.same((await get(a, '/api/agent/v1/boards?scopeId=nobody')).json().items, []);
 });
 
@@ -82,7 +130,8 @@ t.test('positions are per workspace: 1, 2, 3 in each, whatever other workspaces 
   }
   // Created at once: still distinct, consecutive positions.
   await Promise.all(['x', 'y', 'z'].map((title) => createBoard(a, title)));
-  const positions = async (who: Agent) => (await get(who, '/api/agent/v1/boards?limit=100')).json().items.map((x: { position: number }) => x.position);
+  const positions = async (who: Agent) =>
+    (await get(who, '/api/agent/v1/boards?limit=100')).json().items.map((x: { position: number }) => x.position);
   t.same(await positions(a), [1, 2, 3, 4, 5]);
   t.same(await positions(b), [1, 2]);
 });
@@ -90,9 +139,14 @@ t.test('positions are per workspace: 1, 2, 3 in each, whatever other workspaces 
 t.test('bounds -> 400 invalid_request', async (t) => {
   const long = 'x'.repeat(257);
   for (const url of [
-    `/api/agent/v1/boards/${long}`, `/api/agent/v1/boards/${long}/publication`,
-    '/api/agent/v1/boards?cursor=-1', '/api/agent/v1/boards?cursor=1000001', '/api/agent/v1/boards?cursor=abc',
-    '/api/agent/v1/boards?limit=0', '/api/agent/v1/boards?limit=101', '/api/agent/v1/boards?scopeType=team',
+    `/api/agent/v1/boards/${long}`,
+    `/api/agent/v1/boards/${long}/publication`,
+    '/api/agent/v1/boards?cursor=-1',
+    '/api/agent/v1/boards?cursor=1000001',
+    '/api/agent/v1/boards?cursor=abc',
+    '/api/agent/v1/boards?limit=0',
+    '/api/agent/v1/boards?limit=101',
+    '/api/agent/v1/boards?scopeType=team',
     `/api/agent/v1/boards?scopeId=${'s'.repeat(129)}`,
   ]) {
     const res = await get(me, url);
@@ -107,12 +161,20 @@ t.test('bounds -> 400 invalid_request', async (t) => {
 
 t.test("another workspace's board is a 404, like a missing one", async (t) => {
   const id = await createBoard(other);
-  for (const url of [`/api/agent/v1/boards/${id}`, `/api/agent/v1/boards/${id}/publication`, '/api/agent/v1/boards/00000000-0000-4000-8000-000000000000']) {
+  for (const url of [
+    `/api/agent/v1/boards/${id}`,
+    `/api/agent/v1/boards/${id}/publication`,
+    '/api/agent/v1/boards/00000000-0000-4000-8000-000000000000',
+  ]) {
     const res = await get(me, url);
     t.equal(res.statusCode, 404);
     t.match(res.json(), { code: 'not_found' });
   }
-  for (const [path, body] of [['publish', { visibility: 'private' }], ['unpublish', {}], ['rotate-link', {}]] as const) {
+  for (const [path, body] of [
+    ['publish', { visibility: 'private' }],
+    ['unpublish', {}],
+    ['rotate-link', {}],
+  ] as const) {
     t.equal((await send(me, 'POST', `/api/agent/v1/boards/${id}/${path}`, body)).statusCode, 404, path);
   }
   t.equal((await send(me, 'PUT', `/api/agent/v1/boards/${id}/content`, { content: {} })).statusCode, 404);
@@ -136,69 +198,88 @@ t.test('private publish at once; the publication read shows no secret', async (t
   t.match(empty, { board_id: id, state: 'unpublished', version: null, active_link: null });
   const res = await send(me, 'POST', `/api/agent/v1/boards/${id}/publish`, { visibility: 'private' });
   t.equal(res.statusCode, 200);
-  t.match(res.json(), { state: 'published', publication: { state: 'published', version: 1, visibility: 'private', active_link: null }, link: null });
-  t.equal((await send(me, 'POST', `/api/agent/v1/boards/${id}/publish`, { version: 9, visibility: 'private' })).json().code, 'version_not_found');
+  t.match(res.json(), {
+    state: 'published',
+    publication: { state: 'published', version: 1, visibility: 'private', active_link: null },
+    link: null,
+  });
+  t.equal(
+    (await send(me, 'POST', `/api/agent/v1/boards/${id}/publish`, { version: 9, visibility: 'private' })).json().code,
+    'version_not_found',
+  );
   const rotate = await send(me, 'POST', `/api/agent/v1/boards/${id}/rotate-link`, {});
   t.equal(rotate.statusCode, 409);
   t.equal(rotate.json().code, 'not_published_publicly');
   const empty2 = await createBoard(me, 'Empty', null);
-  t.equal((await send(me, 'POST', `/api/agent/v1/boards/${empty2}/publish`, { visibility: 'private' })).statusCode, 404);
+  t.equal(
+    (await send(me, 'POST', `/api/agent/v1/boards/${empty2}/publish`, { visibility: 'private' })).statusCode,
+    404,
+  );
 });
 
-t.test('public publish: approval, identical retry, not covering another request, link, rotate, unpublish', async (t) => {
-  const decide = await adminOf(me);
-  const id = await createBoard(me);
-  await send(me, 'PUT', `/api/agent/v1/boards/${id}/content`, { content: { widgets: ['v2'] } });
-  const body = { version: 1, visibility: 'public' };
-  const asked = await send(me, 'POST', `/api/agent/v1/boards/${id}/publish`, body);
-  t.equal(asked.statusCode, 200);
-  const { approval } = asked.json();
-  t.match(asked.json(), { state: 'approval_required', next_action: 'await_approval', approval: { state: 'pending' } });
-  t.equal(approval.approve_url, `${config.baseUrl}/boards/approvals/${approval.id}`, 'the page a person opens');
-  t.notMatch(approval.approve_url, new RegExp(me.token.slice(0, 20)), 'no credential in the URL');
-  // Asking again before the decision points at the same approval.
-  t.equal((await send(me, 'POST', `/api/agent/v1/boards/${id}/publish`, body)).json().approval.id, approval.id);
-  t.equal((await get(me, `/api/agent/v1/boards/${id}/publication`)).json().state, 'unpublished');
+t.test(
+  'public publish: approval, identical retry, not covering another request, link, rotate, unpublish',
+  async (t) => {
+    const decide = await adminOf(me);
+    const id = await createBoard(me);
+    await send(me, 'PUT', `/api/agent/v1/boards/${id}/content`, { content: { widgets: ['v2'] } });
+    const body = { version: 1, visibility: 'public' };
+    const asked = await send(me, 'POST', `/api/agent/v1/boards/${id}/publish`, body);
+    t.equal(asked.statusCode, 200);
+    const { approval } = asked.json();
+    t.match(asked.json(), {
+      state: 'approval_required',
+      next_action: 'await_approval',
+      approval: { state: 'pending' },
+    });
+    t.equal(approval.approve_url, `${config.baseUrl}/boards/approvals/${approval.id}`, 'the page a person opens');
+    t.notMatch(approval.approve_url, new RegExp(me.token.slice(0, 20)), 'no credential in the URL');
+    // Asking again before the decision points at the same approval.
+    t.equal((await send(me, 'POST', `/api/agent/v1/boards/${id}/publish`, body)).json().approval.id, approval.id);
+    t.equal((await get(me, `/api/agent/v1/boards/${id}/publication`)).json().state, 'unpublished');
 
-  const approved = await decide('approve', approval.id);
-  t.equal(approved.statusCode, 200);
-  t.match(approved.json(), { id: approval.id, state: 'approved', version: 1, visibility: 'public' });
+    const approved = await decide('approve', approval.id);
+    t.equal(approved.statusCode, 200);
+    t.match(approved.json(), { id: approval.id, state: 'approved', version: 1, visibility: 'public' });
 
-  // A different request is not covered by that approval.
-  const latest = await send(me, 'POST', `/api/agent/v1/boards/${id}/publish`, { visibility: 'public' });
-  t.equal(latest.json().state, 'approval_required');
-  t.not(latest.json().approval.id, approval.id);
+    // A different request is not covered by that approval.
+    const latest = await send(me, 'POST', `/api/agent/v1/boards/${id}/publish`, { visibility: 'public' });
+    t.equal(latest.json().state, 'approval_required');
+    t.not(latest.json().approval.id, approval.id);
 
-  const published = await send(me, 'POST', `/api/agent/v1/boards/${id}/publish`, body);
-  t.equal(published.statusCode, 200);
-  const { link, publication } = published.json();
-  t.match(publication, { state: 'published', version: 1, visibility: 'public', active_link: { created_at: String } });
-  t.ok(link.secret && link.url.endsWith(link.secret));
-  const stored = await db.anyFirst(sql.type(z.object({ secret_hash: z.string() }))`select secret_hash from board_links`);
-  t.notOk(stored.includes(link.secret), 'stored only as a hash');
-  const open = await hosted(link.url);
-  t.equal(open.statusCode, 200);
-  t.same(open.json(), { title: 'Revenue', version: 1, content: { widgets: [{ kind: 'metric', value: 42 }] } });
-  // The approval was consumed: the same request asks again.
-  t.equal((await send(me, 'POST', `/api/agent/v1/boards/${id}/publish`, body)).json().state, 'approval_required');
+    const published = await send(me, 'POST', `/api/agent/v1/boards/${id}/publish`, body);
+    t.equal(published.statusCode, 200);
+    const { link, publication } = published.json();
+    t.match(publication, { state: 'published', version: 1, visibility: 'public', active_link: { created_at: String } });
+    t.ok(link.secret && link.url.endsWith(link.secret));
+    const stored = await db.anyFirst(
+      sql.type(z.object({ secret_hash: z.string() }))`select secret_hash from board_links`,
+    );
+    t.notOk(stored.includes(link.secret), 'stored only as a hash');
+    const open = await hosted(link.url);
+    t.equal(open.statusCode, 200);
+    t.same(open.json(), { title: 'Revenue', version: 1, content: { widgets: [{ kind: 'metric', value: 42 }] } });
+    // The approval was consumed: the same request asks again.
+    t.equal((await send(me, 'POST', `/api/agent/v1/boards/${id}/publish`, body)).json().state, 'approval_required');
 
-  const read = await get(me, `/api/agent/v1/boards/${id}/publication`);
-  t.notMatch(read.body, link.secret);
-  t.notOk('secret' in read.json().active_link);
+    const read = await get(me, `/api/agent/v1/boards/${id}/publication`);
+    t.notMatch(read.body, link.secret);
+    t.notOk('secret' in read.json().active_link);
 
-  const rotated = await send(me, 'POST', `/api/agent/v1/boards/${id}/rotate-link`, {});
-  t.equal(rotated.statusCode, 200);
-  t.match(rotated.json(), { board_id: id, revoked_links: 1, link: { secret: String, url: String } });
-  t.not(rotated.json().link.secret, link.secret);
-  t.equal((await hosted(link.url)).statusCode, 404, 'the old secret stops working at once');
-  t.equal((await hosted(rotated.json().link.url)).statusCode, 200, 'the new one opens the board');
-  t.notMatch((await get(me, `/api/agent/v1/boards/${id}/publication`)).body, rotated.json().link.secret);
+    const rotated = await send(me, 'POST', `/api/agent/v1/boards/${id}/rotate-link`, {});
+    t.equal(rotated.statusCode, 200);
+    t.match(rotated.json(), { board_id: id, revoked_links: 1, link: { secret: String, url: String } });
+    t.not(rotated.json().link.secret, link.secret);
+    t.equal((await hosted(link.url)).statusCode, 404, 'the old secret stops working at once');
+    t.equal((await hosted(rotated.json().link.url)).statusCode, 200, 'the new one opens the board');
+    t.notMatch((await get(me, `/api/agent/v1/boards/${id}/publication`)).body, rotated.json().link.secret);
 
-  const unpublished = await send(me, 'POST', `/api/agent/v1/boards/${id}/unpublish`, {});
-  t.equal(unpublished.statusCode, 200);
-  t.match(unpublished.json(), { revoked_links: 1, publication: { state: 'unpublished', active_link: null } });
-  t.equal((await hosted(rotated.json().link.url)).statusCode, 404);
-});
+    const unpublished = await send(me, 'POST', `/api/agent/v1/boards/${id}/unpublish`, {});
+    t.equal(unpublished.statusCode, 200);
+    t.match(unpublished.json(), { revoked_links: 1, publication: { state: 'unpublished', active_link: null } });
+    t.equal((await hosted(rotated.json().link.url)).statusCode, 404);
+  },
+);
 
 t.test('a link secret is nowhere at rest in plain: after publish, rotate and their identical retries', async (t) => {
   const decide = await adminOf(me);
@@ -215,7 +296,10 @@ t.test('a link secret is nowhere at rest in plain: after publish, rotate and the
   t.ok(first && second && first !== second);
 
   // An identical retry answers what the first request answered, link included.
-  for (const [res, path, key] of [[published, 'publish', publishKey], [rotated, 'rotate-link', rotateKey]] as const) {
+  for (const [res, path, key] of [
+    [published, 'publish', publishKey],
+    [rotated, 'rotate-link', rotateKey],
+  ] as const) {
     const again = await send(me, 'POST', `/api/agent/v1/boards/${id}/${path}`, path === 'publish' ? body : {}, key);
     t.equal(again.headers['idempotency-replayed'], 'true', `${path} replayed`);
     t.same(again.json(), res.json(), `${path}: the same answer`);
@@ -223,10 +307,16 @@ t.test('a link secret is nowhere at rest in plain: after publish, rotate and the
   for (const secret of [first, second]) t.same(await tablesHolding(db, secret), [], 'no table holds the secret');
   const sealed = await db.anyFirst(sql.type(z.object({ body: z.unknown() }))`
     select response_body as body from idempotency_records where key in (${publishKey}, ${rotateKey})`);
-  t.match(sealed, [{ $sealed: /^[0-9a-f]{12}:v1\./ }, { $sealed: /^[0-9a-f]{12}:v1\./ }], 'the recorded answers are sealed');
+  t.match(
+    sealed,
+    [{ $sealed: /^[0-9a-f]{12}:v1\./ }, { $sealed: /^[0-9a-f]{12}:v1\./ }],
+    'the recorded answers are sealed',
+  );
 
   // A recorded answer moved to another record does not open there (sealed for its own).
-  await db.query(sql.unsafe`update idempotency_records set response_body = (select response_body from idempotency_records where key = ${publishKey}) where key = ${rotateKey}`);
+  await db.query(
+    sql.unsafe`update idempotency_records set response_body = (select response_body from idempotency_records where key = ${publishKey}) where key = ${rotateKey}`,
+  );
   const moved = await send(me, 'POST', `/api/agent/v1/boards/${id}/rotate-link`, {}, rotateKey);
   t.equal(moved.statusCode, 409);
   t.match(moved.json(), { code: 'idempotency_conflict', next_action: 'use_new_idempotency_key' });
@@ -267,16 +357,32 @@ t.test('Idempotency-Key: missing, replay, conflict', async (t) => {
   t.equal(conflict.statusCode, 409);
   t.equal(conflict.json().code, 'idempotency_conflict');
   for (const path of ['unpublish', 'rotate-link']) {
-    t.equal((await send(me, 'POST', `/api/agent/v1/boards/${id}/${path}`, {}, null)).json().code, 'invalid_idempotency_key', path);
+    t.equal(
+      (await send(me, 'POST', `/api/agent/v1/boards/${id}/${path}`, {}, null)).json().code,
+      'invalid_idempotency_key',
+      path,
+    );
   }
-  t.equal((await send(me, 'POST', '/api/agent/v1/boards', { title: 'x', scope_type: 'company', scope_id: me.companyId }, null)).statusCode, 400);
+  t.equal(
+    (
+      await send(
+        me,
+        'POST',
+        '/api/agent/v1/boards',
+        { title: 'x', scope_type: 'company', scope_id: me.companyId },
+        null,
+      )
+    ).statusCode,
+    400,
+  );
   // Bodies are required JSON and strict.
   t.equal((await send(me, 'POST', `/api/agent/v1/boards/${id}/unpublish`, { extra: true })).statusCode, 400);
   t.equal((await send(me, 'POST', url, { visibility: 'friends' })).statusCode, 400);
 });
 
 t.test('the scope must name a company or company agent of the workspace: else 404, nothing written', async (t) => {
-  const count = async (a: Agent) => Number(await db.oneFirst(sql.unsafe`select count(*) from insight_boards where tenant_id = ${a.tenantId}`));
+  const count = async (a: Agent) =>
+    Number(await db.oneFirst(sql.unsafe`select count(*) from insight_boards where tenant_id = ${a.tenantId}`));
   const a = await agent();
   for (const scope of [
     { scope_type: 'company', scope_id: other.companyId },
@@ -291,5 +397,9 @@ t.test('the scope must name a company or company agent of the workspace: else 40
     t.match(res.json(), { code: 'not_found', next_action: 'reread_list' });
   }
   t.equal(await count(a), 0);
-  t.equal((await send(a, 'POST', '/api/agent/v1/boards', { title: 'Own', scope_type: 'agent', scope_id: a.agentId })).statusCode, 201);
+  t.equal(
+    (await send(a, 'POST', '/api/agent/v1/boards', { title: 'Own', scope_type: 'agent', scope_id: a.agentId }))
+      .statusCode,
+    201,
+  );
 });

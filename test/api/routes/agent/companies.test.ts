@@ -23,17 +23,41 @@ async function agent(opts: { claimed?: boolean; plan?: string; scopes?: AgentSco
   const { registration } = await createRegistration(db, { type: 'anonymous', ip: '127.0.0.1', claimTokenTtlS: 600 });
   if (opts.claimed ?? true) await markClaimed(db, registration.id);
   await db.query(sql.unsafe`update tenants set plan = ${opts.plan ?? 'pro'} where id = ${registration.tenant_id}`);
-  const token = await signAccessToken(app.idpKeys, config.authUrl, `${config.baseUrl}/api/agent`, {
-    principalId: registration.principal_id, registrationId: registration.id, tenantId: registration.tenant_id, scopes: opts.scopes ?? ['svc:companies:read'],
-  }, 300);
-  return { tenantId: registration.tenant_id, get: async (url) => app.inject({ url, headers: { authorization: `Bearer ${token}` } }) };
+  const token = await signAccessToken(
+    app.idpKeys,
+    config.authUrl,
+    `${config.baseUrl}/api/agent`,
+    {
+      principalId: registration.principal_id,
+      registrationId: registration.id,
+      tenantId: registration.tenant_id,
+      scopes: opts.scopes ?? ['svc:companies:read'],
+    },
+    300,
+  );
+  return {
+    tenantId: registration.tenant_id,
+    get: async (url) => app.inject({ url, headers: { authorization: `Bearer ${token}` } }),
+  };
 }
 
 async function seed(tenantId: string) {
   const company = await createCompany(db, tenantId, null, { name: 'Acme', description: 'Makes anvils' });
-  const member = (await createCompanyAgent(db, tenantId, company.id, { name: 'Writer', role: 'Writes release notes' }))!;
-  const task = (await createCompanyTask(db, tenantId, company.id, { title: 'Write the notes', description: 'For 1.2', assignedAgentId: member.id }))!;
-  const { run, job } = await startCompanyRun(db, { tenantId, companyId: company.id, taskId: task.id, agentId: member.id });
+  const member = (await createCompanyAgent(db, tenantId, company.id, {
+    name: 'Writer',
+    role: 'Writes release notes',
+  }))!;
+  const task = (await createCompanyTask(db, tenantId, company.id, {
+    title: 'Write the notes',
+    description: 'For 1.2',
+    assignedAgentId: member.id,
+  }))!;
+  const { run, job } = await startCompanyRun(db, {
+    tenantId,
+    companyId: company.id,
+    taskId: task.id,
+    agentId: member.id,
+  });
   return { company, member, task, run, job };
 }
 
@@ -46,16 +70,37 @@ t.test('happy paths: every read, with spec schema shapes', async (t) => {
   const c = mine.company.id;
   const list = await me.get('/api/agent/v1/companies');
   t.equal(list.statusCode, 200);
-  t.same(list.json().items.map((i: { id: string }) => i.id), [c], 'only the own tenant');
+  t.same(
+    list.json().items.map((i: { id: string }) => i.id),
+    [c],
+    'only the own tenant',
+  );
   t.equal(list.json().next_cursor, null);
   t.match((await me.get(`/api/agent/v1/companies/${c}`)).json(), { id: c, name: 'Acme', description: 'Makes anvils' });
-  t.match((await me.get(`/api/agent/v1/companies/${c}/agents`)).json(), { items: [{ id: mine.member.id, role: 'Writes release notes', model: 'builtin/offline', status: 'active' }], next_cursor: null });
-  t.match((await me.get(`/api/agent/v1/companies/${c}/tasks`)).json(), { items: [{ id: mine.task.id, status: 'in_progress', assigned_agent_id: mine.member.id }] });
-  t.match((await me.get(`/api/agent/v1/companies/${c}/tasks/${mine.task.id}`)).json(), { id: mine.task.id, title: 'Write the notes' });
-  t.match((await me.get(`/api/agent/v1/companies/${c}/runs`)).json(), { items: [{ id: mine.run.id, job_id: mine.job.id, task_id: mine.task.id }] });
-  t.same((await me.get(`/api/agent/v1/companies/${c}/runs?taskId=${theirs.task.id}`)).json(), { items: [], next_cursor: null }, 'filter by another task');
+  t.match((await me.get(`/api/agent/v1/companies/${c}/agents`)).json(), {
+    items: [{ id: mine.member.id, role: 'Writes release notes', model: 'builtin/offline', status: 'active' }],
+    next_cursor: null,
+  });
+  t.match((await me.get(`/api/agent/v1/companies/${c}/tasks`)).json(), {
+    items: [{ id: mine.task.id, status: 'in_progress', assigned_agent_id: mine.member.id }],
+  });
+  t.match((await me.get(`/api/agent/v1/companies/${c}/tasks/${mine.task.id}`)).json(), {
+    id: mine.task.id,
+    title: 'Write the notes',
+  });
+  t.match((await me.get(`/api/agent/v1/companies/${c}/runs`)).json(), {
+    items: [{ id: mine.run.id, job_id: mine.job.id, task_id: mine.task.id }],
+  });
+  t.same(
+    (await me.get(`/api/agent/v1/companies/${c}/runs?taskId=${theirs.task.id}`)).json(),
+    { items: [], next_cursor: null },
+    'filter by another task',
+  );
   t.equal((await me.get(`/api/agent/v1/companies/${c}/runs?taskId=${mine.task.id}`)).json().items.length, 1);
-  t.match((await me.get(`/api/agent/v1/companies/${c}/runs/${mine.run.id}`)).json(), { id: mine.run.id, status: String });
+  t.match((await me.get(`/api/agent/v1/companies/${c}/runs/${mine.run.id}`)).json(), {
+    id: mine.run.id,
+    status: String,
+  });
 });
 
 t.test('claim first, then plan; scope before both', async (t) => {
@@ -81,10 +126,17 @@ t.test('claim first, then plan; scope before both', async (t) => {
 t.test("another tenant's ids are not_found and never data", async (t) => {
   const c = theirs.company.id;
   const paths = [
-    `/api/agent/v1/companies/${c}`, `/api/agent/v1/companies/${c}/agents`, `/api/agent/v1/companies/${c}/tasks`,
-    `/api/agent/v1/companies/${c}/tasks/${theirs.task.id}`, `/api/agent/v1/companies/${c}/runs`, `/api/agent/v1/companies/${c}/runs/${theirs.run.id}`,
-    `/api/agent/v1/companies/${mine.company.id}/tasks/${theirs.task.id}`, `/api/agent/v1/companies/${mine.company.id}/runs/${theirs.run.id}`,
-    '/api/agent/v1/companies/not-a-uuid', `/api/agent/v1/companies/${mine.company.id}/tasks/x`, `/api/agent/v1/companies/${mine.company.id}/runs/x`,
+    `/api/agent/v1/companies/${c}`,
+    `/api/agent/v1/companies/${c}/agents`,
+    `/api/agent/v1/companies/${c}/tasks`,
+    `/api/agent/v1/companies/${c}/tasks/${theirs.task.id}`,
+    `/api/agent/v1/companies/${c}/runs`,
+    `/api/agent/v1/companies/${c}/runs/${theirs.run.id}`,
+    `/api/agent/v1/companies/${mine.company.id}/tasks/${theirs.task.id}`,
+    `/api/agent/v1/companies/${mine.company.id}/runs/${theirs.run.id}`,
+    '/api/agent/v1/companies/not-a-uuid',
+    `/api/agent/v1/companies/${mine.company.id}/tasks/x`,
+    `/api/agent/v1/companies/${mine.company.id}/runs/x`,
   ];
   for (const path of paths) {
     const res = await me.get(path);
@@ -95,8 +147,14 @@ t.test("another tenant's ids are not_found and never data", async (t) => {
   }
 });
 
-const craft = (t: string) => Buffer.from(JSON.stringify({ t, id: '00000000-0000-4000-8000-000000000000' })).toString('base64url');
-const CRAFTED = ['2024-13-01 00:00:00+00', '0000-01-01 00:00:00+00', '2024-02-30 10:00:00+00', '2024-01-01 25:00:00+00'].map(craft);
+const craft = (t: string) =>
+  Buffer.from(JSON.stringify({ t, id: '00000000-0000-4000-8000-000000000000' })).toString('base64url');
+const CRAFTED = [
+  '2024-13-01 00:00:00+00',
+  '0000-01-01 00:00:00+00',
+  '2024-02-30 10:00:00+00',
+  '2024-01-01 25:00:00+00',
+].map(craft);
 
 t.test('400 invalid_request at every bound', async (t) => {
   const c = mine.company.id;
@@ -106,12 +164,20 @@ t.test('400 invalid_request at every bound', async (t) => {
     `/api/agent/v1/companies/${c}/tasks/${'a'.repeat(2049)}`,
     `/api/agent/v1/companies/${c}/runs/${'a'.repeat(257)}`,
     `/api/agent/v1/companies/${c}/runs?taskId=${'a'.repeat(257)}`,
-    '/api/agent/v1/companies?limit=0', '/api/agent/v1/companies?limit=101', '/api/agent/v1/companies?limit=abc',
-    '/api/agent/v1/companies?cursor=bm90LWEtY3Vyc29y', `/api/agent/v1/companies/${c}/runs?cursor=xyz`,
-    `/api/agent/v1/companies/${c}/runs?taskId=x&cursor=xyz`, `/api/agent/v1/companies/${c}/agents?limit=1.5`,
+    '/api/agent/v1/companies?limit=0',
+    '/api/agent/v1/companies?limit=101',
+    '/api/agent/v1/companies?limit=abc',
+    '/api/agent/v1/companies?cursor=bm90LWEtY3Vyc29y',
+    `/api/agent/v1/companies/${c}/runs?cursor=xyz`,
+    `/api/agent/v1/companies/${c}/runs?taskId=x&cursor=xyz`,
+    `/api/agent/v1/companies/${c}/agents?limit=1.5`,
     // Well-formed cursors with impossible instants (they once reached ::timestamptz and answered 500).
-    ...CRAFTED.flatMap((cursor) => [`/api/agent/v1/companies?cursor=${cursor}`, `/api/agent/v1/companies/${c}/agents?cursor=${cursor}`,
-      `/api/agent/v1/companies/${c}/tasks?cursor=${cursor}`, `/api/agent/v1/companies/${c}/runs?cursor=${cursor}`]),
+    ...CRAFTED.flatMap((cursor) => [
+      `/api/agent/v1/companies?cursor=${cursor}`,
+      `/api/agent/v1/companies/${c}/agents?cursor=${cursor}`,
+      `/api/agent/v1/companies/${c}/tasks?cursor=${cursor}`,
+      `/api/agent/v1/companies/${c}/runs?cursor=${cursor}`,
+    ]),
   ];
   for (const path of cases) {
     const res = await me.get(path);
@@ -130,8 +196,15 @@ t.test('paging while rows are inserted: every pre-existing row exactly once', as
   const before = new Set<string>();
   for (let i = 0; i < 23; i++) before.add((await createCompany(db, pager.tenantId, null, { name: `Co ${i}` })).id);
   // Some rows share one created_at to the microsecond: the cursor must tell them apart.
-  await db.query(sql.unsafe`insert into companies (tenant_id, name) select ${pager.tenantId}, 'same ' || g from generate_series(1, 5) g`);
-  for (const id of await db.anyFirst(sql.type(z.object({ id: z.string() }))`select id from companies where tenant_id = ${pager.tenantId} and name like 'same %'`)) before.add(id);
+  await db.query(
+    sql.unsafe`insert into companies (tenant_id, name) select ${pager.tenantId}, 'same ' || g from generate_series(1, 5) g`,
+  );
+  for (const id of await db.anyFirst(
+    sql.type(
+      z.object({ id: z.string() }),
+    )`select id from companies where tenant_id = ${pager.tenantId} and name like 'same %'`,
+  ))
+    before.add(id);
   const seen: string[] = [];
   let cursor: string | null = null;
   let pages = 0;
@@ -176,5 +249,8 @@ t.test('published description: operationIds, scope, statuses and schema names of
     t.match(JSON.stringify(op?.responses['200']), `#/components/schemas/${schema}`);
     t.ok(doc.components.schemas[schema], schema);
   }
-  t.notOk(Object.keys(doc.paths).some((p) => p.includes('*')), 'the catch-all is not published');
+  t.notOk(
+    Object.keys(doc.paths).some((p) => p.includes('*')),
+    'the catch-all is not published',
+  );
 });

@@ -17,17 +17,34 @@ const { app, db } = await buildTestApp(t, databaseUrl);
 
 async function agent() {
   const { registration } = await createRegistration(db, { type: 'anonymous', ip: '10.8.0.1', claimTokenTtlS: 3600 });
-  const claims = { principalId: registration.principal_id, registrationId: registration.id, tenantId: registration.tenant_id, scopes: ['svc:agents:write' as const] };
-  const token = await signAccessToken(app.idpKeys, app.config.authUrl, resources(app.config.baseUrl).agent, claims, 300);
+  const claims = {
+    principalId: registration.principal_id,
+    registrationId: registration.id,
+    tenantId: registration.tenant_id,
+    scopes: ['svc:agents:write' as const],
+  };
+  const token = await signAccessToken(
+    app.idpKeys,
+    app.config.authUrl,
+    resources(app.config.baseUrl).agent,
+    claims,
+    300,
+  );
   return { tenantId: registration.tenant_id, token };
 }
-const getJob = (token: string, id: string) => app.inject({ url: `/api/agent/v1/jobs/${id}`, headers: { authorization: `Bearer ${token}` } });
+const getJob = (token: string, id: string) =>
+  app.inject({ url: `/api/agent/v1/jobs/${id}`, headers: { authorization: `Bearer ${token}` } });
 
 t.test('the restore job is readable by an agent of its workspace only', async (t) => {
   const a = await agent();
   const b = await agent();
   const { runnerId } = await enrollRunner(db, a.tenantId, 'r1');
-  const managed = await createManagedAgent(db, { tenantId: a.tenantId, name: 'helper', kind: 'standalone', createdByPrincipal: null });
+  const managed = await createManagedAgent(db, {
+    tenantId: a.tenantId,
+    name: 'helper',
+    kind: 'standalone',
+    createdByPrincipal: null,
+  });
   await db.query(sql.unsafe`update managed_agents set status = 'deleted', deleted_at = now() where id = ${managed.id}`);
   const { job } = await restoreManagedAgent(db, { ...managed, status: 'deleted' }, runnerId);
 

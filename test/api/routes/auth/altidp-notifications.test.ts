@@ -12,17 +12,41 @@ import { startOidcServer } from '../../../helpers/oidc-server.ts';
 import { waitFor } from '../../../helpers/wait.ts';
 import { startTestWorker } from '../../../helpers/worker.ts';
 
-const op = await startOidcServer(t, { clients: [{ client_id: 'platform-alt', client_secret: 'platform-alt-secret-0123456789', redirect_uris: ['http://localhost:3000/api/auth/altidp/callback'] }] });
+const op = await startOidcServer(t, {
+  clients: [
+    {
+      client_id: 'platform-alt',
+      client_secret: 'platform-alt-secret-0123456789',
+      redirect_uris: ['http://localhost:3000/api/auth/altidp/callback'],
+    },
+  ],
+});
 const databaseUrl = await createTestDatabase(t);
 const { app, db } = await buildTestApp(t, databaseUrl, { ALTIDP_ISSUER: op.issuer, ALTIDP_CLIENT_ID: 'platform-alt' });
 await startTestWorker(t, databaseUrl);
 
 let jti = 0;
-async function notification(event: Record<string, unknown>, overrides: JWTPayload = {}, key?: Awaited<ReturnType<typeof exportJWK>>) {
+async function notification(
+  event: Record<string, unknown>,
+  overrides: JWTPayload = {},
+  key?: Awaited<ReturnType<typeof exportJWK>>,
+) {
   const now = Math.floor(Date.now() / 1000);
-  return op.sign({ iss: op.issuer, aud: 'platform-alt', iat: now, exp: now + 300, jti: `n-${++jti}`, events: JSON.stringify({ event_time: now * 1000, ...event }), ...overrides }, key ? { key } : {});
+  return op.sign(
+    {
+      iss: op.issuer,
+      aud: 'platform-alt',
+      iat: now,
+      exp: now + 300,
+      jti: `n-${++jti}`,
+      events: JSON.stringify({ event_time: now * 1000, ...event }),
+      ...overrides,
+    },
+    key ? { key } : {},
+  );
 }
-const send = (payload: string) => app.inject({ method: 'POST', url: '/api/auth/altidp/notifications', payload: { payload } });
+const send = (payload: string) =>
+  app.inject({ method: 'POST', url: '/api/auth/altidp/notifications', payload: { payload } });
 
 const Row = z.object({ status: z.string(), outcome: z.string().nullable() });
 const applied = (id: string) =>
@@ -35,18 +59,38 @@ const count = (table: string) => rowCount(db, table);
 /** A person who signed in with altidp (identity token), with a refresh token. */
 async function altidpUser(sub: string, email: string) {
   const now = Math.floor(Date.now() / 1000);
-  const token = await op.sign({ iss: op.issuer, aud: 'platform-alt', sub, email, email_verified: true, iat: now, exp: now + 600 });
-  const res = await app.inject({ method: 'POST', url: '/api/auth/altidp', payload: { identityToken: token }, remoteAddress: `10.3.0.${++jti % 250}` });
+  const token = await op.sign({
+    iss: op.issuer,
+    aud: 'platform-alt',
+    sub,
+    email,
+    email_verified: true,
+    iat: now,
+    exp: now + 600,
+  });
+  const res = await app.inject({
+    method: 'POST',
+    url: '/api/auth/altidp',
+    payload: { identityToken: token },
+    remoteAddress: `10.3.0.${++jti % 250}`,
+  });
   if (res.statusCode !== 200) throw new Error(res.body);
   return res.json() as { user: { id: string }; refreshToken: string };
 }
-const refresh = (refreshToken: string) => app.inject({ method: 'POST', url: '/api/auth/refresh', payload: { refreshToken } });
+const refresh = (refreshToken: string) =>
+  app.inject({ method: 'POST', url: '/api/auth/refresh', payload: { refreshToken } });
 const identity = (sub: string) =>
-  db.maybeOne(sql.type(z.object({ email_status: z.string().nullable() }))`select email_status from user_identities where provider = 'altidp' and subject = ${sub}`);
+  db.maybeOne(
+    sql.type(
+      z.object({ email_status: z.string().nullable() }),
+    )`select email_status from user_identities where provider = 'altidp' and subject = ${sub}`,
+  );
 
 t.test('email-disabled and email-enabled are recorded on the identity', async (t) => {
   await altidpUser('sub-relay', 'relay@relay.example');
-  const off = await send(await notification({ type: 'email-disabled', sub: 'sub-relay', email: 'relay@relay.example' }));
+  const off = await send(
+    await notification({ type: 'email-disabled', sub: 'sub-relay', email: 'relay@relay.example' }),
+  );
   t.equal(off.statusCode, 200, off.body);
   t.match(off.json(), { received: true, duplicate: false, status: 'queued' });
   t.match(await applied(await lastId()), { status: 'applied', outcome: 'email_disabled' });
@@ -58,7 +102,9 @@ t.test('email-disabled and email-enabled are recorded on the identity', async (t
 });
 
 async function lastId() {
-  return db.oneFirst(sql.type(z.object({ id: z.string() }))`select id from altidp_notifications order by received_at desc, id limit 1`);
+  return db.oneFirst(
+    sql.type(z.object({ id: z.string() }))`select id from altidp_notifications order by received_at desc, id limit 1`,
+  );
 }
 
 t.test('consent-revoked unlinks the identity and revokes refresh tokens; the account stays', async (t) => {
@@ -92,7 +138,14 @@ t.test('the same notification twice is stored and applied once; unknown types ar
   const second = await send(payload);
   t.match(second.json(), { received: true, duplicate: true });
   t.equal(first.statusCode, 200);
-  t.equal(await db.oneFirst(sql.type(z.object({ n: z.number() }))`select count(*)::int as n from altidp_notifications where claims->>'jti' = ${`n-${jti}`}`), 1);
+  t.equal(
+    await db.oneFirst(
+      sql.type(
+        z.object({ n: z.number() }),
+      )`select count(*)::int as n from altidp_notifications where claims->>'jti' = ${`n-${jti}`}`,
+    ),
+    1,
+  );
 
   const unknown = await send(await notification({ type: 'something-new', sub: 'sub-twice' }));
   t.equal(unknown.statusCode, 200);
@@ -107,7 +160,10 @@ t.test('a JWS signed by another key, for another audience, or expired → 400, n
   const cases: Array<[string, string]> = [
     ['another key', await notification({ type: 'consent-revoked', sub: 'sub-relay' }, {}, otherKey)],
     ['another audience', await notification({ type: 'consent-revoked', sub: 'sub-relay' }, { aud: 'someone-else' })],
-    ['expired', await notification({ type: 'consent-revoked', sub: 'sub-relay' }, { iat: now - 7200, exp: now - 3600 })],
+    [
+      'expired',
+      await notification({ type: 'consent-revoked', sub: 'sub-relay' }, { iat: now - 7200, exp: now - 3600 }),
+    ],
     ['not a JWS', 'not.a.jws'],
   ];
   for (const [what, payload] of cases) {

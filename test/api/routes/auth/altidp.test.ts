@@ -13,7 +13,12 @@ const SECRET = 'platform-alt-secret-0123456789abcdef';
 
 const op = await startOidcServer(t, {
   clients: [
-    { client_id: 'platform-alt', client_secret: SECRET, redirect_uris: [CALLBACK], token_endpoint_auth_method: 'client_secret_post' },
+    {
+      client_id: 'platform-alt',
+      client_secret: SECRET,
+      redirect_uris: [CALLBACK],
+      token_endpoint_auth_method: 'client_secret_post',
+    },
   ],
   accounts: [
     { sub: 'alt-alice', email: 'alice@relay.example', email_verified: true },
@@ -70,7 +75,10 @@ t.test('start → provider → form-post callback → ticket → result, once', 
 
   const form = await atProvider(location, { accountId: 'alt-alice' });
   t.equal(form.action, CALLBACK);
-  const res = await callback({ ...form.fields, user: JSON.stringify({ name: { firstName: 'Alice', lastName: 'Relay' } }) }, cookie);
+  const res = await callback(
+    { ...form.fields, user: JSON.stringify({ name: { firstName: 'Alice', lastName: 'Relay' } }) },
+    cookie,
+  );
   t.equal(res.statusCode, 303, res.body);
   const back = new URL(String(res.headers.location));
   t.equal(`${back.origin}${back.pathname}`, `${BASE}/welcome`);
@@ -80,7 +88,12 @@ t.test('start → provider → form-post callback → ticket → result, once', 
 
   const first = await result(ticket);
   t.equal(first.statusCode, 200, first.body);
-  t.match(first.json(), { tokenType: 'Bearer', newUser: true, mode: 'onboarding', user: { email: 'alice@relay.example', name: 'Alice Relay' } });
+  t.match(first.json(), {
+    tokenType: 'Bearer',
+    newUser: true,
+    mode: 'onboarding',
+    user: { email: 'alice@relay.example', name: 'Alice Relay' },
+  });
   const me = await app.inject({ url: '/api/auth/me', headers: { authorization: `Bearer ${first.json().token}` } });
   t.equal(me.statusCode, 200);
 
@@ -93,7 +106,8 @@ t.test('start → provider → form-post callback → ticket → result, once', 
   const replay = await callback(form.fields, cookie);
   t.equal(replay.statusCode, 400);
   t.match(replay.json(), { error: 'invalid_state' });
-  for (const secret of [ticket, form.fields.code!, form.fields.state!, first.json().refreshToken]) t.notOk(logs().includes(secret), 'not in the log');
+  for (const secret of [ticket, form.fields.code!, form.fields.state!, first.json().refreshToken])
+    t.notOk(logs().includes(secret), 'not in the log');
 });
 
 t.test('an expired ticket is refused with the same code', async (t) => {
@@ -113,7 +127,10 @@ t.test('refusals: unknown state, another browser, declined consent, unverified e
   t.match(unknown.json(), { error: 'invalid_state' });
 
   const { location } = await start();
-  const stolen = await callback((await atProvider(location, { accountId: 'alt-alice' })).fields, `altidp_browser=${'A'.repeat(43)}`);
+  const stolen = await callback(
+    (await atProvider(location, { accountId: 'alt-alice' })).fields,
+    `altidp_browser=${'A'.repeat(43)}`,
+  );
   t.equal(stolen.statusCode, 400);
   t.match(stolen.json(), { error: 'invalid_state', message: /another browser/ });
 
@@ -125,11 +142,19 @@ t.test('refusals: unknown state, another browser, declined consent, unverified e
   t.match(String(denied.headers.location), /\/welcome#altidp_error=access_denied$/);
 
   const unverified = await start();
-  const res = await callback((await atProvider(unverified.location, { accountId: 'alt-bob' })).fields, unverified.cookie);
+  const res = await callback(
+    (await atProvider(unverified.location, { accountId: 'alt-bob' })).fields,
+    unverified.cookie,
+  );
   t.match(String(res.headers.location), /#altidp_error=email_not_verified$/);
   t.equal(await count('external_login_tickets'), tickets, 'no ticket for any of these');
 
-  for (const next of ['https://elsewhere.example/x', '//elsewhere.example/x', '/\\elsewhere.example', 'javascript:alert(1)']) {
+  for (const next of [
+    'https://elsewhere.example/x',
+    '//elsewhere.example/x',
+    '/\\elsewhere.example',
+    'javascript:alert(1)',
+  ]) {
     const res = await app.inject({ url: `/api/auth/altidp/start/?next=${encodeURIComponent(next)}` });
     t.equal(res.statusCode, 400, next);
     t.match(res.json(), { error: 'invalid_next' });
@@ -140,12 +165,33 @@ t.test('refusals: unknown state, another browser, declined consent, unverified e
 
 t.test('direct identity token: checked against the JWKS, audience, expiry and nonce', async (t) => {
   const now = Math.floor(Date.now() / 1000);
-  const claims = { iss: op.issuer, sub: 'alt-carol', email: 'carol@relay.example', email_verified: 'true', iat: now, exp: now + 600 };
-  const ok = await app.inject({ method: 'POST', url: '/api/auth/altidp', payload: { identityToken: await op.sign({ ...claims, aud: 'com.example.native', nonce: 'n1' }), nonce: 'n1', name: 'Carol' }, remoteAddress: from() });
+  const claims = {
+    iss: op.issuer,
+    sub: 'alt-carol',
+    email: 'carol@relay.example',
+    email_verified: 'true',
+    iat: now,
+    exp: now + 600,
+  };
+  const ok = await app.inject({
+    method: 'POST',
+    url: '/api/auth/altidp',
+    payload: {
+      identityToken: await op.sign({ ...claims, aud: 'com.example.native', nonce: 'n1' }),
+      nonce: 'n1',
+      name: 'Carol',
+    },
+    remoteAddress: from(),
+  });
   t.equal(ok.statusCode, 200, ok.body);
   t.match(ok.json(), { newUser: true, user: { email: 'carol@relay.example', name: 'Carol' } });
 
-  const again = await app.inject({ method: 'POST', url: '/api/auth/altidp', payload: { identityToken: await op.sign({ ...claims, aud: 'platform-alt' }) }, remoteAddress: from() });
+  const again = await app.inject({
+    method: 'POST',
+    url: '/api/auth/altidp',
+    payload: { identityToken: await op.sign({ ...claims, aud: 'platform-alt' }) },
+    remoteAddress: from(),
+  });
   t.match(again.json(), { newUser: false, user: { id: ok.json().user.id } });
 
   const refusals: Array<[string, Record<string, unknown>, string | undefined, RegExp]> = [
@@ -156,7 +202,12 @@ t.test('direct identity token: checked against the JWKS, audience, expiry and no
     ['another issuer', { ...claims, aud: 'platform-alt', iss: 'https://elsewhere.example' }, undefined, /iss/],
   ];
   for (const [what, body, nonce, message] of refusals) {
-    const res = await app.inject({ method: 'POST', url: '/api/auth/altidp', payload: { identityToken: await op.sign(body), ...(nonce ? { nonce } : {}) }, remoteAddress: from() });
+    const res = await app.inject({
+      method: 'POST',
+      url: '/api/auth/altidp',
+      payload: { identityToken: await op.sign(body), ...(nonce ? { nonce } : {}) },
+      remoteAddress: from(),
+    });
     t.equal(res.statusCode, 401, what);
     t.match(res.json(), { error: 'invalid_id_token', message }, what);
   }

@@ -30,9 +30,24 @@ const op = await startOidcServer(t, {
       token_endpoint_auth_signing_alg: 'ES256',
       jwks: { keys: [{ ...(await exportJWK(clientPublicKey)), kid: 'platform-key-1', alg: 'ES256', use: 'sig' }] },
     },
-    { client_id: 'platform-web', client_secret: SECRET, redirect_uris: [WEB_REDIRECT], token_endpoint_auth_method: 'client_secret_post' },
-    { client_id: 'platform-ios', application_type: 'native', token_endpoint_auth_method: 'none', redirect_uris: [IOS_REDIRECT] },
-    { client_id: 'other-app', client_secret: 'other-secret-0123456789abcdef', redirect_uris: [OTHER_REDIRECT], token_endpoint_auth_method: 'client_secret_post' },
+    {
+      client_id: 'platform-web',
+      client_secret: SECRET,
+      redirect_uris: [WEB_REDIRECT],
+      token_endpoint_auth_method: 'client_secret_post',
+    },
+    {
+      client_id: 'platform-ios',
+      application_type: 'native',
+      token_endpoint_auth_method: 'none',
+      redirect_uris: [IOS_REDIRECT],
+    },
+    {
+      client_id: 'other-app',
+      client_secret: 'other-secret-0123456789abcdef',
+      redirect_uris: [OTHER_REDIRECT],
+      token_endpoint_auth_method: 'client_secret_post',
+    },
   ],
   accounts: [
     { sub: 'alice-sub', email: 'alice@example.com', email_verified: true, name: 'Alice Example' },
@@ -59,7 +74,12 @@ const post = (url: string, payload: object, remoteAddress = `10.1.${Math.floor(+
 const count = (table: string) => rowCount(db, table);
 
 /** A code for `clientId` as its app would get it after `accountId` signs in. */
-async function authorize(accountId: string, clientId = 'platform-web', redirectUri = WEB_REDIRECT, extra: Record<string, string> = {}) {
+async function authorize(
+  accountId: string,
+  clientId = 'platform-web',
+  redirectUri = WEB_REDIRECT,
+  extra: Record<string, string> = {},
+) {
   op.next = { accountId };
   const codeVerifier = oidc.randomPKCECodeVerifier();
   const out = await op.authorize({
@@ -78,20 +98,43 @@ async function authorize(accountId: string, clientId = 'platform-web', redirectU
 /** Tokens for a client, straight from the provider (what an app holds after its own sign-in). */
 async function tokensFor(accountId: string, clientId: string, redirectUri: string, secret?: string, nonce?: string) {
   const { code, codeVerifier } = await authorize(accountId, clientId, redirectUri, nonce ? { nonce } : {});
-  const config = await oidc.discovery(new URL(op.issuer), clientId, secret ? { client_secret: secret, token_endpoint_auth_method: 'client_secret_post' } : { token_endpoint_auth_method: 'none' }, undefined, { execute: [oidc.allowInsecureRequests] });
+  const config = await oidc.discovery(
+    new URL(op.issuer),
+    clientId,
+    secret
+      ? { client_secret: secret, token_endpoint_auth_method: 'client_secret_post' }
+      : { token_endpoint_auth_method: 'none' },
+    undefined,
+    { execute: [oidc.allowInsecureRequests] },
+  );
   const url = new URL(redirectUri);
   url.searchParams.set('code', code);
   url.searchParams.set('iss', op.issuer);
-  const tokens = await oidc.authorizationCodeGrant(config, url, { pkceCodeVerifier: codeVerifier, expectedNonce: nonce, idTokenExpected: true });
+  const tokens = await oidc.authorizationCodeGrant(config, url, {
+    pkceCodeVerifier: codeVerifier,
+    expectedNonce: nonce,
+    idTokenExpected: true,
+  });
   return tokens;
 }
 
 t.test('not configured: 503 auth_method_disabled naming the settings', async (t) => {
   const bare = await buildTestApp(t, databaseUrl);
-  const res = await bare.app.inject({ method: 'POST', url: '/api/auth/partner', payload: { code: 'x', codeVerifier: 'a'.repeat(43), redirectUri: WEB_REDIRECT } });
+  const res = await bare.app.inject({
+    method: 'POST',
+    url: '/api/auth/partner',
+    payload: { code: 'x', codeVerifier: 'a'.repeat(43), redirectUri: WEB_REDIRECT },
+  });
   t.equal(res.statusCode, 503);
-  t.match(res.json(), { error: 'auth_method_disabled', message: /PARTNER_ISSUER.*PARTNER_CLIENT_ID.*PARTNER_CLIENT_SECRET.*PARTNER_REDIRECT_URIS/ });
-  const ios = await bare.app.inject({ method: 'POST', url: '/api/auth/partner-ios', payload: { idToken: 'a.b.c', nonce: 'n' } });
+  t.match(res.json(), {
+    error: 'auth_method_disabled',
+    message: /PARTNER_ISSUER.*PARTNER_CLIENT_ID.*PARTNER_CLIENT_SECRET.*PARTNER_REDIRECT_URIS/,
+  });
+  const ios = await bare.app.inject({
+    method: 'POST',
+    url: '/api/auth/partner-ios',
+    payload: { idToken: 'a.b.c', nonce: 'n' },
+  });
   t.match(ios.json(), { error: 'auth_method_disabled', message: /PARTNER_IOS_CLIENT_ID/ });
 });
 
@@ -120,15 +163,26 @@ t.test('web refusals: replayed code, wrong verifier, foreign redirect URI, nonce
   t.equal(replay.statusCode, 401);
   t.match(replay.json(), { error: 'invalid_code', message: /invalid_grant/ });
 
-  const wrongVerifier = await post('/api/auth/partner', { code: (await authorize('alice-sub')).code, codeVerifier: oidc.randomPKCECodeVerifier(), redirectUri: WEB_REDIRECT });
+  const wrongVerifier = await post('/api/auth/partner', {
+    code: (await authorize('alice-sub')).code,
+    codeVerifier: oidc.randomPKCECodeVerifier(),
+    redirectUri: WEB_REDIRECT,
+  });
   t.match(wrongVerifier.json(), { error: 'invalid_code' });
 
-  const foreign = await post('/api/auth/partner', { ...(await authorize('alice-sub')), redirectUri: 'https://elsewhere.example/cb' });
+  const foreign = await post('/api/auth/partner', {
+    ...(await authorize('alice-sub')),
+    redirectUri: 'https://elsewhere.example/cb',
+  });
   t.equal(foreign.statusCode, 400);
   t.match(foreign.json(), { error: 'invalid_redirect_uri' });
 
   const withNonce = await authorize('alice-sub', 'platform-web', WEB_REDIRECT, { nonce: 'the-real-nonce' });
-  const nonceMismatch = await post('/api/auth/partner', { ...withNonce, redirectUri: WEB_REDIRECT, nonce: 'another-nonce' });
+  const nonceMismatch = await post('/api/auth/partner', {
+    ...withNonce,
+    redirectUri: WEB_REDIRECT,
+    nonce: 'another-nonce',
+  });
   t.equal(nonceMismatch.statusCode, 401);
   t.match(nonceMismatch.json(), { error: 'invalid_id_token', message: /nonce/ });
   t.equal(await count('auth_refresh_tokens'), tokensBefore + 1, 'only the one good login issued a refresh token');
@@ -169,17 +223,35 @@ t.test('iOS: an ID token issued to the iOS client with its nonce', async (t) => 
   t.match(otherAudience.json(), { error: 'invalid_id_token', message: /aud/ });
 
   const now = Math.floor(Date.now() / 1000);
-  const claims = { iss: op.issuer, aud: 'platform-ios', sub: 'alice-sub', email: 'alice@example.com', email_verified: true, nonce: 'n' };
-  const expired = await post('/api/auth/partner-ios', { idToken: await op.sign({ ...claims, iat: now - 7200, exp: now - 3600 }), nonce: 'n' });
+  const claims = {
+    iss: op.issuer,
+    aud: 'platform-ios',
+    sub: 'alice-sub',
+    email: 'alice@example.com',
+    email_verified: true,
+    nonce: 'n',
+  };
+  const expired = await post('/api/auth/partner-ios', {
+    idToken: await op.sign({ ...claims, iat: now - 7200, exp: now - 3600 }),
+    nonce: 'n',
+  });
   t.match(expired.json(), { error: 'invalid_id_token', message: /expired/ });
   const unsigned = new UnsecuredJWT({ ...claims, iat: now, exp: now + 600 }).encode();
-  t.match((await post('/api/auth/partner-ios', { idToken: unsigned, nonce: 'n' })).json(), { error: 'invalid_id_token' });
+  t.match((await post('/api/auth/partner-ios', { idToken: unsigned, nonce: 'n' })).json(), {
+    error: 'invalid_id_token',
+  });
   const { privateKey } = await generateKeyPair('RS256', { extractable: true });
-  const forged = await op.sign({ ...claims, iat: now, exp: now + 600 }, { key: { ...(await exportJWK(privateKey)), alg: 'RS256' } });
+  const forged = await op.sign(
+    { ...claims, iat: now, exp: now + 600 },
+    { key: { ...(await exportJWK(privateKey)), alg: 'RS256' } },
+  );
   const forgedRes = await post('/api/auth/partner-ios', { idToken: forged, nonce: 'n' });
   t.equal(forgedRes.statusCode, 401);
   t.match(forgedRes.json(), { error: 'invalid_id_token', message: /signature/ });
-  const good = await post('/api/auth/partner-ios', { idToken: await op.sign({ ...claims, iat: now, exp: now + 600 }), nonce: 'n' });
+  const good = await post('/api/auth/partner-ios', {
+    idToken: await op.sign({ ...claims, iat: now, exp: now + 600 }),
+    nonce: 'n',
+  });
   t.equal(good.statusCode, 200, 'the same claims signed by the provider pass');
 });
 
@@ -188,7 +260,10 @@ t.test('access token: checked with the provider (introspection + userinfo), neve
   const ok = await post('/api/auth/partner-token', { accessToken: tokens.access_token });
   t.equal(ok.statusCode, 200, ok.body);
   t.match(ok.json(), { newUser: false, user: { email: 'alice@example.com' } });
-  t.ok(op.requests.some((r) => r.path === '/token/introspection'), 'the provider was asked');
+  t.ok(
+    op.requests.some((r) => r.path === '/token/introspection'),
+    'the provider was asked',
+  );
 
   const other = await tokensFor('alice-sub', 'other-app', OTHER_REDIRECT, 'other-secret-0123456789abcdef');
   const foreign = await post('/api/auth/partner-token', { accessToken: other.access_token });
@@ -206,7 +281,11 @@ t.test('private_key_jwt client authentication at the token endpoint', async (t) 
     PARTNER_CLIENT_PRIVATE_KEY: JSON.stringify(clientJwk),
     PARTNER_REDIRECT_URIS: WEB_REDIRECT,
   });
-  const res = await keyed.app.inject({ method: 'POST', url: '/api/auth/partner', payload: { ...(await authorize('alice-sub', 'platform-web-pkjwt')), redirectUri: WEB_REDIRECT } });
+  const res = await keyed.app.inject({
+    method: 'POST',
+    url: '/api/auth/partner',
+    payload: { ...(await authorize('alice-sub', 'platform-web-pkjwt')), redirectUri: WEB_REDIRECT },
+  });
   t.equal(res.statusCode, 200, res.body);
   t.match(res.json(), { user: { email: 'alice@example.com' } });
   const token = op.requests.filter((r) => r.path === '/token').at(-1)!;
@@ -219,23 +298,32 @@ t.test('no code, token or refresh token in the log', async (t) => {
   t.equal(res.statusCode, 200);
   const log = logs();
   t.ok(log.length > 0, 'something was logged');
-  for (const secret of [grant.code, grant.codeVerifier, res.json().token, res.json().refreshToken]) t.notOk(log.includes(secret));
+  for (const secret of [grant.code, grant.codeVerifier, res.json().token, res.json().refreshToken])
+    t.notOk(log.includes(secret));
 });
 
-t.test('the 61st external login attempt from one address in 15 minutes is 429, across these routes; password logins count apart', async (t) => {
-  const from = '10.99.0.1';
-  const attempts = [
-    () => post('/api/auth/partner', { code: 'bad', codeVerifier: 'a'.repeat(43), redirectUri: WEB_REDIRECT }, from),
-    () => post('/api/auth/partner-ios', { idToken: 'a.b.c', nonce: 'n' }, from),
-    () => post('/api/auth/partner-token', { accessToken: 'nope' }, from),
-  ];
-  for (let i = 0; i < 60; i++) {
-    const res = await attempts[i % attempts.length]!();
-    if (res.statusCode === 429) t.fail(`attempt ${i + 1} refused`);
-  }
-  const next = await post('/api/auth/partner-token', { accessToken: 'nope' }, from);
-  t.equal(next.statusCode, 429);
-  t.match(next.json(), { error: 'rate_limited' });
-  const password = await app.inject({ method: 'POST', url: '/api/auth/login', payload: { email: 'x@example.com', password: 'wrong' }, remoteAddress: from });
-  t.equal(password.statusCode, 401, 'a password login from that address is checked on its own budget');
-});
+t.test(
+  'the 61st external login attempt from one address in 15 minutes is 429, across these routes; password logins count apart',
+  async (t) => {
+    const from = '10.99.0.1';
+    const attempts = [
+      () => post('/api/auth/partner', { code: 'bad', codeVerifier: 'a'.repeat(43), redirectUri: WEB_REDIRECT }, from),
+      () => post('/api/auth/partner-ios', { idToken: 'a.b.c', nonce: 'n' }, from),
+      () => post('/api/auth/partner-token', { accessToken: 'nope' }, from),
+    ];
+    for (let i = 0; i < 60; i++) {
+      const res = await attempts[i % attempts.length]!();
+      if (res.statusCode === 429) t.fail(`attempt ${i + 1} refused`);
+    }
+    const next = await post('/api/auth/partner-token', { accessToken: 'nope' }, from);
+    t.equal(next.statusCode, 429);
+    t.match(next.json(), { error: 'rate_limited' });
+    const password = await app.inject({
+      method: 'POST',
+      url: '/api/auth/login',
+      payload: { email: 'x@example.com', password: 'wrong' },
+      remoteAddress: from,
+    });
+    t.equal(password.statusCode, 401, 'a password login from that address is checked on its own budget');
+  },
+);

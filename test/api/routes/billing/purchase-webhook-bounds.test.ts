@@ -16,14 +16,20 @@ const send = (eventTimestampMs: number) =>
     method: 'POST',
     url: '/api/billing/purchase-webhook',
     headers: { authorization: `Bearer ${SECRET}` },
-    payload: { event: { id: `evt-${eventTimestampMs}`, type: 'TEST', app_user_id: null, event_timestamp_ms: eventTimestampMs } },
+    payload: {
+      event: { id: `evt-${eventTimestampMs}`, type: 'TEST', app_user_id: null, event_timestamp_ms: eventTimestampMs },
+    },
   });
 
 t.test('event_timestamp_ms beyond year 9999 is a 400, nothing stored', async (t) => {
   for (const ms of [5_137_984_525_188_804, 253_402_300_800_000, 8_640_000_000_000_000]) {
     const res = await send(ms);
     t.equal(res.statusCode, 400, `${ms}: ${res.body}`);
-    t.match(res.json(), { error: 'invalid_request', status: 400, details: [{ path: 'body.event.event_timestamp_ms' }] });
+    t.match(res.json(), {
+      error: 'invalid_request',
+      status: 400,
+      details: [{ path: 'body.event.event_timestamp_ms' }],
+    });
   }
   t.equal(await stored(), 0);
 });

@@ -23,23 +23,46 @@ const databaseUrl = await createTestDatabase(t);
 const direct = await testPool(t, databaseUrl);
 const provider = await startPurchaseServer(t);
 const WEBHOOK_SECRET = 'purchase-webhook-secret-for-tests-0123456789';
-const env = { PURCHASE_API_BASE: provider.url, PURCHASE_API_KEY: provider.apiKey, PURCHASE_WEBHOOK_SECRET: WEBHOOK_SECRET };
+const env = {
+  PURCHASE_API_BASE: provider.url,
+  PURCHASE_API_KEY: provider.apiKey,
+  PURCHASE_WEBHOOK_SECRET: WEBHOOK_SECRET,
+};
 // Logs at info, kept in memory: the secret must never appear in them.
 const { app, config, logs } = await buildTestApp(t, databaseUrl, { ...env, LOG_LEVEL: 'info' });
 await startTestWorker(t, databaseUrl, env);
 
 const DAY = 86_400_000;
 const inDays = (n: number) => new Date(Date.now() + n * DAY);
-const headersOf = (m: { tenantId: string; token: string }) => ({ authorization: `Bearer ${m.token}`, 'x-tenant-id': m.tenantId });
+const headersOf = (m: { tenantId: string; token: string }) => ({
+  authorization: `Bearer ${m.token}`,
+  'x-tenant-id': m.tenantId,
+});
 const sync = (m: { tenantId: string; token: string }, payload?: unknown) =>
-  app.inject({ method: 'POST', url: '/api/billing/purchase-sync', headers: headersOf(m), ...(payload === undefined ? {} : { payload: payload as object }) });
-const billingStatus = async (m: Member) => (await app.inject({ url: '/api/billing/status', headers: headersOf(m) })).json();
+  app.inject({
+    method: 'POST',
+    url: '/api/billing/purchase-sync',
+    headers: headersOf(m),
+    ...(payload === undefined ? {} : { payload: payload as object }),
+  });
+const billingStatus = async (m: Member) =>
+  (await app.inject({ url: '/api/billing/status', headers: headersOf(m) })).json();
 
 const TenantRow = z.object({ plan: z.string(), plan_status: z.string(), plan_source: z.string().nullable() });
-const tenantRow = (tenantId: string) => direct.one(sql.type(TenantRow)`select plan, plan_status, plan_source from tenants where id = ${tenantId}`);
-const EventRowView = z.object({ status: z.string(), outcome: z.string().nullable(), job_id: z.string().nullable(), tenant_id: z.string().nullable() });
+const tenantRow = (tenantId: string) =>
+  direct.one(sql.type(TenantRow)`select plan, plan_status, plan_source from tenants where id = ${tenantId}`);
+const EventRowView = z.object({
+  status: z.string(),
+  outcome: z.string().nullable(),
+  job_id: z.string().nullable(),
+  tenant_id: z.string().nullable(),
+});
 const eventRows = (eventId: string) =>
-  direct.any(sql.type(EventRowView)`select status, outcome, job_id, tenant_id from billing_events where provider = 'purchase' and event_id = ${eventId}`);
+  direct.any(
+    sql.type(
+      EventRowView,
+    )`select status, outcome, job_id, tenant_id from billing_events where provider = 'purchase' and event_id = ${eventId}`,
+  );
 const settled = (eventId: string) =>
   waitFor(`purchase event ${eventId} to be processed`, async () => {
     const [row] = await eventRows(eventId);
@@ -49,8 +72,14 @@ const settled = (eventId: string) =>
 async function addMember(tenantId: string, role: 'admin' | 'viewer'): Promise<Member> {
   const userId = randomUUID();
   await direct.query(sql.unsafe`insert into users (id, email) values (${userId}, ${`${userId}@example.test`})`);
-  await direct.query(sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${tenantId}, ${userId}, ${role})`);
-  return { tenantId, userId, token: await signPlatformToken({ userId }, Buffer.from(TEST_SECRET, 'base64'), 'http://localhost:3000') };
+  await direct.query(
+    sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${tenantId}, ${userId}, ${role})`,
+  );
+  return {
+    tenantId,
+    userId,
+    token: await signPlatformToken({ userId }, Buffer.from(TEST_SECRET, 'base64'), 'http://localhost:3000'),
+  };
 }
 
 /** A provider webhook body (RevenueCat shape). */
@@ -94,7 +123,10 @@ t.test('sync: Admin only, tenant-checked; an active pro entitlement makes the wo
   const viewer = await addMember(admin.tenantId, 'viewer');
   const stranger = await createMember(direct);
   const expires = inDays(30);
-  provider.setSubscriber(admin.tenantId, subscriberWith({ entitlement: 'pro', product: 'com.example.pro.monthly', expires }));
+  provider.setSubscriber(
+    admin.tenantId,
+    subscriberWith({ entitlement: 'pro', product: 'com.example.pro.monthly', expires }),
+  );
 
   const before = provider.requests;
   t.equal((await sync(viewer)).statusCode, 403, 'Viewer');
@@ -111,90 +143,222 @@ t.test('sync: Admin only, tenant-checked; an active pro entitlement makes the wo
     status: 'active',
     source: 'in_app',
     expiresAt: expires.toISOString(),
-    entitlement: { id: 'pro', productId: 'com.example.pro.monthly', currentPeriodEnd: expires.toISOString(), willRenew: true, stored: 'applied' },
+    entitlement: {
+      id: 'pro',
+      productId: 'com.example.pro.monthly',
+      currentPeriodEnd: expires.toISOString(),
+      willRenew: true,
+      stored: 'applied',
+    },
     tenantPlan: 'pro',
   });
   t.equal(provider.requests, before + 1, 'one provider read');
   t.same(await tenantRow(admin.tenantId), { plan: 'pro', plan_status: 'active', plan_source: 'in_app' });
-  t.match(await billingStatus(admin), { plan: 'pro', status: 'active', source: 'in_app', periodEnd: expires.toISOString(), limits: { companyWork: true } });
+  t.match(await billingStatus(admin), {
+    plan: 'pro',
+    status: 'active',
+    source: 'in_app',
+    periodEnd: expires.toISOString(),
+    limits: { companyWork: true },
+  });
   t.equal((await sync(admin, {})).statusCode, 200, 'an empty JSON body is fine too');
-  const changes = await direct.any(sql.type(z.object({ from_plan: z.string(), to_plan: z.string(), source: z.string().nullable(), reason: z.string() }))`
+  const changes = await direct.any(sql.type(
+    z.object({ from_plan: z.string(), to_plan: z.string(), source: z.string().nullable(), reason: z.string() }),
+  )`
     select from_plan, to_plan, source, reason from billing_changes where tenant_id = ${admin.tenantId}`);
-  t.match(changes, [{ from_plan: 'free', to_plan: 'pro', source: 'in_app', reason: /^in-app sync by user / }], 'one recorded change');
-  t.same(await tenantRow(stranger.tenantId), { plan: 'free', plan_status: 'active', plan_source: null }, 'the other tenant is untouched');
+  t.match(
+    changes,
+    [{ from_plan: 'free', to_plan: 'pro', source: 'in_app', reason: /^in-app sync by user / }],
+    'one recorded change',
+  );
+  t.same(
+    await tenantRow(stranger.tenantId),
+    { plan: 'free', plan_status: 'active', plan_source: null },
+    'the other tenant is untouched',
+  );
 });
 
 t.test('sync with nothing bought: nothing stored, the workspace stays free and active', async (t) => {
   const admin = await createMember(direct);
   const res = await sync(admin);
   t.equal(res.statusCode, 200, res.body);
-  t.match(res.json(), { plan: 'free', status: 'canceled', source: 'in_app', expiresAt: null, entitlement: { id: null, stored: 'none' }, tenantPlan: 'free' });
+  t.match(res.json(), {
+    plan: 'free',
+    status: 'canceled',
+    source: 'in_app',
+    expiresAt: null,
+    entitlement: { id: null, stored: 'none' },
+    tenantPlan: 'free',
+  });
   t.same(await tenantRow(admin.tenantId), { plan: 'free', plan_status: 'active', plan_source: null });
-  const rows = await direct.oneFirst(sql.type(z.object({ n: z.number() }))`select count(*)::int as n from billing_entitlements where tenant_id = ${admin.tenantId}`);
+  const rows = await direct.oneFirst(
+    sql.type(
+      z.object({ n: z.number() }),
+    )`select count(*)::int as n from billing_entitlements where tenant_id = ${admin.tenantId}`,
+  );
   t.equal(rows, 0);
 });
 
 t.test('entitlements: the highest active one wins; lifetime, grace, billing issue, trial, expiry', async (t) => {
   const now = new Date();
   const pro = subscriberWith({ entitlement: 'pro', product: 'pro.monthly', expires: inDays(10) });
-  const both = { entitlements: { ...pro.entitlements, enterprise: { expires_date: null, purchase_date: now.toISOString(), product_identifier: 'enterprise.lifetime' } }, subscriptions: pro.subscriptions };
-  t.match(entitlementFromSubscriber(config, both as never, now), { plan: 'enterprise', status: 'active', expiresAt: null, currentPeriodEnd: null, externalRef: 'enterprise.lifetime', willRenew: null });
-  t.match(entitlementFromSubscriber(config, pro as never, now), { plan: 'pro', status: 'active', externalRef: 'pro.monthly', willRenew: true });
+  const both = {
+    entitlements: {
+      ...pro.entitlements,
+      enterprise: { expires_date: null, purchase_date: now.toISOString(), product_identifier: 'enterprise.lifetime' },
+    },
+    subscriptions: pro.subscriptions,
+  };
+  t.match(entitlementFromSubscriber(config, both as never, now), {
+    plan: 'enterprise',
+    status: 'active',
+    expiresAt: null,
+    currentPeriodEnd: null,
+    externalRef: 'enterprise.lifetime',
+    willRenew: null,
+  });
+  t.match(entitlementFromSubscriber(config, pro as never, now), {
+    plan: 'pro',
+    status: 'active',
+    externalRef: 'pro.monthly',
+    willRenew: true,
+  });
 
-  const grace = subscriberWith({ entitlement: 'pro', expires: inDays(-1), graceUntil: inDays(5), billingIssueAt: inDays(-1) });
+  const grace = subscriberWith({
+    entitlement: 'pro',
+    expires: inDays(-1),
+    graceUntil: inDays(5),
+    billingIssueAt: inDays(-1),
+  });
   const inGrace = entitlementFromSubscriber(config, grace as never, now);
   t.match(inGrace, { plan: 'pro', status: 'past_due' }, 'billing issue in grace: still pro, past_due');
-  t.equal(inGrace.expiresAt?.getTime(), new Date(grace.entitlements!.pro!.grace_period_expires_date!).getTime(), 'ends with the grace period');
-  t.match(entitlementFromSubscriber(config, subscriberWith({ entitlement: 'pro', expires: inDays(3), billingIssueAt: inDays(-1) }) as never, now), { plan: 'pro', status: 'past_due' });
-  t.match(entitlementFromSubscriber(config, subscriberWith({ entitlement: 'pro', expires: inDays(3), periodType: 'trial' }) as never, now), { plan: 'pro', status: 'trialing' });
-  t.match(entitlementFromSubscriber(config, subscriberWith({ entitlement: 'pro', expires: inDays(3), unsubscribedAt: inDays(-1) }) as never, now), { plan: 'pro', status: 'active', willRenew: false }, 'auto-renew off: active until the end');
+  t.equal(
+    inGrace.expiresAt?.getTime(),
+    new Date(grace.entitlements!.pro!.grace_period_expires_date!).getTime(),
+    'ends with the grace period',
+  );
+  t.match(
+    entitlementFromSubscriber(
+      config,
+      subscriberWith({ entitlement: 'pro', expires: inDays(3), billingIssueAt: inDays(-1) }) as never,
+      now,
+    ),
+    { plan: 'pro', status: 'past_due' },
+  );
+  t.match(
+    entitlementFromSubscriber(
+      config,
+      subscriberWith({ entitlement: 'pro', expires: inDays(3), periodType: 'trial' }) as never,
+      now,
+    ),
+    { plan: 'pro', status: 'trialing' },
+  );
+  t.match(
+    entitlementFromSubscriber(
+      config,
+      subscriberWith({ entitlement: 'pro', expires: inDays(3), unsubscribedAt: inDays(-1) }) as never,
+      now,
+    ),
+    { plan: 'pro', status: 'active', willRenew: false },
+    'auto-renew off: active until the end',
+  );
 
   const expiredAt = inDays(-2);
-  t.match(entitlementFromSubscriber(config, subscriberWith({ entitlement: 'pro', product: 'pro.monthly', expires: expiredAt }) as never, now), {
-    plan: 'free', status: 'canceled', expiresAt: expiredAt, externalRef: 'pro.monthly', entitlementId: 'pro',
-  });
-  t.match(entitlementFromSubscriber(config, subscriberWith({ entitlement: 'something_else', expires: inDays(3) }) as never, now), { plan: 'free', status: 'canceled', entitlementId: null }, 'entitlements not ours grant nothing');
+  t.match(
+    entitlementFromSubscriber(
+      config,
+      subscriberWith({ entitlement: 'pro', product: 'pro.monthly', expires: expiredAt }) as never,
+      now,
+    ),
+    {
+      plan: 'free',
+      status: 'canceled',
+      expiresAt: expiredAt,
+      externalRef: 'pro.monthly',
+      entitlementId: 'pro',
+    },
+  );
+  t.match(
+    entitlementFromSubscriber(
+      config,
+      subscriberWith({ entitlement: 'something_else', expires: inDays(3) }) as never,
+      now,
+    ),
+    { plan: 'free', status: 'canceled', entitlementId: null },
+    'entitlements not ours grant nothing',
+  );
 });
 
-t.test('provider errors: not configured → 503, unreachable → 502, wrong key is permanent, outages are retried', async (t) => {
-  const admin = await createMember(direct);
-  provider.setSubscriber(admin.tenantId, subscriberWith({ entitlement: 'pro', expires: inDays(30) }));
+t.test(
+  'provider errors: not configured → 503, unreachable → 502, wrong key is permanent, outages are retried',
+  async (t) => {
+    const admin = await createMember(direct);
+    provider.setSubscriber(admin.tenantId, subscriberWith({ entitlement: 'pro', expires: inDays(30) }));
 
-  const bare = await buildTestApp(t, databaseUrl, { PURCHASE_API_BASE: provider.url });
-  const unconfigured = await bare.app.inject({ method: 'POST', url: '/api/billing/purchase-sync', headers: headersOf(admin) });
-  t.equal(unconfigured.statusCode, 503);
-  t.match(unconfigured.json(), { error: 'billing_not_configured', status: 503, message: /PURCHASE_API_KEY/ });
-  const noSecret = await bare.app.inject({
-    method: 'POST', url: '/api/billing/purchase-webhook', headers: { authorization: `Bearer ${WEBHOOK_SECRET}` }, payload: providerEvent('RENEWAL', admin.tenantId),
-  });
-  t.equal(noSecret.statusCode, 503);
-  t.match(noSecret.json(), { error: 'billing_not_configured', message: /PURCHASE_WEBHOOK_SECRET/ });
+    const bare = await buildTestApp(t, databaseUrl, { PURCHASE_API_BASE: provider.url });
+    const unconfigured = await bare.app.inject({
+      method: 'POST',
+      url: '/api/billing/purchase-sync',
+      headers: headersOf(admin),
+    });
+    t.equal(unconfigured.statusCode, 503);
+    t.match(unconfigured.json(), { error: 'billing_not_configured', status: 503, message: /PURCHASE_API_KEY/ });
+    const noSecret = await bare.app.inject({
+      method: 'POST',
+      url: '/api/billing/purchase-webhook',
+      headers: { authorization: `Bearer ${WEBHOOK_SECRET}` },
+      payload: providerEvent('RENEWAL', admin.tenantId),
+    });
+    t.equal(noSecret.statusCode, 503);
+    t.match(noSecret.json(), { error: 'billing_not_configured', message: /PURCHASE_WEBHOOK_SECRET/ });
 
-  provider.failWith(503);
-  const down = await sync(admin);
-  t.equal(down.statusCode, 502);
-  t.match(down.json(), { error: 'purchase_provider_unavailable', status: 502 });
-  provider.failWith(null);
-  t.equal((await tenantRow(admin.tenantId)).plan, 'free', 'nothing changed');
+    provider.failWith(503);
+    const down = await sync(admin);
+    t.equal(down.statusCode, 502);
+    t.match(down.json(), { error: 'purchase_provider_unavailable', status: 502 });
+    provider.failWith(null);
+    t.equal((await tenantRow(admin.tenantId)).plan, 'free', 'nothing changed');
 
-  const wrongKey = { ...config, billing: { ...config.billing, purchase: { ...config.billing.purchase, apiKey: 'sk_wrong' } } };
-  await t.rejects(fetchSubscriber(wrongKey, admin.tenantId), { name: 'PurchaseProviderError', kind: 'unauthorized', code: 'purchase_provider_auth_failed' });
-  const closed = { ...config, billing: { ...config.billing, purchase: { ...config.billing.purchase, apiBase: 'http://127.0.0.1:9' } } };
-  await t.rejects(fetchSubscriber(closed, admin.tenantId), { kind: 'unavailable', code: 'purchase_provider_unavailable' });
-  t.ok((await fetchSubscriber(config, admin.tenantId))?.subscriber.entitlements.pro, 'the right key reads the subscriber');
-  t.equal(await fetchSubscriber(config, randomUUID()), null, 'an unknown app user is null (404)');
+    const wrongKey = {
+      ...config,
+      billing: { ...config.billing, purchase: { ...config.billing.purchase, apiKey: 'sk_wrong' } },
+    };
+    await t.rejects(fetchSubscriber(wrongKey, admin.tenantId), {
+      name: 'PurchaseProviderError',
+      kind: 'unauthorized',
+      code: 'purchase_provider_auth_failed',
+    });
+    const closed = {
+      ...config,
+      billing: { ...config.billing, purchase: { ...config.billing.purchase, apiBase: 'http://127.0.0.1:9' } },
+    };
+    await t.rejects(fetchSubscriber(closed, admin.tenantId), {
+      kind: 'unavailable',
+      code: 'purchase_provider_unavailable',
+    });
+    t.ok(
+      (await fetchSubscriber(config, admin.tenantId))?.subscriber.entitlements.pro,
+      'the right key reads the subscriber',
+    );
+    t.equal(await fetchSubscriber(config, randomUUID()), null, 'an unknown app user is null (404)');
 
-  // The job's view: stored event, provider refusing → job errors with codes, event left queued for the retry.
-  const row = await storedWithoutJob(providerEvent('RENEWAL', admin.tenantId), admin.tenantId);
-  const deps = { db: direct, config, logger: testLogger('purchase') };
-  const finish = async () => {
-    t.fail('finish must not be called when the provider fails');
-  };
-  await t.rejects(applyPurchaseEvent({ ...deps, config: wrongKey }, row, finish), PermanentJobError);
-  await t.rejects(applyPurchaseEvent({ ...deps, config: wrongKey }, row, finish), { code: 'purchase_provider_auth_failed' });
-  await t.rejects(applyPurchaseEvent({ ...deps, config: closed }, row, finish), RetryableJobError);
-  await t.rejects(applyPurchaseEvent({ ...deps, config: bare.config }, row, finish), { name: 'PermanentJobError', code: 'billing_not_configured' });
-});
+    // The job's view: stored event, provider refusing → job errors with codes, event left queued for the retry.
+    const row = await storedWithoutJob(providerEvent('RENEWAL', admin.tenantId), admin.tenantId);
+    const deps = { db: direct, config, logger: testLogger('purchase') };
+    const finish = async () => {
+      t.fail('finish must not be called when the provider fails');
+    };
+    await t.rejects(applyPurchaseEvent({ ...deps, config: wrongKey }, row, finish), PermanentJobError);
+    await t.rejects(applyPurchaseEvent({ ...deps, config: wrongKey }, row, finish), {
+      code: 'purchase_provider_auth_failed',
+    });
+    await t.rejects(applyPurchaseEvent({ ...deps, config: closed }, row, finish), RetryableJobError);
+    await t.rejects(applyPurchaseEvent({ ...deps, config: bare.config }, row, finish), {
+      name: 'PermanentJobError',
+      code: 'billing_not_configured',
+    });
+  },
+);
 
 t.test('webhook: a wrong or missing bearer secret → 401 and nothing stored; the secret is never logged', async (t) => {
   const admin = await createMember(direct);
@@ -213,7 +377,12 @@ t.test('webhook: a wrong or missing bearer secret → 401 and nothing stored; th
     t.match(res.json(), { error: 'unauthorized', status: 401 }, `${what}: platform error shape`);
   }
   t.same(await eventRows(body.event.id), [], 'nothing stored');
-  const garbage = await app.inject({ method: 'POST', url: '/api/billing/purchase-webhook', headers: { 'content-type': 'application/json' }, payload: '{"not json' });
+  const garbage = await app.inject({
+    method: 'POST',
+    url: '/api/billing/purchase-webhook',
+    headers: { 'content-type': 'application/json' },
+    payload: '{"not json',
+  });
   t.equal(garbage.statusCode, 401, 'unauthorized before the body is even read');
 
   const invalid = await deliver({ api_version: '1.0', event: { type: 'RENEWAL', app_user_id: admin.tenantId } });
@@ -261,7 +430,10 @@ t.test('EXPIRATION: back to free, canceled, data kept; a late older event change
 
   // The store ended the subscription: the provider now has it expired.
   const ended = inDays(-0.01);
-  provider.setSubscriber(admin.tenantId, subscriberWith({ entitlement: 'pro', expires: ended, unsubscribedAt: inDays(-3) }));
+  provider.setSubscriber(
+    admin.tenantId,
+    subscriberWith({ entitlement: 'pro', expires: ended, unsubscribedAt: inDays(-3) }),
+  );
   const expiration = providerEvent('EXPIRATION', admin.tenantId, { expiration_reason: 'UNSUBSCRIBE' });
   t.equal((await deliver(expiration)).statusCode, 200);
   t.match(await settled(expiration.event.id), { status: 'applied', outcome: 'free canceled' });
@@ -275,7 +447,11 @@ t.test('EXPIRATION: back to free, canceled, data kept; a late older event change
   const late = providerEvent('RENEWAL', admin.tenantId, { event_timestamp_ms: Date.now() - 3_600_000 });
   await deliver(late);
   await settled(late.event.id);
-  t.same(await tenantRow(admin.tenantId), { plan: 'free', plan_status: 'canceled', plan_source: 'in_app' }, 'still free');
+  t.same(
+    await tenantRow(admin.tenantId),
+    { plan: 'free', plan_status: 'canceled', plan_source: 'in_app' },
+    'still free',
+  );
   const changes = await direct.anyFirst(sql.type(z.object({ to_plan: z.string() }))`
     select to_plan from billing_changes where tenant_id = ${admin.tenantId} order by id`);
   t.same(changes, ['pro', 'free']);
@@ -291,9 +467,15 @@ t.test('a slower read never puts an older state back over a newer one', async (t
     insert into billing_entitlements (tenant_id, source, plan, status, expires_at, last_event_at)
     values (${admin.tenantId}, 'in_app', 'pro', 'active', now() + interval '30 days', now() + interval '1 hour')`);
   await direct.query(sql.unsafe`select billing_refresh_plan(${admin.tenantId}, 'test')`);
-  const outcome = await applyPurchaseEvent({ db: direct, config, logger: testLogger('purchase') }, row, (tx, o) => finishEvent(tx, row.id, o.status, o.outcome));
+  const outcome = await applyPurchaseEvent({ db: direct, config, logger: testLogger('purchase') }, row, (tx, o) =>
+    finishEvent(tx, row.id, o.status, o.outcome),
+  );
   t.same(outcome, { status: 'ignored', outcome: 'older_than_state' });
-  t.match(await eventRows(body.event.id), [{ status: 'ignored', outcome: 'older_than_state' }], 'finished in the same transaction');
+  t.match(
+    await eventRows(body.event.id),
+    [{ status: 'ignored', outcome: 'older_than_state' }],
+    'finished in the same transaction',
+  );
   t.equal((await tenantRow(admin.tenantId)).plan, 'pro', 'the newer state stays');
 });
 
@@ -304,16 +486,28 @@ t.test('events about no known tenant, and unhandled types, are stored as ignored
     const res = await deliver(body);
     t.equal(res.statusCode, 200);
     t.same(res.json(), { received: true, duplicate: false, status: 'ignored' });
-    t.same(await eventRows(body.event.id), [{ status: 'ignored', outcome: 'unknown_tenant', job_id: null, tenant_id: null }], appUserId);
+    t.same(
+      await eventRows(body.event.id),
+      [{ status: 'ignored', outcome: 'unknown_tenant', job_id: null, tenant_id: null }],
+      appUserId,
+    );
   }
   const test = providerEvent('TEST', admin.tenantId);
   t.same((await deliver(test)).json(), { received: true, duplicate: false, status: 'ignored' });
-  t.match(await eventRows(test.event.id), [{ status: 'ignored', outcome: 'unhandled_type', job_id: null, tenant_id: admin.tenantId }]);
+  t.match(await eventRows(test.event.id), [
+    { status: 'ignored', outcome: 'unhandled_type', job_id: null, tenant_id: admin.tenantId },
+  ]);
 
   // The job ignores them too, should one reach it.
-  const row = (await direct.one(sql.type(z.object({ id: z.string() }))`select id from billing_events where event_id = ${test.event.id}`)).id;
+  const row = (
+    await direct.one(
+      sql.type(z.object({ id: z.string() }))`select id from billing_events where event_id = ${test.event.id}`,
+    )
+  ).id;
   const event = (await loadEvent(direct, row))!;
-  const outcome = await applyPurchaseEvent({ db: direct, config, logger: testLogger('purchase') }, event, (tx, o) => finishEvent(tx, event.id, o.status, o.outcome));
+  const outcome = await applyPurchaseEvent({ db: direct, config, logger: testLogger('purchase') }, event, (tx, o) =>
+    finishEvent(tx, event.id, o.status, o.outcome),
+  );
   t.same(outcome, { status: 'ignored', outcome: 'unhandled_type' });
 });
 
@@ -328,14 +522,26 @@ t.test('TRANSFER: purchases moved to another workspace; both are re-read', async
   provider.setSubscriber(to.tenantId, subscriberWith({ entitlement: 'pro', expires: inDays(20) }));
   const body = {
     api_version: '1.0',
-    event: { id: randomUUID(), type: 'TRANSFER', event_timestamp_ms: Date.now(), store: 'APP_STORE', environment: 'SANDBOX', transferred_from: [from.tenantId], transferred_to: [to.tenantId] },
+    event: {
+      id: randomUUID(),
+      type: 'TRANSFER',
+      event_timestamp_ms: Date.now(),
+      store: 'APP_STORE',
+      environment: 'SANDBOX',
+      transferred_from: [from.tenantId],
+      transferred_to: [to.tenantId],
+    },
   };
   const res = await deliver(body);
   t.same(res.json(), { received: true, duplicate: false, status: 'queued' });
   const row = await settled(body.event.id);
   t.match(row, { status: 'applied', tenant_id: to.tenantId });
   t.equal((await tenantRow(to.tenantId)).plan, 'pro', 'the receiving workspace is pro');
-  t.same(await tenantRow(from.tenantId), { plan: 'free', plan_status: 'canceled', plan_source: 'in_app' }, 'the giving one is not any more');
+  t.same(
+    await tenantRow(from.tenantId),
+    { plan: 'free', plan_status: 'canceled', plan_source: 'in_app' },
+    'the giving one is not any more',
+  );
 });
 
 t.test('OpenAPI: both operations, the webhook with its bearer scheme', async (t) => {

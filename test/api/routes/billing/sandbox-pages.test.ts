@@ -17,7 +17,11 @@ const CANCEL = 'http://app.test/done?checkout=cancelled';
 async function checkout() {
   const customer = await stripe.customers.create({ email: 'page@example.test' });
   const session = await stripe.checkout.sessions.create({
-    mode: 'subscription', customer: customer.id, line_items: [{ price: prices.pro, quantity: 1 }], success_url: SUCCESS, cancel_url: CANCEL,
+    mode: 'subscription',
+    customer: customer.id,
+    line_items: [{ price: prices.pro, quantity: 1 }],
+    success_url: SUCCESS,
+    cancel_url: CANCEL,
   });
   return { customer, session, path: new URL(session.url!).pathname };
 }
@@ -29,7 +33,11 @@ t.test('checkout page: plan and price, Pay and Cancel as forms, a sandbox notice
   const page = await app.inject({ url: path });
   t.equal(page.statusCode, 200);
   t.match(page.headers['content-type'], /^text\/html/);
-  t.match(page.headers['content-security-policy'], /form-action 'self' http:\/\/app\.test;/, 'the form may lead on to the app');
+  t.match(
+    page.headers['content-security-policy'],
+    /form-action 'self' http:\/\/app\.test;/,
+    'the form may lead on to the app',
+  );
   t.match(page.body, 'Billing sandbox — no real payment');
   t.match(page.body, /Pro<\/td><td>1<\/td><td>\$29\.00 \/ month/);
   t.match(page.body, `<form method="post" action="${path}/pay">`);
@@ -46,7 +54,11 @@ t.test('checkout page: plan and price, Pay and Cancel as forms, a sandbox notice
   t.match(await stripe.checkout.sessions.retrieve(session.id), { status: 'complete', subscription: /^sub_/ });
   const again = await app.inject({ method: 'POST', url: `${path}/pay` });
   t.equal(again.headers.location, SUCCESS, 'a second Pay (no body at all) lands on the same page');
-  t.equal((await stripe.subscriptions.list({ customer: session.customer as string })).data.length, 1, 'and buys nothing more');
+  t.equal(
+    (await stripe.subscriptions.list({ customer: session.customer as string })).data.length,
+    1,
+    'and buys nothing more',
+  );
   const paid = await app.inject({ url: path });
   t.equal(paid.statusCode, 200);
   t.match(paid.body, /already paid/i);
@@ -54,17 +66,35 @@ t.test('checkout page: plan and price, Pay and Cancel as forms, a sandbox notice
 });
 
 t.test('unknown, malformed and expired links answer a 404 page', async (t) => {
-  for (const url of ['/billing/sandbox/checkout/cs_test_doesnotexist', '/billing/sandbox/checkout/NOT-AN-ID', '/billing/sandbox/portal/bps_doesnotexist']) {
+  for (const url of [
+    '/billing/sandbox/checkout/cs_test_doesnotexist',
+    '/billing/sandbox/checkout/NOT-AN-ID',
+    '/billing/sandbox/portal/bps_doesnotexist',
+  ]) {
     const res = await app.inject({ url });
     t.equal(res.statusCode, 404, url);
     t.match(res.headers['content-type'], /^text\/html/, `${url}: a page, not JSON`);
   }
-  t.equal((await app.inject({ method: 'POST', url: '/billing/sandbox/checkout/cs_test_doesnotexist/pay', headers: form, payload: '' })).statusCode, 404);
+  t.equal(
+    (
+      await app.inject({
+        method: 'POST',
+        url: '/billing/sandbox/checkout/cs_test_doesnotexist/pay',
+        headers: form,
+        payload: '',
+      })
+    ).statusCode,
+    404,
+  );
   const { session, path } = await checkout();
   await db.query(sql.unsafe`
     update billing_sandbox_objects set data = jsonb_set(data, '{expires_at}', to_jsonb(1)) where id = ${session.id}`);
   t.equal((await app.inject({ url: path })).statusCode, 404, 'expired');
-  t.equal((await app.inject({ method: 'POST', url: `${path}/pay`, headers: form, payload: '' })).statusCode, 404, 'an expired checkout cannot be paid');
+  t.equal(
+    (await app.inject({ method: 'POST', url: `${path}/pay`, headers: form, payload: '' })).statusCode,
+    404,
+    'an expired checkout cannot be paid',
+  );
 });
 
 t.test('portal page: subscriptions with items; cancel one, only the own customer', async (t) => {
@@ -72,7 +102,10 @@ t.test('portal page: subscriptions with items; cancel one, only the own customer
   await app.inject({ method: 'POST', url: `${path}/pay`, headers: form, payload: '' });
   const [sub] = (await stripe.subscriptions.list({ customer: customer.id })).data;
   await stripe.subscriptionItems.create({ subscription: sub!.id, price: prices.agentAddon, quantity: 2 });
-  const portal = await stripe.billingPortal.sessions.create({ customer: customer.id, return_url: 'http://app.test/back?x="<b>' });
+  const portal = await stripe.billingPortal.sessions.create({
+    customer: customer.id,
+    return_url: 'http://app.test/back?x="<b>',
+  });
   const portalPath = new URL(portal.url).pathname;
 
   const page = await app.inject({ url: portalPath });
@@ -88,11 +121,21 @@ t.test('portal page: subscriptions with items; cancel one, only the own customer
   const other = await checkout();
   await app.inject({ method: 'POST', url: `${other.path}/pay`, headers: form, payload: '' });
   const [foreign] = (await stripe.subscriptions.list({ customer: other.customer.id })).data;
-  const refused = await app.inject({ method: 'POST', url: `${portalPath}/subscriptions/${foreign!.id}/cancel`, headers: form, payload: '' });
+  const refused = await app.inject({
+    method: 'POST',
+    url: `${portalPath}/subscriptions/${foreign!.id}/cancel`,
+    headers: form,
+    payload: '',
+  });
   t.equal(refused.statusCode, 404);
   t.equal((await stripe.subscriptions.retrieve(foreign!.id)).status, 'active', 'untouched');
 
-  const cancel = await app.inject({ method: 'POST', url: `${portalPath}/subscriptions/${sub!.id}/cancel`, headers: form, payload: '' });
+  const cancel = await app.inject({
+    method: 'POST',
+    url: `${portalPath}/subscriptions/${sub!.id}/cancel`,
+    headers: form,
+    payload: '',
+  });
   t.equal(cancel.statusCode, 303);
   t.equal(cancel.headers.location, portalPath);
   t.equal((await stripe.subscriptions.retrieve(sub!.id)).status, 'canceled');
@@ -102,7 +145,11 @@ t.test('portal page: subscriptions with items; cancel one, only the own customer
 });
 
 t.test('the return page, in the sandbox and without it', async (t) => {
-  for (const [query, title] of [['checkout=success', 'Checkout complete'], ['checkout=cancelled', 'Checkout cancelled'], ['portal=done', 'Back from the billing portal']] as const) {
+  for (const [query, title] of [
+    ['checkout=success', 'Checkout complete'],
+    ['checkout=cancelled', 'Checkout cancelled'],
+    ['portal=done', 'Back from the billing portal'],
+  ] as const) {
     const res = await app.inject({ url: `/billing/return?${query}` });
     t.equal(res.statusCode, 200, query);
     t.match(res.body, `<h1>${title}</h1>`);

@@ -32,14 +32,21 @@ t.test('sandbox checkout in development changes the plan end to end', async (t) 
   t.match(page.body, /Pay/);
   t.match(page.body, /sandbox/i, 'says it is a sandbox');
 
-  const paid = await app.inject({ method: 'POST', url: `${url.pathname}/pay`, headers: { 'content-type': 'application/x-www-form-urlencoded' }, payload: '' });
+  const paid = await app.inject({
+    method: 'POST',
+    url: `${url.pathname}/pay`,
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    payload: '',
+  });
   t.equal(paid.statusCode, 303);
   t.equal(paid.headers.location, config.billing.successUrl);
   const back = await app.inject({ url: `${new URL(paid.headers.location as string).pathname}?checkout=success` });
   t.equal(back.statusCode, 200);
 
   await waitFor('the plan to change', async () => {
-    const plan = await db.oneFirst(sql.type(z.object({ plan: z.string() }))`select plan from tenants where id = ${m.tenantId}`);
+    const plan = await db.oneFirst(
+      sql.type(z.object({ plan: z.string() }))`select plan from tenants where id = ${m.tenantId}`,
+    );
     return plan === 'pro' ? plan : null;
   });
   const status = (await app.inject({ url: '/api/billing/status', headers })).json();
@@ -58,18 +65,38 @@ t.test('sandbox checkout in development changes the plan end to end', async (t) 
 });
 
 t.test('the sandbox is refused in production; billing without Stripe answers 503', async (t) => {
-  t.throws(() => loadConfig(testEnv(databaseUrl, { NODE_ENV: 'production', BILLING_SANDBOX: 'true' })), /BILLING_SANDBOX: the billing sandbox is for development only/);
-  t.throws(() => loadConfig(testEnv(databaseUrl, { NODE_ENV: 'production', STRIPE_SECRET_KEY: 'sk_live_abc' })), /STRIPE_WEBHOOK_SECRET: required with STRIPE_SECRET_KEY/);
+  t.throws(
+    () => loadConfig(testEnv(databaseUrl, { NODE_ENV: 'production', BILLING_SANDBOX: 'true' })),
+    /BILLING_SANDBOX: the billing sandbox is for development only/,
+  );
+  t.throws(
+    () => loadConfig(testEnv(databaseUrl, { NODE_ENV: 'production', STRIPE_SECRET_KEY: 'sk_live_abc' })),
+    /STRIPE_WEBHOOK_SECRET: required with STRIPE_SECRET_KEY/,
+  );
   const { app, db, config } = await buildTestApp(t, databaseUrl, { NODE_ENV: 'production' });
   t.equal(config.billing.mode, 'disabled');
   const m = await createMember(db);
   const headers = { authorization: `Bearer ${m.token}`, 'x-tenant-id': m.tenantId };
-  for (const url of ['/api/billing/checkout', '/api/billing/checkout/enterprise', '/api/billing/portal', '/api/billing/agent-addon']) {
+  for (const url of [
+    '/api/billing/checkout',
+    '/api/billing/checkout/enterprise',
+    '/api/billing/portal',
+    '/api/billing/agent-addon',
+  ]) {
     const res = await app.inject({ method: 'POST', url, headers });
     t.equal(res.statusCode, 503, url);
     t.equal(res.json().error, 'billing_not_configured');
   }
-  t.equal((await app.inject({ url: '/billing/sandbox/checkout/cs_test_aaaaaaaaaaaa' })).statusCode, 404, 'no sandbox pages');
-  const webhook = await app.inject({ method: 'POST', url: '/api/billing/webhook', headers: { 'content-type': 'application/json', 'stripe-signature': 't=1,v1=x' }, payload: '{}' });
+  t.equal(
+    (await app.inject({ url: '/billing/sandbox/checkout/cs_test_aaaaaaaaaaaa' })).statusCode,
+    404,
+    'no sandbox pages',
+  );
+  const webhook = await app.inject({
+    method: 'POST',
+    url: '/api/billing/webhook',
+    headers: { 'content-type': 'application/json', 'stripe-signature': 't=1,v1=x' },
+    payload: '{}',
+  });
   t.equal(webhook.statusCode, 503);
 });

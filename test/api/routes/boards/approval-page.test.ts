@@ -18,22 +18,45 @@ const { app, db, config } = await buildTestApp(t, databaseUrl);
 
 const { registration } = await createRegistration(db, { type: 'anonymous', ip: '10.9.0.3', claimTokenTtlS: 600 });
 await markClaimed(db, registration.id);
-await db.query(sql.unsafe`update agent_principals set display_name = 'Reporter <bot>' where id = ${registration.principal_id}`);
+await db.query(
+  sql.unsafe`update agent_principals set display_name = 'Reporter <bot>' where id = ${registration.principal_id}`,
+);
 const tenantId = registration.tenant_id;
 const { companyId } = await createBoardScopes(db, tenantId);
-const agentToken = await signAccessToken(app.idpKeys, config.authUrl, `${config.baseUrl}/api/agent`, {
-  principalId: registration.principal_id, registrationId: registration.id, tenantId, scopes: ['svc:boards:read', 'svc:boards:publish'],
-}, 300);
+const agentToken = await signAccessToken(
+  app.idpKeys,
+  config.authUrl,
+  `${config.baseUrl}/api/agent`,
+  {
+    principalId: registration.principal_id,
+    registrationId: registration.id,
+    tenantId,
+    scopes: ['svc:boards:read', 'svc:boards:publish'],
+  },
+  300,
+);
 const admin = await createUser(db, { email: 'admin@example.test', password: PASSWORD });
 const viewer = await createUser(db, { email: 'viewer@example.test', password: PASSWORD });
 await createUser(db, { email: 'outsider@example.test', password: PASSWORD });
-await db.query(sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${tenantId}, ${admin.id}, 'admin'), (${tenantId}, ${viewer.id}, 'viewer')`);
+await db.query(
+  sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${tenantId}, ${admin.id}, 'admin'), (${tenantId}, ${viewer.id}, 'viewer')`,
+);
 
 let keys = 0;
 const agentPost = (url: string, payload: object) =>
-  app.inject({ method: 'POST', url, payload, headers: { authorization: `Bearer ${agentToken}`, 'idempotency-key': `page-key-${++keys}` } });
+  app.inject({
+    method: 'POST',
+    url,
+    payload,
+    headers: { authorization: `Bearer ${agentToken}`, 'idempotency-key': `page-key-${++keys}` },
+  });
 async function askToPublish(title: string, content: object) {
-  const created = await agentPost('/api/agent/v1/boards', { title, scope_type: 'company', scope_id: companyId, content });
+  const created = await agentPost('/api/agent/v1/boards', {
+    title,
+    scope_type: 'company',
+    scope_id: companyId,
+    content,
+  });
   const id = created.json().id as string;
   const asked = (await agentPost(`/api/agent/v1/boards/${id}/publish`, { visibility: 'public' })).json();
   return { boardId: id, approvalId: asked.approval.id as string, path: new URL(asked.approval.approve_url).pathname };
@@ -48,17 +71,28 @@ class Person {
   constructor(readonly path: string) {}
   private keep(res: LightMyRequestResponse) {
     const set = res.headers['set-cookie'];
-    for (const line of Array.isArray(set) ? set : set ? [set] : []) if (line.startsWith('approval_session=')) this.cookie = line.split(';')[0]!;
+    for (const line of Array.isArray(set) ? set : set ? [set] : [])
+      if (line.startsWith('approval_session=')) this.cookie = line.split(';')[0]!;
     return res;
   }
   async get(path = this.path) {
-    return this.keep(await app.inject({ url: path, headers: this.cookie ? { cookie: this.cookie } : {}, remoteAddress: this.ip }));
+    return this.keep(
+      await app.inject({ url: path, headers: this.cookie ? { cookie: this.cookie } : {}, remoteAddress: this.ip }),
+    );
   }
   async post(fields: Record<string, string>, path = this.path) {
-    return this.keep(await app.inject({
-      method: 'POST', url: path, remoteAddress: this.ip, payload: new URLSearchParams(fields).toString(),
-      headers: { 'content-type': 'application/x-www-form-urlencoded', ...(this.cookie ? { cookie: this.cookie } : {}) },
-    }));
+    return this.keep(
+      await app.inject({
+        method: 'POST',
+        url: path,
+        remoteAddress: this.ip,
+        payload: new URLSearchParams(fields).toString(),
+        headers: {
+          'content-type': 'application/x-www-form-urlencoded',
+          ...(this.cookie ? { cookie: this.cookie } : {}),
+        },
+      }),
+    );
   }
   async signIn(email: string, password = PASSWORD) {
     return this.post({ action: 'signin', csrf: csrfOf(await this.get()), email, password });
@@ -68,15 +102,21 @@ class Person {
   }
 }
 
-t.test('an Admin signs in, sees what would be published, approves; the agent\'s retry publishes', async (t) => {
-  const { boardId, approvalId, path } = await askToPublish('Q3 <Sales>', { summary: 'Strong quarter.\n\nEMEA led <b>growth</b>.', metrics: { revenue: 1200 } });
+t.test("an Admin signs in, sees what would be published, approves; the agent's retry publishes", async (t) => {
+  const { boardId, approvalId, path } = await askToPublish('Q3 <Sales>', {
+    summary: 'Strong quarter.\n\nEMEA led <b>growth</b>.',
+    metrics: { revenue: 1200 },
+  });
   t.equal(path, `/boards/approvals/${approvalId}`);
   const person = new Person(path);
   const first = await person.get();
   t.equal(first.statusCode, 200);
   t.match(first.headers['content-type'], /^text\/html/);
   t.equal(first.headers['cache-control'], 'no-store');
-  t.match(String(first.headers['set-cookie']), /^approval_session=[^;]+; Path=\/boards\/approvals; Max-Age=900; HttpOnly; SameSite=Strict$/);
+  t.match(
+    String(first.headers['set-cookie']),
+    /^approval_session=[^;]+; Path=\/boards\/approvals; Max-Age=900; HttpOnly; SameSite=Strict$/,
+  );
   t.match(first.body, 'Sign in to review a publish request');
   t.notMatch(first.body, 'Sales', 'nothing about the board before sign-in');
 
@@ -95,14 +135,22 @@ t.test('an Admin signs in, sees what would be published, approves; the agent\'s 
   t.match(page.body, 'public (anyone with the link)');
   t.match(page.body, `agent Reporter &lt;bot&gt; (<code>${registration.principal_id}</code>)`);
   t.match(page.body, /<dt>Asked at<\/dt><dd>\d{4}-\d\d-\d\d \d\d:\d\d UTC<\/dd>/);
-  t.match(page.body, '<p>Strong quarter.</p><p>EMEA led &lt;b&gt;growth&lt;/b&gt;.</p>', 'a preview as paragraphs, escaped');
+  t.match(
+    page.body,
+    '<p>Strong quarter.</p><p>EMEA led &lt;b&gt;growth&lt;/b&gt;.</p>',
+    'a preview as paragraphs, escaped',
+  );
   t.match(page.body, /class="card-value"><span class="num">1,<wbr>200</);
 
   const forged = await person.post({ action: 'approve', csrf: 'not-the-token' });
   t.equal(forged.statusCode, 403);
   t.match(forged.body, 'Form expired');
   const stranger = new Person(path);
-  t.equal((await stranger.post({ action: 'approve', csrf: csrfOf(page) })).statusCode, 403, 'a token of another session');
+  t.equal(
+    (await stranger.post({ action: 'approve', csrf: csrfOf(page) })).statusCode,
+    403,
+    'a token of another session',
+  );
 
   const approved = await person.press('approve');
   t.equal(approved.statusCode, 303);
@@ -117,7 +165,10 @@ t.test('an Admin signs in, sees what would be published, approves; the agent\'s 
   const published = await agentPost(`/api/agent/v1/boards/${boardId}/publish`, { visibility: 'public' });
   t.equal(published.json().state, 'published');
   t.match((await person.get()).body, 'and published.');
-  const json = await app.inject({ url: `/api/boards/approvals/${approvalId}`, headers: { authorization: `Bearer ${agentToken}` } });
+  const json = await app.inject({
+    url: `/api/boards/approvals/${approvalId}`,
+    headers: { authorization: `Bearer ${agentToken}` },
+  });
   t.equal(json.statusCode, 401, 'the JSON routes stay for platform clients');
 });
 
@@ -138,7 +189,11 @@ t.test('a Viewer gets the 403 page, an outsider the same 404 as an unknown id', 
   t.notMatch(hidden.body, /Secret plans|classified/);
   const unknown = await outside.get('/boards/approvals/00000000-0000-4000-8000-000000000000');
   t.equal(unknown.statusCode, 404);
-  const strip = (body: string) => body.replace(/name="csrf" value="[^"]+"/, '').replace(/nonce="[^"]+"/, '').replace(/\/boards\/approvals\/[0-9a-f-]+/g, '');
+  const strip = (body: string) =>
+    body
+      .replace(/name="csrf" value="[^"]+"/, '')
+      .replace(/nonce="[^"]+"/, '')
+      .replace(/\/boards\/approvals\/[0-9a-f-]+/g, '');
   t.equal(strip(hidden.body), strip(unknown.body), 'the same page');
   t.equal((await outside.press('approve')).statusCode, 404);
   t.equal((await app.inject({ url: '/boards/approvals/not-an-id' })).statusCode, 404);
@@ -158,12 +213,18 @@ t.test('sign-in failures share the login budget of /api/auth/login', async (t) =
   const person = new Person(path);
   const email = 'budget@example.test';
   await createUser(db, { email, password: PASSWORD });
-  for (let i = 0; i < config.loginThrottle.perAccount; i++) t.equal((await person.signIn(email, 'wrong password')).statusCode, 401);
+  for (let i = 0; i < config.loginThrottle.perAccount; i++)
+    t.equal((await person.signIn(email, 'wrong password')).statusCode, 401);
   const limited = await person.signIn(email);
   t.equal(limited.statusCode, 429);
   t.match(limited.body, /Too many wrong passwords for this account; try again in \d+ minutes/);
   t.ok(Number(limited.headers['retry-after']) > 0);
-  const login = await app.inject({ method: 'POST', url: '/api/auth/login', remoteAddress: '10.200.0.1', payload: { email, password: PASSWORD } });
+  const login = await app.inject({
+    method: 'POST',
+    url: '/api/auth/login',
+    remoteAddress: '10.200.0.1',
+    payload: { email, password: PASSWORD },
+  });
   t.equal(login.statusCode, 429, 'the same account budget as /api/auth/login');
   t.equal((await new Person(path).signIn('admin@example.test')).statusCode, 303, 'another person signs in');
 });
@@ -180,5 +241,9 @@ t.test('signing out ends the session on the server: a copy of the old cookie can
   t.match(seen.body, 'Sign in to review a publish request', 'the old cookie is signed out too');
   const decided = await copy.post({ action: 'approve', csrf });
   t.not(decided.statusCode, 303);
-  t.equal(await db.oneFirst(sql.unsafe`select state from board_publish_approvals where id = ${approvalId}`), 'pending', 'nothing decided');
+  t.equal(
+    await db.oneFirst(sql.unsafe`select state from board_publish_approvals where id = ${approvalId}`),
+    'pending',
+    'nothing decided',
+  );
 });

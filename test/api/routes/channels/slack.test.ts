@@ -25,10 +25,17 @@ const post = (body: unknown, sign: (raw: string) => Record<string, string> = (ra
   const raw = JSON.stringify(body);
   return fetch(events, { method: 'POST', headers: { 'content-type': 'application/json', ...sign(raw) }, body: raw });
 };
-const event = (id: string, text: string) => ({ type: 'event_callback', team_id: 'T123', event_id: id, event: { type: 'message', channel: 'C1', user: 'U1', text } });
+const event = (id: string, text: string) => ({
+  type: 'event_callback',
+  team_id: 'T123',
+  event_id: id,
+  event: { type: 'message', channel: 'C1', user: 'U1', text },
+});
 
 t.test('install: link URL, OAuth redirect, code exchanged by the link job', async (t) => {
-  const saved = (await app.inject({ method: 'POST', url: '/api/channels/slack/config', headers, payload: slack.app })).json();
+  const saved = (
+    await app.inject({ method: 'POST', url: '/api/channels/slack/config', headers, payload: slack.app })
+  ).json();
   t.notMatch(JSON.stringify(saved), slack.app.clientSecret);
   t.notMatch(JSON.stringify(saved), slack.app.signingSecret);
   events = saved.inboundUrl.replace(api.config.baseUrl, api.url);
@@ -39,9 +46,19 @@ t.test('install: link URL, OAuth redirect, code exchanged by the link job', asyn
   t.equal(install.searchParams.get('client_id'), slack.app.clientId);
   t.equal(install.searchParams.get('redirect_uri'), `${api.config.baseUrl}/api/channels/slack/oauth/callback`);
   slack.state.codes.add('code-1');
-  const back = await app.inject({ url: `/api/channels/slack/oauth/callback?code=code-1&state=${install.searchParams.get('state')}` });
+  const back = await app.inject({
+    url: `/api/channels/slack/oauth/callback?code=code-1&state=${install.searchParams.get('state')}`,
+  });
   t.equal(back.statusCode, 200);
-  t.equal((await app.inject({ url: `/api/channels/slack/oauth/callback?code=code-1&state=${install.searchParams.get('state')}` })).statusCode, 400, 'a state is used once');
+  t.equal(
+    (
+      await app.inject({
+        url: `/api/channels/slack/oauth/callback?code=code-1&state=${install.searchParams.get('state')}`,
+      })
+    ).statusCode,
+    400,
+    'a state is used once',
+  );
   const job = await waitFor('the link job', async () => {
     const j = (await app.inject({ url: `/api/channels/slack/jobs/${started.jobId}`, headers })).json();
     return j.status === 'succeeded' || j.status === 'failed' ? j : null;
@@ -58,16 +75,25 @@ t.test('signatures: tampered, unsigned, stale and wrong-key requests refused, no
     post(body, (raw) => slack.sign(raw, Date.now() - 6 * 60_000)),
     post(body, (raw) => slack.sign(raw, Date.now(), 'another-signing-secret')),
   ]);
-  t.same(results.map((r) => r.status), [401, 401, 401, 401]);
+  t.same(
+    results.map((r) => r.status),
+    [401, 401, 401, 401],
+  );
   t.equal(await db.oneFirst(sql.type(z.object({ n: z.number() }))`select count(*)::int as n from channel_updates`), 0);
 });
 
 t.test('an event becomes one turn, answered with chat.postMessage once', async (t) => {
   const first = await (await post(event('Ev1', 'Hello Slack'))).json();
   t.match(first, { status: 'turn', duplicate: false });
-  t.match(await (await post(event('Ev1', 'Hello Slack'))).json(), { duplicate: true, jobId: first.jobId }, 'a retried event: the same turn');
+  t.match(
+    await (await post(event('Ev1', 'Hello Slack'))).json(),
+    { duplicate: true, jobId: first.jobId },
+    'a retried event: the same turn',
+  );
   await waitFor('the reply', async () => slack.state.posted.length === 1);
-  const answer = await db.oneFirst(sql.type(z.object({ content: z.string() }))`select content from chat_messages where job_id = ${first.jobId}`);
+  const answer = await db.oneFirst(
+    sql.type(z.object({ content: z.string() }))`select content from chat_messages where job_id = ${first.jobId}`,
+  );
   t.same(slack.state.posted, [{ channel: 'C1', text: answer }]);
 });
 

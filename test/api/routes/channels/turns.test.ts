@@ -27,15 +27,25 @@ type Member = Awaited<ReturnType<typeof createMember>>;
 const headersOf = (m: Member) => ({ authorization: `Bearer ${m.token}`, 'x-tenant-id': m.tenantId });
 
 async function configure(m: Member): Promise<string> {
-  const saved = await app.inject({ method: 'POST', url: '/api/channels/webhook/config', headers: headersOf(m), payload: { callbackUrl: receiver.url, signingSecret: SECRET } });
+  const saved = await app.inject({
+    method: 'POST',
+    url: '/api/channels/webhook/config',
+    headers: headersOf(m),
+    payload: { callbackUrl: receiver.url, signingSecret: SECRET },
+  });
   return saved.json().inboundUrl.replace(api.config.baseUrl, api.url);
 }
 async function inbound(url: string, body: Record<string, unknown>) {
   const raw = JSON.stringify(body);
-  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', ...signWebhook(SECRET, raw) }, body: raw });
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...signWebhook(SECRET, raw) },
+    body: raw,
+  });
   return { status: res.status, body: await res.json() };
 }
-const jobStatus = async (m: Member, jobId: string) => (await app.inject({ url: `/api/channels/webhook/jobs/${jobId}`, headers: headersOf(m) })).json();
+const jobStatus = async (m: Member, jobId: string) =>
+  (await app.inject({ url: `/api/channels/webhook/jobs/${jobId}`, headers: headersOf(m) })).json();
 
 const member = await createMember(db, 'admin');
 const headers = headersOf(member);
@@ -44,19 +54,33 @@ let sessionId = '';
 
 t.before(async () => {
   url = await configure(member);
-  const { jobId, sessionToken } = (await app.inject({ method: 'POST', url: '/api/channels/webhook/link', headers })).json();
-  await waitFor('awaiting the binding', async () => (await jobStatus(member, jobId)).progress?.stage === 'awaiting_binding');
+  const { jobId, sessionToken } = (
+    await app.inject({ method: 'POST', url: '/api/channels/webhook/link', headers })
+  ).json();
+  await waitFor(
+    'awaiting the binding',
+    async () => (await jobStatus(member, jobId)).progress?.stage === 'awaiting_binding',
+  );
   const bound = await inbound(url, { id: 'bind', from: { id: 'conv-9' }, sessionToken });
   if (bound.body.status !== 'bound') throw new Error(`not bound: ${JSON.stringify(bound.body)}`);
   await app.inject({ method: 'POST', url: '/api/channels/webhook/enable', headers });
-  sessionId = await db.oneFirst(sql.type(z.object({ session_id: z.string() }))`select session_id from channel_links where tenant_id = ${member.tenantId}`);
+  sessionId = await db.oneFirst(
+    sql.type(
+      z.object({ session_id: z.string() }),
+    )`select session_id from channel_links where tenant_id = ${member.tenantId}`,
+  );
 });
 
 t.test('a burst of 30 concurrent messages with repeats: each stored and answered once', async (t) => {
   const ids = Array.from({ length: 20 }, (_, i) => `burst-${i}`);
-  const sends = [...ids, ...ids.slice(0, 10)].map((id) => inbound(url, { id, from: { id: 'conv-9' }, text: `message ${id}` }));
+  const sends = [...ids, ...ids.slice(0, 10)].map((id) =>
+    inbound(url, { id, from: { id: 'conv-9' }, text: `message ${id}` }),
+  );
   const answers = await Promise.all(sends);
-  t.ok(answers.every((a) => a.status === 200 && a.body.status === 'turn'), 'every one a turn (first or repeat)');
+  t.ok(
+    answers.every((a) => a.status === 200 && a.body.status === 'turn'),
+    'every one a turn (first or repeat)',
+  );
   const byId = new Map<string, string>();
   for (const [i, a] of answers.entries()) {
     const id = i < 20 ? ids[i]! : ids[i - 20]!;
@@ -84,9 +108,12 @@ t.test('delivery jobs carry the chat session: they are in its activity', async (
   const kinds = new Set<string>();
   let cursor: string | null = null;
   do {
-    const page: { items: Array<{ type: string; job?: { kind: string } }>; nextCursor: string | null } = (await app.inject({
-      url: `/api/activity/sessions/${sessionId}/entries?limit=100${cursor ? `&cursor=${cursor}` : ''}`, headers,
-    })).json();
+    const page: { items: Array<{ type: string; job?: { kind: string } }>; nextCursor: string | null } = (
+      await app.inject({
+        url: `/api/activity/sessions/${sessionId}/entries?limit=100${cursor ? `&cursor=${cursor}` : ''}`,
+        headers,
+      })
+    ).json();
     for (const e of page.items) if (e.job) kinds.add(e.job.kind);
     cursor = page.nextCursor;
   } while (cursor);
@@ -104,7 +131,9 @@ t.test('a turn that fails for good: one apology to the channel user', async (t) 
     return j.status === 'failed' ? j : null;
   });
   t.match(turn.error, { retrying: false });
-  const apology = await waitFor('the apology', async () => receiver.state.replies.slice(before).find((r) => r.text === TURN_FAILED_TEXT));
+  const apology = await waitFor('the apology', async () =>
+    receiver.state.replies.slice(before).find((r) => r.text === TURN_FAILED_TEXT),
+  );
   t.equal(apology.to, 'conv-9');
   await waitFor('its delivery job', async () => {
     const n = await db.oneFirst(sql.type(z.object({ n: z.number() }))`
@@ -120,12 +149,21 @@ t.test('cancelling a pending link job: cancelled, the channel back to not_linked
   const other = await createMember(db, 'admin');
   const otherUrl = await configure(other);
   const oh = headersOf(other);
-  const { jobId, sessionToken } = (await app.inject({ method: 'POST', url: '/api/channels/webhook/link', headers: oh })).json();
-  await waitFor('awaiting the binding', async () => (await jobStatus(other, jobId)).progress?.stage === 'awaiting_binding');
+  const { jobId, sessionToken } = (
+    await app.inject({ method: 'POST', url: '/api/channels/webhook/link', headers: oh })
+  ).json();
+  await waitFor(
+    'awaiting the binding',
+    async () => (await jobStatus(other, jobId)).progress?.stage === 'awaiting_binding',
+  );
   const cancelled = await app.inject({ method: 'POST', url: `/api/jobs/${jobId}/cancel`, headers: oh });
   t.equal(cancelled.statusCode, 200, cancelled.body);
   t.equal(cancelled.json().status, 'cancelled');
   t.equal((await app.inject({ url: '/api/channels/webhook/status', headers: oh })).json().status, 'not_linked');
-  t.match((await inbound(otherUrl, { id: 'late-bind', from: { id: 'conv-x' }, sessionToken })).body, { status: 'ignored' }, 'the token no longer binds');
+  t.match(
+    (await inbound(otherUrl, { id: 'late-bind', from: { id: 'conv-x' }, sessionToken })).body,
+    { status: 'ignored' },
+    'the token no longer binds',
+  );
   t.equal((await jobStatus(other, jobId)).status, 'cancelled');
 });

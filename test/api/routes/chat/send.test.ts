@@ -10,7 +10,9 @@ const databaseUrl = await createTestDatabase(t);
 const { app, db } = await buildTestApp(t, databaseUrl);
 const owner = await createMember(db, 'admin');
 const viewer = await createMember(db, 'viewer');
-await db.query(sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${owner.tenantId}, ${viewer.userId}, 'viewer')`);
+await db.query(
+  sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${owner.tenantId}, ${viewer.userId}, 'viewer')`,
+);
 const outsider = await createMember(db, 'admin');
 const viewerIn = { token: viewer.token, tenantId: owner.tenantId }; // the viewer acting in the owner's tenant
 const headers = (m: { token: string; tenantId: string }, key?: string) => ({
@@ -19,7 +21,9 @@ const headers = (m: { token: string; tenantId: string }, key?: string) => ({
   ...(key ? { 'idempotency-key': key } : {}),
 });
 const sessionOf = async (m: { token: string; tenantId: string }) =>
-  (await app.inject({ method: 'POST', url: '/api/chat/sessions', headers: headers(m), payload: { title: 'Test' } })).json().id as string;
+  (
+    await app.inject({ method: 'POST', url: '/api/chat/sessions', headers: headers(m), payload: { title: 'Test' } })
+  ).json().id as string;
 const counts = async () =>
   db.one(sql.type(z.object({ messages: z.number(), jobs: z.number(), graphile: z.number() }))`
     select (select count(*) from chat_messages)::int as messages, (select count(*) from jobs)::int as jobs,
@@ -43,7 +47,11 @@ t.test('send returns 202 with the job and message at once; a retry replays it', 
   t.equal(again.statusCode, 202);
   t.same(again.json(), body, 'the original job and message identity');
   t.equal(again.headers['idempotency-replayed'], 'true');
-  t.same(await counts(), { messages: before.messages + 1, jobs: before.jobs + 1, graphile: before.graphile + 1 }, 'nothing new');
+  t.same(
+    await counts(),
+    { messages: before.messages + 1, jobs: before.jobs + 1, graphile: before.graphile + 1 },
+    'nothing new',
+  );
 
   const job = await app.inject({ url: `/api/chat/jobs/${body.jobId}`, headers: headers(viewerIn) });
   t.equal(job.statusCode, 200);
@@ -52,12 +60,32 @@ t.test('send returns 202 with the job and message at once; a retry replays it', 
 
 t.test('the same key with anything different is 409 IDEMPOTENCY_KEY_REUSED', async (t) => {
   const other = await sessionOf(owner);
-  await send(owner, 'key-00000002', { sessionId, message: 'Original', companyScope: 'acme', attachments: [{ name: 'a.txt', mediaType: 'text/plain', text: 'x' }] });
+  await send(owner, 'key-00000002', {
+    sessionId,
+    message: 'Original',
+    companyScope: 'acme',
+    attachments: [{ name: 'a.txt', mediaType: 'text/plain', text: 'x' }],
+  });
   const before = await counts();
   for (const payload of [
-    { sessionId: other, message: 'Original', companyScope: 'acme', attachments: [{ name: 'a.txt', mediaType: 'text/plain', text: 'x' }] },
-    { sessionId, message: 'Changed', companyScope: 'acme', attachments: [{ name: 'a.txt', mediaType: 'text/plain', text: 'x' }] },
-    { sessionId, message: 'Original', companyScope: 'other', attachments: [{ name: 'a.txt', mediaType: 'text/plain', text: 'x' }] },
+    {
+      sessionId: other,
+      message: 'Original',
+      companyScope: 'acme',
+      attachments: [{ name: 'a.txt', mediaType: 'text/plain', text: 'x' }],
+    },
+    {
+      sessionId,
+      message: 'Changed',
+      companyScope: 'acme',
+      attachments: [{ name: 'a.txt', mediaType: 'text/plain', text: 'x' }],
+    },
+    {
+      sessionId,
+      message: 'Original',
+      companyScope: 'other',
+      attachments: [{ name: 'a.txt', mediaType: 'text/plain', text: 'x' }],
+    },
     { sessionId, message: 'Original', companyScope: 'acme', attachments: [] },
   ]) {
     const res = await send(owner, 'key-00000002', payload);
@@ -69,18 +97,22 @@ t.test('the same key with anything different is 409 IDEMPOTENCY_KEY_REUSED', asy
 
 t.test("a key is the caller's: another member sending the same key gets a send of their own", async (t) => {
   const colleague = await createMember(db, 'admin');
-  await db.query(sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${owner.tenantId}, ${colleague.userId}, 'admin')`);
+  await db.query(
+    sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${owner.tenantId}, ${colleague.userId}, 'admin')`,
+  );
   const colleagueIn = { token: colleague.token, tenantId: owner.tenantId };
   const mine = await send(owner, 'key-shared-01', { sessionId, message: 'Same words' });
   t.equal(mine.statusCode, 202);
   const before = await counts();
   const theirs = await send(colleagueIn, 'key-shared-01', { sessionId, message: 'Same words' });
   t.equal(theirs.statusCode, 202);
-  t.notOk(theirs.headers['idempotency-replayed'], 'not a replay of the other member\'s send');
+  t.notOk(theirs.headers['idempotency-replayed'], "not a replay of the other member's send");
   t.not(theirs.json().jobId, mine.json().jobId);
   t.not(theirs.json().messageId, mine.json().messageId);
   const different = await send(colleagueIn, 'key-shared-02', { sessionId, message: 'Other words' });
-  await send(owner, 'key-shared-02', { sessionId, message: 'Not the same' }).then((res) => t.equal(res.statusCode, 202, 'no 409 from a co-member\'s key'));
+  await send(owner, 'key-shared-02', { sessionId, message: 'Not the same' }).then((res) =>
+    t.equal(res.statusCode, 202, "no 409 from a co-member's key"),
+  );
   t.equal(different.statusCode, 202);
   const after = await counts();
   t.same([after.messages, after.jobs], [before.messages + 3, before.jobs + 3], 'three messages, three turns');
@@ -95,7 +127,12 @@ t.test('428 without a key, 400 for a malformed one, and nothing written', async 
   t.equal(missing.statusCode, 428);
   t.match(missing.json(), { error: 'IDEMPOTENCY_KEY_REQUIRED', status: 428 });
   for (const key of ['short', 'has space inside', 'x'.repeat(201), 'tab\tinside1', 'ünïcödé-key']) {
-    const res = await app.inject({ method: 'POST', url: '/api/chat/send', headers: { ...headers(owner), 'idempotency-key': encodeURIComponent(key) === key ? key : key }, payload: { sessionId, message: 'Hi' } });
+    const res = await app.inject({
+      method: 'POST',
+      url: '/api/chat/send',
+      headers: { ...headers(owner), 'idempotency-key': encodeURIComponent(key) === key ? key : key },
+      payload: { sessionId, message: 'Hi' },
+    });
     t.equal(res.statusCode, 400, JSON.stringify(key));
     t.equal(res.json().status, 400);
   }
@@ -106,11 +143,20 @@ t.test('428 without a key, 400 for a malformed one, and nothing written', async 
 
 t.test('two identical sends racing with one key create one message and one job', async (t) => {
   const before = await counts();
-  const results = await Promise.all(Array.from({ length: 6 }, () => send(owner, 'race-key-0001', { sessionId, message: 'Race' })));
-  t.ok(results.every((r) => r.statusCode === 202), results.map((r) => r.statusCode).join(','));
+  const results = await Promise.all(
+    Array.from({ length: 6 }, () => send(owner, 'race-key-0001', { sessionId, message: 'Race' })),
+  );
+  t.ok(
+    results.every((r) => r.statusCode === 202),
+    results.map((r) => r.statusCode).join(','),
+  );
   t.equal(new Set(results.map((r) => r.json().jobId)).size, 1, 'one job id for all');
   t.equal(results.filter((r) => r.headers['idempotency-replayed'] === 'true').length, 5, 'five replays');
-  t.same(await counts(), { messages: before.messages + 1, jobs: before.jobs + 1, graphile: before.graphile }, 'its session has its one wake-up already');
+  t.same(
+    await counts(),
+    { messages: before.messages + 1, jobs: before.jobs + 1, graphile: before.graphile },
+    'its session has its one wake-up already',
+  );
 });
 
 t.test("another tenant's session or job is not found; viewers cannot send", async (t) => {
@@ -118,9 +164,22 @@ t.test("another tenant's session or job is not found; viewers cannot send", asyn
   t.equal(res.statusCode, 404, 'a session of another tenant');
   const mine = (await send(owner, 'key-00000005', { sessionId, message: 'Mine' })).json();
   t.equal((await app.inject({ url: `/api/chat/jobs/${mine.jobId}`, headers: headers(outsider) })).statusCode, 404);
-  t.equal((await app.inject({ url: `/api/chat/messages?sessionId=${sessionId}`, headers: headers(outsider) })).statusCode, 404);
+  t.equal(
+    (await app.inject({ url: `/api/chat/messages?sessionId=${sessionId}`, headers: headers(outsider) })).statusCode,
+    404,
+  );
   t.equal((await send(viewerIn, 'key-00000006', { sessionId, message: 'Hi' })).statusCode, 403);
-  t.equal((await app.inject({ method: 'POST', url: '/api/chat/send', headers: { 'idempotency-key': 'key-00000007' }, payload: { sessionId, message: 'x' } })).statusCode, 401);
+  t.equal(
+    (
+      await app.inject({
+        method: 'POST',
+        url: '/api/chat/send',
+        headers: { 'idempotency-key': 'key-00000007' },
+        payload: { sessionId, message: 'x' },
+      })
+    ).statusCode,
+    401,
+  );
 });
 
 t.test('over the plan message limit: 402 and nothing queued', async (t) => {
@@ -155,7 +214,10 @@ t.test('the quota is decided in the batch: sends of one batch count in order, re
   ]);
   t.equal(results[0]!.statusCode, 202);
   t.equal(results[0]!.headers['idempotency-replayed'], 'true');
-  const fresh = results.slice(1).map((r) => r.statusCode).sort();
+  const fresh = results
+    .slice(1)
+    .map((r) => r.statusCode)
+    .sort();
   t.same(fresh, [202, 202, 402, 402], 'two fit, two are refused');
   const used = await db.oneFirst(sql.type(z.object({ messages: z.number() }))`
     select messages from tenant_message_counts where tenant_id = ${tenant.tenantId}`);
@@ -168,12 +230,29 @@ t.test('the quota is decided in the batch: sends of one batch count in order, re
 t.test('messages list oldest to newest with a cursor; sessions list pages', async (t) => {
   const session = await sessionOf(owner);
   for (let i = 1; i <= 3; i++) await send(owner, `list-key-000${i}`, { sessionId: session, message: `m${i}` });
-  const first = (await app.inject({ url: `/api/chat/messages?sessionId=${session}&limit=2`, headers: headers(viewerIn) })).json();
-  t.same(first.items.map((m: { content: string }) => m.content), ['m1', 'm2']);
-  const second = (await app.inject({ url: `/api/chat/messages?sessionId=${session}&limit=2&cursor=${first.nextCursor}`, headers: headers(viewerIn) })).json();
-  t.same(second.items.map((m: { content: string }) => m.content), ['m3']);
+  const first = (
+    await app.inject({ url: `/api/chat/messages?sessionId=${session}&limit=2`, headers: headers(viewerIn) })
+  ).json();
+  t.same(
+    first.items.map((m: { content: string }) => m.content),
+    ['m1', 'm2'],
+  );
+  const second = (
+    await app.inject({
+      url: `/api/chat/messages?sessionId=${session}&limit=2&cursor=${first.nextCursor}`,
+      headers: headers(viewerIn),
+    })
+  ).json();
+  t.same(
+    second.items.map((m: { content: string }) => m.content),
+    ['m3'],
+  );
   t.equal(second.nextCursor, null);
-  t.equal((await app.inject({ url: `/api/chat/messages?sessionId=${session}&cursor=zzz`, headers: headers(viewerIn) })).statusCode, 400);
+  t.equal(
+    (await app.inject({ url: `/api/chat/messages?sessionId=${session}&cursor=zzz`, headers: headers(viewerIn) }))
+      .statusCode,
+    400,
+  );
   const sessions = (await app.inject({ url: '/api/chat/sessions?limit=1', headers: headers(viewerIn) })).json();
   t.equal(sessions.items.length, 1);
   t.type(sessions.nextCursor, 'string');

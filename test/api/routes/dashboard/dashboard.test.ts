@@ -17,7 +17,11 @@ import { createTestDatabase } from '../../../helpers/db.ts';
 
 const databaseUrl = await createTestDatabase(t);
 // Small login budgets, so the lockouts below take few attempts.
-const { app, db, config, logs } = await buildTestApp(t, databaseUrl, { LOG_LEVEL: 'trace', LOGIN_FAILURES_PER_ACCOUNT: '30', LOGIN_FAILURES_PER_ADDRESS: '8' });
+const { app, db, config, logs } = await buildTestApp(t, databaseUrl, {
+  LOG_LEVEL: 'trace',
+  LOGIN_FAILURES_PER_ACCOUNT: '30',
+  LOGIN_FAILURES_PER_ADDRESS: '8',
+});
 
 /** Every secret handed out during the run; none may appear in the logs. */
 const secrets = new Set<string>();
@@ -74,14 +78,23 @@ async function enableTotp(token: string) {
   const verifyCode = await totpCode(secret, -1);
   const verified = await post('/api/dashboard/totp/verify', { code: verifyCode }, { token });
   const recoveryCodes = verified.json().recoveryCodes as string[];
-  remember(secret, ...recoveryCodes, ...recoveryCodes.map(normalizeRecoveryCode), ...recoveryCodes.map((c) => sha256(normalizeRecoveryCode(c))));
+  remember(
+    secret,
+    ...recoveryCodes,
+    ...recoveryCodes.map(normalizeRecoveryCode),
+    ...recoveryCodes.map((c) => sha256(normalizeRecoveryCode(c))),
+  );
   return { secret, recoveryCodes, verifyCode };
 }
 
-const totpLogin = (email: string, code: string, ip?: string) => post('/api/dashboard/auth/totp-login', { email, code }, { ip });
+const totpLogin = (email: string, code: string, ip?: string) =>
+  post('/api/dashboard/auth/totp-login', { email, code }, { ip });
 
 t.test('login without 2FA returns a token; /me needs it and shows the entitlements', async (t) => {
-  const lic = await newLicense('Owner@Example.test', { plan: 'enterprise', features: ['-priority_support', 'beta_widgets'] });
+  const lic = await newLicense('Owner@Example.test', {
+    plan: 'enterprise',
+    features: ['-priority_support', 'beta_widgets'],
+  });
   const login = await post('/api/dashboard/auth/login', { licenseKey: lic.key });
   t.equal(login.statusCode, 200);
   t.match(login.json(), { tokenType: 'Bearer', expiresIn: 900, token: /^ey/ });
@@ -98,7 +111,16 @@ t.test('login without 2FA returns a token; /me needs it and shows the entitlemen
     expiresAt: null,
     twoFactorEnabled: false,
     recoveryCodesRemaining: 0,
-    features: ['api_access', 'audit_log', 'beta_widgets', 'custom_branding', 'dashboards', 'exports', 'scheduled_reports', 'sso'],
+    features: [
+      'api_access',
+      'audit_log',
+      'beta_widgets',
+      'custom_branding',
+      'dashboards',
+      'exports',
+      'scheduled_reports',
+      'sso',
+    ],
   });
 
   const pro = await newLicense('pro@example.test');
@@ -109,12 +131,23 @@ t.test('login without 2FA returns a token; /me needs it and shows the entitlemen
   t.match(missing.json(), { error: 'unauthorized', status: 401 });
   t.equal((await me('not.a.token')).statusCode, 401);
   // The two token kinds share a signing key but not an audience.
-  const platform = await signPlatformToken({ userId: randomUUID() }, config.secrets.PLATFORM_JWT_SECRET, config.baseUrl);
+  const platform = await signPlatformToken(
+    { userId: randomUUID() },
+    config.secrets.PLATFORM_JWT_SECRET,
+    config.baseUrl,
+  );
   t.equal((await me(platform)).statusCode, 401, 'a platform token is no dashboard token');
-  const jobs = await app.inject({ url: `/api/jobs/${randomUUID()}`, headers: { authorization: `Bearer ${lic.token}` } });
+  const jobs = await app.inject({
+    url: `/api/jobs/${randomUUID()}`,
+    headers: { authorization: `Bearer ${lic.token}` },
+  });
   t.equal(jobs.statusCode, 401, 'a dashboard token is no platform token');
 
-  const stored = await db.one(sql.type(z.object({ row: z.string() }))`select row_to_json(l)::text as row from dashboard_licenses l where id = ${lic.id}`);
+  const stored = await db.one(
+    sql.type(
+      z.object({ row: z.string() }),
+    )`select row_to_json(l)::text as row from dashboard_licenses l where id = ${lic.id}`,
+  );
   t.notMatch(stored.row, lic.key, 'the key itself is not stored');
   t.match(stored.row, sha256(lic.key));
 });
@@ -123,7 +156,9 @@ t.test('unknown, revoked and expired keys are refused alike; their tokens stop w
   const revoked = await newLicense('revoked@example.test');
   const expired = await newLicense('expired@example.test');
   await db.query(sql.unsafe`update dashboard_licenses set status = 'revoked' where id = ${revoked.id}`);
-  await db.query(sql.unsafe`update dashboard_licenses set expires_at = now() - interval '1 minute' where id = ${expired.id}`);
+  await db.query(
+    sql.unsafe`update dashboard_licenses set expires_at = now() - interval '1 minute' where id = ${expired.id}`,
+  );
   const bodies = [];
   for (const licenseKey of ['lic_unknown_key_000000000000', revoked.key, expired.key]) {
     const res = await post('/api/dashboard/auth/login', { licenseKey });
@@ -154,7 +189,11 @@ t.test('malformed bodies are 400 {error, status}', async (t) => {
     t.match(res.json(), { error: 'invalid_request', status: 400, details: Array });
   }
   const notJson = await app.inject({
-    method: 'POST', url: '/api/dashboard/auth/login', payload: '{"licenseKey":', headers: { 'content-type': 'application/json' }, remoteAddress: freshIp(),
+    method: 'POST',
+    url: '/api/dashboard/auth/login',
+    payload: '{"licenseKey":',
+    headers: { 'content-type': 'application/json' },
+    remoteAddress: freshIp(),
   });
   t.equal(notJson.statusCode, 400);
   t.match(notJson.json(), { status: 400 });
@@ -165,7 +204,11 @@ let twoFactor: { id: string; email: string; key: string; secret: string; recover
 
 t.test('setup, verify, login with a TOTP code; a replayed code is refused', async (t) => {
   const lic = await newLicense('TwoFactor@Example.test', { plan: 'pro' });
-  t.equal((await post('/api/dashboard/totp/verify', { code: '123456' }, { token: lic.token })).statusCode, 409, 'verify before setup');
+  t.equal(
+    (await post('/api/dashboard/totp/verify', { code: '123456' }, { token: lic.token })).statusCode,
+    409,
+    'verify before setup',
+  );
 
   const setup = await post('/api/dashboard/totp/setup', {}, { token: lic.token });
   t.equal(setup.statusCode, 200);
@@ -175,8 +218,16 @@ t.test('setup, verify, login with a TOTP code; a replayed code is refused', asyn
   t.match(otpauthUri, /^otpauth:\/\/totp\/.*secret=/);
   t.ok(otpauthUri.includes(secret));
   t.match(qrCodeDataUrl, /^data:image\/png;base64,/);
-  t.same([...Buffer.from(qrCodeDataUrl.split(',')[1], 'base64').subarray(1, 4)], [...Buffer.from('PNG')], 'a PNG image');
-  const pending = await db.one(sql.type(z.object({ row: z.string() }))`select row_to_json(l)::text as row from dashboard_licenses l where id = ${lic.id}`);
+  t.same(
+    [...Buffer.from(qrCodeDataUrl.split(',')[1], 'base64').subarray(1, 4)],
+    [...Buffer.from('PNG')],
+    'a PNG image',
+  );
+  const pending = await db.one(
+    sql.type(
+      z.object({ row: z.string() }),
+    )`select row_to_json(l)::text as row from dashboard_licenses l where id = ${lic.id}`,
+  );
   t.notMatch(pending.row, secret, 'the secret is stored encrypted');
   t.match(pending.row, /"totp_pending_secret":"v1\./);
   t.match(pending.row, /"totp_enabled_at":null/);
@@ -194,7 +245,11 @@ t.test('setup, verify, login with a TOTP code; a replayed code is refused', asyn
   t.equal(recoveryCodes.length, 8);
   t.equal(new Set(recoveryCodes).size, 8);
   for (const code of recoveryCodes) t.match(code, /^[A-Z2-9]{5}-[A-Z2-9]{5}$/);
-  remember(...recoveryCodes, ...recoveryCodes.map(normalizeRecoveryCode), ...recoveryCodes.map((c: string) => sha256(normalizeRecoveryCode(c))));
+  remember(
+    ...recoveryCodes,
+    ...recoveryCodes.map(normalizeRecoveryCode),
+    ...recoveryCodes.map((c: string) => sha256(normalizeRecoveryCode(c))),
+  );
   twoFactor = { id: lic.id, email: lic.email, key: lic.key, secret, recoveryCodes };
 
   const again = await post('/api/dashboard/totp/setup', {}, { token: lic.token });
@@ -296,28 +351,47 @@ t.test('an unknown e-mail and a wrong code get the same answer', async (t) => {
   t.match(answers[0]!.json(), { error: 'invalid_code', status: 401 });
 });
 
-t.test('failed dashboard logins count against the address, wrong codes against the purchaser too; correct ones spend nothing', async (t) => {
-  const ip = '192.0.2.44';
-  for (let i = 0; i < 10; i++) t.equal((await post('/api/dashboard/auth/login', { licenseKey: twoFactor.key }, { ip })).statusCode, 200, `correct key ${i + 1}`);
-  for (let i = 0; i < 4; i++) {
-    t.equal((await post('/api/dashboard/auth/login', { licenseKey: 'lic_not_a_real_key_0000' }, { ip })).statusCode, 401);
-    t.equal((await totpLogin('nobody@example.test', '123456', ip)).statusCode, 401);
-  }
-  const limited = await post('/api/dashboard/auth/login', { licenseKey: twoFactor.key }, { ip });
-  t.equal(limited.statusCode, 429, 'eight failures lock the address');
-  t.match(limited.json(), { error: 'rate_limited', status: 429, message: /from your network address; try again in \d+ minutes/ });
-  t.ok(Number(limited.headers['retry-after']) > 0);
-  t.equal((await post('/api/dashboard/auth/login', { licenseKey: twoFactor.key })).statusCode, 200, 'other addresses are not affected');
-  await liftLockout(db, { email: twoFactor.email }); // the tests above made mistakes too
-  const { perAccount } = config.loginThrottle;
-  for (let i = 0; i < perAccount; i++) {
-    const res = await totpLogin(twoFactor.email, '000000');
-    if (res.statusCode !== 401) t.fail(`wrong code ${i + 1} answered ${res.statusCode}`);
-  }
-  const account = await totpLogin(twoFactor.email, '000000');
-  t.equal(account.statusCode, 429, `${perAccount} wrong codes lock the purchaser's e-mail, from any address`);
-  t.match(account.json().message, /^Too many wrong codes for this license; try again in/);
-});
+t.test(
+  'failed dashboard logins count against the address, wrong codes against the purchaser too; correct ones spend nothing',
+  async (t) => {
+    const ip = '192.0.2.44';
+    for (let i = 0; i < 10; i++)
+      t.equal(
+        (await post('/api/dashboard/auth/login', { licenseKey: twoFactor.key }, { ip })).statusCode,
+        200,
+        `correct key ${i + 1}`,
+      );
+    for (let i = 0; i < 4; i++) {
+      t.equal(
+        (await post('/api/dashboard/auth/login', { licenseKey: 'lic_not_a_real_key_0000' }, { ip })).statusCode,
+        401,
+      );
+      t.equal((await totpLogin('nobody@example.test', '123456', ip)).statusCode, 401);
+    }
+    const limited = await post('/api/dashboard/auth/login', { licenseKey: twoFactor.key }, { ip });
+    t.equal(limited.statusCode, 429, 'eight failures lock the address');
+    t.match(limited.json(), {
+      error: 'rate_limited',
+      status: 429,
+      message: /from your network address; try again in \d+ minutes/,
+    });
+    t.ok(Number(limited.headers['retry-after']) > 0);
+    t.equal(
+      (await post('/api/dashboard/auth/login', { licenseKey: twoFactor.key })).statusCode,
+      200,
+      'other addresses are not affected',
+    );
+    await liftLockout(db, { email: twoFactor.email }); // the tests above made mistakes too
+    const { perAccount } = config.loginThrottle;
+    for (let i = 0; i < perAccount; i++) {
+      const res = await totpLogin(twoFactor.email, '000000');
+      if (res.statusCode !== 401) t.fail(`wrong code ${i + 1} answered ${res.statusCode}`);
+    }
+    const account = await totpLogin(twoFactor.email, '000000');
+    t.equal(account.statusCode, 429, `${perAccount} wrong codes lock the purchaser's e-mail, from any address`);
+    t.match(account.json().message, /^Too many wrong codes for this license; try again in/);
+  },
+);
 
 t.test('no license key, TOTP secret or recovery code reaches a log line', async (t) => {
   const text = logs();

@@ -15,26 +15,53 @@ const { app, db } = await buildTestApp(t, databaseUrl);
 const { claim, complete } = agent(app);
 await createUser(db, { email: 'ada@example.test', password: PASSWORD });
 
-const attempts = () => db.oneFirst(sql.type(z.object({ n: z.number() }))`select count(*)::int as n from agent_claim_attempts`);
-const guesses = () => db.oneFirst(sql.type(z.object({ n: z.number() }))`
+const attempts = () =>
+  db.oneFirst(sql.type(z.object({ n: z.number() }))`select count(*)::int as n from agent_claim_attempts`);
+const guesses = () =>
+  db.oneFirst(sql.type(z.object({ n: z.number() }))`
   select coalesce(sum(hits), 0)::int as n from rate_limit_windows where bucket = 'user-code-guesses'`);
-const failedCodes = () => db.oneFirst(sql.type(z.object({ n: z.number() }))`select coalesce(sum(failed_codes), 0)::int as n from agent_claim_attempts`);
+const failedCodes = () =>
+  db.oneFirst(
+    sql.type(z.object({ n: z.number() }))`select coalesce(sum(failed_codes), 0)::int as n from agent_claim_attempts`,
+  );
 
 function refused(t: Test, res: LightMyRequestResponse, status: number, code: string) {
   t.equal(res.statusCode, status, `${code}: ${res.body}`);
   t.match(res.json(), { code, message: String });
-  t.same(Object.keys(res.json()).filter((k) => k !== 'retry_after'), ['code', 'message'], 'the identity error shape');
+  t.same(
+    Object.keys(res.json()).filter((k) => k !== 'retry_after'),
+    ['code', 'message'],
+    'the identity error shape',
+  );
 }
 
 t.test('invalid_request: malformed bodies are 400 and store nothing', async (t) => {
   const reg = await register(db, 'service_auth', 'ada@example.test');
   const before = { attempts: await attempts(), failed: await failedCodes() };
   const post = (url: string, payload: unknown) =>
-    app.inject({ method: 'POST', url, payload: typeof payload === 'string' ? payload : JSON.stringify(payload), headers: { 'content-type': 'application/json' } });
-  for (const body of [{}, '{', { type: 'anonymous', claim_token: reg.claimToken, login_hint: 'ada@example.test' }, { type: 'service_auth', claim_token: 7, login_hint: 'ada@example.test' }, { type: 'service_auth', claim_token: '', login_hint: 'ada@example.test' }, { type: 'service_auth', claim_token: reg.claimToken }]) {
+    app.inject({
+      method: 'POST',
+      url,
+      payload: typeof payload === 'string' ? payload : JSON.stringify(payload),
+      headers: { 'content-type': 'application/json' },
+    });
+  for (const body of [
+    {},
+    '{',
+    { type: 'anonymous', claim_token: reg.claimToken, login_hint: 'ada@example.test' },
+    { type: 'service_auth', claim_token: 7, login_hint: 'ada@example.test' },
+    { type: 'service_auth', claim_token: '', login_hint: 'ada@example.test' },
+    { type: 'service_auth', claim_token: reg.claimToken },
+  ]) {
     refused(t, await post('/agent/identity/claim', body), 400, 'invalid_request');
   }
-  for (const body of [{}, '{"claim_token":', { claim_token: reg.claimToken }, { claim_token: reg.claimToken, user_code: '' }, { claim_token: reg.claimToken, user_code: 12345678 }]) {
+  for (const body of [
+    {},
+    '{"claim_token":',
+    { claim_token: reg.claimToken },
+    { claim_token: reg.claimToken, user_code: '' },
+    { claim_token: reg.claimToken, user_code: 12345678 },
+  ]) {
     refused(t, await post('/agent/identity/claim/complete', body), 400, 'invalid_request');
   }
   t.same({ attempts: await attempts(), failed: await failedCodes() }, before, 'nothing stored');
@@ -53,16 +80,22 @@ t.test('invalid_claim_token, invalid_login_hint', async (t) => {
 
 t.test('claim_expired, claim_revoked, already_claimed', async (t) => {
   const expired = await register(db, 'service_auth', 'ada@example.test');
-  await db.query(sql.unsafe`update agent_registrations set claim_expires_at = now() - interval '1 second' where id = ${expired.registration.id}`);
+  await db.query(
+    sql.unsafe`update agent_registrations set claim_expires_at = now() - interval '1 second' where id = ${expired.registration.id}`,
+  );
   refused(t, await claim(expired.claimToken, 'ada@example.test'), 410, 'claim_expired');
   refused(t, await complete(expired.claimToken, 'BCDF-GHJK'), 410, 'claim_expired');
 
   const revoked = await register(db, 'service_auth', 'ada@example.test');
-  await db.query(sql.unsafe`update agent_registrations set claim_revoked_at = now() where id = ${revoked.registration.id}`);
+  await db.query(
+    sql.unsafe`update agent_registrations set claim_revoked_at = now() where id = ${revoked.registration.id}`,
+  );
   refused(t, await claim(revoked.claimToken, 'ada@example.test'), 410, 'claim_revoked');
   refused(t, await complete(revoked.claimToken, 'BCDF-GHJK'), 410, 'claim_revoked');
   const dead = await register(db, 'anonymous');
-  await db.query(sql.unsafe`update agent_registrations set status = 'revoked', revoked_at = now() where id = ${dead.registration.id}`);
+  await db.query(
+    sql.unsafe`update agent_registrations set status = 'revoked', revoked_at = now() where id = ${dead.registration.id}`,
+  );
   refused(t, await claim(dead.claimToken, 'ada@example.test'), 410, 'claim_revoked');
 
   const claimed = await register(db, 'anonymous');
@@ -83,7 +116,9 @@ t.test('too_many_attempts: three pending attempts, then 429 until one expires', 
   refused(t, fourth, 429, 'too_many_attempts');
   t.ok(fourth.json().retry_after > 0 && fourth.json().retry_after <= 600, `retry_after ${fourth.json().retry_after}`);
   t.equal(fourth.headers['retry-after'], String(fourth.json().retry_after));
-  await db.query(sql.unsafe`update agent_claim_attempts set expires_at = now() - interval '1 second' where id = ${ids[0]!}`);
+  await db.query(
+    sql.unsafe`update agent_claim_attempts set expires_at = now() - interval '1 second' where id = ${ids[0]!}`,
+  );
   t.equal((await claim(reg.claimToken, 'ada@example.test')).statusCode, 200, 'room again once one expired');
 });
 
@@ -122,14 +157,21 @@ t.test('five wrong codes are invalid_user_code and lock the attempt: user_code_e
 
 t.test('user_code_expired: ten minutes after confirmation', async (t) => {
   const { reg, code, attemptId } = await confirmedClaim(app, db, 'ada@example.test');
-  await db.query(sql.unsafe`update agent_claim_attempts set user_code_expires_at = now() - interval '1 second' where id = ${attemptId}`);
+  await db.query(
+    sql.unsafe`update agent_claim_attempts set user_code_expires_at = now() - interval '1 second' where id = ${attemptId}`,
+  );
   refused(t, await complete(reg.claimToken, code), 410, 'user_code_expired');
 });
 
 const completeFrom = (ip: string, claimToken: string, userCode: string) =>
-  app.inject({ method: 'POST', url: '/agent/identity/claim/complete', remoteAddress: ip, payload: { claim_token: claimToken, user_code: userCode } });
+  app.inject({
+    method: 'POST',
+    url: '/agent/identity/claim/complete',
+    remoteAddress: ip,
+    payload: { claim_token: claimToken, user_code: userCode },
+  });
 
-t.test('rate_limit_exceeded: one client guessing never blocks another client\'s right code', async (t) => {
+t.test("rate_limit_exceeded: one client guessing never blocks another client's right code", async (t) => {
   const { reg, code } = await confirmedClaim(app, db, 'ada@example.test');
   await db.query(sql.unsafe`
     insert into rate_limit_windows (bucket, key, window_start, hits) values ('user-code-guesses-client', '10.66.0.1', now(), 30)
@@ -139,7 +181,11 @@ t.test('rate_limit_exceeded: one client guessing never blocks another client\'s 
   t.match(limited.json().message, /from this client/);
   t.ok(limited.json().retry_after >= 1 && limited.json().retry_after <= 60);
   t.equal(limited.headers['retry-after'], String(limited.json().retry_after));
-  t.equal((await completeFrom('10.66.0.2', reg.claimToken, code)).statusCode, 200, 'the right code from elsewhere works');
+  t.equal(
+    (await completeFrom('10.66.0.2', reg.claimToken, code)).statusCode,
+    200,
+    'the right code from elsewhere works',
+  );
 });
 
 t.test('rate_limit_exceeded: the global circuit breaker, far above one client', async (t) => {
@@ -151,7 +197,11 @@ t.test('rate_limit_exceeded: the global circuit breaker, far above one client', 
     on conflict (bucket, key) do update set window_start = now(), hits = 6000`);
   refused(t, await completeFrom('10.66.0.3', reg.claimToken, code), 429, 'rate_limit_exceeded');
   await db.query(sql.unsafe`delete from rate_limit_windows where bucket = 'user-code-guesses'`);
-  t.equal((await completeFrom('10.66.0.3', reg.claimToken, code)).statusCode, 200, 'the right code still works afterwards');
+  t.equal(
+    (await completeFrom('10.66.0.3', reg.claimToken, code)).statusCode,
+    200,
+    'the right code still works afterwards',
+  );
 });
 
 t.test('auth_method_disabled: claim, complete and the page', async (t) => {

@@ -15,14 +15,23 @@ export async function register(db: DatabasePool, type: 'anonymous' | 'service_au
 export function agent(app: FastifyInstance) {
   return {
     claim: (claimToken: string, loginHint: string) =>
-      app.inject({ method: 'POST', url: '/agent/identity/claim', payload: { type: 'service_auth', claim_token: claimToken, login_hint: loginHint } }),
+      app.inject({
+        method: 'POST',
+        url: '/agent/identity/claim',
+        payload: { type: 'service_auth', claim_token: claimToken, login_hint: loginHint },
+      }),
     complete: (claimToken: string, userCode: string) =>
-      app.inject({ method: 'POST', url: '/agent/identity/claim/complete', payload: { claim_token: claimToken, user_code: userCode } }),
+      app.inject({
+        method: 'POST',
+        url: '/agent/identity/claim/complete',
+        payload: { claim_token: claimToken, user_code: userCode },
+      }),
   };
 }
 
 /** The verification page's path from a /claim response (the URI is absolute on {auth_url}). */
-export const pagePath = (res: LightMyRequestResponse) => new URL(res.json().attempt.verification_uri as string).pathname;
+export const pagePath = (res: LightMyRequestResponse) =>
+  new URL(res.json().attempt.verification_uri as string).pathname;
 
 export const csrfOf = (res: LightMyRequestResponse) => /name="csrf" value="([^"]+)"/.exec(res.body)?.[1] ?? '';
 
@@ -46,7 +55,14 @@ export class Browser {
   }
 
   async get(path = this.path) {
-    return this.keep(await this.app.inject({ method: 'GET', url: path, headers: this.cookie ? { cookie: this.cookie } : {}, remoteAddress: this.ip }));
+    return this.keep(
+      await this.app.inject({
+        method: 'GET',
+        url: path,
+        headers: this.cookie ? { cookie: this.cookie } : {},
+        remoteAddress: this.ip,
+      }),
+    );
   }
 
   async post(fields: Record<string, string>, path = this.path) {
@@ -54,7 +70,10 @@ export class Browser {
       await this.app.inject({
         method: 'POST',
         url: path,
-        headers: { 'content-type': 'application/x-www-form-urlencoded', ...(this.cookie ? { cookie: this.cookie } : {}) },
+        headers: {
+          'content-type': 'application/x-www-form-urlencoded',
+          ...(this.cookie ? { cookie: this.cookie } : {}),
+        },
         payload: new URLSearchParams(fields).toString(),
         remoteAddress: this.ip,
       }),
@@ -80,7 +99,12 @@ export class Browser {
 }
 
 /** Registration -> /claim -> sign-in -> confirm: the code the person reads. */
-export async function confirmedClaim(app: FastifyInstance, db: DatabasePool, email: string, options: { type?: 'anonymous' | 'service_auth'; organization?: string } = {}) {
+export async function confirmedClaim(
+  app: FastifyInstance,
+  db: DatabasePool,
+  email: string,
+  options: { type?: 'anonymous' | 'service_auth'; organization?: string } = {},
+) {
   const type = options.type ?? 'service_auth';
   const reg = await register(db, type, type === 'service_auth' ? email : undefined);
   const started = await agent(app).claim(reg.claimToken, email);

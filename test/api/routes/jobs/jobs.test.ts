@@ -53,5 +53,8 @@ t.test('bad tokens and expired tokens get 401', async (t) => {
   t.equal(res.statusCode, 401);
   t.match(res.json(), { error: 'unauthorized', message: /expired/ });
   const forged = await signPlatformToken({ userId: admin.userId }, Buffer.alloc(32, 9), 'http://localhost:3000');
-  t.equal((await app.inject({ url: `/api/jobs/6f1c1a4e-8d39-4b8e-9a53-2a3f1f1e0c55`, headers: auth(forged) })).statusCode, 401);
+  t.equal(
+    (await app.inject({ url: `/api/jobs/6f1c1a4e-8d39-4b8e-9a53-2a3f1f1e0c55`, headers: auth(forged) })).statusCode,
+    401,
+  );
 });

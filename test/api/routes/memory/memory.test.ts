@@ -13,12 +13,18 @@ const databaseUrl = await createTestDatabase(t);
 const { app, db } = await buildTestApp(t, databaseUrl);
 const owner = await createMember(db, 'admin');
 const viewer = await createMember(db, 'viewer'); // a viewer of its own tenant: no workspace of its own
-await db.query(sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${owner.tenantId}, ${viewer.userId}, 'viewer')`);
+await db.query(
+  sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${owner.tenantId}, ${viewer.userId}, 'viewer')`,
+);
 const outsider = await createMember(db, 'admin');
-const auth = (m: { token: string }, tenantId?: string) => ({ authorization: `Bearer ${m.token}`, ...(tenantId ? { 'x-tenant-id': tenantId } : {}) });
-const write = (m: { token: string }, payload: object, tenantId?: string) => app.inject({ method: 'POST', url: '/api/memory/content', headers: auth(m, tenantId), payload });
+const auth = (m: { token: string }, tenantId?: string) => ({
+  authorization: `Bearer ${m.token}`,
+  ...(tenantId ? { 'x-tenant-id': tenantId } : {}),
+});
+const write = (m: { token: string }, payload: object, tenantId?: string) =>
+  app.inject({ method: 'POST', url: '/api/memory/content', headers: auth(m, tenantId), payload });
 
-t.test('a JWT alone acts in the caller\'s own workspace; x-tenant-id picks another', async (t) => {
+t.test("a JWT alone acts in the caller's own workspace; x-tenant-id picks another", async (t) => {
   const put = await write(owner, { filename: 'notes.md', content: 'The user likes green tea.' });
   t.equal(put.statusCode, 200);
   t.match(put.json(), { name: 'notes.md', bytes: 25, content: 'The user likes green tea.' });
@@ -28,21 +34,35 @@ t.test('a JWT alone acts in the caller\'s own workspace; x-tenant-id picks anoth
   const own = await app.inject({ url: '/api/memory/files', headers: auth(owner) });
   t.equal(own.statusCode, 200);
   t.equal(own.json().tenantId, owner.tenantId);
-  t.same(own.json().files.map((f: { name: string }) => f.name), ['notes.md']);
+  t.same(
+    own.json().files.map((f: { name: string }) => f.name),
+    ['notes.md'],
+  );
   const viaHeader = await app.inject({ url: '/api/memory/files', headers: auth(viewer, owner.tenantId) });
   t.equal(viaHeader.statusCode, 200, 'a viewer reads with the header');
   t.same(viaHeader.json(), own.json());
 
   const content = await app.inject({ url: '/api/memory/content', headers: auth(owner) });
-  t.match(content.json(), { enabled: true, files: ['notes.md'], truncated: false, text: /## Memory[\s\S]*### notes.md\nThe user likes green tea. And short answers./ });
+  t.match(content.json(), {
+    enabled: true,
+    files: ['notes.md'],
+    truncated: false,
+    text: /## Memory[\s\S]*### notes.md\nThe user likes green tea. And short answers./,
+  });
   const file = await app.inject({ url: '/api/memory/files/notes.md', headers: auth(owner) });
   t.equal(file.json().content, 'The user likes green tea. And short answers.');
 
-  t.equal((await write(viewer, { filename: 'x.md', content: 'no' }, owner.tenantId)).statusCode, 403, 'a viewer cannot write');
+  t.equal(
+    (await write(viewer, { filename: 'x.md', content: 'no' }, owner.tenantId)).statusCode,
+    403,
+    'a viewer cannot write',
+  );
   const ambiguous = await app.inject({ url: '/api/memory/files', headers: auth(viewer) });
   t.equal(ambiguous.statusCode, 400, 'a viewer of two tenants who administers none must say which');
   t.match(ambiguous.json().message, /x-tenant-id/);
-  await db.query(sql.unsafe`delete from tenant_memberships where user_id = ${viewer.userId} and tenant_id = ${viewer.tenantId}`);
+  await db.query(
+    sql.unsafe`delete from tenant_memberships where user_id = ${viewer.userId} and tenant_id = ${viewer.tenantId}`,
+  );
   const only = await app.inject({ url: '/api/memory/files', headers: auth(viewer) });
   t.equal(only.statusCode, 200, 'with one tenant left, that one');
   t.same(only.json(), own.json());
@@ -52,14 +72,28 @@ t.test('a JWT alone acts in the caller\'s own workspace; x-tenant-id picks anoth
   const none = await app.inject({ url: '/api/memory/files', headers: auth(loner) });
   t.equal(none.statusCode, 404, 'no workspace at all');
   t.equal(none.json().error, 'workspace_not_found');
-  t.equal((await app.inject({ url: '/api/memory/files', headers: auth(outsider, owner.tenantId) })).statusCode, 404, 'another tenant is not found');
-  t.equal((await app.inject({ url: '/api/memory/files/notes.md', headers: auth(outsider) })).statusCode, 404, "the outsider's own workspace has no such file");
+  t.equal(
+    (await app.inject({ url: '/api/memory/files', headers: auth(outsider, owner.tenantId) })).statusCode,
+    404,
+    'another tenant is not found',
+  );
+  t.equal(
+    (await app.inject({ url: '/api/memory/files/notes.md', headers: auth(outsider) })).statusCode,
+    404,
+    "the outsider's own workspace has no such file",
+  );
   t.equal((await app.inject({ url: '/api/memory/files' })).statusCode, 401);
 
   const replaced = await write(owner, { filename: 'notes.md', content: 'Replaced.', mode: 'replace' });
   t.equal(replaced.json().content, 'Replaced.');
-  t.equal((await app.inject({ method: 'DELETE', url: '/api/memory/files/notes.md', headers: auth(owner) })).statusCode, 204);
-  t.equal((await app.inject({ method: 'DELETE', url: '/api/memory/files/notes.md', headers: auth(owner) })).statusCode, 404);
+  t.equal(
+    (await app.inject({ method: 'DELETE', url: '/api/memory/files/notes.md', headers: auth(owner) })).statusCode,
+    204,
+  );
+  t.equal(
+    (await app.inject({ method: 'DELETE', url: '/api/memory/files/notes.md', headers: auth(owner) })).statusCode,
+    404,
+  );
 });
 
 t.test('unsafe file names are refused', async (t) => {
@@ -78,14 +112,44 @@ t.test('unsafe file names are refused', async (t) => {
 });
 
 t.test('limits: per file, in total and file count are refused with a code; nothing written', async (t) => {
-  const cfg = await app.inject({ method: 'POST', url: '/api/memory/config', headers: auth(owner), payload: { maxFiles: 3, maxFileBytes: 100, maxTotalBytes: 150, retentionDays: 7 } });
+  const cfg = await app.inject({
+    method: 'POST',
+    url: '/api/memory/config',
+    headers: auth(owner),
+    payload: { maxFiles: 3, maxFileBytes: 100, maxTotalBytes: 150, retentionDays: 7 },
+  });
   t.equal(cfg.statusCode, 200);
   t.match(cfg.json(), { enabled: true, maxFiles: 3, maxFileBytes: 100, maxTotalBytes: 150, retentionDays: 7 });
-  const bad = await app.inject({ method: 'POST', url: '/api/memory/config', headers: auth(owner), payload: { maxFileBytes: 200 } });
+  const bad = await app.inject({
+    method: 'POST',
+    url: '/api/memory/config',
+    headers: auth(owner),
+    payload: { maxFileBytes: 200 },
+  });
   t.equal(bad.statusCode, 400, 'file limit above total');
   t.equal(bad.json().error, 'invalid_memory_limits');
-  t.equal((await app.inject({ method: 'POST', url: '/api/memory/config', headers: auth(owner), payload: { retentionDays: 0 } })).statusCode, 400);
-  t.equal((await app.inject({ method: 'POST', url: '/api/memory/config', headers: auth(viewer, owner.tenantId), payload: { enabled: false } })).statusCode, 403);
+  t.equal(
+    (
+      await app.inject({
+        method: 'POST',
+        url: '/api/memory/config',
+        headers: auth(owner),
+        payload: { retentionDays: 0 },
+      })
+    ).statusCode,
+    400,
+  );
+  t.equal(
+    (
+      await app.inject({
+        method: 'POST',
+        url: '/api/memory/config',
+        headers: auth(viewer, owner.tenantId),
+        payload: { enabled: false },
+      })
+    ).statusCode,
+    403,
+  );
 
   const big = await write(owner, { filename: 'big.md', content: 'x'.repeat(101) });
   t.equal(big.statusCode, 413);
@@ -104,24 +168,44 @@ t.test('limits: per file, in total and file count are refused with a code; nothi
   t.same(files.files.map((f: { name: string }) => f.name).sort(), ['a.md', 'b.md', 'ok-name_1.txt']);
   t.equal(files.totalBytes, 92);
 
-  const off = await app.inject({ method: 'POST', url: '/api/memory/config', headers: auth(owner), payload: { enabled: false } });
+  const off = await app.inject({
+    method: 'POST',
+    url: '/api/memory/config',
+    headers: auth(owner),
+    payload: { enabled: false },
+  });
   t.equal(off.json().enabled, false);
-  t.match((await app.inject({ url: '/api/memory/content', headers: auth(owner) })).json(), { enabled: false, text: '', files: [] });
+  t.match((await app.inject({ url: '/api/memory/content', headers: auth(owner) })).json(), {
+    enabled: false,
+    text: '',
+    files: [],
+  });
   await app.inject({ method: 'POST', url: '/api/memory/config', headers: auth(owner), payload: { enabled: true } });
 });
 
-t.test('the retention job deletes files past their tenant\'s retention and records its run', async (t) => {
+t.test("the retention job deletes files past their tenant's retention and records its run", async (t) => {
   // owner: 7 days (set above); outsider: the default 90 days.
   await write(outsider, { filename: 'old.md', content: 'old' });
   await write(outsider, { filename: 'recent.md', content: 'recent' });
-  await db.query(sql.unsafe`update memory_files set updated_at = now() - interval '100 days' where tenant_id = ${outsider.tenantId} and name = 'old.md'`);
-  await db.query(sql.unsafe`update memory_files set updated_at = now() - interval '30 days' where tenant_id = ${outsider.tenantId} and name = 'recent.md'`);
-  await db.query(sql.unsafe`update memory_files set updated_at = now() - interval '8 days' where tenant_id = ${owner.tenantId} and name = 'a.md'`);
+  await db.query(
+    sql.unsafe`update memory_files set updated_at = now() - interval '100 days' where tenant_id = ${outsider.tenantId} and name = 'old.md'`,
+  );
+  await db.query(
+    sql.unsafe`update memory_files set updated_at = now() - interval '30 days' where tenant_id = ${outsider.tenantId} and name = 'recent.md'`,
+  );
+  await db.query(
+    sql.unsafe`update memory_files set updated_at = now() - interval '8 days' where tenant_id = ${owner.tenantId} and name = 'a.md'`,
+  );
 
   const worker = await startTestWorker(t, databaseUrl);
   await worker.runner.addJob('memory.retention', {});
   const run = await waitFor('the retention run to be recorded', () =>
-    db.maybeOne(sql.type(z.object({ status: z.string(), detail: z.unknown() }))`select status, detail from scheduled_job_runs where task = 'memory.retention'`));
+    db.maybeOne(
+      sql.type(
+        z.object({ status: z.string(), detail: z.unknown() }),
+      )`select status, detail from scheduled_job_runs where task = 'memory.retention'`,
+    ),
+  );
   t.match(run, { status: 'succeeded', detail: { deleted: 2 } });
   const left = await db.anyFirst(sql.type(z.object({ name: z.string() }))`select name from memory_files order by name`);
   t.same(left, ['b.md', 'ok-name_1.txt', 'recent.md']);

@@ -33,11 +33,27 @@ t.test('GET / describes the service, links every entry point and shows readiness
   checkPageHeaders(t, res);
   t.match(res.body, /^<!doctype html>/);
   t.match(res.body, /agents carry out tasks for companies inside workspaces/i);
-  for (const path of ['/docs', '/openapi.json', '/docs/llms.txt', '/auth.md', '/arazzo.yaml', '/mcp', '/readyz',
-    '/.well-known/oauth-protected-resource/api/agent', '/.well-known/oauth-protected-resource/mcp']) {
+  for (const path of [
+    '/docs',
+    '/openapi.json',
+    '/docs/llms.txt',
+    '/auth.md',
+    '/arazzo.yaml',
+    '/mcp',
+    '/readyz',
+    '/.well-known/oauth-protected-resource/api/agent',
+    '/.well-known/oauth-protected-resource/mcp',
+  ]) {
     t.match(res.body, `href="${path}"`, `links ${path}`);
   }
-  for (const path of ['/openapi.json', '/docs/llms.txt', '/auth.md', '/arazzo.yaml', '/mcp', '/.well-known/oauth-protected-resource/mcp']) {
+  for (const path of [
+    '/openapi.json',
+    '/docs/llms.txt',
+    '/auth.md',
+    '/arazzo.yaml',
+    '/mcp',
+    '/.well-known/oauth-protected-resource/mcp',
+  ]) {
     t.match(res.body, `>${BASE}${path}</a>`, `shows ${path} under the deployment's base URL`);
   }
   t.match(res.body, /for MCP clients/);
@@ -65,8 +81,14 @@ t.test('GET /docs: Swagger UI from the package, no external URL, under a CSP', a
   t.equal(res.headers['x-content-type-options'], 'nosniff');
 
   const assets = [...res.body.matchAll(/(?:src|href)="([^"]+)"/g)].map((m) => m[1]!);
-  t.ok(assets.some((a) => a.endsWith('/swagger-ui-bundle.js')), 'the bundle');
-  t.ok(assets.some((a) => a.endsWith('/swagger-ui.css')), 'the style sheet');
+  t.ok(
+    assets.some((a) => a.endsWith('/swagger-ui-bundle.js')),
+    'the bundle',
+  );
+  t.ok(
+    assets.some((a) => a.endsWith('/swagger-ui.css')),
+    'the style sheet',
+  );
   for (const asset of assets) {
     t.match(asset, /^\/docs\/static\//, `${asset} is ours`);
     const file = await app.inject({ url: asset });
@@ -114,7 +136,10 @@ t.test('unknown paths: HTML 404 for a browser navigation, JSON for everyone else
   const json = await app.inject({ url: '/no/such/page', headers: { accept: 'application/json' } });
   t.equal(json.statusCode, 404);
   t.same(json.json(), { error: 'not_found', status: 404, message: 'No route for GET /no/such/page' });
-  const preferJson = await app.inject({ url: '/no/such/page', headers: { accept: 'application/json, text/html;q=0.5' } });
+  const preferJson = await app.inject({
+    url: '/no/such/page',
+    headers: { accept: 'application/json, text/html;q=0.5' },
+  });
   t.match(preferJson.headers['content-type'], /^application\/json/);
   const none = await app.inject({ url: '/no/such/page' });
   t.match(none.headers['content-type'], /^application\/json/, 'no Accept: JSON as before');
@@ -127,7 +152,11 @@ t.test('unknown paths: HTML 404 for a browser navigation, JSON for everyone else
   t.same(platform.json(), { error: 'not_found', status: 404, message: 'No route for GET /api/nothing' });
   const agent = await app.inject({ url: '/api/agent/v1/nothing', headers: { accept: BROWSER } });
   t.equal(agent.statusCode, 404);
-  t.same(agent.json(), { code: 'not_found', message: 'No route for GET /api/agent/v1/nothing', next_action: 'reread_list' });
+  t.same(agent.json(), {
+    code: 'not_found',
+    message: 'No route for GET /api/agent/v1/nothing',
+    next_action: 'reread_list',
+  });
   const identity = await app.inject({ url: '/oauth2/nothing', headers: { accept: BROWSER } });
   t.equal(identity.statusCode, 404);
   t.same(identity.json(), { code: 'not_found', message: 'No route for GET /oauth2/nothing' });

@@ -27,19 +27,36 @@ const { db } = strict;
 const admin = await createMember(db, 'admin');
 const as = (m: Member) => ({ authorization: `Bearer ${m.token}`, 'x-tenant-id': m.tenantId });
 const keysOf = (tenantId: string) =>
-  db.oneFirst(sql.type(z.object({ n: z.number() }))`select count(*)::int as n from provider_keys where tenant_id = ${tenantId}`);
+  db.oneFirst(
+    sql.type(z.object({ n: z.number() }))`select count(*)::int as n from provider_keys where tenant_id = ${tenantId}`,
+  );
 const storedUrl = (tenantId: string) =>
-  db.maybeOneFirst(sql.type(z.object({ base_url: z.string().nullable() }))`select base_url from provider_keys where tenant_id = ${tenantId} and provider = 'openai'`);
+  db.maybeOneFirst(
+    sql.type(
+      z.object({ base_url: z.string().nullable() }),
+    )`select base_url from provider_keys where tenant_id = ${tenantId} and provider = 'openai'`,
+  );
 
 async function putKey(api: TestApi, m: Member, body: { apiKey: string; baseUrl?: string }) {
-  const signingKey = (await api.app.inject({ url: '/api/provider-keys/signing-key', headers: { authorization: `Bearer ${m.token}` } })).json().signingKey;
+  const signingKey = (
+    await api.app.inject({ url: '/api/provider-keys/signing-key', headers: { authorization: `Bearer ${m.token}` } })
+  ).json().signingKey;
   const url = '/api/provider-keys/openai';
   const payload = JSON.stringify(body);
-  const headers = { ...as(m), ...signRequest(signingKey, 'PUT', url, m.tenantId, payload), 'content-type': 'application/json' };
+  const headers = {
+    ...as(m),
+    ...signRequest(signingKey, 'PUT', url, m.tenantId, payload),
+    'content-type': 'application/json',
+  };
   return api.app.inject({ method: 'PUT', url, headers, payload });
 }
 const setup = (api: TestApi, m: Member, baseUrl: string) =>
-  api.app.inject({ method: 'POST', url: '/api/onboarding/setup', headers: as(m), payload: { provider: 'openai', apiKey: RIGHT_KEY, baseUrl } });
+  api.app.inject({
+    method: 'POST',
+    url: '/api/onboarding/setup',
+    headers: as(m),
+    payload: { provider: 'openai', apiKey: RIGHT_KEY, baseUrl },
+  });
 
 const PRIVATE: Array<[string, RegExp]> = [
   [`http://127.0.0.1:${port}/v1`, /127\.0\.0\.1 is a loopback address/],
@@ -51,7 +68,11 @@ const PRIVATE: Array<[string, RegExp]> = [
 const CREDENTIALS = 'http://user:pass@models.example.com/v1';
 
 t.test('PUT: a private or credential-bearing baseUrl is 400 invalid_base_url and nothing is stored', async (t) => {
-  t.same([strict.config.providers.allowPrivateUrls, open.config.providers.allowPrivateUrls], [false, true], 'off by default');
+  t.same(
+    [strict.config.providers.allowPrivateUrls, open.config.providers.allowPrivateUrls],
+    [false, true],
+    'off by default',
+  );
   for (const [baseUrl, reason] of [...PRIVATE, [CREDENTIALS, /user name or password/] as [string, RegExp]]) {
     const res = await putKey(strict, admin, { apiKey: RIGHT_KEY, baseUrl });
     t.equal(res.statusCode, 400, baseUrl);
@@ -94,28 +115,36 @@ t.test('with PROVIDER_ALLOW_PRIVATE_URLS the private URLs are accepted; credenti
   t.equal(await storedUrl(admin.tenantId), `http://localhost:${port}/v1`);
 });
 
-t.test('a stored URL that is private at call time fails the chat turn as provider_unavailable; nothing is sent', async (t) => {
-  // Saved while the switch was on (above): a stand-in for a name that
-  // resolved publicly when saved and privately now (DNS rebinding).
-  t.equal(await storedUrl(admin.tenantId), `http://localhost:${port}/v1`);
-  await db.query(sql.unsafe`update tenants set plan = 'pro' where id = ${admin.tenantId}`);
-  await startTestWorker(t, databaseUrl); // the default policy
-  const asked = fake.requests.length;
+t.test(
+  'a stored URL that is private at call time fails the chat turn as provider_unavailable; nothing is sent',
+  async (t) => {
+    // Saved while the switch was on (above): a stand-in for a name that
+    // resolved publicly when saved and privately now (DNS rebinding).
+    t.equal(await storedUrl(admin.tenantId), `http://localhost:${port}/v1`);
+    await db.query(sql.unsafe`update tenants set plan = 'pro' where id = ${admin.tenantId}`);
+    await startTestWorker(t, databaseUrl); // the default policy
+    const asked = fake.requests.length;
 
-  const session = await strict.app.inject({ method: 'POST', url: '/api/chat/sessions', headers: as(admin), payload: { title: 'T', model: 'openai/gpt-4o-mini' } });
-  t.equal(session.statusCode, 201, session.body);
-  const sent = await strict.app.inject({
-    method: 'POST',
-    url: '/api/chat/send',
-    headers: { ...as(admin), 'idempotency-key': `policy-turn-${Date.now()}` },
-    payload: { sessionId: session.json().id, message: 'hello' },
-  });
-  t.equal(sent.statusCode, 202, sent.body);
-  const Row = z.object({ status: z.string(), error: z.object({ code: z.string(), message: z.string() }).nullable() });
-  const failed = await waitFor('the turn to fail', async () => {
-    const row = await db.one(sql.type(Row)`select status, error from jobs where id = ${sent.json().jobId}`);
-    return row.error ? row : null;
-  });
-  t.equal(failed.error!.code, 'provider_unavailable', 'the code of an unreachable provider (retried like one)');
-  t.equal(fake.requests.length, asked, 'the fake provider received no request');
-});
+    const session = await strict.app.inject({
+      method: 'POST',
+      url: '/api/chat/sessions',
+      headers: as(admin),
+      payload: { title: 'T', model: 'openai/gpt-4o-mini' },
+    });
+    t.equal(session.statusCode, 201, session.body);
+    const sent = await strict.app.inject({
+      method: 'POST',
+      url: '/api/chat/send',
+      headers: { ...as(admin), 'idempotency-key': `policy-turn-${Date.now()}` },
+      payload: { sessionId: session.json().id, message: 'hello' },
+    });
+    t.equal(sent.statusCode, 202, sent.body);
+    const Row = z.object({ status: z.string(), error: z.object({ code: z.string(), message: z.string() }).nullable() });
+    const failed = await waitFor('the turn to fail', async () => {
+      const row = await db.one(sql.type(Row)`select status, error from jobs where id = ${sent.json().jobId}`);
+      return row.error ? row : null;
+    });
+    t.equal(failed.error!.code, 'provider_unavailable', 'the code of an unreachable provider (retried like one)');
+    t.equal(fake.requests.length, asked, 'the fake provider received no request');
+  },
+);

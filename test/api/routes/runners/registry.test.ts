@@ -9,7 +9,12 @@ import { sql } from '../../../../core/db/pool.ts';
 import { createRegistration } from '../../../../core/identity/registrations.ts';
 import { resources, signAccessToken } from '../../../../core/identity/tokens.ts';
 import { createManagedAgent } from '../../../../core/managed-agents/managed-agents.ts';
-import { acknowledgeWork, heartbeat, RUNNER_OFFLINE_AFTER_S, RunnerRevokedError } from '../../../../core/runners/runners.ts';
+import {
+  acknowledgeWork,
+  heartbeat,
+  RUNNER_OFFLINE_AFTER_S,
+  RunnerRevokedError,
+} from '../../../../core/runners/runners.ts';
 import { buildTestApp } from '../../../helpers/app.ts';
 import { TEST_SECRET } from '../../../helpers/config.ts';
 import { createTestDatabase } from '../../../helpers/db.ts';
@@ -22,7 +27,9 @@ const { app, db } = await buildTestApp(t, databaseUrl);
 async function memberOf(tenantId: string, role: 'admin' | 'viewer') {
   const userId = randomUUID();
   await db.query(sql.unsafe`insert into users (id, email) values (${userId}, ${`${userId}@example.test`})`);
-  await db.query(sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${tenantId}, ${userId}, ${role})`);
+  await db.query(
+    sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${tenantId}, ${userId}, ${role})`,
+  );
   const token = await signPlatformToken({ userId }, Buffer.from(TEST_SECRET, 'base64'), app.config.baseUrl);
   const headers = { authorization: `Bearer ${token}`, 'x-tenant-id': tenantId };
   return {
@@ -39,7 +46,8 @@ const enroll = async (admin: Member, name: string) => {
 };
 const runnerCall = (token: string, url: string, payload: object) =>
   app.inject({ method: 'POST', url, headers: { authorization: `Bearer ${token}` }, payload });
-const beat = (token: string, gatewayConnected = true) => runnerCall(token, '/api/runners/heartbeat', { gatewayConnected });
+const beat = (token: string, gatewayConnected = true) =>
+  runnerCall(token, '/api/runners/heartbeat', { gatewayConnected });
 
 t.test('Viewers list and read runners; the token and its hash never appear', async (t) => {
   const tenantId = (await createMember(db, 'admin')).tenantId;
@@ -51,8 +59,18 @@ t.test('Viewers list and read runners; the token and its hash never appear', asy
   const list = await viewer.get('/api/runners');
   t.equal(list.statusCode, 200, list.body);
   t.same(list.json(), {
-    items: [{ id: runnerId, name: 'build box', status: 'active', enrolledAt: list.json().items[0].enrolledAt,
-      lastHeartbeatAt: list.json().items[0].lastHeartbeatAt, online: true, gatewayConnected: false, revokedAt: null }],
+    items: [
+      {
+        id: runnerId,
+        name: 'build box',
+        status: 'active',
+        enrolledAt: list.json().items[0].enrolledAt,
+        lastHeartbeatAt: list.json().items[0].lastHeartbeatAt,
+        online: true,
+        gatewayConnected: false,
+        revokedAt: null,
+      },
+    ],
     nextCursor: null,
   });
   t.match(list.json().items[0], { enrolledAt: String, lastHeartbeatAt: String });
@@ -64,10 +82,16 @@ t.test('Viewers list and read runners; the token and its hash never appear', asy
   t.same(one.json(), list.json().items[0], 'one runner reads like its list item');
 
   // Offline exactly as readiness counts it: no heartbeat within the threshold.
-  await db.query(sql.unsafe`update runners set last_heartbeat_at = now() - make_interval(secs => ${RUNNER_OFFLINE_AFTER_S + 1}) where id = ${runnerId}`);
+  await db.query(
+    sql.unsafe`update runners set last_heartbeat_at = now() - make_interval(secs => ${RUNNER_OFFLINE_AFTER_S + 1}) where id = ${runnerId}`,
+  );
   t.equal((await viewer.get(`/api/runners/${runnerId}`)).json().online, false, 'silent for longer than the threshold');
   const fresh = await enroll(admin, 'never seen');
-  t.match((await viewer.get(`/api/runners/${fresh.runnerId}`)).json(), { online: false, lastHeartbeatAt: null, gatewayConnected: false });
+  t.match((await viewer.get(`/api/runners/${fresh.runnerId}`)).json(), {
+    online: false,
+    lastHeartbeatAt: null,
+    gatewayConnected: false,
+  });
 });
 
 t.test('keyset pages: newest first, no repeats when runners are enrolled while paging, bounds checked', async (t) => {
@@ -76,7 +100,9 @@ t.test('keyset pages: newest first, no repeats when runners are enrolled while p
   const ids: string[] = [];
   for (let i = 0; i < 5; i++) ids.push((await enroll(admin, `r${i}`)).runnerId);
   // Two runners enrolled in the same microsecond are still told apart by id.
-  await db.query(sql.unsafe`update runners set enrolled_at = (select enrolled_at from runners where id = ${ids[1]!}) where id = ${ids[2]!}`);
+  await db.query(
+    sql.unsafe`update runners set enrolled_at = (select enrolled_at from runners where id = ${ids[1]!}) where id = ${ids[2]!}`,
+  );
 
   const seen: string[] = [];
   let cursor: string | null = null;
@@ -104,8 +130,15 @@ t.test('keyset pages: newest first, no repeats when runners are enrolled while p
   t.equal((await admin.get('/api/runners?status=gone')).statusCode, 400);
 
   await admin.del(`/api/runners/${ids[0]!}`);
-  t.same((await admin.get('/api/runners?status=revoked')).json().items.map((r: { id: string }) => r.id), [ids[0]]);
-  t.equal((await admin.get('/api/runners?status=active&limit=100')).json().items.length, 5, 'four left plus the late one');
+  t.same(
+    (await admin.get('/api/runners?status=revoked')).json().items.map((r: { id: string }) => r.id),
+    [ids[0]],
+  );
+  t.equal(
+    (await admin.get('/api/runners?status=active&limit=100')).json().items.length,
+    5,
+    'four left plus the late one',
+  );
 });
 
 t.test('revoking: Admin only, tenant-scoped, repeatable', async (t) => {
@@ -120,11 +153,20 @@ t.test('revoking: Admin only, tenant-scoped, repeatable', async (t) => {
   t.match(denied.json(), { error: 'forbidden', status: 403 });
 
   const stranger = await memberOf((await createMember(db, 'admin')).tenantId, 'admin');
-  for (const res of [await stranger.get(`/api/runners/${runnerId}`), await stranger.del(`/api/runners/${runnerId}`), await admin.get(`/api/runners/${randomUUID()}`), await admin.del(`/api/runners/${randomUUID()}`)]) {
+  for (const res of [
+    await stranger.get(`/api/runners/${runnerId}`),
+    await stranger.del(`/api/runners/${runnerId}`),
+    await admin.get(`/api/runners/${randomUUID()}`),
+    await admin.del(`/api/runners/${randomUUID()}`),
+  ]) {
     t.equal(res.statusCode, 404);
     t.match(res.json(), { error: 'not_found', status: 404, message: 'No such runner.' });
   }
-  t.same((await stranger.get('/api/runners')).json(), { items: [], nextCursor: null }, "another tenant's list is its own");
+  t.same(
+    (await stranger.get('/api/runners')).json(),
+    { items: [], nextCursor: null },
+    "another tenant's list is its own",
+  );
   t.equal((await admin.get('/api/runners/not-a-uuid')).statusCode, 400);
   t.equal((await app.inject({ method: 'GET', url: '/api/runners' })).statusCode, 401);
   t.equal((await viewer.get(`/api/runners/${runnerId}`)).json().status, 'active', 'the refused revoke changed nothing');
@@ -142,10 +184,26 @@ t.test('a revoked token stops authenticating at once; its pending work stays pen
   const { registration } = await createRegistration(db, { type: 'anonymous', ip: '10.8.0.1', claimTokenTtlS: 3600 });
   const tenantId = registration.tenant_id;
   await markClaimed(db, registration.id);
-  const claims = { principalId: registration.principal_id, registrationId: registration.id, tenantId, scopes: ['svc:agents:write' as const] };
-  const agentToken = await signAccessToken(app.idpKeys, app.config.authUrl, resources(app.config.baseUrl).agent, claims, 300);
+  const claims = {
+    principalId: registration.principal_id,
+    registrationId: registration.id,
+    tenantId,
+    scopes: ['svc:agents:write' as const],
+  };
+  const agentToken = await signAccessToken(
+    app.idpKeys,
+    app.config.authUrl,
+    resources(app.config.baseUrl).agent,
+    claims,
+    300,
+  );
   const restore = (agentId: string) =>
-    app.inject({ method: 'POST', url: `/api/agent/v1/agents/${agentId}/restore`, headers: { authorization: `Bearer ${agentToken}`, 'idempotency-key': randomUUID() }, payload: {} });
+    app.inject({
+      method: 'POST',
+      url: `/api/agent/v1/agents/${agentId}/restore`,
+      headers: { authorization: `Bearer ${agentToken}`, 'idempotency-key': randomUUID() },
+      payload: {},
+    });
   const deletedAgent = async () => {
     const agent = await createManagedAgent(db, { tenantId, name: 'Helper', kind: 'standalone' });
     await db.query(sql.unsafe`update managed_agents set status = 'deleted', deleted_at = now() where id = ${agent.id}`);
@@ -158,8 +216,11 @@ t.test('a revoked token stops authenticating at once; its pending work stays pen
   // A restore hands work to the runner (no worker runs here, so it stays pending).
   const restored = await restore(await deletedAgent());
   t.equal(restored.statusCode, 200, restored.body);
-  const workState = () => db.oneFirst(sql.type(z.object({ state: z.string() }))`select state from runner_work where runner_id = ${runnerId}`);
-  const workId = await db.oneFirst(sql.type(z.object({ id: z.string() }))`select id from runner_work where runner_id = ${runnerId}`);
+  const workState = () =>
+    db.oneFirst(sql.type(z.object({ state: z.string() }))`select state from runner_work where runner_id = ${runnerId}`);
+  const workId = await db.oneFirst(
+    sql.type(z.object({ id: z.string() }))`select id from runner_work where runner_id = ${runnerId}`,
+  );
   t.equal(await workState(), 'pending');
 
   t.equal((await admin.del(`/api/runners/${runnerId}`)).statusCode, 200);
@@ -184,5 +245,12 @@ t.test('a revoked token stops authenticating at once; its pending work stays pen
   await beat(spare.token);
   const ok = await restore(await deletedAgent());
   t.equal(ok.statusCode, 200, ok.body);
-  t.match(await db.oneFirst(sql.type(z.object({ runner_id: z.string() }))`select runner_id from runner_work where job_id = ${ok.json().restore_job.id}`), spare.runnerId);
+  t.match(
+    await db.oneFirst(
+      sql.type(
+        z.object({ runner_id: z.string() }),
+      )`select runner_id from runner_work where job_id = ${ok.json().restore_job.id}`,
+    ),
+    spare.runnerId,
+  );
 });

@@ -43,13 +43,28 @@ t.test('the runner token authenticates heartbeats and acknowledgements only', as
   const admin = as(await createMember(db, 'admin'));
   const { token } = (await admin.post('/api/runners/enroll', { name: 'r1' })).json();
   const beat = (authorization?: string) =>
-    app.inject({ method: 'POST', url: '/api/runners/heartbeat', headers: authorization ? { authorization } : {}, payload: { gatewayConnected: true } });
+    app.inject({
+      method: 'POST',
+      url: '/api/runners/heartbeat',
+      headers: authorization ? { authorization } : {},
+      payload: { gatewayConnected: true },
+    });
   t.equal((await beat()).statusCode, 401);
   t.equal((await beat('Bearer rnr_nope')).statusCode, 401);
   t.same((await beat(`Bearer ${token}`)).json(), { pendingWork: [], heartbeatIntervalSeconds: 5 });
-  const ack = await app.inject({ method: 'POST', url: `/api/runners/work/${randomUUID()}/ack`, headers: { authorization: `Bearer ${token}` }, payload: {} });
+  const ack = await app.inject({
+    method: 'POST',
+    url: `/api/runners/work/${randomUUID()}/ack`,
+    headers: { authorization: `Bearer ${token}` },
+    payload: {},
+  });
   t.equal(ack.statusCode, 404);
   t.match(ack.json(), { error: 'not_found', status: 404 });
-  const asPlatform = await app.inject({ method: 'POST', url: '/api/runners/enroll', headers: { authorization: `Bearer ${token}` }, payload: {} });
+  const asPlatform = await app.inject({
+    method: 'POST',
+    url: '/api/runners/enroll',
+    headers: { authorization: `Bearer ${token}` },
+    payload: {},
+  });
   t.equal(asPlatform.statusCode, 401, 'a runner token is no platform token');
 });

@@ -17,7 +17,9 @@ const other = await createMember(db, 'admin');
 
 const viewerId = randomUUID();
 await db.query(sql.unsafe`insert into users (id, email) values (${viewerId}, ${`${viewerId}@example.test`})`);
-await db.query(sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${admin.tenantId}, ${viewerId}, 'viewer')`);
+await db.query(
+  sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${admin.tenantId}, ${viewerId}, 'viewer')`,
+);
 const viewer: Member = {
   tenantId: admin.tenantId,
   userId: viewerId,
@@ -30,7 +32,10 @@ const status = (m: Member, tenantId = m.tenantId) =>
 async function messages(tenantId: string, role: 'user' | 'assistant', count: number, at: 'now' | 'last month') {
   const session = randomUUID();
   await db.query(sql.unsafe`insert into chat_sessions (id, tenant_id) values (${session}, ${tenantId})`);
-  const when = at === 'now' ? sql.fragment`now()` : sql.fragment`(date_trunc('month', now() at time zone 'UTC') at time zone 'UTC') - interval '1 hour'`;
+  const when =
+    at === 'now'
+      ? sql.fragment`now()`
+      : sql.fragment`(date_trunc('month', now() at time zone 'UTC') at time zone 'UTC') - interval '1 hour'`;
   await db.query(sql.unsafe`
     insert into chat_messages (tenant_id, session_id, role, content, created_at)
     select ${tenantId}, ${session}, ${role}, 'message ' || g, ${when} from generate_series(1, ${count}) g`);
@@ -40,22 +45,40 @@ t.test('counts the user messages of this month and shows the plan limits', async
   const empty = await status(viewer);
   t.equal(empty.statusCode, 200, 'a Viewer may read it');
   t.match(empty.json(), {
-    plan: 'free', source: null, messageCount: 0, remainingMessages: 200,
-    limits: { monthlyMessages: 200, models: ['builtin/offline'], companyWork: false }, credits: { balanceMicros: 0 },
+    plan: 'free',
+    source: null,
+    messageCount: 0,
+    remainingMessages: 200,
+    limits: { monthlyMessages: 200, models: ['builtin/offline'], companyWork: false },
+    credits: { balanceMicros: 0 },
   });
   t.match(empty.json().period.start, /^\d{4}-\d{2}-01$/);
-  t.equal(empty.json().billingMode, 'sandbox', 'without Stripe settings billing runs in the sandbox, and the status says so');
+  t.equal(
+    empty.json().billingMode,
+    'sandbox',
+    'without Stripe settings billing runs in the sandbox, and the status says so',
+  );
 
   await messages(admin.tenantId, 'user', 3, 'now');
   await messages(admin.tenantId, 'assistant', 3, 'now');
   await messages(admin.tenantId, 'user', 5, 'last month');
   await messages(other.tenantId, 'user', 7, 'now');
-  await db.query(sql.unsafe`insert into tenant_credits (tenant_id, balance_micros) values (${admin.tenantId}, 1234567)`);
-  t.match((await status(admin)).json(), { messageCount: 3, remainingMessages: 197, credits: { balanceMicros: 1234567 } });
+  await db.query(
+    sql.unsafe`insert into tenant_credits (tenant_id, balance_micros) values (${admin.tenantId}, 1234567)`,
+  );
+  t.match((await status(admin)).json(), {
+    messageCount: 3,
+    remainingMessages: 197,
+    credits: { balanceMicros: 1234567 },
+  });
   t.match((await status(other)).json(), { messageCount: 7 });
 
   await db.query(sql.unsafe`update tenants set plan = 'pro' where id = ${admin.tenantId}`);
-  t.match((await status(admin)).json(), { plan: 'pro', limits: { monthlyMessages: 10_000, companyWork: true }, remainingMessages: 9_997 });
+  t.match((await status(admin)).json(), {
+    plan: 'pro',
+    limits: { monthlyMessages: 10_000, companyWork: true },
+    remainingMessages: 9_997,
+  });
   await db.query(sql.unsafe`update tenants set plan = 'free' where id = ${admin.tenantId}`);
 });
 

@@ -19,7 +19,11 @@ t.test("a job's states arrive in order, end with the final one, and match pollin
   const socket = await TestSocket.connect(api.wsUrl, alice.token);
   t.teardown(() => socket.close());
   await socket.next((m) => m.type === 'ready');
-  const jobId = await enqueue(api.db, { kind: 'diag.steps', tenantId: alice.tenantId, input: { steps: 3, delayMs: 30 } });
+  const jobId = await enqueue(api.db, {
+    kind: 'diag.steps',
+    tenantId: alice.tenantId,
+    input: { steps: 3, delayMs: 30 },
+  });
   socket.send({ type: 'subscribe', jobId });
 
   const seen: Job[] = [];
@@ -30,14 +34,24 @@ t.test("a job's states arrive in order, end with the final one, and match pollin
     if (['succeeded', 'failed', 'cancelled'].includes(job.status)) break;
   }
   const versions = seen.map((j) => j.version);
-  t.same(versions, [...versions].sort((a, b) => a - b), 'versions only increase');
+  t.same(
+    versions,
+    [...versions].sort((a, b) => a - b),
+    'versions only increase',
+  );
   t.equal(new Set(versions).size, versions.length, 'no state twice');
   const last = seen.at(-1)!;
   t.equal(last.status, 'succeeded');
   t.same(last.result, { steps: 3, attempt: 1 });
-  t.ok(seen.some((j) => j.status === 'running' && (j.progress as { step: number } | null)?.step === 1), 'progress is pushed while running');
+  t.ok(
+    seen.some((j) => j.status === 'running' && (j.progress as { step: number } | null)?.step === 1),
+    'progress is pushed while running',
+  );
 
-  const polled = await api.app.inject({ url: `/api/jobs/${jobId}`, headers: { authorization: `Bearer ${alice.token}` } });
+  const polled = await api.app.inject({
+    url: `/api/jobs/${jobId}`,
+    headers: { authorization: `Bearer ${alice.token}` },
+  });
   t.equal(polled.statusCode, 200);
   t.same(polled.json(), last, 'polling returns the same JSON as the final websocket message');
 });
@@ -46,7 +60,11 @@ t.test("another tenant's job reads exactly like a missing job", async (t) => {
   const socket = await TestSocket.connect(api.wsUrl, bob.token);
   t.teardown(() => socket.close());
   await socket.next((m) => m.type === 'ready');
-  const alicesJob = await enqueue(api.db, { kind: 'diag.steps', tenantId: alice.tenantId, input: { steps: 2, delayMs: 20 } });
+  const alicesJob = await enqueue(api.db, {
+    kind: 'diag.steps',
+    tenantId: alice.tenantId,
+    input: { steps: 2, delayMs: 20 },
+  });
   const missing = '6f1c1a4e-8d39-4b8e-9a53-2a3f1f1e0c55';
 
   socket.send({ type: 'subscribe', jobId: alicesJob });
@@ -59,10 +77,19 @@ t.test("another tenant's job reads exactly like a missing job", async (t) => {
 
   // Nothing of Alice's job ever reaches Bob, even as it runs to the end.
   await new Promise((r) => setTimeout(r, 300));
-  t.notOk(socket.messages.some((m) => m.type === 'job'), 'no job message leaked');
+  t.notOk(
+    socket.messages.some((m) => m.type === 'job'),
+    'no job message leaked',
+  );
 
-  const polledForeign = await api.app.inject({ url: `/api/jobs/${alicesJob}`, headers: { authorization: `Bearer ${bob.token}` } });
-  const polledMissing = await api.app.inject({ url: `/api/jobs/${missing}`, headers: { authorization: `Bearer ${bob.token}` } });
+  const polledForeign = await api.app.inject({
+    url: `/api/jobs/${alicesJob}`,
+    headers: { authorization: `Bearer ${bob.token}` },
+  });
+  const polledMissing = await api.app.inject({
+    url: `/api/jobs/${missing}`,
+    headers: { authorization: `Bearer ${bob.token}` },
+  });
   t.equal(polledForeign.statusCode, 404);
   t.same(polledForeign.json(), polledMissing.json());
 });
@@ -103,7 +130,12 @@ t.test('malformed frames get a clear error and the connection stays up', async (
   const socket = await TestSocket.connect(api.wsUrl, alice.token);
   t.teardown(() => socket.close());
   await socket.next((m) => m.type === 'ready');
-  for (const frame of ['{not json', JSON.stringify({ type: 'subscribe', jobId: 'nope' }), JSON.stringify({ type: 'dance' }), '[]']) {
+  for (const frame of [
+    '{not json',
+    JSON.stringify({ type: 'subscribe', jobId: 'nope' }),
+    JSON.stringify({ type: 'dance' }),
+    '[]',
+  ]) {
     socket.send(frame);
     const error = await socket.next((m) => m.type === 'error');
     t.equal(error.code, 'invalid_message', `refused: ${frame}`);
@@ -120,8 +152,16 @@ t.test('too many subscriptions on one connection are refused', async (t) => {
   const socket = await TestSocket.connect(small.wsUrl, alice.token);
   t.teardown(() => socket.close());
   await socket.next((m) => m.type === 'ready');
-  const first = await enqueue(api.db, { kind: 'diag.steps', tenantId: alice.tenantId, input: { steps: 1, delayMs: 5000 } });
-  const second = await enqueue(api.db, { kind: 'diag.steps', tenantId: alice.tenantId, input: { steps: 1, delayMs: 5000 } });
+  const first = await enqueue(api.db, {
+    kind: 'diag.steps',
+    tenantId: alice.tenantId,
+    input: { steps: 1, delayMs: 5000 },
+  });
+  const second = await enqueue(api.db, {
+    kind: 'diag.steps',
+    tenantId: alice.tenantId,
+    input: { steps: 1, delayMs: 5000 },
+  });
   socket.send({ type: 'subscribe', jobId: first });
   await socket.next(isJobMessage(first));
   socket.send({ type: 'subscribe', jobId: second });

@@ -17,7 +17,11 @@ const databaseUrl = await createTestDatabase(t);
 t.test('a client that reconnects after an api restart reads the final state', async (t) => {
   const first = await startTestServer(t, databaseUrl);
   const member = await createMember(first.db);
-  const jobId = await enqueue(first.db, { kind: 'diag.steps', tenantId: member.tenantId, input: { steps: 3, delayMs: 150 } });
+  const jobId = await enqueue(first.db, {
+    kind: 'diag.steps',
+    tenantId: member.tenantId,
+    input: { steps: 3, delayMs: 150 },
+  });
 
   const socket = await TestSocket.connect(first.wsUrl, member.token);
   socket.send({ type: 'subscribe', jobId });
@@ -28,8 +32,13 @@ t.test('a client that reconnects after an api restart reads the final state', as
 
   const worker = await startTestWorker(t, databaseUrl);
   // Let the job finish while no api is running.
-  await waitFor('the job to succeed', async () =>
-    (await worker.db.oneFirst(sql.type(z.object({ status: z.string() }))`select status from jobs where id = ${jobId}`)) === 'succeeded');
+  await waitFor(
+    'the job to succeed',
+    async () =>
+      (await worker.db.oneFirst(
+        sql.type(z.object({ status: z.string() }))`select status from jobs where id = ${jobId}`,
+      )) === 'succeeded',
+  );
 
   const second = await startTestServer(t, databaseUrl);
   const again = await TestSocket.connect(second.wsUrl, member.token);
@@ -60,7 +69,9 @@ t.test('a change made while the LISTEN connection is down still reaches subscrib
   await markRunning(api.db, jobId, 1, { lockedBy: 'test', lockedAt: null });
   await completeJob(api.db, jobId, 1, { done: true });
 
-  const final = (await socket.next((m) => isJobMessage(jobId)(m) && (m.job as { status: string }).status === 'succeeded', 20_000)).job as { result: unknown };
+  const final = (
+    await socket.next((m) => isJobMessage(jobId)(m) && (m.job as { status: string }).status === 'succeeded', 20_000)
+  ).job as { result: unknown };
   t.same(final.result, { done: true }, 'final state delivered by the re-read after reconnecting');
   t.ok(api.hub.connected, 'hub reconnected');
   t.not(api.hub.backendPid(), pid, 'on a new connection');
