@@ -4,11 +4,11 @@
 import t from 'tap';
 import { sql } from '../../core/db/pool.ts';
 import { createRegistration } from '../../core/identity/registrations.ts';
-import { signAccessToken } from '../../core/identity/tokens.ts';
 import { findInputProblem, MAX_DEPTH } from '../../api/plugins/input-guard.ts';
 import { buildTestApp } from '../helpers/app.ts';
 import { createTestDatabase } from '../helpers/db.ts';
 import { createMember, markClaimed } from '../helpers/fixtures.ts';
+import { agentAccessToken } from '../helpers/principals.ts';
 
 const databaseUrl = await createTestDatabase(t);
 const { app, db, config } = await buildTestApp(t, databaseUrl);
@@ -80,18 +80,7 @@ t.test('platform routes: 400 invalid_request naming the field, nothing stored', 
 t.test('Agent API: its own shape, and the Idempotency-Key record is not touched', async (t) => {
   const { registration } = await createRegistration(db, { type: 'anonymous', ip: '10.9.0.9', claimTokenTtlS: 600 });
   await markClaimed(db, registration.id);
-  const token = await signAccessToken(
-    app.idpKeys,
-    config.authUrl,
-    `${config.baseUrl}/api/agent`,
-    {
-      principalId: registration.principal_id,
-      registrationId: registration.id,
-      tenantId: registration.tenant_id,
-      scopes: ['svc:boards:read', 'svc:boards:publish'],
-    },
-    300,
-  );
+  const token = await agentAccessToken(app, config, registration, ['svc:boards:read', 'svc:boards:publish']);
   const res = await app.inject({
     method: 'POST',
     url: '/api/agent/v1/boards',

@@ -9,7 +9,7 @@ import type { Config } from '../../core/config.ts';
 import { createLicense } from '../../core/dashboard/licenses.ts';
 import { sql, type DatabasePool } from '../../core/db/pool.ts';
 import { createRegistration } from '../../core/identity/registrations.ts';
-import { AGENT_SCOPES, signAccessToken } from '../../core/identity/tokens.ts';
+import { AGENT_SCOPES, signAccessToken, type AccessClaims } from '../../core/identity/tokens.ts';
 import { TEST_SECRET } from './config.ts';
 import { markClaimed } from './fixtures.ts';
 
@@ -37,6 +37,22 @@ async function person(db: DatabasePool, config: Config, extra: { operator?: bool
 
 /** An operator of the platform (not a member of any tenant). */
 export const createOperator = (db: DatabasePool, config: Config) => person(db, config, { operator: true });
+
+/** An Agent API access token for a registration's agent with these scopes (5 minutes, as the token endpoint gives). */
+export function agentAccessToken(
+  app: FastifyInstance,
+  config: Config,
+  registration: { id: string; principal_id: string; tenant_id: string },
+  scopes: AccessClaims['scopes'],
+  ttlS = 300,
+): Promise<string> {
+  const claims = {
+    principalId: registration.principal_id,
+    registrationId: registration.id,
+    tenantId: registration.tenant_id,
+  };
+  return signAccessToken(app.idpKeys, config.authUrl, `${config.baseUrl}/api/agent`, { ...claims, scopes }, ttlS);
+}
 
 /**
  * A tenant as an agent registration makes it (claimed, so every scope), with

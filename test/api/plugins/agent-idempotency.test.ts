@@ -5,27 +5,16 @@ import { z } from 'zod';
 import { sql } from '../../../core/db/pool.ts';
 import { fingerprint } from '../../../core/idempotency.ts';
 import { createRegistration } from '../../../core/identity/registrations.ts';
-import { signAccessToken } from '../../../core/identity/tokens.ts';
 import { buildTestApp } from '../../helpers/app.ts';
 import { createTestDatabase } from '../../helpers/db.ts';
 import { createBoardScopes, markClaimed } from '../../helpers/fixtures.ts';
+import { agentAccessToken } from '../../helpers/principals.ts';
 
 const databaseUrl = await createTestDatabase(t);
 const { app, db, config } = await buildTestApp(t, databaseUrl);
 const { registration } = await createRegistration(db, { type: 'anonymous', ip: '10.9.0.2', claimTokenTtlS: 600 });
 await markClaimed(db, registration.id);
-const token = await signAccessToken(
-  app.idpKeys,
-  config.authUrl,
-  `${config.baseUrl}/api/agent`,
-  {
-    principalId: registration.principal_id,
-    registrationId: registration.id,
-    tenantId: registration.tenant_id,
-    scopes: ['svc:boards:read', 'svc:boards:publish'],
-  },
-  300,
-);
+const token = await agentAccessToken(app, config, registration, ['svc:boards:read', 'svc:boards:publish']);
 const send = (url: string, payload: object, key: string) =>
   app.inject({ method: 'POST', url, payload, headers: { authorization: `Bearer ${token}`, 'idempotency-key': key } });
 const { companyId } = await createBoardScopes(db, registration.tenant_id);

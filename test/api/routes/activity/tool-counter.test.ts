@@ -5,26 +5,15 @@ import t from 'tap';
 import { z } from 'zod';
 import { sql } from '../../../../core/db/pool.ts';
 import { createRegistration } from '../../../../core/identity/registrations.ts';
-import { signAccessToken } from '../../../../core/identity/tokens.ts';
 import { buildTestApp } from '../../../helpers/app.ts';
 import { createTestDatabase } from '../../../helpers/db.ts';
 import { waitFor } from '../../../helpers/wait.ts';
+import { agentAccessToken } from '../../../helpers/principals.ts';
 
 const databaseUrl = await createTestDatabase(t);
 const { app, db, config } = await buildTestApp(t, databaseUrl);
 const { registration } = await createRegistration(db, { type: 'anonymous', ip: '10.9.1.1', claimTokenTtlS: 600 });
-const token = await signAccessToken(
-  app.idpKeys,
-  config.authUrl,
-  `${config.baseUrl}/api/agent`,
-  {
-    principalId: registration.principal_id,
-    registrationId: registration.id,
-    tenantId: registration.tenant_id,
-    scopes: ['svc:boards:read'],
-  },
-  300,
-);
+const token = await agentAccessToken(app, config, registration, ['svc:boards:read']);
 const uses = () =>
   db.maybeOneFirst(sql.type(z.object({ uses: z.number() }))`
   select uses from tool_uses where tenant_id = ${registration.tenant_id} and tool = 'agent:getAgentMe'`);

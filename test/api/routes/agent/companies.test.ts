@@ -7,12 +7,13 @@ import { sql } from '../../../../core/db/pool.ts';
 import { createCompany, createCompanyAgent, createCompanyTask } from '../../../../core/companies/companies.ts';
 import { startCompanyRun } from '../../../../core/companies/runs.ts';
 import { createRegistration } from '../../../../core/identity/registrations.ts';
-import { signAccessToken, type AgentScope } from '../../../../core/identity/tokens.ts';
+import { type AgentScope } from '../../../../core/identity/tokens.ts';
 import { buildTestApp } from '../../../helpers/app.ts';
 import { createTestDatabase } from '../../../helpers/db.ts';
 import { startTestWorker } from '../../../helpers/worker.ts';
 import { waitFor } from '../../../helpers/wait.ts';
 import { markClaimed } from '../../../helpers/fixtures.ts';
+import { agentAccessToken } from '../../../helpers/principals.ts';
 
 const databaseUrl = await createTestDatabase(t);
 const { app, db, config } = await buildTestApp(t, databaseUrl);
@@ -23,18 +24,7 @@ async function agent(opts: { claimed?: boolean; plan?: string; scopes?: AgentSco
   const { registration } = await createRegistration(db, { type: 'anonymous', ip: '127.0.0.1', claimTokenTtlS: 600 });
   if (opts.claimed ?? true) await markClaimed(db, registration.id);
   await db.query(sql.unsafe`update tenants set plan = ${opts.plan ?? 'pro'} where id = ${registration.tenant_id}`);
-  const token = await signAccessToken(
-    app.idpKeys,
-    config.authUrl,
-    `${config.baseUrl}/api/agent`,
-    {
-      principalId: registration.principal_id,
-      registrationId: registration.id,
-      tenantId: registration.tenant_id,
-      scopes: opts.scopes ?? ['svc:companies:read'],
-    },
-    300,
-  );
+  const token = await agentAccessToken(app, config, registration, opts.scopes ?? ['svc:companies:read']);
   return {
     tenantId: registration.tenant_id,
     get: async (url) => app.inject({ url, headers: { authorization: `Bearer ${token}` } }),

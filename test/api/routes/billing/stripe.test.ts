@@ -9,7 +9,6 @@ import { signPlatformToken } from '../../../../core/auth/platform-token.ts';
 import { createCompany } from '../../../../core/companies/companies.ts';
 import { sql } from '../../../../core/db/pool.ts';
 import { createRegistration } from '../../../../core/identity/registrations.ts';
-import { signAccessToken } from '../../../../core/identity/tokens.ts';
 import { createManagedAgent } from '../../../../core/managed-agents/managed-agents.ts';
 import { buildTestApp } from '../../../helpers/app.ts';
 import { TEST_SECRET } from '../../../helpers/config.ts';
@@ -18,6 +17,7 @@ import { createMember, markClaimed } from '../../../helpers/fixtures.ts';
 import { startStripeServer } from '../../../helpers/stripe-server.ts';
 import { waitFor } from '../../../helpers/wait.ts';
 import { startTestWorker } from '../../../helpers/worker.ts';
+import { agentAccessToken } from '../../../helpers/principals.ts';
 
 const databaseUrl = await createTestDatabase(t);
 const direct = await testPool(t, databaseUrl);
@@ -253,18 +253,7 @@ t.test('a deleted subscription: free plan at once for new work, data kept, compa
   await markClaimed(direct, registration.id);
   const admin = await addMember(registration.tenant_id, 'admin');
   const company = await createCompany(direct, registration.tenant_id, null, { name: 'Acme', description: 'Anvils' });
-  const token = await signAccessToken(
-    app.idpKeys,
-    config.authUrl,
-    `${config.baseUrl}/api/agent`,
-    {
-      principalId: registration.principal_id,
-      registrationId: registration.id,
-      tenantId: registration.tenant_id,
-      scopes: ['svc:companies:read'],
-    },
-    300,
-  );
+  const token = await agentAccessToken(app, config, registration, ['svc:companies:read']);
   const read = () =>
     app.inject({ url: `/api/agent/v1/companies/${company.id}`, headers: { authorization: `Bearer ${token}` } });
   t.equal((await read()).statusCode, 402, 'free: plan_required');

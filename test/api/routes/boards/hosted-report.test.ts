@@ -4,11 +4,11 @@
 import t from 'tap';
 import { sql } from '../../../../core/db/pool.ts';
 import { createRegistration } from '../../../../core/identity/registrations.ts';
-import { signAccessToken } from '../../../../core/identity/tokens.ts';
 import { humanize, renderReport } from '../../../../api/pages/report.ts';
 import { buildTestApp } from '../../../helpers/app.ts';
 import { createTestDatabase } from '../../../helpers/db.ts';
 import { createBoardScopes, createMember, markClaimed } from '../../../helpers/fixtures.ts';
+import { agentAccessToken } from '../../../helpers/principals.ts';
 
 const BROWSER = 'text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8';
 
@@ -65,18 +65,7 @@ t.test('the hosted page: report, JSON on request, HTML 404 after unpublish', asy
   const { app, db, config, logs } = await buildTestApp(t, databaseUrl, { LOG_LEVEL: 'info' });
   const { registration } = await createRegistration(db, { type: 'anonymous', ip: '10.9.0.4', claimTokenTtlS: 600 });
   await markClaimed(db, registration.id);
-  const token = await signAccessToken(
-    app.idpKeys,
-    config.authUrl,
-    `${config.baseUrl}/api/agent`,
-    {
-      principalId: registration.principal_id,
-      registrationId: registration.id,
-      tenantId: registration.tenant_id,
-      scopes: ['svc:boards:read', 'svc:boards:publish'],
-    },
-    300,
-  );
+  const token = await agentAccessToken(app, config, registration, ['svc:boards:read', 'svc:boards:publish']);
   const admin = await createMember(db, 'admin');
   await db.query(
     sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${registration.tenant_id}, ${admin.userId}, 'admin')`,
