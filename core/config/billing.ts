@@ -1,10 +1,19 @@
 // The billing part of the config: which mode the settings add up to, what
 // production refuses, and the sandbox's stand-ins for Stripe's values.
 import { createHmac } from 'node:crypto';
-import type { BillingConfig, BillingMode } from '../config.ts';
 import { configError } from './errors.ts';
 import type { SecretName } from './secrets.ts';
 import type { Env } from './settings.ts';
+
+/**
+ * 'stripe': the real Stripe API (STRIPE_SECRET_KEY). 'sandbox': the built-in
+ * Stripe-compatible sandbox (development and tests only). 'disabled':
+ * production without Stripe settings; the billing routes answer 503.
+ */
+export type BillingMode = 'stripe' | 'sandbox' | 'disabled';
+
+/** Config['billing']: what billingConfig returns. */
+export type BillingConfig = ReturnType<typeof billingConfig>;
 
 /** What Stripe mode cannot run without: a half-configured Stripe is refused at start rather than at a customer's checkout. */
 const STRIPE_REQUIRES = [
@@ -34,7 +43,7 @@ function billingMode(e: Env): BillingMode {
   return mode;
 }
 
-export function billingConfig(e: Env, baseUrl: string, secrets: Record<SecretName, Buffer>): BillingConfig {
+export function billingConfig(e: Env, baseUrl: string, secrets: Record<SecretName, Buffer>) {
   const mode = billingMode(e);
   // The sandbox's webhook secret is derived from the platform secret: stable across restarts, never configured.
   const derived = createHmac('sha256', secrets.PLATFORM_JWT_SECRET)
@@ -46,6 +55,7 @@ export function billingConfig(e: Env, baseUrl: string, secrets: Record<SecretNam
       secretKey: mode === 'stripe' ? e.STRIPE_SECRET_KEY! : 'sk_test_sandbox',
       // The sandbox signs its events with a configured secret too (else one derived from the platform secret).
       webhookSecret: e.STRIPE_WEBHOOK_SECRET ?? `whsec_${derived}`,
+      /** Where the Stripe SDK sends requests (a local server in tests); undefined = api.stripe.com. */
       apiBase: e.STRIPE_API_BASE,
       prices: {
         pro: e.STRIPE_PRICE_PRO ?? 'price_sandbox_pro',
@@ -60,6 +70,7 @@ export function billingConfig(e: Env, baseUrl: string, secrets: Record<SecretNam
       apiBase: e.PURCHASE_API_BASE,
       apiKey: e.PURCHASE_API_KEY,
       webhookSecret: e.PURCHASE_WEBHOOK_SECRET,
+      /** Entitlement identifiers of the in-app purchase provider that grant each plan. */
       entitlements: { pro: e.PURCHASE_ENTITLEMENT_PRO, enterprise: e.PURCHASE_ENTITLEMENT_ENTERPRISE },
     },
   };
