@@ -4,11 +4,11 @@ import pg from 'pg';
 import t from 'tap';
 import { z } from 'zod';
 import { createRegistration } from '../../../core/identity/registrations.ts';
-import { signAccessToken } from '../../../core/identity/tokens.ts';
 import { sql } from '../../../core/db/pool.ts';
 import { sweepExpiredRows } from '../../../core/maintenance/expired-rows.ts';
 import { buildTestApp, type TestApi } from '../../helpers/app.ts';
 import { adminUrl, createTestDatabase, testPool } from '../../helpers/db.ts';
+import { agentAccessToken } from '../../helpers/principals.ts';
 import { waitFor } from '../../helpers/wait.ts';
 
 async function tokenFor(api: TestApi) {
@@ -17,18 +17,7 @@ async function tokenFor(api: TestApi) {
     ip: '127.0.0.1',
     claimTokenTtlS: 3600,
   });
-  return signAccessToken(
-    api.app.idpKeys,
-    api.config.authUrl,
-    `${api.config.baseUrl}/api/agent`,
-    {
-      principalId: registration.principal_id,
-      registrationId: registration.id,
-      tenantId: registration.tenant_id,
-      scopes: ['svc:boards:read'],
-    },
-    300,
-  );
+  return agentAccessToken(api.app, api.config, registration, ['svc:boards:read']);
 }
 
 const me = (api: TestApi, token: string) =>

@@ -1,8 +1,8 @@
 // The Agent API's shared admission limit and the agent-auth kill switch.
 import t from 'tap';
 import { createRegistration } from '../../../core/identity/registrations.ts';
-import { signAccessToken } from '../../../core/identity/tokens.ts';
 import { buildTestApp } from '../../helpers/app.ts';
+import { agentAccessToken } from '../../helpers/principals.ts';
 import { createTestDatabase } from '../../helpers/db.ts';
 
 const databaseUrl = await createTestDatabase(t);
@@ -13,18 +13,7 @@ async function tokenFor(api: Awaited<ReturnType<typeof buildTestApp>>) {
     ip: '127.0.0.1',
     claimTokenTtlS: 3600,
   });
-  return signAccessToken(
-    api.app.idpKeys,
-    api.config.authUrl,
-    `${api.config.baseUrl}/api/agent`,
-    {
-      principalId: registration.principal_id,
-      registrationId: registration.id,
-      tenantId: registration.tenant_id,
-      scopes: ['svc:boards:read'],
-    },
-    300,
-  );
+  return agentAccessToken(api.app, api.config, registration, ['svc:boards:read']);
 }
 
 t.test('over the per-principal limit: 429, Retry-After, SharedRateLimitError; others unaffected', async (t) => {

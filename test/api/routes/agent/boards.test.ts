@@ -5,9 +5,10 @@ import t from 'tap';
 import { z } from 'zod';
 import { sql } from '../../../../core/db/pool.ts';
 import { createRegistration } from '../../../../core/identity/registrations.ts';
-import { signAccessToken, type AgentScope } from '../../../../core/identity/tokens.ts';
+import type { AgentScope } from '../../../../core/identity/tokens.ts';
 import { buildTestApp } from '../../../helpers/app.ts';
 import { createTestDatabase } from '../../../helpers/db.ts';
+import { agentAccessToken } from '../../../helpers/principals.ts';
 import { createBoardScopes, createMember, markClaimed } from '../../../helpers/fixtures.ts';
 import { tablesHolding } from '../../../helpers/scan-tables.ts';
 
@@ -23,13 +24,7 @@ async function agent(scopes: AgentScope[] = ALL) {
     registrationId: registration.id,
     tenantId: registration.tenant_id,
   };
-  const token = await signAccessToken(
-    app.idpKeys,
-    config.authUrl,
-    `${config.baseUrl}/api/agent`,
-    { ...claims, scopes },
-    300,
-  );
+  const token = await agentAccessToken(app, config, registration, scopes);
   return { ...claims, token, ...(await createBoardScopes(db, claims.tenantId)) };
 }
 type Agent = Awaited<ReturnType<typeof agent>>;

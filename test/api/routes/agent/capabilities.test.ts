@@ -6,11 +6,12 @@ import t from 'tap';
 import { decideApproval } from '../../../../core/boards/approvals.ts';
 import { sql } from '../../../../core/db/pool.ts';
 import { createRegistration } from '../../../../core/identity/registrations.ts';
-import { AGENT_SCOPES, signAccessToken } from '../../../../core/identity/tokens.ts';
+import { AGENT_SCOPES } from '../../../../core/identity/tokens.ts';
 import { createManagedAgent } from '../../../../core/managed-agents/managed-agents.ts';
 import { enrollRunner, heartbeat, setRunExecutionEnabled } from '../../../../core/runners/runners.ts';
 import { buildTestApp } from '../../../helpers/app.ts';
 import { createTestDatabase } from '../../../helpers/db.ts';
+import { agentAccessToken } from '../../../helpers/principals.ts';
 import { createBoardScopes, createMember, markClaimed } from '../../../helpers/fixtures.ts';
 
 const databaseUrl = await createTestDatabase(t);
@@ -24,13 +25,7 @@ async function agent() {
     registrationId: registration.id,
     tenantId: registration.tenant_id,
   };
-  const token = await signAccessToken(
-    app.idpKeys,
-    config.authUrl,
-    `${config.baseUrl}/api/agent`,
-    { ...claims, scopes: [...AGENT_SCOPES] },
-    300,
-  );
+  const token = await agentAccessToken(app, config, registration, [...AGENT_SCOPES]);
   return { ...claims, token };
 }
 type Agent = Awaited<ReturnType<typeof agent>>;

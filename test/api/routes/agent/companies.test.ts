@@ -7,7 +7,7 @@ import { sql } from '../../../../core/db/pool.ts';
 import { createCompany, createCompanyAgent, createCompanyTask } from '../../../../core/companies/companies.ts';
 import { startCompanyRun } from '../../../../core/companies/runs.ts';
 import { createRegistration } from '../../../../core/identity/registrations.ts';
-import { type AgentScope } from '../../../../core/identity/tokens.ts';
+import type { AgentScope } from '../../../../core/identity/tokens.ts';
 import { buildTestApp } from '../../../helpers/app.ts';
 import { createTestDatabase } from '../../../helpers/db.ts';
 import { startTestWorker } from '../../../helpers/worker.ts';
