@@ -6,14 +6,25 @@ import { EventEmitter } from 'node:events';
 import { run, type WorkerEvents } from 'graphile-worker';
 import pg from 'pg';
 import type { Logger } from 'pino';
+import type { Config } from '../../core/config.ts';
 import type { DatabasePool } from '../../core/db/pool.ts';
 import { sql } from '../../core/db/pool.ts';
 import { enqueueJob, enqueueJobs, type JobSpec } from '../../core/jobs/enqueue.ts';
 import { GroupCommitter } from '../../core/jobs/group-commit.ts';
 import { graphileLogger } from '../../core/graphile-logger.ts';
-import { percentile, sleep, throughput, type Throughput } from './measure.ts';
+import { percentile, sleep, throughput, type Report, type Throughput } from './measure.ts';
 
 export type BenchContext = { url: string; db: DatabasePool; logger: Logger; seconds: number; tenantId: string };
+
+/** What each section of `npm run bench` reports with: the run's settings, table and raw-insert baseline. */
+export type BenchRun = {
+  ctx: BenchContext;
+  config: Config;
+  benchEnv: Record<string, string>;
+  report: Report;
+  samples: number;
+  rawBase: { name: string; value: number };
+};
 
 export async function resetQueues(ctx: BenchContext): Promise<void> {
   // Bench-only: empty both queues between phases so one phase's backlog does
