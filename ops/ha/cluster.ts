@@ -5,24 +5,26 @@
 // REST API calls the primary. Every process is a child of this one, on
 // 127.0.0.1 ports; stop() (and this process's exit) ends them all. The
 // faults a machine or an operator causes are methods here.
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
-import { chownSync, createWriteStream, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { chownSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import net from 'node:net';
-import pg from 'pg';
 import { sleep } from '../bench/measure.ts';
 import { freePort } from '../embedded-postgres.ts';
 import { postgresUserIds } from '../embedded-postgres-cluster.ts';
 import { haproxyConfig, patroniConfig, type Member } from './config.ts';
 import { postgresBinDir } from './packages.ts';
-
-const children = new Set<ChildProcess>();
-process.once('exit', () => {
-  for (const child of children) child.kill('SIGKILL');
-});
-
-type Proc = { child: ChildProcess; exited: Promise<void> };
+import {
+  canConnect,
+  connectsToPrimary,
+  haproxyRoutedTo,
+  memberState,
+  primaryOf,
+  runQuery,
+  standbysCaughtUp,
+  until,
+} from './probes.ts';
+import { etcdArguments, postmasterPid, spawnLogged, stopProcesses, type Proc } from './processes.ts';
 
 export class HaCluster {
   readonly dir = mkdtempSync(path.join(tmpdir(), 'platform-ha-'));
@@ -78,7 +80,7 @@ export class HaCluster {
     await this.untilConnects(`${admin}/postgres`, 60_000);
     // The first connections through a just-started HAProxy may still be cut: try again.
     await this.until('the platform database created', 30_000, async () => {
-      await this.query(`${admin}/postgres`, 'create database platform').catch((error: Error) => {
+      await runQuery(`${admin}/postgres`, 'create database platform').catch((error: Error) => {
         if (!/already exists/.test(error.message)) throw error;
       });
       return true;
@@ -93,21 +95,7 @@ export class HaCluster {
 
   /** The members HAProxy sends new connections to now (its stats socket: servers UP). */
   async routedTo(): Promise<string[]> {
-    const csv = await new Promise<string>((resolve, reject) => {
-      const socket = net.createConnection(this.statsSocket);
-      let out = '';
-      socket.setEncoding('utf8');
-      socket.on('connect', () => socket.write('show stat\n'));
-      socket.on('data', (d: string) => (out += d));
-      socket.on('end', () => resolve(out));
-      socket.on('error', reject);
-      socket.setTimeout(1_000, () => socket.destroy(new Error('HAProxy stats socket timed out')));
-    });
-    return csv
-      .split('\n')
-      .map((line) => line.split(','))
-      .filter((f) => f[0] === 'postgres-primary' && f[1] !== 'BACKEND' && f[1] !== 'FRONTEND' && f[17] === 'UP')
-      .map((f) => f[1]!);
+    return haproxyRoutedTo(this.statsSocket);
   }
 
   private configFile(m: Member): string {
@@ -115,47 +103,12 @@ export class HaCluster {
   }
 
   private spawnLogged(name: string, command: string, args: string[], asPostgres = false): Proc {
-    const child = spawn(command, args, {
-      cwd: this.dir,
-      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: this.dir, LANG: 'C.UTF-8' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-      ...(asPostgres && 'uid' in this.ids ? { uid: this.ids.uid, gid: this.ids.gid } : {}),
-    });
-    children.add(child);
-    const log = createWriteStream(path.join(this.dir, `${name}.log`), { flags: 'a' });
-    child.stdout!.pipe(log, { end: false });
-    child.stderr!.pipe(log, { end: false });
-    const exited = new Promise<void>((resolve) =>
-      child.once('exit', () => {
-        children.delete(child);
-        resolve();
-      }),
-    );
-    return { child, exited };
+    return spawnLogged(this.dir, this.ids, name, command, args, asPostgres);
   }
 
   private async startEtcd(): Promise<void> {
-    const { client, peer } = this.etcdPorts;
-    this.etcd = this.spawnLogged('etcd', 'etcd', [
-      '--name',
-      'etcd0',
-      '--data-dir',
-      path.join(this.dir, 'etcd'),
-      '--listen-client-urls',
-      `http://127.0.0.1:${client}`,
-      '--advertise-client-urls',
-      `http://127.0.0.1:${client}`,
-      '--listen-peer-urls',
-      `http://127.0.0.1:${peer}`,
-      '--initial-advertise-peer-urls',
-      `http://127.0.0.1:${peer}`,
-      '--initial-cluster',
-      `etcd0=http://127.0.0.1:${peer}`,
-      '--logger',
-      'zap',
-      '--log-level',
-      'warn',
-    ]);
+    const { client } = this.etcdPorts;
+    this.etcd = this.spawnLogged('etcd', 'etcd', etcdArguments(this.dir, this.etcdPorts));
     await this.until('etcd answering', 30_000, async () => (await fetch(`http://127.0.0.1:${client}/health`)).ok);
   }
 
@@ -165,12 +118,7 @@ export class HaCluster {
 
   /** What a member's Patroni says of itself (null: it does not answer). */
   async memberState(m: Member): Promise<{ role: string; state: string } | null> {
-    try {
-      const res = await fetch(`http://127.0.0.1:${m.restPort}/patroni`, { signal: AbortSignal.timeout(1_000) });
-      return (await res.json()) as { role: string; state: string };
-    } catch {
-      return null;
-    }
+    return memberState(m);
   }
 
   /** Until HAProxy sends new connections to `m` alone. */
@@ -188,17 +136,7 @@ export class HaCluster {
 
   /** The member Patroni calls the running primary now (null: none). */
   async primary(): Promise<Member | null> {
-    const answers = await Promise.all(
-      this.members.map(async (m) => {
-        try {
-          const res = await fetch(`http://127.0.0.1:${m.restPort}/primary`, { signal: AbortSignal.timeout(1_000) });
-          return res.status === 200 ? m : null;
-        } catch {
-          return null;
-        }
-      }),
-    );
-    return answers.find((m) => m !== null) ?? null;
+    return primaryOf(this.members);
   }
 
   async waitForPrimary(timeoutMs: number, not?: Member): Promise<Member> {
@@ -255,19 +193,7 @@ export class HaCluster {
       async () => {
         const states = await Promise.all(this.members.map((m) => this.memberState(m)));
         if (!states.every((s) => s?.state === 'running') || (await this.primary()) === null) return false;
-        const res = await fetch(`http://127.0.0.1:${this.members[0]!.restPort}/cluster`, {
-          signal: AbortSignal.timeout(1_000),
-        });
-        const { members } = (await res.json()) as {
-          members: Array<{ role: string; state: string; lag?: number | string }>;
-        };
-        const standbys = members.filter((m) => m.role !== 'leader');
-        return (
-          standbys.length === this.members.length - 1 &&
-          standbys.every(
-            (m) => (m.state === 'running' || m.state === 'streaming') && typeof m.lag === 'number' && m.lag < 1_048_576,
-          )
-        );
+        return standbysCaughtUp(this.members[0]!, this.members);
       },
       250,
     );
@@ -277,7 +203,7 @@ export class HaCluster {
   /** A machine lost: SIGKILL its Patroni and its PostgreSQL, no goodbye. */
   async lose(m: Member): Promise<void> {
     const proc = this.patronis.get(m.name);
-    const postmaster = this.postmasterPid(m);
+    const postmaster = postmasterPid(m);
     proc?.child.kill('SIGKILL');
     if (postmaster) {
       try {
@@ -288,7 +214,7 @@ export class HaCluster {
     }
     await proc?.exited;
     // The backends notice their postmaster is gone and exit; wait until the port is free.
-    await this.until(`${m.name}'s PostgreSQL gone`, 30_000, async () => !(await this.canConnect(m.pgPort)), 100);
+    await this.until(`${m.name}'s PostgreSQL gone`, 30_000, async () => !(await canConnect(m.pgPort)), 100);
   }
 
   /** The lost machine back: its Patroni starts again and rejoins (pg_rewind when it must). */
@@ -318,91 +244,18 @@ export class HaCluster {
     await this.startEtcd();
   }
 
-  private postmasterPid(m: Member): number | null {
-    try {
-      return Number(readFileSync(path.join(m.dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]) || null;
-    } catch {
-      return null;
-    }
-  }
-
-  private async canConnect(port: number): Promise<boolean> {
-    const client = new pg.Client({
-      host: '127.0.0.1',
-      port,
-      user: 'postgres',
-      password: 'postgres',
-      database: 'postgres',
-      connectionTimeoutMillis: 1_000,
-    });
-    try {
-      await client.connect();
-      return true;
-    } catch {
-      return false;
-    } finally {
-      await client.end().catch(() => undefined);
-    }
-  }
-
-  private async query(url: string, text: string): Promise<void> {
-    const client = new pg.Client({ connectionString: url });
-    await client.connect();
-    try {
-      await client.query(text);
-    } finally {
-      await client.end();
-    }
-  }
-
   private async untilConnects(url: string, timeoutMs: number): Promise<void> {
-    await this.until(
-      'PostgreSQL through HAProxy',
-      timeoutMs,
-      async () => {
-        const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 1_000 });
-        try {
-          await client.connect();
-          const { rows } = await client.query('select pg_is_in_recovery() as standby');
-          return rows[0]?.standby === false;
-        } catch {
-          return false;
-        } finally {
-          await client.end().catch(() => undefined);
-        }
-      },
-      200,
-    );
+    await this.until('PostgreSQL through HAProxy', timeoutMs, () => connectsToPrimary(url), 200);
   }
 
   private async until(what: string, timeoutMs: number, check: () => Promise<boolean>, everyMs = 200): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      if (await check().catch(() => false)) return;
-      if (Date.now() > deadline)
-        throw new Error(`HA cluster: no ${what} within ${timeoutMs / 1000} s (logs in ${this.dir})`);
-      await sleep(everyMs);
-    }
+    await until(this.dir, what, timeoutMs, check, everyMs);
   }
 
   /** Stops everything and removes the scratch directory (kept when asked, for its logs). */
   async stop(keep = false): Promise<void> {
     const procs = [this.haproxy, ...this.patronis.values(), this.etcd].filter((p): p is Proc => p !== null);
-    for (const p of procs) p.child.kill('SIGTERM');
-    const deadline = sleep(15_000).then(() => {
-      for (const p of procs) p.child.kill('SIGKILL');
-    });
-    await Promise.race([Promise.all(procs.map((p) => p.exited)), deadline]);
-    for (const m of this.members) {
-      const pid = this.postmasterPid(m);
-      if (pid) {
-        try {
-          process.kill(pid, 'SIGKILL');
-        } catch {
-          // gone with its Patroni
-        }
-      }
-    }
+    await stopProcesses(procs, this.members);
     if (!keep) rmSync(this.dir, { recursive: true, force: true });
   }
 }
