@@ -11,7 +11,7 @@ import { findLinkByInbound, openSettings } from '../../../core/channels/store.ts
 import { Keyring } from '../../../core/crypto/keyring.ts';
 import { html, sendPage } from '../../pages/layout.ts';
 import { PlatformError, PlatformHttpError } from '../../errors.ts';
-import { channelOr404 } from './index.ts';
+import { channelOr404 } from './context.ts';
 
 const MAX_BODY_BYTES = 256 * 1024;
 
