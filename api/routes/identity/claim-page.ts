@@ -8,7 +8,6 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { findUser, type UserRow } from '../../../core/accounts/users.ts';
 import {
-  ClaimError,
   confirmAttempt,
   denyAttempt,
   findAttempt,
@@ -16,7 +15,8 @@ import {
   phaseOf,
   selectOrganization,
   type AttemptView,
-} from '../../../core/identity/claims.ts';
+} from '../../../core/identity/claim-page.ts';
+import { ClaimError } from '../../../core/identity/claims.ts';
 import { html, sendPage as sendLayoutPage, type Html } from '../../pages/layout.ts';
 import { pageSessions, seeOther, setUpFormPages, passwordSignIn, type PageSession } from '../../pages/session.ts';
 

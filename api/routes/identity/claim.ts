@@ -5,7 +5,8 @@
 // itself lives in claim-page.ts and is registered from here.
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
-import { ClaimError, completeClaim, startClaim, type ClaimErrorCode } from '../../../core/identity/claims.ts';
+import { completeClaim } from '../../../core/identity/claim-completion.ts';
+import { ClaimError, startClaim, type ClaimErrorCode } from '../../../core/identity/claims.ts';
 import { signAssertion } from '../../../core/identity/tokens.ts';
 import { IdentityError, IdentityHttpError } from '../../errors.ts';
 import claimPageRoutes, { CLAIM_PAGE_PREFIX } from './claim-page.ts';
