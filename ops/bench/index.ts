@@ -118,7 +118,7 @@ try {
   if (only('fairness')) await fairnessSection(bench);
   await printStatements(db, 'fairness');
   if (only('streaming')) await streamingSection(bench, streamTurns);
-  await printStatements(db, 'fairness');
+  await printStatements(db, 'streaming');
   if (only('websocket')) await websocketSection(bench);
   await printStatements(db, 'websocket');
   if (only('chat')) await chatSection(bench);
