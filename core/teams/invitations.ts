@@ -5,13 +5,13 @@
 // open until it is accepted, revoked or expires; a new one for the same
 // address replaces the open one (the old link stops working). When SMTP is
 // configured, the e-mail goes out from a job (invitation_emails is its
-// outbox; the link waits there sealed, and is cleared once sent).
+// outbox; the link waits there sealed, and is cleared once sent). Reading a
+// token and accepting it are in invitation-acceptance.ts.
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
-import { createUserIn, EmailTakenError, findUser, type UserRow } from '../accounts/users.ts';
 import type { Keyring } from '../crypto/keyring.ts';
 import { randomToken } from '../crypto/tokens.ts';
-import { sql, type CommonQueryMethods, type DatabasePool } from '../db/pool.ts';
+import { sql, type CommonQueryMethods } from '../db/pool.ts';
 import { enqueueJobs } from '../jobs/enqueue.ts';
 import type { Position } from '../paging.ts';
 import { TenantRoleSchema, type TenantRole } from '../tenants/roles.ts';
@@ -20,7 +20,7 @@ import { lockTenant, type Actor } from './members.ts';
 import type { TeamSettings } from './settings.ts';
 
 export const INVITATION_EMAIL_JOB = 'team.invitation_email';
-const TOKEN_PREFIX = 'inv_';
+export const TOKEN_PREFIX = 'inv_';
 
 export const tokenHash = (token: string) => createHash('sha256').update(token, 'utf8').digest();
 
@@ -59,6 +59,68 @@ const invitationColumns = sql.fragment`
 
 export type CreatedInvitation = { invitation: InvitationRow; link: string; emailed: boolean };
 
+/** Refuses an invitation to a member, or one past the workspace's daily or open-invitation bound. */
+async function refuseBeyondBounds(
+  tx: CommonQueryMethods,
+  tenantId: string,
+  email: string,
+  settings: TeamSettings,
+): Promise<void> {
+  const member = await tx.exists(sql.unsafe`
+    select 1 from tenant_memberships m join users u on u.id = m.user_id where m.tenant_id = ${tenantId} and lower(u.email) = lower(${email})`);
+  if (member)
+    throw new InvitationError(
+      409,
+      'already_member',
+      `${email} is already a member of this workspace; change their role instead.`,
+    );
+  const counts = await tx.one(sql.type(z.object({ today: z.number(), open: z.number(), retry_s: z.number() }))`
+    select count(*) filter (where created_at > now() - interval '1 day')::int as today,
+      count(*) filter (where accepted_at is null and revoked_at is null and expires_at > now() and lower(email) <> lower(${email}))::int as open,
+      coalesce(ceil(extract(epoch from min(created_at) filter (where created_at > now() - interval '1 day') + interval '1 day' - now())), 0)::int as retry_s
+    from tenant_invitations where tenant_id = ${tenantId} and created_at > now() - greatest(interval '1 day', make_interval(hours => ${settings.invitationTtlHours}))`);
+  if (counts.today >= settings.invitationsPerDay) {
+    throw new InvitationError(
+      429,
+      'invitation_limit',
+      `This workspace sent ${counts.today} invitations in the last 24 hours, the most allowed (INVITATIONS_PER_DAY); try again in ${Math.max(1, Math.ceil(counts.retry_s / 60))} minutes.`,
+    );
+  }
+  if (counts.open >= settings.pendingInvitations) {
+    throw new InvitationError(
+      409,
+      'too_many_pending_invitations',
+      `This workspace has ${counts.open} open invitations, the most allowed (INVITATIONS_PENDING_MAX); revoke some first.`,
+    );
+  }
+}
+
+/** Revokes the open invitation for the same address (its queued e-mail cancelled), audited. */
+async function replaceOpenInvitation(
+  tx: CommonQueryMethods,
+  tenantId: string,
+  actor: Actor,
+  email: string,
+): Promise<void> {
+  const replaced = await tx.anyFirst(sql.type(z.object({ id: z.string() }))`
+    update tenant_invitations set revoked_at = now()
+    where tenant_id = ${tenantId} and lower(email) = lower(${email}) and accepted_at is null and revoked_at is null
+    returning id`);
+  for (const id of replaced) {
+    await tx.query(
+      sql.unsafe`update invitation_emails set status = 'cancelled', sealed_link = null where invitation_id = ${id} and status = 'queued'`,
+    );
+    await recordAudit(tx, {
+      tenantId,
+      action: 'invitation_revoked',
+      actorId: actor.userId,
+      subjectEmail: email,
+      invitationId: id,
+      requestId: actor.requestId,
+    });
+  }
+}
+
 /**
  * Creates an invitation (replacing an open one for the same address) under
  * the workspace's bounds, audited; with SMTP configured, its e-mail job too.
@@ -82,50 +144,8 @@ export async function createInvitation(
   return db.transaction(async (tx) => {
     // One workspace's invitations one at a time: the bounds hold under concurrency.
     await lockTenant(tx, tenantId);
-    const member = await tx.exists(sql.unsafe`
-      select 1 from tenant_memberships m join users u on u.id = m.user_id where m.tenant_id = ${tenantId} and lower(u.email) = lower(${email})`);
-    if (member)
-      throw new InvitationError(
-        409,
-        'already_member',
-        `${email} is already a member of this workspace; change their role instead.`,
-      );
-    const counts = await tx.one(sql.type(z.object({ today: z.number(), open: z.number(), retry_s: z.number() }))`
-      select count(*) filter (where created_at > now() - interval '1 day')::int as today,
-        count(*) filter (where accepted_at is null and revoked_at is null and expires_at > now() and lower(email) <> lower(${email}))::int as open,
-        coalesce(ceil(extract(epoch from min(created_at) filter (where created_at > now() - interval '1 day') + interval '1 day' - now())), 0)::int as retry_s
-      from tenant_invitations where tenant_id = ${tenantId} and created_at > now() - greatest(interval '1 day', make_interval(hours => ${settings.invitationTtlHours}))`);
-    if (counts.today >= settings.invitationsPerDay) {
-      throw new InvitationError(
-        429,
-        'invitation_limit',
-        `This workspace sent ${counts.today} invitations in the last 24 hours, the most allowed (INVITATIONS_PER_DAY); try again in ${Math.max(1, Math.ceil(counts.retry_s / 60))} minutes.`,
-      );
-    }
-    if (counts.open >= settings.pendingInvitations) {
-      throw new InvitationError(
-        409,
-        'too_many_pending_invitations',
-        `This workspace has ${counts.open} open invitations, the most allowed (INVITATIONS_PENDING_MAX); revoke some first.`,
-      );
-    }
-    const replaced = await tx.anyFirst(sql.type(z.object({ id: z.string() }))`
-      update tenant_invitations set revoked_at = now()
-      where tenant_id = ${tenantId} and lower(email) = lower(${email}) and accepted_at is null and revoked_at is null
-      returning id`);
-    for (const id of replaced) {
-      await tx.query(
-        sql.unsafe`update invitation_emails set status = 'cancelled', sealed_link = null where invitation_id = ${id} and status = 'queued'`,
-      );
-      await recordAudit(tx, {
-        tenantId,
-        action: 'invitation_revoked',
-        actorId: actor.userId,
-        subjectEmail: email,
-        invitationId: id,
-        requestId: actor.requestId,
-      });
-    }
+    await refuseBeyondBounds(tx, tenantId, email, settings);
+    await replaceOpenInvitation(tx, tenantId, actor, email);
     const id = await tx.oneFirst(sql.type(z.object({ id: z.string() }))`
       insert into tenant_invitations (tenant_id, email, role, token_hash, invited_by, expires_at)
       values (${tenantId}, ${email}, ${input.role}, ${sql.binary(tokenHash(token))}, ${actor.userId}, now() + make_interval(hours => ${settings.invitationTtlHours}))
@@ -198,133 +218,5 @@ export async function revokeInvitation(
       invitationId,
       requestId: actor.requestId,
     });
-  });
-}
-
-/** What the accept page and API show of an invitation before it is accepted. */
-export const InvitationView = z.object({
-  id: z.string(),
-  tenant_id: z.string(),
-  tenant_name: z.string(),
-  email: z.string(),
-  role: TenantRoleSchema,
-  invited_by: z.string().nullable(),
-  expires_at: z.string(),
-  state: z.enum(['open', 'expired', 'revoked', 'accepted']),
-  has_account: z.boolean(),
-  accepted_by: z.string().nullable(),
-});
-export type InvitationView = z.infer<typeof InvitationView>;
-
-/** The invitation behind a token, in whatever state (null: no such token). */
-export async function inspectInvitation(
-  db: CommonQueryMethods,
-  token: string,
-  lock = false,
-): Promise<InvitationView | null> {
-  if (!token.startsWith(TOKEN_PREFIX) || token.length > 200) return null;
-  return db.maybeOne(sql.type(InvitationView)`
-    select i.id, i.tenant_id, t.name as tenant_name, i.email, i.role,
-      coalesce((select coalesce(display_name, email) from users where id = i.invited_by), 'An Admin') as invited_by, i.expires_at,
-      case when i.accepted_at is not null then 'accepted' when i.revoked_at is not null then 'revoked' when i.expires_at <= now() then 'expired' else 'open' end as state,
-      exists (select 1 from users u where lower(u.email) = lower(i.email)) as has_account, i.accepted_by
-    from tenant_invitations i join tenants t on t.id = i.tenant_id
-    where i.token_hash = ${sql.binary(tokenHash(token))}
-    ${lock ? sql.fragment`for update of i` : sql.fragment``}`);
-}
-
-/** The refusal for an invitation that is not open. */
-export function notOpen(view: InvitationView): InvitationError | null {
-  if (view.state === 'expired')
-    return new InvitationError(
-      410,
-      'invitation_expired',
-      'This invitation has expired; ask an Admin of the workspace for a new one.',
-    );
-  if (view.state === 'revoked')
-    return new InvitationError(
-      410,
-      'invitation_revoked',
-      'This invitation was revoked (or replaced by a newer one); ask an Admin of the workspace for a new one.',
-    );
-  if (view.state === 'accepted')
-    return new InvitationError(
-      410,
-      'invitation_used',
-      'This invitation was already accepted; an invitation works once.',
-    );
-  return null;
-}
-
-/** Who accepts: a signed-in person, or a new account made for the invited address. */
-export type Acceptor = { userId: string } | { newAccount: { displayName: string; passwordHash: string } };
-
-/**
- * Accepts an invitation once: the accepting person's e-mail must be the
- * invited one; a new account is made for it when asked (and none exists).
- * Returns the membership made and the user.
- */
-export async function acceptInvitation(
-  db: DatabasePool,
-  token: string,
-  who: Acceptor,
-): Promise<{ view: InvitationView; user: UserRow; created: boolean }> {
-  return db.transaction(async (tx) => {
-    const view = await inspectInvitation(tx, token, true);
-    if (!view) throw new InvitationError(404, 'not_found', 'No such invitation: check that the whole link was copied.');
-    const closed = notOpen(view);
-    if (closed) throw closed;
-    let user: UserRow;
-    let created = false;
-    if ('userId' in who) {
-      const found = await findUser(tx, who.userId);
-      if (!found)
-        throw new InvitationError(403, 'invitation_email_mismatch', 'This invitation is for another e-mail address.');
-      if (found.email.toLowerCase() !== view.email.toLowerCase()) {
-        throw new InvitationError(
-          403,
-          'invitation_email_mismatch',
-          `This invitation is for ${view.email}; you are signed in as ${found.email}. Sign in with the invited address, or ask for an invitation to yours.`,
-        );
-      }
-      user = found;
-    } else {
-      try {
-        user = await createUserIn(tx, {
-          email: view.email,
-          passwordHash: who.newAccount.passwordHash,
-          displayName: who.newAccount.displayName,
-        });
-      } catch (error) {
-        if (error instanceof EmailTakenError)
-          throw new InvitationError(
-            409,
-            'account_exists',
-            `An account for ${view.email} already exists: sign in and accept the invitation there.`,
-          );
-        throw error;
-      }
-      created = true;
-    }
-    await lockTenant(tx, view.tenant_id);
-    const inserted = await tx.maybeOne(sql.unsafe`
-      insert into tenant_memberships (tenant_id, user_id, role) values (${view.tenant_id}, ${user.id}, ${view.role})
-      on conflict do nothing returning user_id`);
-    if (!inserted) throw new InvitationError(409, 'already_member', `You are already a member of ${view.tenant_name}.`);
-    await tx.query(
-      sql.unsafe`update tenant_invitations set accepted_at = now(), accepted_by = ${user.id} where id = ${view.id}`,
-    );
-    await tx.query(
-      sql.unsafe`update invitation_emails set status = 'cancelled', sealed_link = null where invitation_id = ${view.id} and status = 'queued'`,
-    );
-    await recordAudit(tx, {
-      tenantId: view.tenant_id,
-      action: 'invitation_accepted',
-      actorId: user.id,
-      subjectId: user.id,
-      invitationId: view.id,
-      toRole: view.role,
-    });
-    return { view: { ...view, state: 'accepted' as const, accepted_by: user.id }, user, created };
   });
 }

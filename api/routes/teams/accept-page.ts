@@ -16,7 +16,7 @@ import { z } from 'zod';
 import { findUser, type UserRow } from '../../../core/accounts/users.ts';
 import { hashPassword, PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from '../../../core/crypto/passwords.ts';
 import { LIMITS } from '../../../core/rate-limit.ts';
-import { inspectInvitation, notOpen, type InvitationView } from '../../../core/teams/invitations.ts';
+import { inspectInvitation, notOpen, type InvitationView } from '../../../core/teams/invitation-acceptance.ts';
 import { ROLE_TITLES } from '../../../core/tenants/roles.ts';
 import { PlatformHttpError } from '../../errors.ts';
 import { html, sendPage, type Html } from '../../pages/layout.ts';

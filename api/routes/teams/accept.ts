@@ -8,7 +8,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { issueRefreshToken } from '../../../core/accounts/refresh-tokens.ts';
 import { hashPassword } from '../../../core/crypto/passwords.ts';
 import { LIMITS } from '../../../core/rate-limit.ts';
-import { acceptInvitation, type Acceptor } from '../../../core/teams/invitations.ts';
+import { acceptInvitation, type Acceptor } from '../../../core/teams/invitation-acceptance.ts';
 import { PlatformError, PlatformHttpError } from '../../errors.ts';
 import { sessionPayload } from '../auth/session.ts';
 import { teamRefusal } from './refusals.ts';
