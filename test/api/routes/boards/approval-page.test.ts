@@ -7,10 +7,10 @@ import type { LightMyRequestResponse } from 'fastify';
 import { createUser } from '../../../../core/accounts/users.ts';
 import { sql } from '../../../../core/db/pool.ts';
 import { createRegistration } from '../../../../core/identity/registrations.ts';
-import { signAccessToken } from '../../../../core/identity/tokens.ts';
 import { buildTestApp } from '../../../helpers/app.ts';
 import { createTestDatabase } from '../../../helpers/db.ts';
 import { createBoardScopes, markClaimed } from '../../../helpers/fixtures.ts';
+import { agentAccessToken } from '../../../helpers/principals.ts';
 
 const PASSWORD = 'correct horse battery staple';
 const databaseUrl = await createTestDatabase(t);
@@ -23,18 +23,7 @@ await db.query(
 );
 const tenantId = registration.tenant_id;
 const { companyId } = await createBoardScopes(db, tenantId);
-const agentToken = await signAccessToken(
-  app.idpKeys,
-  config.authUrl,
-  `${config.baseUrl}/api/agent`,
-  {
-    principalId: registration.principal_id,
-    registrationId: registration.id,
-    tenantId,
-    scopes: ['svc:boards:read', 'svc:boards:publish'],
-  },
-  300,
-);
+const agentToken = await agentAccessToken(app, config, registration, ['svc:boards:read', 'svc:boards:publish']);
 const admin = await createUser(db, { email: 'admin@example.test', password: PASSWORD });
 const viewer = await createUser(db, { email: 'viewer@example.test', password: PASSWORD });
 await createUser(db, { email: 'outsider@example.test', password: PASSWORD });

@@ -3,10 +3,10 @@
 import t from 'tap';
 import { sql } from '../../../../core/db/pool.ts';
 import { createRegistration } from '../../../../core/identity/registrations.ts';
-import { signAccessToken } from '../../../../core/identity/tokens.ts';
 import { buildTestApp } from '../../../helpers/app.ts';
 import { createTestDatabase } from '../../../helpers/db.ts';
 import { createBoardScopes, createMember, markClaimed } from '../../../helpers/fixtures.ts';
+import { agentAccessToken } from '../../../helpers/principals.ts';
 
 const databaseUrl = await createTestDatabase(t);
 const { app, db, config, logs } = await buildTestApp(t, databaseUrl, { LOG_LEVEL: 'info' });
@@ -15,18 +15,7 @@ const { app, db, config, logs } = await buildTestApp(t, databaseUrl, { LOG_LEVEL
 const { registration } = await createRegistration(db, { type: 'anonymous', ip: '10.9.0.2', claimTokenTtlS: 600 });
 await markClaimed(db, registration.id);
 const tenantId = registration.tenant_id;
-const agentToken = await signAccessToken(
-  app.idpKeys,
-  config.authUrl,
-  `${config.baseUrl}/api/agent`,
-  {
-    principalId: registration.principal_id,
-    registrationId: registration.id,
-    tenantId,
-    scopes: ['svc:boards:read', 'svc:boards:publish'],
-  },
-  300,
-);
+const agentToken = await agentAccessToken(app, config, registration, ['svc:boards:read', 'svc:boards:publish']);
 const admin = await createMember(db, 'admin');
 const viewer = await createMember(db, 'viewer');
 await db.query(
