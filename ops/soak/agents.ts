@@ -15,6 +15,8 @@ export type Mutation = {
   boardId: string;
   status: number;
   version: number;
+  /** An attempt's connection died with a killed api before the answer came from another. */
+  lost: boolean;
 };
 
 export class AgentWorkload {
@@ -49,7 +51,15 @@ export class AgentWorkload {
           { title: `Soak board ${key.slice(-8)}`, scope_type: 'company', scope_id: agent.companyId },
         ] as const);
     const headers = { authorization: `Bearer ${await agent.token()}`, 'idempotency-key': key };
-    const answer = await this.client.until(method, route, { headers, body, deadline: Date.now() + 120_000 });
+    let lost = false;
+    const answer = await this.client.until(method, route, {
+      headers,
+      body,
+      deadline: Date.now() + 120_000,
+      onLost: () => {
+        lost = true;
+      },
+    });
     if (!answer || answer.status >= 300) {
       const why = answer ? `${answer.status} ${answer.body.slice(0, 120)}` : 'unreachable';
       this.unanswered.set(why, (this.unanswered.get(why) ?? 0) + 1);
@@ -57,7 +67,15 @@ export class AgentWorkload {
     }
     const { id, latest_version: version } = JSON.parse(answer.body) as { id: string; latest_version: number };
     if (!boardId) this.boards.set(agent, id);
-    this.mutations.push({ agent, kind: boardId ? 'save' : 'create', key, boardId: id, status: answer.status, version });
+    this.mutations.push({
+      agent,
+      kind: boardId ? 'save' : 'create',
+      key,
+      boardId: id,
+      status: answer.status,
+      version,
+      lost,
+    });
     if (random() < 0.33) {
       const again = await this.client.until(method, route, { headers, body, deadline: Date.now() + 120_000 });
       if (again)

@@ -30,7 +30,7 @@ export class SoakClient {
   async request(
     method: string,
     route: string,
-    options: { headers?: Record<string, string>; body?: unknown } = {},
+    options: { headers?: Record<string, string>; body?: unknown; onLost?: () => void } = {},
   ): Promise<Answer | null> {
     const ports = this.ports();
     if (ports.length === 0) return this.count('unreachable', null);
@@ -64,6 +64,8 @@ export class SoakClient {
       }
       return this.count(String(res.status), { status: res.status, body: text, headers: res.headers, sentAt });
     } catch {
+      // Sent, but its connection died (the api was killed): it may have run.
+      options.onLost?.();
       return this.count('unreachable', null);
     }
   }
@@ -76,7 +78,7 @@ export class SoakClient {
   async until(
     method: string,
     route: string,
-    options: { headers?: Record<string, string>; body?: unknown; deadline: number },
+    options: { headers?: Record<string, string>; body?: unknown; deadline: number; onLost?: () => void },
   ): Promise<Answer | null> {
     for (;;) {
       const answer = await this.request(method, route, options);

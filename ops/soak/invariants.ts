@@ -91,13 +91,28 @@ export async function checkInvariants(input: {
   const unansweredAgent = [...agents.unanswered.values()].reduce((a, b) => a + b, 0);
   if (boards.length > creates.length + unansweredAgent)
     twice.push(`${boards.length} boards for ${creates.length} answered creates`);
+  // A save whose request died with a killed api, retried under its key, may
+  // have run twice: the window between an operation's commit and the record
+  // of its answer that docs/agents.md leaves open. Counted and named, not hidden.
+  let inWindow = 0;
   for (const create of creates) {
-    const saves = agents.mutations.filter((m) => m.kind === 'save' && m.boardId === create.boardId).length;
+    const saves = agents.mutations.filter((m) => m.kind === 'save' && m.boardId === create.boardId);
+    const lost = saves.filter((m) => m.lost).length;
     const row = boards.find((b) => b.id === create.boardId);
-    if (row && row.latest_version > create.version + saves + unansweredAgent)
-      twice.push(`board ${row.id}: version ${row.latest_version} after ${saves} answered saves`);
+    if (!row) continue;
+    const surplus = row.latest_version - (create.version + saves.length + unansweredAgent);
+    if (surplus > lost)
+      twice.push(`board ${row.id}: version ${row.latest_version} after ${saves.length} answered saves`);
+    else if (surplus > 0) inWindow += surplus;
   }
-  out.push({ name: 'no mutation happened twice', checked: agents.mutations.length, violations: twice });
+  out.push({
+    name: 'no mutation happened twice',
+    checked: agents.mutations.length,
+    violations: twice,
+    note: inWindow
+      ? `${inWindow} saves ran twice after their api was killed between their commit and the record of their answer (the window docs/agents.md leaves open)`
+      : undefined,
+  });
 
   // 3. Jobs: all final; none changed after its final state; followers saw it, in order.
   const notFinal = await db.anyFirst(
