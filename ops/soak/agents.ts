@@ -15,8 +15,8 @@ export type Mutation = {
   boardId: string;
   status: number;
   version: number;
-  /** An attempt's connection died with a killed api before the answer came from another. */
-  lost: boolean;
+  /** An attempt ended unsure (its connection died with a killed api, or a 503 while PostgreSQL was away) before the answer. */
+  unsure: boolean;
 };
 
 export class AgentWorkload {
@@ -51,13 +51,13 @@ export class AgentWorkload {
           { title: `Soak board ${key.slice(-8)}`, scope_type: 'company', scope_id: agent.companyId },
         ] as const);
     const headers = { authorization: `Bearer ${await agent.token()}`, 'idempotency-key': key };
-    let lost = false;
+    let unsure = false;
     const answer = await this.client.until(method, route, {
       headers,
       body,
       deadline: Date.now() + 120_000,
-      onLost: () => {
-        lost = true;
+      onUnsure: () => {
+        unsure = true;
       },
     });
     if (!answer || answer.status >= 300) {
@@ -74,7 +74,7 @@ export class AgentWorkload {
       boardId: id,
       status: answer.status,
       version,
-      lost,
+      unsure,
     });
     if (random() < 0.33) {
       const again = await this.client.until(method, route, { headers, body, deadline: Date.now() + 120_000 });

@@ -30,7 +30,7 @@ export class SoakClient {
   async request(
     method: string,
     route: string,
-    options: { headers?: Record<string, string>; body?: unknown; onLost?: () => void } = {},
+    options: { headers?: Record<string, string>; body?: unknown; onUnsure?: () => void } = {},
   ): Promise<Answer | null> {
     const ports = this.ports();
     if (ports.length === 0) return this.count('unreachable', null);
@@ -65,7 +65,7 @@ export class SoakClient {
       return this.count(String(res.status), { status: res.status, body: text, headers: res.headers, sentAt });
     } catch {
       // Sent, but its connection died (the api was killed): it may have run.
-      options.onLost?.();
+      options.onUnsure?.();
       return this.count('unreachable', null);
     }
   }
@@ -78,10 +78,12 @@ export class SoakClient {
   async until(
     method: string,
     route: string,
-    options: { headers?: Record<string, string>; body?: unknown; deadline: number; onLost?: () => void },
+    options: { headers?: Record<string, string>; body?: unknown; deadline: number; onUnsure?: () => void },
   ): Promise<Answer | null> {
     for (;;) {
       const answer = await this.request(method, route, options);
+      // A 503 may come from a commit whose outcome PostgreSQL took with it.
+      if (answer?.status === 503) options.onUnsure?.();
       const retry = !answer || answer.status === 503 || answer.status === 429;
       if (!retry) return answer;
       if (Date.now() > options.deadline) return answer;
