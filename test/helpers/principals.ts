@@ -9,7 +9,7 @@ import type { Config } from '../../core/config.ts';
 import { createLicense } from '../../core/dashboard/licenses.ts';
 import { sql, type DatabasePool } from '../../core/db/pool.ts';
 import { createRegistration } from '../../core/identity/registrations.ts';
-import { AGENT_SCOPES, signAccessToken, type AccessClaims } from '../../core/identity/tokens.ts';
+import { AGENT_SCOPES, resources, signAccessToken, type AccessClaims } from '../../core/identity/tokens.ts';
 import { TEST_SECRET } from './config.ts';
 import { markClaimed } from './fixtures.ts';
 
@@ -51,7 +51,7 @@ export function agentAccessToken(
     registrationId: registration.id,
     tenantId: registration.tenant_id,
   };
-  return signAccessToken(app.idpKeys, config.authUrl, `${config.baseUrl}/api/agent`, { ...claims, scopes }, ttlS);
+  return signAccessToken(app.idpKeys, config.authUrl, resources(config.baseUrl).agent, { ...claims, scopes }, ttlS);
 }
 
 /**
@@ -62,14 +62,7 @@ export async function createWorkspace(app: FastifyInstance, db: DatabasePool, co
   const { registration } = await createRegistration(db, { type: 'anonymous', ip: '10.9.0.1', claimTokenTtlS: 600 });
   await markClaimed(db, registration.id);
   const tenantId = registration.tenant_id;
-  const claims = { principalId: registration.principal_id, registrationId: registration.id, tenantId };
-  const agentToken = await signAccessToken(
-    app.idpKeys,
-    config.authUrl,
-    `${config.baseUrl}/api/agent`,
-    { ...claims, scopes: [...AGENT_SCOPES] },
-    3600,
-  );
+  const agentToken = await agentAccessToken(app, config, registration, [...AGENT_SCOPES], 3600);
   const admin = await person(db, config);
   const member = await person(db, config);
   const viewer = await person(db, config);

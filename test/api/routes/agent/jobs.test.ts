@@ -5,31 +5,19 @@ import { randomUUID } from 'node:crypto';
 import t from 'tap';
 import { sql } from '../../../../core/db/pool.ts';
 import { createRegistration } from '../../../../core/identity/registrations.ts';
-import { resources, signAccessToken } from '../../../../core/identity/tokens.ts';
 import { enqueueJob } from '../../../../core/jobs/enqueue.ts';
 import { createManagedAgent, restoreManagedAgent } from '../../../../core/managed-agents/managed-agents.ts';
 import { enrollRunner } from '../../../../core/runners/runners.ts';
 import { buildTestApp } from '../../../helpers/app.ts';
 import { createTestDatabase } from '../../../helpers/db.ts';
+import { agentAccessToken } from '../../../helpers/principals.ts';
 
 const databaseUrl = await createTestDatabase(t);
 const { app, db } = await buildTestApp(t, databaseUrl);
 
 async function agent() {
   const { registration } = await createRegistration(db, { type: 'anonymous', ip: '10.8.0.1', claimTokenTtlS: 3600 });
-  const claims = {
-    principalId: registration.principal_id,
-    registrationId: registration.id,
-    tenantId: registration.tenant_id,
-    scopes: ['svc:agents:write' as const],
-  };
-  const token = await signAccessToken(
-    app.idpKeys,
-    app.config.authUrl,
-    resources(app.config.baseUrl).agent,
-    claims,
-    300,
-  );
+  const token = await agentAccessToken(app, app.config, registration, ['svc:agents:write' as const]);
   return { tenantId: registration.tenant_id, token };
 }
 const getJob = (token: string, id: string) =>

@@ -9,7 +9,7 @@ import { signPlatformToken } from '../../../../core/auth/platform-token.ts';
 import { sha256 } from '../../../../core/crypto/tokens.ts';
 import { sql } from '../../../../core/db/pool.ts';
 import { createRegistration } from '../../../../core/identity/registrations.ts';
-import { resources, signAccessToken, type AgentScope } from '../../../../core/identity/tokens.ts';
+import type { AgentScope } from '../../../../core/identity/tokens.ts';
 import { createManagedAgent } from '../../../../core/managed-agents/managed-agents.ts';
 import { enrollRunner, heartbeat } from '../../../../core/runners/runners.ts';
 import { startTestServer } from '../../../helpers/app.ts';
@@ -18,6 +18,7 @@ import { createTestDatabase } from '../../../helpers/db.ts';
 import { waitFor, waitForOutput } from '../../../helpers/wait.ts';
 import { spawnEntry, startTestWorker } from '../../../helpers/worker.ts';
 import { markClaimed } from '../../../helpers/fixtures.ts';
+import { agentAccessToken } from '../../../helpers/principals.ts';
 
 const databaseUrl = await createTestDatabase(t);
 const api = await startTestServer(t, databaseUrl);
@@ -29,19 +30,7 @@ type Agent = { tenantId: string; principalId: string; token: string };
 async function agentOf(claimed: boolean, scopes?: AgentScope[]): Promise<Agent> {
   const { registration } = await createRegistration(db, { type: 'anonymous', ip: '10.7.0.1', claimTokenTtlS: 3600 });
   if (claimed) await markClaimed(db, registration.id);
-  const claims = {
-    principalId: registration.principal_id,
-    registrationId: registration.id,
-    tenantId: registration.tenant_id,
-    scopes: scopes ?? ['svc:agents:write' as const],
-  };
-  const token = await signAccessToken(
-    app.idpKeys,
-    app.config.authUrl,
-    resources(app.config.baseUrl).agent,
-    claims,
-    300,
-  );
+  const token = await agentAccessToken(app, app.config, registration, scopes ?? ['svc:agents:write' as const]);
   return { tenantId: registration.tenant_id, principalId: registration.principal_id, token };
 }
 

@@ -7,7 +7,6 @@ import { z } from 'zod';
 import { signPlatformToken } from '../../../../core/auth/platform-token.ts';
 import { sql } from '../../../../core/db/pool.ts';
 import { createRegistration } from '../../../../core/identity/registrations.ts';
-import { resources, signAccessToken } from '../../../../core/identity/tokens.ts';
 import { createManagedAgent } from '../../../../core/managed-agents/managed-agents.ts';
 import {
   acknowledgeWork,
@@ -19,6 +18,7 @@ import { buildTestApp } from '../../../helpers/app.ts';
 import { TEST_SECRET } from '../../../helpers/config.ts';
 import { createTestDatabase } from '../../../helpers/db.ts';
 import { createMember, markClaimed } from '../../../helpers/fixtures.ts';
+import { agentAccessToken } from '../../../helpers/principals.ts';
 
 const databaseUrl = await createTestDatabase(t);
 const { app, db } = await buildTestApp(t, databaseUrl);
@@ -184,19 +184,7 @@ t.test('a revoked token stops authenticating at once; its pending work stays pen
   const { registration } = await createRegistration(db, { type: 'anonymous', ip: '10.8.0.1', claimTokenTtlS: 3600 });
   const tenantId = registration.tenant_id;
   await markClaimed(db, registration.id);
-  const claims = {
-    principalId: registration.principal_id,
-    registrationId: registration.id,
-    tenantId,
-    scopes: ['svc:agents:write' as const],
-  };
-  const agentToken = await signAccessToken(
-    app.idpKeys,
-    app.config.authUrl,
-    resources(app.config.baseUrl).agent,
-    claims,
-    300,
-  );
+  const agentToken = await agentAccessToken(app, app.config, registration, ['svc:agents:write' as const]);
   const restore = (agentId: string) =>
     app.inject({
       method: 'POST',
