@@ -25,7 +25,7 @@ const ARGS = [
 const SCREENSHOTS = path.join(sourceRoot, 'test-results/browser');
 
 /** Why this machine cannot run the browser tests, or null when it can. */
-export function browserUnavailable(): string | null {
+function browserUnavailable(): string | null {
   return existsSync(CHROMIUM_PATH)
     ? null
     : `no Chromium at ${CHROMIUM_PATH} (apt-get install chromium, or set CHROMIUM_PATH)`;
@@ -35,7 +35,7 @@ export function browserUnavailable(): string | null {
  * Launches Chromium for this test file, closed when the file ends. Playwright
  * gives every launch a fresh temporary user-data-dir and removes it on close.
  */
-export async function launchBrowser(t: Test): Promise<Browser> {
+async function launchBrowser(t: Test): Promise<Browser> {
   const browser = await chromium.launch({ executablePath: CHROMIUM_PATH, args: ARGS, headless: true, timeout: 30_000 });
   t.teardown(() => browser.close());
   return browser;
