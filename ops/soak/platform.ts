@@ -9,6 +9,7 @@ import path from 'node:path';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { loadConfig, type Config } from '../../core/config.ts';
+import { processAlive } from '../../core/db/local-cluster.ts';
 import { createDatabasePool, sql, type DatabasePool } from '../../core/db/pool.ts';
 import { migrate } from '../../core/db/migrate.ts';
 import { spawnEntry, stopAll, waitForHealth, type PlatformProcess } from '../bench/processes.ts';
@@ -151,7 +152,7 @@ export class SoakPlatform {
     else {
       const pid = Number(readFileSync(path.join(embedded.directory, 'postmaster.pid'), 'utf8').split('\n')[0]);
       process.kill(pid, 'SIGQUIT');
-      while (alive(pid)) await sleep(50);
+      while (processAlive(pid)) await sleep(50);
     }
     await sleep(downMs);
     this.embedded = await startEmbeddedPostgres({
@@ -195,14 +196,5 @@ export class SoakPlatform {
     if (keepLogs) return;
     rmSync(this.scratch, { recursive: true, force: true });
     rmSync(this.logs, { recursive: true, force: true });
-  }
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
   }
 }
