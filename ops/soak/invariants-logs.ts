@@ -14,13 +14,18 @@ export function logInvariant(logsDir: string): Invariant {
     for (const line of readFileSync(path.join(logsDir, file), 'utf8').split('\n')) {
       if (!line.startsWith('{')) continue;
       lines++;
-      let entry: { level?: number; msg?: string };
+      let entry: { level?: number; msg?: string; err?: { type?: string; message?: string; code?: string } };
       try {
         entry = JSON.parse(line) as typeof entry;
       } catch {
         continue;
       }
-      if ((entry.level ?? 0) >= 50) violations.push(`${file}: ${String(entry.msg).split('\n')[0]!.slice(0, 200)}`);
+      if ((entry.level ?? 0) < 50) continue;
+      // The error's own words travel with the message: a CI run's logs are gone once it ends.
+      const err = entry.err
+        ? ` (${[entry.err.type, entry.err.code, entry.err.message].filter(Boolean).join(': ')})`
+        : '';
+      violations.push(`${file}: ${`${String(entry.msg)}${err}`.split('\n')[0]!.slice(0, 400)}`);
     }
   }
   return { name: 'no process logged an error', checked: lines, violations };
