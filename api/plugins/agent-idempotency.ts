@@ -14,12 +14,14 @@
 //   - the claim carries a lease of AGENT_IDEMPOTENCY_LEASE_MS that its request
 //     renews every third of it until it finishes, so only a claim whose owner
 //     died (crash, kill -9, lost host) stops being renewed; the identical
-//     retry after the lease takes it over and runs once (core/idempotency.ts).
-//     Remaining window: the operation commits in its own transaction and the
-//     outcome is recorded just after; a process that dies between the two
-//     leaves a claim whose takeover runs the operation again. That gap is a
-//     few milliseconds per request (closing it needs each operation to record
-//     inside its own transaction, which the operations do not do yet);
+//     retry after the lease takes it over (core/idempotency.ts);
+//   - a mutation that succeeds records its answer in its own transaction
+//     (runRecorded), fenced by the claim's owner: effects and answer commit
+//     together, so a process that dies at any point leaves either both (the
+//     retry replays) or neither (the retry runs it once), and a request whose
+//     claim was taken over while it ran is undone (409 idempotency_in_progress)
+//     instead of running twice. A refusal changed nothing, so it is recorded
+//     after it is sent; losing that record only lets the retry run;
 //   - a refusal thrown with recordIdempotency=false (readiness refusals) and
 //     unexpected 5xx answers are not recorded: the identical retry runs;
 //   - the recorded answer is sealed with the data key (AES-256-GCM, bound to
@@ -31,7 +33,8 @@ import { randomUUID } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { Keyring } from '../../core/crypto/keyring.ts';
-import { isDatabaseUnavailable, retryWhileUnavailable } from '../../core/db/unavailable.ts';
+import type { DatabaseTransactionConnection } from '../../core/db/pool.ts';
+import { isDatabaseUnavailable } from '../../core/db/unavailable.ts';
 import {
   claimIdempotencyKey,
   fingerprint,
@@ -42,11 +45,13 @@ import {
 import { AgentHttpError, IDEMPOTENCY_KEY_BOUNDS, INVALID_IDEMPOTENCY_KEY } from '../errors.ts';
 import type { AgentPrincipal } from './agent-auth.ts';
 
-type Claimed = {
+export type Claimed = {
   scope: string;
   tenantId: string;
   key: string;
   record: boolean;
+  /** The answer was recorded with the operation's effects: nothing is left to record. */
+  recorded: boolean;
   owner: string;
   stopRenewing: () => void;
 };
@@ -56,7 +61,16 @@ type Mutation = { method: string; path: string; body: unknown };
 /** The key store both surfaces use. */
 export type AgentKeys = {
   claim: (agent: AgentPrincipal, key: unknown, mutation: Mutation) => Promise<Claim>;
-  /** Stops renewing the lease and records the outcome (or drops the claim when it must not be recorded). */
+  /**
+   * Runs a mutation in one transaction that ends by recording its answer
+   * (`status` and the `body` it returns) under the claim.
+   */
+  runRecorded: <T extends { body: unknown }>(
+    claimed: Claimed,
+    status: number,
+    operate: (tx: DatabaseTransactionConnection) => Promise<T>,
+  ) => Promise<T>;
+  /** Stops renewing the lease and records a refusal (or drops the claim when it must not be recorded). */
   finish: (claimed: Claimed, status: number, body: unknown) => Promise<void>;
 };
 
@@ -85,12 +99,6 @@ const validKey = (key: unknown): key is string =>
 
 /** A recorded answer at rest: `{"$sealed": "<key id>:<ciphertext>"}`. */
 const SEALED = '$sealed';
-/**
- * How long a done mutation's answer waits for PostgreSQL to be recorded before
- * it goes out unrecorded: longer than a failover of a replicated PostgreSQL
- * (10-13 s measured, docs/results.md), so a replay after one finds the answer.
- */
-const RECORD_PATIENCE_MS = 20_000;
 const recordName = (c: { scope: string; tenantId: string; key: string }) =>
   `idempotency:${c.scope}:${c.tenantId}:${c.key}`;
 
@@ -167,6 +175,7 @@ async function agentIdempotency(app: FastifyInstance) {
         tenantId: agent.tenantId,
         key,
         record: true,
+        recorded: false,
         owner: randomUUID(),
       };
       const claim = await claimIdempotencyKey(app.db, {
@@ -193,30 +202,49 @@ async function agentIdempotency(app: FastifyInstance) {
       if (claim.kind === 'replay') return { kind: 'replay', status: claim.status, body: openBody(id, claim.body) };
       return { kind: 'run', claimed: { ...id, stopRenewing: renewWhileRunning(id) } };
     },
+    async runRecorded(claimed, status, operate) {
+      const done = await app.db.transaction(async (tx) => {
+        const value = await operate(tx);
+        // Stopped before the record: a renewal now would wait on its row lock
+        // and then find the claim completed.
+        claimed.stopRenewing();
+        const own = await recordIdempotentResponse(tx, { ...claimed, status, body: sealBody(claimed, value.body) });
+        if (!own) {
+          app.log.warn(
+            { idempotencyKey: claimed.key, scope: claimed.scope },
+            'idempotency claim was taken over while its request ran; its effects are undone',
+          );
+          throw new AgentHttpError(
+            409,
+            'idempotency_in_progress',
+            'Another attempt of this request took it over; retry it unchanged shortly for its answer.',
+            'retry_same_request_later',
+            {},
+            false,
+          );
+        }
+        return value;
+      });
+      claimed.recorded = true;
+      return done;
+    },
     async finish(claimed, status, body) {
       // Stopped before the write: if the write fails, the claim lapses after
       // its lease instead of being renewed for as long as the process lives.
       claimed.stopRenewing();
+      if (claimed.recorded) return;
       const release = !claimed.record || status >= 500;
       let own: boolean;
       try {
-        // PostgreSQL away: a done mutation's answer is worth waiting for (a
-        // retry must replay it, not run it again), for a while; a claim to
-        // let go is not: it lapses after its lease.
         own = release
           ? await releaseIdempotencyClaim(app.db, claimed)
-          : await retryWhileUnavailable(
-              () => recordIdempotentResponse(app.db, { ...claimed, status, body: sealBody(claimed, body) }),
-              { signal: AbortSignal.timeout(RECORD_PATIENCE_MS) },
-            );
+          : await recordIdempotentResponse(app.db, { ...claimed, status, body: sealBody(claimed, body) });
       } catch (error) {
         // Never fails the response: this runs as it is sent (a 503 may be going out already).
         if (!isDatabaseUnavailable(error)) throw error;
         app.log.warn(
           { idempotencyKey: claimed.key, scope: claimed.scope, reason: (error as Error).message },
-          release
-            ? 'database unreachable: the idempotency claim lapses after its lease'
-            : 'database unreachable: the answer went out unrecorded; its claim lapses after its lease',
+          'database unreachable: the idempotency claim lapses after its lease',
         );
         return;
       }

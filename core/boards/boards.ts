@@ -2,7 +2,7 @@
 // versions. Every read and write takes the tenant id, so another tenant's
 // board looks exactly like a missing one.
 import { z } from 'zod';
-import { sql, type CommonQueryMethods, type DatabasePool } from '../db/pool.ts';
+import { sql, type CommonQueryMethods, type Transactor } from '../db/pool.ts';
 import { BoardScopeNotFoundError, lockScope } from './scope.ts';
 
 export const SCOPE_TYPES = ['company', 'agent'] as const;
@@ -39,7 +39,7 @@ export { BoardScopeNotFoundError };
 export type Creator = { principalId?: string; userId?: string };
 
 export async function createBoard(
-  db: DatabasePool,
+  db: Transactor,
   tenantId: string,
   creator: Creator,
   input: { title: string; scopeType: ScopeType; scopeId: string; content?: unknown },
@@ -68,7 +68,7 @@ async function appendVersion(tx: CommonQueryMethods, boardId: string, content: u
 
 /** Saves new content as the next version; the row lock orders concurrent saves. */
 export async function saveBoardVersion(
-  db: DatabasePool,
+  db: Transactor,
   tenantId: string,
   boardId: string,
   content: unknown,

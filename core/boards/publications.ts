@@ -5,7 +5,7 @@
 // hash, so a revoked or rotated-out secret stops working at once.
 import { z } from 'zod';
 import { randomToken, sha256 } from '../crypto/tokens.ts';
-import { sql, type CommonQueryMethods, type DatabasePool } from '../db/pool.ts';
+import { sql, type CommonQueryMethods, type Transactor } from '../db/pool.ts';
 import { fingerprint } from '../idempotency.ts';
 import { BoardNotFoundError, boardContent, lockBoard, findBoard } from './boards.ts';
 
@@ -77,7 +77,7 @@ async function issueLink(tx: CommonQueryMethods, boardId: string): Promise<NewLi
 }
 
 export async function publishBoard(
-  db: DatabasePool,
+  db: Transactor,
   input: { tenantId: string; boardId: string; principalId: string; body: { version?: number; visibility: Visibility } },
 ): Promise<PublishOutcome> {
   return db.transaction(async (tx) => {
@@ -129,7 +129,7 @@ export async function publishBoard(
 }
 
 export async function unpublishBoard(
-  db: DatabasePool,
+  db: Transactor,
   tenantId: string,
   boardId: string,
 ): Promise<{ publication: PublicationRow; revokedLinks: number }> {
@@ -145,7 +145,7 @@ export async function unpublishBoard(
 }
 
 export async function rotateBoardLink(
-  db: DatabasePool,
+  db: Transactor,
   tenantId: string,
   boardId: string,
 ): Promise<{ link: NewLink; revokedLinks: number }> {

@@ -6,6 +6,7 @@ import {
   createTypeParserPreset,
   SchemaValidationError,
   type DatabasePool,
+  type DatabaseTransactionConnection,
   type Interceptor,
   type QueryResultRow,
 } from 'slonik';
@@ -13,6 +14,13 @@ import type { ZodType } from 'zod';
 
 export { sql } from 'slonik';
 export type { DatabasePool, DatabaseTransactionConnection, DatabaseConnection, CommonQueryMethods } from 'slonik';
+
+/**
+ * What a write that opens its own transaction runs on: the pool, or a
+ * transaction it then joins (as a savepoint), so a caller can commit it
+ * together with writes of its own.
+ */
+export type Transactor = DatabasePool | DatabaseTransactionConnection;
 
 const resultParser: Interceptor = {
   name: 'zod-result-parser',

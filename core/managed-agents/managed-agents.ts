@@ -4,7 +4,7 @@
 // is handed to a runner (runner_work), so all three commit or none does.
 import { claimAgentSlot } from '../billing/entitlements.ts';
 import { z } from 'zod';
-import { sql, type CommonQueryMethods, type DatabasePool } from '../db/pool.ts';
+import { sql, type CommonQueryMethods, type Transactor } from '../db/pool.ts';
 import { enqueueJob } from '../jobs/enqueue.ts';
 import { JOB_STATUSES, type JobState } from '../jobs/schema.ts';
 
@@ -80,11 +80,7 @@ export type Restored = { agent: ManagedAgentRow; job: RestoreJob | null };
  * it first (the conditional update matches nothing) the agent is returned as
  * it is now with its latest restore job, and nothing is enqueued twice.
  */
-export async function restoreManagedAgent(
-  db: DatabasePool,
-  agent: ManagedAgentRow,
-  runnerId: string,
-): Promise<Restored> {
+export async function restoreManagedAgent(db: Transactor, agent: ManagedAgentRow, runnerId: string): Promise<Restored> {
   return db.transaction(async (tx) => {
     const restored = await tx.maybeOne(row`
       update managed_agents set status = 'active', deleted_at = null, restored_at = now(), runner_id = ${runnerId}

@@ -158,11 +158,11 @@ export const boardOperations = [
     body: PublishBody,
     response: PublishResponse,
     mcp: { title: 'Publish a board', readOnly: false },
-    run: async (app, caller, { params, body }) => {
+    run: async (app, caller, { params, body }, db) => {
       const { agent } = caller;
       let outcome;
       try {
-        outcome = await publishBoard(app.db, {
+        outcome = await publishBoard(db, {
           tenantId: agent.tenantId,
           boardId: params.boardId,
           principalId: agent.principalId,
@@ -209,9 +209,9 @@ export const boardOperations = [
     body: UnpublishBody,
     response: UnpublishResponse,
     mcp: { title: 'Unpublish a board', readOnly: false, destructive: true },
-    run: async (app, caller, { params }) => {
+    run: async (_app, caller, { params }, db) => {
       try {
-        const { publication, revokedLinks } = await unpublishBoard(app.db, caller.agent.tenantId, params.boardId);
+        const { publication, revokedLinks } = await unpublishBoard(db, caller.agent.tenantId, params.boardId);
         return { publication: toPublication(publication), revoked_links: revokedLinks };
       } catch (error) {
         refusal(error);
@@ -229,9 +229,9 @@ export const boardOperations = [
     body: RotateBody,
     response: RotateResponse,
     mcp: { title: "Rotate a board's hosted link", readOnly: false, destructive: true },
-    run: async (app, caller, { params }) => {
+    run: async (app, caller, { params }, db) => {
       try {
-        const { link, revokedLinks } = await rotateBoardLink(app.db, caller.agent.tenantId, params.boardId);
+        const { link, revokedLinks } = await rotateBoardLink(db, caller.agent.tenantId, params.boardId);
         return { board_id: params.boardId, link: toLink(app.config.baseUrl, link), revoked_links: revokedLinks };
       } catch (error) {
         refusal(error);
@@ -250,11 +250,11 @@ export const boardOperations = [
     response: Board,
     status: 201,
     mcp: { title: 'Create a board', readOnly: false },
-    run: async (app, caller, { body }) => {
+    run: async (_app, caller, { body }, db) => {
       const { title, scope_type, scope_id, content } = body;
       try {
         const board = await createBoard(
-          app.db,
+          db,
           caller.agent.tenantId,
           { principalId: caller.agent.principalId },
           { title, scopeType: scope_type, scopeId: scope_id, content },
@@ -276,9 +276,9 @@ export const boardOperations = [
     body: SaveBody,
     response: Board,
     mcp: { title: 'Save board content', readOnly: false },
-    run: async (app, caller, { params, body }) => {
+    run: async (_app, caller, { params, body }, db) => {
       try {
-        const board = await saveBoardVersion(app.db, caller.agent.tenantId, params.boardId, body.content);
+        const board = await saveBoardVersion(db, caller.agent.tenantId, params.boardId, body.content);
         return { ...toBoardSummary(board), content: body.content };
       } catch (error) {
         refusal(error);

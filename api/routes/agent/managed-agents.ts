@@ -99,8 +99,8 @@ export const managedAgentOperations = [
       503: AgentApiError,
     },
     mcp: { title: 'Restore a managed agent', readOnly: false },
-    run: async (app, { agent: caller, log }, { params, body }) => {
-      const agent = await findManagedAgent(app.db, caller.tenantId, params.agentRef);
+    run: async (_app, { agent: caller, log }, { params, body }, db) => {
+      const agent = await findManagedAgent(db, caller.tenantId, params.agentRef);
       if (!agent)
         throw new AgentHttpError(
           404,
@@ -126,10 +126,10 @@ export const managedAgentOperations = [
         );
       }
       // Already active: nothing to start, so readiness does not matter.
-      if (agent.status === 'active') return toResponse(agent, await latestRestoreJob(app.db, agent.id));
-      const ready = await readiness(app.db, caller.tenantId, agent.runner_id);
+      if (agent.status === 'active') return toResponse(agent, await latestRestoreJob(db, agent.id));
+      const ready = await readiness(db, caller.tenantId, agent.runner_id);
       if (!ready.ready) throw new ReadinessRefusal(ready.reason);
-      const restored = await restoreManagedAgent(app.db, agent, ready.runnerId);
+      const restored = await restoreManagedAgent(db, agent, ready.runnerId);
       log.info({ managedAgentId: agent.id, jobId: restored.job?.id, reason: body?.reason }, 'managed agent restored');
       return toResponse(restored.agent, restored.job);
     },

@@ -5,11 +5,12 @@
 // core calls, same error codes.
 import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
+import type { Transactor } from '../../../core/db/pool.ts';
 import type { AgentScope } from '../../../core/identity/tokens.ts';
 import type { AgentContextRow } from '../../../core/agent/capabilities.ts';
 import { AgentHttpError, IDEMPOTENCY_KEY_BOUNDS } from '../../errors.ts';
 import type { AgentPrincipal } from '../../plugins/agent-auth.ts';
-import { fillPath } from '../../plugins/agent-idempotency.ts';
+import { fillPath, type Claimed } from '../../plugins/agent-idempotency.ts';
 
 /** Who calls: the verified principal and its live registration context. */
 export type Caller = { agent: AgentPrincipal; context: AgentContextRow; log: FastifyBaseLogger };
@@ -41,10 +42,17 @@ export type AgentOperation<
   guard?: (caller: Caller) => void;
   /** MCP tool title and hints; the tool name is the operationId. */
   mcp: { title: string; readOnly: boolean; destructive?: boolean };
+  /**
+   * `db` is where the operation reads and writes: for a mutation, the
+   * transaction its Idempotency-Key answer is recorded in, so its effects and
+   * that answer commit together (a process that dies in between leaves
+   * neither); for a read, the pool.
+   */
   run: (
     app: FastifyInstance,
     caller: Caller,
     input: { params: Out<P>; query: Out<Q>; body: Out<B> },
+    db: Transactor,
   ) => Promise<unknown>;
 };
 
@@ -69,6 +77,32 @@ export const callerOf = (request: FastifyRequest): Caller => {
     throw new AgentHttpError(401, 'invalid_credential', 'Authenticate first.', 'reauthenticate');
   return { agent: request.agent, context: request.agentContext, log: request.log };
 };
+
+/** An operation's answer as it goes out (and is recorded): through its response schema, as JSON. */
+const encoded = (op: AgentOperation, result: unknown): unknown =>
+  JSON.parse(JSON.stringify(z.encode(op.response, result as never)));
+
+type Input = { params: unknown; query: unknown; body: unknown };
+
+/**
+ * Runs an operation. A mutation runs in one transaction that also records its
+ * answer under the claimed Idempotency-Key (refused, and undone, when the
+ * claim was taken over meanwhile); `claimed` is null for a read.
+ */
+export async function executeOperation(
+  app: FastifyInstance,
+  op: AgentOperation,
+  caller: Caller,
+  input: Input,
+  claimed: Claimed | null,
+): Promise<{ result: unknown; body: unknown }> {
+  const run = async (db: Transactor) => {
+    const result = await op.run(app, caller, input as never, db);
+    return { result, body: encoded(op, result) };
+  };
+  if (!claimed) return run(app.db);
+  return app.agentKeys.runRecorded(claimed, op.status ?? 200, run);
+}
 
 /** Serves an operation as an HTTP route of the Agent API. */
 export function registerHttpOperation(app: FastifyInstance, op: AgentOperation): void {
@@ -106,11 +140,15 @@ export function registerHttpOperation(app: FastifyInstance, op: AgentOperation):
       response: { [op.status ?? 200]: op.response, ...op.errors },
     },
     handler: async (request, reply) => {
-      const result = await op.run(app, callerOf(request), {
-        params: request.params as never,
-        query: request.query as never,
-        body: request.body as never,
-      });
+      const { params, query, body } = request;
+      // The unencoded result goes to Fastify, whose serializer encodes it as `encoded` did.
+      const { result } = await executeOperation(
+        app,
+        op,
+        callerOf(request),
+        { params, query, body },
+        isMutation(op) ? request.agentIdempotency : null,
+      );
       if (op.status) reply.code(op.status);
       return result;
     },

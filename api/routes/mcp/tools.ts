@@ -11,7 +11,7 @@ import type { FastifyInstance } from 'fastify';
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { AgentHttpError, IDEMPOTENCY_KEY_BOUNDS, type AgentApiErrorBody } from '../../errors.ts';
-import { concretePath, isMutation, type AgentOperation, type Caller } from '../agent/operation.ts';
+import { concretePath, executeOperation, isMutation, type AgentOperation, type Caller } from '../agent/operation.ts';
 import { agentOperations } from '../agent/operations.ts';
 
 const IdempotencyKey = z
@@ -157,12 +157,7 @@ export function agentTools(app: FastifyInstance): ToolSet {
       throw app.mcpAuth.scopeDenied(op.scope, caller.agent.claimState);
     op.guard?.(caller);
     const input = parseInput(op, parts, args);
-    const execute = async () => {
-      // Serialised as the HTTP route serialises: through the response schema.
-      const result = await op.run(app, caller, input as never);
-      return JSON.parse(JSON.stringify(z.encode(op.response, result as never))) as unknown;
-    };
-    if (!isMutation(op)) return success(await execute());
+    if (!isMutation(op)) return success((await executeOperation(app, op, caller, input, null)).body);
 
     const claim = await app.agentKeys.claim(caller.agent, args.idempotency_key, {
       method: op.method,
@@ -173,7 +168,7 @@ export function agentTools(app: FastifyInstance): ToolSet {
     let status: number;
     let body: unknown;
     try {
-      body = await execute();
+      body = (await executeOperation(app, op, caller, input, claim.claimed)).body;
       status = op.status ?? 200;
     } catch (error) {
       if (!(error instanceof AgentHttpError)) {

@@ -1,7 +1,9 @@
 // Idempotency-Key leases: a claim whose owner died (an api process killed
 // with SIGKILL mid-request) answers 409 idempotency_in_progress within its
 // lease and is taken over after it, over HTTP and MCP; the retry runs once
-// and is replayed after. A slow live request keeps its claim by renewing it,
+// and is replayed after. An operation and its recorded answer commit
+// together: killed between the two, neither stays; a request whose claim was
+// taken over is undone. A slow live request keeps its claim by renewing it,
 // also when its client hung up; racing takeovers run the operation once.
 import { randomUUID } from 'node:crypto';
 import t from 'tap';
@@ -200,6 +202,106 @@ t.test('Idempotency takeover after a killed request', async (t) => {
   t.same(textOf(toolReplay), textOf(tool));
 });
 
+/** Holds a key's record row: a request's last statement, the record of its answer, waits on it. */
+async function holdRecord(key: string): Promise<() => Promise<void>> {
+  let release!: () => void;
+  const released = new Promise<void>((r) => (release = r));
+  let held!: () => void;
+  const isHeld = new Promise<void>((r) => (held = r));
+  const done = db.transaction(async (tx) => {
+    await tx.query(sql.unsafe`select 1 from idempotency_records where key = ${key} for update`);
+    held();
+    await released;
+  });
+  await Promise.race([isHeld, done]);
+  return async () => {
+    release();
+    await done;
+  };
+}
+
+const recordsWaiting = () =>
+  db.oneFirst(sql.type(z.object({ n: z.number() }))`
+    select count(*)::int as n from pg_stat_activity
+    where wait_event_type = 'Lock' and query like '%set state = ''completed''%'`);
+
+t.test(
+  'an api killed after its operation ran, before its answer was recorded: neither stays, the retry runs once',
+  async (t) => {
+    const childLeaseMs = 4000;
+    const child = spawnEntry(
+      t,
+      'api/server.ts',
+      testEnv(databaseUrl, {
+        LOG_LEVEL: 'info',
+        BASE_URL: childBase,
+        PORT: String(childPort),
+        AGENT_IDEMPOTENCY_LEASE_MS: String(childLeaseMs),
+      }),
+    );
+    await waitForOutput(child, /api listening/, 90_000);
+    const key = `unrecorded-${randomUUID()}`;
+    const body = newBody(`Killed before its record ${key}`);
+    const unblock = await blockBoardInserts();
+    const sent = fetch(`${childBase}/api/agent/v1/boards`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${agentToken}`, 'idempotency-key': key, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    }).then(
+      (r) => `answered ${r.status}`,
+      () => 'connection lost',
+    );
+    await waitFor('the claim', () => claimOf(key, childLeaseMs));
+    const release = await holdRecord(key);
+    await unblock();
+    await waitFor('the board written and its answer about to be recorded', async () => (await recordsWaiting()) > 0);
+    child.child.kill('SIGKILL');
+    await child.exited;
+    await release();
+    t.equal(await sent, 'connection lost', 'the process died between its operation and its record');
+    t.equal(await boardsTitled(body.title), 0, 'the board went with the answer that was never recorded');
+
+    const taken = await waitFor(
+      'the retry to take the claim over',
+      async () => {
+        const res = await app.inject(httpCreate(key, body));
+        return res.statusCode === 409 ? null : res;
+      },
+      15_000,
+    );
+    t.equal(taken.statusCode, 201, 'created by the retry');
+    t.equal(await boardsTitled(body.title), 1, 'one board');
+    t.equal((await app.inject(httpCreate(key, body))).headers['idempotency-replayed'], 'true');
+  },
+);
+
+t.test('a request whose claim was taken over while it ran is undone: 409, and the retry runs once', async (t) => {
+  const key = `taken-${randomUUID()}`;
+  const body = newBody(`Taken over ${key}`);
+  const unblock = await blockBoardInserts();
+  const first = app.inject(httpCreate(key, body));
+  await waitFor('the claim', () => claimOf(key));
+  // What a takeover does to the claim: another owner, with a lease of its own (nobody renews it here).
+  await db.query(sql.unsafe`
+    update idempotency_records set lease_owner = ${randomUUID()}, lease_expires_at = now() + interval '1 second'
+    where key = ${key}`);
+  await unblock();
+  const late = await first;
+  t.equal(late.statusCode, 409);
+  t.match(late.json(), { code: 'idempotency_in_progress', next_action: 'retry_same_request_later' });
+  t.equal(await boardsTitled(body.title), 0, "the late request's board was rolled back with its refused record");
+  const retried = await waitFor(
+    'the retry to take the lapsed claim over',
+    async () => {
+      const res = await app.inject(httpCreate(key, body));
+      return res.statusCode === 409 ? null : res;
+    },
+    15_000,
+  );
+  t.equal(retried.statusCode, 201);
+  t.equal(await boardsTitled(body.title), 1, 'one board');
+});
+
 t.test('a slow live request keeps its claim past the lease: it renews', async (t) => {
   const key = `slow-${randomUUID()}`;
   const body = newBody(`Slow ${key}`);
@@ -316,51 +418,35 @@ t.test('an unrecorded outcome releases the claim: the identical retry runs at on
   t.match(await app.agentKeys.claim(agent, key, mutation), { kind: 'replay', status: 201, body: { ok: true } });
 });
 
-t.test(
-  'PostgreSQL away as an answer goes out: a 503 is not turned into a 500, a done mutation waits to be recorded',
-  async (t) => {
-    // An api of its own, through a proxy the test cuts (found by npm run soak:
-    // the claim's release threw inside onSend and Fastify's fallback answered 500).
-    const proxy = await startTcpProxy(databaseUrl);
-    const cut = await startTestServer(t, proxy.url, { AGENT_IDEMPOTENCY_LEASE_MS: String(LEASE_MS) });
-    t.teardown(async () => {
-      await cut.close().catch((error: Error) => t.comment(`pool end after the outage: ${error.message}`));
-      await proxy.close();
-    });
-    const agent = { principalId: registration.principal_id, tenantId: registration.tenant_id } as Parameters<
-      typeof app.agentKeys.claim
-    >[0];
-    const failed = `outage-failed-${randomUUID()}`;
-    const done = `outage-done-${randomUUID()}`;
-    const claimRun = async (key: string) => {
-      const claim = await cut.app.agentKeys.claim(agent, key, {
-        method: 'POST',
-        path: '/api/agent/v1/boards',
-        body: newBody(key),
-      });
-      if (claim.kind !== 'run') throw new Error('expected a new claim');
-      return claim.claimed;
-    };
-    const failedClaim = await claimRun(failed);
-    const doneClaim = await claimRun(done);
-    await proxy.cut();
-    await cut.app.agentKeys.finish(failedClaim, 503, { code: 'temporarily_disabled' });
-    t.pass('letting go of a claim while PostgreSQL is away does not throw (it lapses after its lease)');
-    const recording = cut.app.agentKeys.finish(doneClaim, 201, { ok: true });
-    await proxy.restore();
-    await recording;
-    t.match(
-      await app.agentKeys.claim(agent, done, { method: 'POST', path: '/api/agent/v1/boards', body: newBody(done) }),
-      { kind: 'replay', status: 201, body: { ok: true } },
-      'the done mutation was recorded once PostgreSQL was back: its retry replays it',
-    );
-    await waitFor('the failed claim to lapse', async () => {
-      // 409 idempotency_in_progress until the lease runs out.
-      const again = await app.agentKeys
-        .claim(agent, failed, { method: 'POST', path: '/api/agent/v1/boards', body: newBody(failed) })
-        .catch(() => null);
-      if (again?.kind === 'run') await app.agentKeys.finish(again.claimed, 503, null);
-      return again?.kind === 'run';
-    });
-  },
-);
+t.test('PostgreSQL away as a refusal goes out: a 503 is not turned into a 500, the claim lapses', async (t) => {
+  // An api of its own, through a proxy the test cuts (found by npm run soak:
+  // the claim's release threw inside onSend and Fastify's fallback answered 500).
+  const proxy = await startTcpProxy(databaseUrl);
+  const cut = await startTestServer(t, proxy.url, { AGENT_IDEMPOTENCY_LEASE_MS: String(LEASE_MS) });
+  t.teardown(async () => {
+    await cut.close().catch((error: Error) => t.comment(`pool end after the outage: ${error.message}`));
+    await proxy.close();
+  });
+  const agent = { principalId: registration.principal_id, tenantId: registration.tenant_id } as Parameters<
+    typeof app.agentKeys.claim
+  >[0];
+  const failed = `outage-failed-${randomUUID()}`;
+  const claim = await cut.app.agentKeys.claim(agent, failed, {
+    method: 'POST',
+    path: '/api/agent/v1/boards',
+    body: newBody(failed),
+  });
+  if (claim.kind !== 'run') throw new Error('expected a new claim');
+  await proxy.cut();
+  await cut.app.agentKeys.finish(claim.claimed, 503, { code: 'temporarily_disabled' });
+  t.pass('letting go of a claim while PostgreSQL is away does not throw (it lapses after its lease)');
+  await proxy.restore();
+  await waitFor('the failed claim to lapse', async () => {
+    // 409 idempotency_in_progress until the lease runs out.
+    const again = await app.agentKeys
+      .claim(agent, failed, { method: 'POST', path: '/api/agent/v1/boards', body: newBody(failed) })
+      .catch(() => null);
+    if (again?.kind === 'run') await app.agentKeys.finish(again.claimed, 503, null);
+    return again?.kind === 'run';
+  });
+});
