@@ -9,7 +9,7 @@
 import type { JobHelpers } from 'graphile-worker';
 import type { Logger } from 'pino';
 import { z } from 'zod';
-import { retryWhileUnavailable } from '../core/db/unavailable.ts';
+import { isDatabaseUnavailable, retryWhileUnavailable } from '../core/db/unavailable.ts';
 import { backoffMs, JobWait, PermanentJobError, RetryableJobError } from '../core/jobs/errors.ts';
 import { completeJob, failJob, finishCancelled, markRunning, waitJob, type Holder } from '../core/jobs/lifecycle.ts';
 import { lazyChild } from '../core/logger.ts';
@@ -144,9 +144,23 @@ async function attempt(
     }
     // The slot does not wait for the result's write: it goes in the next
     // batch of results (core/jobs/completions.ts), and a stopping worker drains them.
-    void durable(() => deps.completions.complete({ jobId, attempt: n, result, holder })).then(
-      async (recorded) => (recorded ? logger.info('job succeeded') : await endedElsewhere('finished')),
-      (error) => logger.error({ err: error }, "could not record the job's result; the dead-worker sweep runs it again"),
+    // A stopping worker drains this whole chain, the check of a result
+    // written elsewhere included, before it closes its pool.
+    deps.completions.track(
+      durable(() => deps.completions.complete({ jobId, attempt: n, result, holder }))
+        .then(
+          async (recorded) => (recorded ? logger.info('job succeeded') : await endedElsewhere('finished')),
+          (error) =>
+            logger.error({ err: error }, "could not record the job's result; the dead-worker sweep runs it again"),
+        )
+        .catch((error) =>
+          isDatabaseUnavailable(error)
+            ? logger.warn(
+                { reason: (error as Error).message },
+                'database unreachable: whether a cancel ended this job is settled by the dead-worker sweep',
+              )
+            : logger.error({ err: error }, 'could not settle a job whose result another attempt wrote'),
+        ),
     );
     return 'succeeded';
   } catch (error) {

@@ -41,7 +41,11 @@ export class PatientPool extends pg.Pool {
   override connect(
     callback?: (err: Error | undefined, client: pg.PoolClient | undefined, done: (release?: unknown) => void) => void,
   ) {
-    if (callback) return super.connect(callback);
+    // Graphile's LISTEN connection can be released twice when the server
+    // ends it while its pool is stopping (once by the stop, once by the
+    // failed LISTEN); pg-pool throws on the second, inside a promise nobody
+    // awaits. The client went back once: a second release has nothing to do.
+    if (callback) return super.connect((error, client, done) => callback(error, client, releasedOnce(done)));
     return this.connectWhenReachable();
   }
 
@@ -65,4 +69,13 @@ export class PatientPool extends pg.Pool {
       }
     }
   }
+}
+
+function releasedOnce(done: (release?: unknown) => void): (release?: unknown) => void {
+  let released = false;
+  return (release) => {
+    if (released) return;
+    released = true;
+    done(release);
+  };
 }

@@ -72,10 +72,27 @@ export type LaneHooks = {
   fetched: (jobIds: readonly string[]) => void;
 };
 
-export async function startGeneration(lanes: readonly Lane[], hooks: LaneHooks): Promise<Generation> {
-  const generation: Generation = { runners: new Map(), poolIds: new Set(), retired: false };
-  for (const lane of lanes) {
-    if (Object.keys(lane.tasks).length > 0) generation.runners.set(lane.pool, await startLane(generation, lane, hooks));
+export const newGeneration = (): Generation => ({ runners: new Map(), poolIds: new Set(), retired: false });
+
+/**
+ * Starts a runner per lane into `generation`. If one fails to start, the ones
+ * already started are stopped and the error is thrown; the generation's pool
+ * ids then name any job they locked meanwhile.
+ */
+export async function startGeneration(
+  lanes: readonly Lane[],
+  hooks: LaneHooks,
+  generation: Generation = newGeneration(),
+): Promise<Generation> {
+  try {
+    for (const lane of lanes) {
+      if (Object.keys(lane.tasks).length > 0)
+        generation.runners.set(lane.pool, await startLane(generation, lane, hooks));
+    }
+  } catch (error) {
+    generation.retired = true;
+    await stopGeneration(generation, hooks.config.shutdownTimeoutMs, hooks.logger);
+    throw error;
   }
   return generation;
 }

@@ -10,7 +10,7 @@ import type { Config } from '../core/config.ts';
 import type { DatabasePool } from '../core/db/pool.ts';
 import { beatHeart, forgetWorkers, releaseWorkerJobs, type WorkerInfo } from '../core/jobs/liveness.ts';
 import { onLostDatabaseWork } from '../core/process/lifecycle.ts';
-import { startGeneration, stopGeneration, type Generation, type Lane, type LaneHooks } from './lanes.ts';
+import { newGeneration, startGeneration, stopGeneration, type Generation, type Lane, type LaneHooks } from './lanes.ts';
 
 export class Runners {
   private current!: Generation;
@@ -48,7 +48,10 @@ export class Runners {
     // retries (PostgreSQL away too long) and shuts that pool down slowly,
     // leaving the batch's jobs locked: restart the pools now, which queues them
     // again (left alone, they would stay locked while this process lives).
-    events.on('pool:fatalError', ({ action, error }: { action?: string; error?: unknown }) => {
+    // A retired generation's pools may still report theirs while they stop:
+    // only the current generation's restart the pools.
+    events.on('pool:fatalError', ({ action, error, workerPool }) => {
+      if (!this.current.poolIds.has(workerPool.id)) return;
       void this.recover(
         `Graphile gave up on ${action ?? 'recording jobs'}: ${String((error as Error | undefined)?.message ?? error)}`,
       );
@@ -89,10 +92,22 @@ export class Runners {
     old.retired = true; // its ids stop heart-beating from here on
     this.logger.warn({ reason }, 'worker: restarting the Graphile pools to recover jobs they may have left locked');
     await stopGeneration(old, this.config.shutdownTimeoutMs, this.logger);
-    if (this.stopping) return;
-    this.current = await startGeneration(this.lanes, this.laneHooks()); // waits for the database
-    this.beat();
     const oldIds = [...old.poolIds];
+    // Until a generation starts (the database may go away again meanwhile):
+    // left on the retired one, this process would run no job while it lives.
+    for (let attempt = 0; ; attempt++) {
+      if (this.stopping) return;
+      const next = newGeneration();
+      try {
+        this.current = await startGeneration(this.lanes, this.laneHooks(), next);
+        break;
+      } catch (error) {
+        oldIds.push(...next.poolIds);
+        this.logger.warn({ err: error, attempt }, 'worker: new Graphile pools failed to start; retrying');
+        await new Promise((resolve) => setTimeout(resolve, Math.min(2_000, 100 * 2 ** attempt)));
+      }
+    }
+    this.beat();
     for (let attempt = 0; !this.stopping; attempt++) {
       try {
         const requeued = await this.db.transaction((tx) => releaseWorkerJobs(tx, oldIds));

@@ -128,6 +128,12 @@ export class JobCompletions {
     return written;
   }
 
+  /** Adds work that follows a result's write (it never rejects) to what drain() waits for. */
+  track(followUp: Promise<unknown>): void {
+    const tracked = followUp.finally(() => this.pending.delete(tracked));
+    this.pending.add(tracked);
+  }
+
   /** Waits until every result submitted so far is written (or failed): before the worker stops. */
   async drain(): Promise<void> {
     while (this.pending.size > 0) await Promise.all([...this.pending]);

@@ -88,6 +88,7 @@ t.test(
       {
         error: Object.assign(new Error('Connection terminated unexpectedly'), { code: 'ECONNRESET' }),
         action: 'completeJob',
+        workerPool: { id: oldIds[0]! },
       } as never,
     );
 
