@@ -61,7 +61,19 @@ export async function migrate(
       import('graphile-worker'),
       import('../graphile-logger.ts'),
     ]);
-    await runWorkerMigrations({ connectionString: databaseUrl, logger: graphileLogger(logger), maxPoolSize: 1 });
+    // Our own pool, ended and awaited here: given a connection string,
+    // Graphile ends its pool without waiting and drops its error listener
+    // first, so a server that goes away meanwhile would throw in this process.
+    const workerPool = new pg.Pool({ connectionString: databaseUrl, max: 1 });
+    workerPool.on('error', (error) => logger.debug({ reason: error.message }, 'migration pool: idle connection lost'));
+    workerPool.on('connect', (c) =>
+      c.on('error', (error) => logger.debug({ reason: error.message }, 'migration pool: connection lost')),
+    );
+    try {
+      await runWorkerMigrations({ pgPool: workerPool, logger: graphileLogger(logger) });
+    } finally {
+      await workerPool.end();
+    }
     await client.query(ensureTable);
     const done = new Map(
       (await client.query<{ name: string; checksum: string }>('select name, checksum from schema_migrations')).rows.map(
