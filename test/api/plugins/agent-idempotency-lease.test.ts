@@ -6,7 +6,7 @@
 // taken over is undone. A slow live request keeps its claim by renewing it,
 // also when its client hung up; racing takeovers run the operation once.
 import { randomUUID } from 'node:crypto';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { z } from 'zod';
 import { sql } from '../../../core/db/pool.ts';
 import { claimIdempotencyKey, fingerprint } from '../../../core/idempotency.ts';
@@ -89,27 +89,34 @@ const claimOf = (key: string, leaseMs = LEASE_MS) =>
   from idempotency_records where key = ${key}`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-/** Holds a lock that makes every board insert wait: an operation "still running". */
-async function blockBoardInserts(): Promise<() => Promise<void>> {
+/** Runs `statement` in a transaction held open until the returned function is called. */
+async function holdInTransaction(statement: ReturnType<typeof sql.unsafe>): Promise<() => Promise<void>> {
   let release!: () => void;
   const released = new Promise<void>((r) => (release = r));
-  let locked!: () => void;
-  const isLocked = new Promise<void>((r) => (locked = r));
+  let held!: () => void;
+  const isHeld = new Promise<void>((r) => (held = r));
   const done = db.transaction(async (tx) => {
-    await tx.query(sql.unsafe`lock table insight_boards in share mode`);
-    locked();
+    await tx.query(statement);
+    held();
     await released;
   });
-  await Promise.race([isLocked, done]);
+  await Promise.race([isHeld, done]);
   return async () => {
     release();
     await done;
   };
 }
 
-t.test('Idempotency takeover after a killed request', async (t) => {
-  // A second api process with a longer lease, killed while its requests wait in their operation.
-  const childLeaseMs = 4000;
+/** Makes every board insert wait: an operation "still running". */
+const blockBoardInserts = () => holdInTransaction(sql.unsafe`lock table insight_boards in share mode`);
+
+/** Holds a key's record row: a request's last statement, the record of its answer, waits on it. */
+const holdRecord = (key: string) =>
+  holdInTransaction(sql.unsafe`select 1 from idempotency_records where key = ${key} for update`);
+
+/** A second api process with a longer lease, on childPort, to be killed mid-request. */
+const CHILD_LEASE_MS = 4000;
+async function startChildApi(t: Test) {
   const child = spawnEntry(
     t,
     'api/server.ts',
@@ -117,10 +124,26 @@ t.test('Idempotency takeover after a killed request', async (t) => {
       LOG_LEVEL: 'info',
       BASE_URL: childBase,
       PORT: String(childPort),
-      AGENT_IDEMPOTENCY_LEASE_MS: String(childLeaseMs),
+      AGENT_IDEMPOTENCY_LEASE_MS: String(CHILD_LEASE_MS),
     }),
   );
   await waitForOutput(child, /api listening/, 90_000);
+  return child;
+}
+
+/** Sends the identical create until it is not refused as in progress (its claim's lease ran out). */
+const retryUntilTakenOver = (key: string, body: Body, what: string) =>
+  waitFor(
+    what,
+    async () => {
+      const res = await app.inject(httpCreate(key, body));
+      return res.statusCode === 409 ? null : res;
+    },
+    15_000,
+  );
+
+t.test('Idempotency takeover after a killed request', async (t) => {
+  const child = await startChildApi(t);
   const httpKey = `killed-http-${randomUUID()}`;
   const mcpKey = `killed-mcp-${randomUUID()}`;
   const httpBody = newBody(`Killed over HTTP ${httpKey}`);
@@ -150,7 +173,7 @@ t.test('Idempotency takeover after a killed request', async (t) => {
   );
   await waitFor(
     'both claims renewed by the running child',
-    async () => (await claimOf(httpKey, childLeaseMs))?.renewed && (await claimOf(mcpKey, childLeaseMs))?.renewed,
+    async () => (await claimOf(httpKey, CHILD_LEASE_MS))?.renewed && (await claimOf(mcpKey, CHILD_LEASE_MS))?.renewed,
     30_000,
   );
   child.child.kill('SIGKILL');
@@ -170,14 +193,7 @@ t.test('Idempotency takeover after a killed request', async (t) => {
   t.match(textOf(earlyTool), { code: 'idempotency_in_progress' });
 
   // After it, the identical retry takes the claim over and runs once.
-  const taken = await waitFor(
-    'the HTTP retry to take the claim over',
-    async () => {
-      const res = await app.inject(httpCreate(httpKey, httpBody));
-      return res.statusCode === 409 ? null : res;
-    },
-    15_000,
-  );
+  const taken = await retryUntilTakenOver(httpKey, httpBody, 'the HTTP retry to take the claim over');
   t.equal(taken.statusCode, 201, 'created by the retry');
   t.not(taken.headers['idempotency-replayed'], 'true');
   t.equal(await boardsTitled(httpBody.title), 1, 'one board');
@@ -202,24 +218,6 @@ t.test('Idempotency takeover after a killed request', async (t) => {
   t.same(textOf(toolReplay), textOf(tool));
 });
 
-/** Holds a key's record row: a request's last statement, the record of its answer, waits on it. */
-async function holdRecord(key: string): Promise<() => Promise<void>> {
-  let release!: () => void;
-  const released = new Promise<void>((r) => (release = r));
-  let held!: () => void;
-  const isHeld = new Promise<void>((r) => (held = r));
-  const done = db.transaction(async (tx) => {
-    await tx.query(sql.unsafe`select 1 from idempotency_records where key = ${key} for update`);
-    held();
-    await released;
-  });
-  await Promise.race([isHeld, done]);
-  return async () => {
-    release();
-    await done;
-  };
-}
-
 const recordsWaiting = () =>
   db.oneFirst(sql.type(z.object({ n: z.number() }))`
     select count(*)::int as n from pg_stat_activity
@@ -228,18 +226,7 @@ const recordsWaiting = () =>
 t.test(
   'an api killed after its operation ran, before its answer was recorded: neither stays, the retry runs once',
   async (t) => {
-    const childLeaseMs = 4000;
-    const child = spawnEntry(
-      t,
-      'api/server.ts',
-      testEnv(databaseUrl, {
-        LOG_LEVEL: 'info',
-        BASE_URL: childBase,
-        PORT: String(childPort),
-        AGENT_IDEMPOTENCY_LEASE_MS: String(childLeaseMs),
-      }),
-    );
-    await waitForOutput(child, /api listening/, 90_000);
+    const child = await startChildApi(t);
     const key = `unrecorded-${randomUUID()}`;
     const body = newBody(`Killed before its record ${key}`);
     const unblock = await blockBoardInserts();
@@ -251,7 +238,7 @@ t.test(
       (r) => `answered ${r.status}`,
       () => 'connection lost',
     );
-    await waitFor('the claim', () => claimOf(key, childLeaseMs));
+    await waitFor('the claim', () => claimOf(key, CHILD_LEASE_MS));
     const release = await holdRecord(key);
     await unblock();
     await waitFor('the board written and its answer about to be recorded', async () => (await recordsWaiting()) > 0);
@@ -261,14 +248,7 @@ t.test(
     t.equal(await sent, 'connection lost', 'the process died between its operation and its record');
     t.equal(await boardsTitled(body.title), 0, 'the board went with the answer that was never recorded');
 
-    const taken = await waitFor(
-      'the retry to take the claim over',
-      async () => {
-        const res = await app.inject(httpCreate(key, body));
-        return res.statusCode === 409 ? null : res;
-      },
-      15_000,
-    );
+    const taken = await retryUntilTakenOver(key, body, 'the retry to take the claim over');
     t.equal(taken.statusCode, 201, 'created by the retry');
     t.equal(await boardsTitled(body.title), 1, 'one board');
     t.equal((await app.inject(httpCreate(key, body))).headers['idempotency-replayed'], 'true');
@@ -290,14 +270,7 @@ t.test('a request whose claim was taken over while it ran is undone: 409, and th
   t.equal(late.statusCode, 409);
   t.match(late.json(), { code: 'idempotency_in_progress', next_action: 'retry_same_request_later' });
   t.equal(await boardsTitled(body.title), 0, "the late request's board was rolled back with its refused record");
-  const retried = await waitFor(
-    'the retry to take the lapsed claim over',
-    async () => {
-      const res = await app.inject(httpCreate(key, body));
-      return res.statusCode === 409 ? null : res;
-    },
-    15_000,
-  );
+  const retried = await retryUntilTakenOver(key, body, 'the retry to take the lapsed claim over');
   t.equal(retried.statusCode, 201);
   t.equal(await boardsTitled(body.title), 1, 'one board');
 });
