@@ -7,13 +7,16 @@ import { sql, type CommonQueryMethods } from '../db/pool.ts';
 import type { Position } from '../paging.ts';
 import type { TenantRole } from '../tenants/roles.ts';
 
-export type AuditAction =
-  | 'invitation_created'
-  | 'invitation_revoked'
-  | 'invitation_accepted'
-  | 'role_changed'
-  | 'member_removed'
-  | 'member_left';
+export const AUDIT_ACTIONS = [
+  'invitation_created',
+  'invitation_revoked',
+  'invitation_accepted',
+  'role_changed',
+  'member_removed',
+  'member_left',
+  'owner_transferred',
+] as const;
+export type AuditAction = (typeof AUDIT_ACTIONS)[number];
 
 export type AuditEntry = {
   tenantId: string;

@@ -3,7 +3,8 @@
 // once cannot leave the workspace without one. Two rules hold:
 // - the last Admin can neither leave nor be demoted or removed;
 // - the owner (the account the workspace counts for: its plan, its fair
-//   share, its workspace limit) stays an Admin and a member.
+//   share, its workspace limit) stays an Admin and a member, until they hand
+//   the workspace over to another Admin.
 // Deleting the membership row is what ends access: its trigger tells every
 // api replica (tenant_memberships_cache_notify, 0007), websockets drop the
 // tenant's subscriptions, and agents the person claimed into it stop (0040).
@@ -17,7 +18,7 @@ import { recordAudit } from './audit.ts';
 export class MembershipRuleError extends Error {
   override name = 'MembershipRuleError';
   constructor(
-    public readonly code: 'last_admin' | 'owner_protected',
+    public readonly code: 'last_admin' | 'owner_protected' | 'owner_must_be_admin',
     message: string,
   ) {
     super(message);
@@ -26,6 +27,11 @@ export class MembershipRuleError extends Error {
 
 export class NotAMemberError extends Error {
   override name = 'NotAMemberError';
+}
+
+/** Only the owner hands a workspace over (403). */
+export class NotTheOwnerError extends Error {
+  override name = 'NotTheOwnerError';
 }
 
 export const MemberRow = z.object({
@@ -143,5 +149,44 @@ export async function removeMember(
       fromRole: locked.member.role,
       requestId: actor.requestId,
     });
+  });
+}
+
+/**
+ * Hands the workspace over to another Admin: it then counts for their
+ * account (fair share, plan limits; its open jobs move with it, 0037's
+ * trigger), and the former owner stays an Admin, free to leave. Only the
+ * owner may, or any Admin of a workspace nobody owns (an agent's workspace
+ * no person claimed). Handing it to its owner changes nothing.
+ */
+export async function transferOwnership(
+  db: CommonQueryMethods,
+  tenantId: string,
+  actor: Actor,
+  userId: string,
+): Promise<MemberRow> {
+  return db.transaction(async (tx) => {
+    await lockTenant(tx, tenantId);
+    const ownerId = await tx.oneFirst(sql.type(z.object({ owner_id: z.string().nullable() }))`
+      select owner_id from tenants where id = ${tenantId}`);
+    if (ownerId !== null && ownerId !== actor.userId)
+      throw new NotTheOwnerError("Only the workspace's owner can hand it over; ask them.");
+    const member = await findMember(tx, tenantId, userId);
+    if (!member) throw new NotAMemberError('No such member of this workspace.');
+    if (member.owner) return member;
+    if (member.role !== 'admin')
+      throw new MembershipRuleError(
+        'owner_must_be_admin',
+        'The owner is an Admin: make them an Admin first, then hand the workspace over.',
+      );
+    await tx.query(sql.unsafe`update tenants set owner_id = ${userId} where id = ${tenantId}`);
+    await recordAudit(tx, {
+      tenantId,
+      action: 'owner_transferred',
+      actorId: actor.userId,
+      subjectId: userId,
+      requestId: actor.requestId,
+    });
+    return { ...member, owner: true };
   });
 }

@@ -1,4 +1,5 @@
-// A workspace's people: members (list, change a role, remove, leave),
+// A workspace's people: members (list, change a role, remove, leave, hand
+// the workspace over),
 // invitations (create, list, revoke) and the audit of both. Tenant-scoped
 // (x-tenant-id); the rules and the record live in core/teams.
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
@@ -7,7 +8,7 @@ import { Keyring } from '../../../core/crypto/keyring.ts';
 import { pageOf, PageQuery } from '../../../core/paging.ts';
 import { listAudit } from '../../../core/teams/audit.ts';
 import { createInvitation, listOpenInvitations, revokeInvitation } from '../../../core/teams/invitations.ts';
-import { changeRole, listMembers, removeMember } from '../../../core/teams/members.ts';
+import { changeRole, listMembers, removeMember, transferOwnership } from '../../../core/teams/members.ts';
 import { PlatformError, platformCursor } from '../../errors.ts';
 import { TenantHeaders } from '../../plugins/tenant.ts';
 import { teamRefusal } from './refusals.ts';
@@ -18,6 +19,7 @@ import {
   MemberPage,
   Member,
   InvitationPage,
+  OwnerBody,
   RoleBody,
   toAuditEntry,
   toInvitation,
@@ -122,6 +124,35 @@ const teamRoutes: FastifyPluginAsyncZod = async (app) => {
       app.forgetMembership(request.tenant!.id, request.params.userId);
       request.log.info({ tenantId: request.tenant!.id, memberId: request.params.userId }, 'member removed');
       return reply.code(204).send(null);
+    },
+  );
+
+  app.post(
+    '/api/tenants/owner',
+    {
+      ...admin,
+      schema: {
+        operationId: 'transferTenantOwnership',
+        tags: ['teams'],
+        summary: 'Hand the workspace over to another Admin (its owner)',
+        description:
+          "The workspace then counts for the new owner's account (its fair share and plan limits); the former owner stays an Admin and may leave. " +
+          'Only the owner may (403 `owner_required`), or any Admin of a workspace nobody owns; the new owner must be an Admin (409 `owner_must_be_admin`). ' +
+          'Naming the current owner changes nothing. Audited.',
+        security,
+        headers: TenantHeaders,
+        body: OwnerBody,
+        response: { 200: Member, ...errors, 409: PlatformError },
+      },
+    },
+    async (request) => {
+      try {
+        const row = await transferOwnership(app.db, request.tenant!.id, actorOf(request), request.body.userId);
+        request.log.info({ tenantId: request.tenant!.id, ownerId: row.id }, 'workspace handed over');
+        return toMember(row, request.user!.userId);
+      } catch (error) {
+        throw teamRefusal(error);
+      }
     },
   );
 
@@ -257,7 +288,7 @@ const teamRoutes: FastifyPluginAsyncZod = async (app) => {
         tags: ['teams'],
         summary: "The workspace's membership changes, newest first (Admin)",
         description:
-          'Invitations created, revoked and accepted, role changes, removals and departures: who, when, whom, from which role to which.',
+          'Invitations created, revoked and accepted, role changes, removals, departures and hand-overs of the workspace: who, when, whom, from which role to which.',
         security,
         headers: TenantHeaders,
         querystring: PageQuery,

@@ -1,7 +1,7 @@
 // Schemas of the team routes (members, invitations, audit) and their row mapping.
 import { z } from 'zod';
 import { PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from '../../../core/crypto/passwords.ts';
-import type { AuditRow } from '../../../core/teams/audit.ts';
+import { AUDIT_ACTIONS, type AuditRow } from '../../../core/teams/audit.ts';
 import type { InvitationRow } from '../../../core/teams/invitations.ts';
 import type { MemberRow } from '../../../core/teams/members.ts';
 import { TenantRoleSchema } from '../../../core/tenants/roles.ts';
@@ -52,18 +52,12 @@ export const InviteBody = z.object({
 });
 
 export const RoleBody = z.object({ role: TenantRoleSchema });
+export const OwnerBody = z.object({ userId: z.uuid().describe('The Admin who becomes the owner') });
 
 export const AuditEntry = z
   .object({
     id: z.uuid(),
-    action: z.enum([
-      'invitation_created',
-      'invitation_revoked',
-      'invitation_accepted',
-      'role_changed',
-      'member_removed',
-      'member_left',
-    ]),
+    action: z.enum(AUDIT_ACTIONS),
     actor: z
       .object({ userId: z.uuid().nullable(), email: z.string().nullable() })
       .describe('Who did it (null id: the account was deleted since)'),

@@ -3,9 +3,12 @@
 // accepts once (new account or signed-in; a different address is refused;
 // expired, revoked and used links answer their own codes), members are
 // listed, roles change and members are removed under the last-Admin and
-// owner rules, a removed member is refused at once on another replica too,
+// owner rules, the owner hands the workspace over to another Admin, a
+// removed member is refused at once on another replica too,
 // and every change is in the audit only Admins read.
+import { randomUUID } from 'node:crypto';
 import t from 'tap';
+import { z } from 'zod';
 import { createUser } from '../../../../core/accounts/users.ts';
 import { sql } from '../../../../core/db/pool.ts';
 import { createTenant } from '../../../../core/tenants/tenants.ts';
@@ -322,6 +325,73 @@ t.test('roles change and members go under the last-Admin and owner rules, audite
     headers: as(adaToken),
   });
   t.equal(unknown.statusCode, 404, 'not a member: 404');
+});
+
+t.test('the owner hands the workspace over to another Admin, and may then leave', async (t) => {
+  const kai = await createUser(db, { email: 'kai@example.test', password: PASSWORD, displayName: 'Kai' });
+  const kaiToken = await login('kai@example.test');
+  const handover = await createTenant(db, kai.id, 'Handover');
+  const noor = await createUser(db, { email: 'noor@example.test', password: PASSWORD, displayName: 'Noor' });
+  await db.query(
+    sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${handover.id}, ${noor.id}, 'member')`,
+  );
+  const noorToken = await login('noor@example.test');
+  const handTo = (userId: string, token: string, tenantId = handover.id) =>
+    app.inject({ method: 'POST', url: '/api/tenants/owner', headers: as(token, tenantId), payload: { userId } });
+  const accountOf = (tenantId: string) =>
+    db.oneFirst(sql.type(z.object({ account_id: z.string() }))`select account_id from tenants where id = ${tenantId}`);
+
+  const notAdmin = await handTo(noor.id, kaiToken);
+  t.equal(notAdmin.statusCode, 409);
+  t.equal(notAdmin.json().error, 'owner_must_be_admin');
+  t.equal((await handTo(noor.id, noorToken)).statusCode, 403, 'a Member cannot');
+  await app.inject({
+    method: 'PATCH',
+    url: `/api/tenants/members/${noor.id}`,
+    headers: as(kaiToken, handover.id),
+    payload: { role: 'admin' },
+  });
+  const taken = await handTo(noor.id, noorToken);
+  t.equal(taken.statusCode, 403, 'an Admin who is not the owner cannot take it');
+  t.equal(taken.json().error, 'owner_required');
+  t.equal((await handTo(randomUUID(), kaiToken)).statusCode, 404, 'not a member: 404');
+  t.equal(await accountOf(handover.id), kai.id, 'refusals changed nothing');
+
+  const given = await handTo(noor.id, kaiToken);
+  t.equal(given.statusCode, 200, given.body);
+  t.match(given.json(), { userId: noor.id, role: 'admin', owner: true });
+  t.equal(await accountOf(handover.id), noor.id, "the workspace counts for Noor's account now");
+  const inHandover = (await app.inject({ url: '/api/tenants/members', headers: as(kaiToken, handover.id) })).json()
+    .items as Array<Record<string, unknown>>;
+  t.same(
+    inHandover.map((m) => [m.email, m.owner]),
+    [
+      ['kai@example.test', false],
+      ['noor@example.test', true],
+    ],
+  );
+  t.equal((await handTo(noor.id, noorToken)).statusCode, 200, 'naming the owner again changes nothing');
+  const audit = (await app.inject({ url: '/api/tenants/audit?limit=1', headers: as(noorToken, handover.id) })).json()
+    .items[0];
+  t.match(audit, {
+    action: 'owner_transferred',
+    actor: { email: 'kai@example.test' },
+    subject: { userId: noor.id, email: 'noor@example.test' },
+  });
+  const left = await app.inject({ method: 'POST', url: '/api/tenants/leave', headers: as(kaiToken, handover.id) });
+  t.equal(left.statusCode, 204, 'the former owner may leave');
+  t.equal(
+    (await app.inject({ method: 'POST', url: '/api/tenants/leave', headers: as(noorToken, handover.id) })).json().error,
+    'owner_protected',
+    'the new owner is held by the rule',
+  );
+
+  // A workspace nobody owns: any of its Admins may name its owner.
+  const orphan = await createTenant(db, kai.id, 'Nobody owns this');
+  await db.query(sql.unsafe`update tenants set owner_id = null where id = ${orphan.id}`);
+  const named = await handTo(kai.id, kaiToken, orphan.id);
+  t.equal(named.statusCode, 200, named.body);
+  t.equal(await accountOf(orphan.id), kai.id);
 });
 
 t.test('a removed member is refused at once, on every replica; their account and other workspaces stay', async (t) => {
