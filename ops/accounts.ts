@@ -12,7 +12,7 @@ import { loadConfigOrExit } from '../core/config.ts';
 import { createUser, EmailTakenError } from '../core/accounts/users.ts';
 import { PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from '../core/crypto/passwords.ts';
 import { sql } from '../core/db/pool.ts';
-import { createLogger } from '../core/logger.ts';
+import { commandLogger } from './command-logger.ts';
 import { exitWithError } from '../core/process/lifecycle.ts';
 import { openDatabase } from './database.ts';
 
@@ -37,7 +37,7 @@ const values = commandLine(USAGE, {
   operator: { type: 'boolean', default: false },
 });
 const config = loadConfigOrExit();
-const logger = createLogger(process.env.LOG_LEVEL ?? 'warn', 'accounts');
+const logger = commandLogger('accounts');
 try {
   const email = z.email().max(320).safeParse(values.email);
   if (!email.success) usageError(USAGE, '--email must be an e-mail address');

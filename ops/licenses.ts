@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { commandLine, usageError } from '../core/process/command-line.ts';
 import { loadConfigOrExit } from '../core/config.ts';
 import { createLicense, FEATURE_ADJUSTMENT, PLANS, type Plan } from '../core/dashboard/licenses.ts';
-import { createLogger } from '../core/logger.ts';
+import { commandLogger } from './command-logger.ts';
 import { exitWithError } from '../core/process/lifecycle.ts';
 import { openDatabase } from './database.ts';
 
@@ -19,7 +19,7 @@ const values = commandLine(USAGE, {
   feature: { type: 'string', multiple: true, default: [] },
 });
 const config = loadConfigOrExit();
-const logger = createLogger(process.env.LOG_LEVEL ?? 'warn', 'licenses');
+const logger = commandLogger('licenses');
 try {
   const email = z.email().max(320).safeParse(values.email);
   if (!email.success) usageError(USAGE, '--email must be the purchaser e-mail address');

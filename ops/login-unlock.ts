@@ -8,7 +8,7 @@ import { isIP } from 'node:net';
 import { z } from 'zod';
 import { liftLockout } from '../core/accounts/login-throttle.ts';
 import { loadConfigOrExit } from '../core/config.ts';
-import { createLogger } from '../core/logger.ts';
+import { commandLogger } from './command-logger.ts';
 import { commandLine, usageError } from '../core/process/command-line.ts';
 import { exitWithError } from '../core/process/lifecycle.ts';
 import { openDatabase } from './database.ts';
@@ -27,7 +27,7 @@ if (email !== undefined && !z.email().safeParse(email.trim()).success)
 if (address !== undefined && !isIP(address))
   usageError(USAGE, `--address must be an IPv4 or IPv6 address; "${address}" is not one`);
 const config = loadConfigOrExit();
-const logger = createLogger(process.env.LOG_LEVEL ?? 'warn', 'login-unlock');
+const logger = commandLogger('login-unlock');
 try {
   const { db, close } = await openDatabase(config, logger);
   try {

@@ -4,7 +4,7 @@
 // replicas pick the new key up within a minute (or at once on a new kid).
 import { loadConfigOrExit } from '../core/config.ts';
 import { KeyStore } from '../core/identity/keys.ts';
-import { createLogger } from '../core/logger.ts';
+import { commandLogger } from './command-logger.ts';
 import { exitWithError } from '../core/process/lifecycle.ts';
 import { commandLine } from '../core/process/command-line.ts';
 import { openDatabase } from './database.ts';
@@ -17,7 +17,7 @@ keeps verifying what it signed until that has expired.`,
   {},
 );
 const config = loadConfigOrExit();
-const logger = createLogger(process.env.LOG_LEVEL ?? 'warn', 'keys');
+const logger = commandLogger('keys');
 try {
   const { db, close } = await openDatabase(config, logger);
   try {

@@ -9,10 +9,10 @@
 // refusals in a row (default 10), exit code 1: enroll again for a new token.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
-import { createLogger } from '../core/logger.ts';
+import { commandLogger } from './command-logger.ts';
 import { commandLine, usageError } from '../core/process/command-line.ts';
 
-const logger = createLogger(process.env.LOG_LEVEL ?? 'info', 'runner');
+const logger = commandLogger('runner', 'info');
 
 const USAGE = `
 usage: npm run runner -- --url <base url> --token <runner token> [--interval <ms, at least 100>] [--max-refusals <n, at least 1>]

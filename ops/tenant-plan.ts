@@ -9,7 +9,7 @@ import { commandLine, usageError } from '../core/process/command-line.ts';
 import { removeEntitlement, setEntitlement } from '../core/billing/entitlements.ts';
 import { loadConfigOrExit } from '../core/config.ts';
 import { sql } from '../core/db/pool.ts';
-import { createLogger } from '../core/logger.ts';
+import { commandLogger } from './command-logger.ts';
 import { PLAN_NAMES, type PlanName } from '../core/plans.ts';
 import { exitWithError } from '../core/process/lifecycle.ts';
 import { openDatabase } from './database.ts';
@@ -26,7 +26,7 @@ const values = commandLine(USAGE, {
   reason: { type: 'string' },
 });
 const config = loadConfigOrExit();
-const logger = createLogger(process.env.LOG_LEVEL ?? 'warn', 'tenant-plan');
+const logger = commandLogger('tenant-plan');
 try {
   const tenantId = z.uuid().safeParse(values.tenant);
   if (!tenantId.success) usageError(USAGE, '--tenant must be the tenant id (a UUID)');

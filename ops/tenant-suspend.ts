@@ -7,7 +7,7 @@ import { userInfo } from 'node:os';
 import { z } from 'zod';
 import { commandLine, usageError } from '../core/process/command-line.ts';
 import { loadConfigOrExit } from '../core/config.ts';
-import { createLogger } from '../core/logger.ts';
+import { commandLogger } from './command-logger.ts';
 import { exitWithError } from '../core/process/lifecycle.ts';
 import { resumeTenant, suspendTenant } from '../core/tenants/suspension.ts';
 import { openDatabase } from './database.ts';
@@ -23,7 +23,7 @@ const values = commandLine(USAGE, {
   resume: { type: 'boolean', default: false },
 });
 const config = loadConfigOrExit();
-const logger = createLogger(process.env.LOG_LEVEL ?? 'warn', 'tenant-suspend');
+const logger = commandLogger('tenant-suspend');
 try {
   const tenantId = z.uuid().safeParse(values.tenant);
   if (!tenantId.success) usageError(USAGE, '--tenant must be the tenant id (a UUID)');
