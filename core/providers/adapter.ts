@@ -108,13 +108,14 @@ export function createHttpAdapter(protocol: ProviderProtocol, options: AdapterOp
   async function complete(request: CompletionRequest, credentials: Credentials): Promise<CompletionResult> {
     if (protocol.needsKey && !credentials.apiKey)
       throw new ProviderError('invalid_key', `no API key for ${displayName}`);
-    const { url, dispatcher } = endpoint(credentials, protocol.completionPath);
     const body = JSON.stringify(protocol.body(request));
     const reader = protocol.reader(displayName);
     const deadline = new Deadline(timeoutMs, request.signal);
     let text = '';
     let started = false;
     try {
+      // Inside: a base URL the policy refuses by its form is a ProviderError like any other refusal.
+      const { url, dispatcher } = endpoint(credentials, protocol.completionPath);
       await postEventStream(
         url,
         { headers: protocol.headers(credentials.apiKey), body, signal: deadline.signal, dispatcher },

@@ -164,6 +164,14 @@ for (const { name, make, server, model } of protocols) {
     t.equal(server.requests.length, before, 'the server never saw a request');
   });
 
+  t.test(`${name}: a base URL refused by its form, or malformed, fails the call as a provider refusal`, async (t) => {
+    const adapter = make('https://api.provider.example');
+    for (const baseUrl of ['https://user:secret@api.provider.example/v1', 'not a url']) {
+      t.match(await refusal(adapter.complete(ask(model), { apiKey: KEY, baseUrl })), { kind: 'unavailable' }, baseUrl);
+      t.match(await refusal(adapter.validateKey({ apiKey: KEY, baseUrl })), { kind: 'unavailable' }, baseUrl);
+    }
+  });
+
   t.test(`${name}: the operator's endpoint is trusted; the switch lets a tenant's private URL through`, async (t) => {
     t.same(await make(server.url).validateKey({ apiKey: KEY }), { valid: true }, 'configured default on 127.0.0.1');
     t.same(
