@@ -51,6 +51,9 @@ export async function migrate(
 ): Promise<{ applied: string[] }> {
   const migrations = loadMigrations(directory);
   const client = new pg.Client({ connectionString: databaseUrl });
+  // A connection lost while idle (between statements) surfaces as the next
+  // query's error; without a listener pg's 'error' event would end the process.
+  client.on('error', (error) => logger.debug({ reason: error.message }, 'migration connection lost'));
   await client.connect();
   const applied: string[] = [];
   const started = Date.now();

@@ -133,7 +133,7 @@ export class JobEventHub {
       if (message.channel === CHANNEL && message.payload) this.onNotification(message.payload);
       else if (message.channel === DELTA_CHANNEL && message.payload) this.onDeltas(message.payload);
       else if (message.payload !== undefined)
-        for (const handler of this.channels.get(message.channel) ?? []) handler(message.payload!);
+        this.callEach(this.channels.get(message.channel), message.payload, `channel ${message.channel}`);
     });
     const lost = (error?: Error) => {
       if (this.client !== client) return;
@@ -147,9 +147,16 @@ export class JobEventHub {
     };
     client.on('error', lost);
     client.on('end', () => lost());
-    await client.connect();
-    if (this.options.jobEvents !== false) await client.query(`listen ${CHANNEL}; listen ${DELTA_CHANNEL}`);
-    for (const channel of this.channels.keys()) await client.query(`listen "${channel}"`);
+    try {
+      await client.connect();
+      if (this.options.jobEvents !== false) await client.query(`listen ${CHANNEL}; listen ${DELTA_CHANNEL}`);
+      for (const channel of this.channels.keys()) await client.query(`listen "${channel}"`);
+    } catch (error) {
+      // Not ours yet (`lost` ignores it): a half-made connection is closed here, not left open.
+      client.removeAllListeners('notification');
+      await client.end().catch(() => undefined);
+      throw error;
+    }
     if (this.stopped) {
       await client.end();
       return;
@@ -159,7 +166,24 @@ export class JobEventHub {
     this.announce(true);
     if (isReconnect) {
       this.logger.info({ subscribed: this.listeners.size }, 'job events: reconnected; re-reading subscribed jobs');
-      await this.resync();
+      void this.resyncWhileListening(client);
+    }
+  }
+
+  /**
+   * Re-reads the subscribed jobs after a reconnect, again with backoff while
+   * the read fails (the pool's connections may still reach a server that
+   * went away) and this connection is still the one listening.
+   */
+  private async resyncWhileListening(client: pg.Client): Promise<void> {
+    for (let attempt = 0; this.client === client && !this.stopped; attempt++) {
+      try {
+        await this.resync();
+        return;
+      } catch (error) {
+        this.logger.warn({ err: error, attempt }, 'job events: re-reading subscribed jobs failed; retrying');
+        await new Promise((resolve) => setTimeout(resolve, Math.min(2_000, 100 * 2 ** attempt)).unref());
+      }
     }
   }
 
@@ -192,7 +216,7 @@ export class JobEventHub {
   }
 
   private onNotification(payload: string): void {
-    for (const listener of this.anyJobListeners) listener();
+    this.callEach(this.anyJobListeners, undefined, 'any job');
     let parsed: unknown;
     try {
       parsed = JSON.parse(payload);
@@ -221,14 +245,17 @@ export class JobEventHub {
     this.callEach(this.listeners.get(row.id), row, row.id);
   }
 
-  /** Calls each listener; one that throws is logged and does not stop the others. */
-  private callEach<T>(set: Set<(value: T) => void> | undefined, value: T, jobId: string): void {
+  /**
+   * Calls each listener; one that throws is logged and does not stop the
+   * others (nor, thrown inside pg's notification event, the process).
+   */
+  private callEach<T>(set: Set<(value: T) => void> | undefined, value: T, what: string): void {
     if (!set) return;
     for (const listener of [...set]) {
       try {
         listener(value);
       } catch (error) {
-        this.logger.error({ err: error, jobId }, 'job events: listener failed');
+        this.logger.error({ err: error, listening: what }, 'job events: listener failed');
       }
     }
   }
