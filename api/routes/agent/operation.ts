@@ -79,15 +79,16 @@ export const callerOf = (request: FastifyRequest): Caller => {
 };
 
 /** An operation's answer as it goes out (and is recorded): through its response schema, as JSON. */
-const encoded = (op: AgentOperation, result: unknown): unknown =>
+export const encoded = (op: AgentOperation, result: unknown): unknown =>
   JSON.parse(JSON.stringify(z.encode(op.response, result as never)));
 
 type Input = { params: unknown; query: unknown; body: unknown };
 
 /**
- * Runs an operation. A mutation runs in one transaction that also records its
- * answer under the claimed Idempotency-Key (refused, and undone, when the
- * claim was taken over meanwhile); `claimed` is null for a read.
+ * Runs an operation and returns its result. A mutation runs in one
+ * transaction that also records its answer under the claimed
+ * Idempotency-Key (refused, and undone, when the claim was taken over
+ * meanwhile); `claimed` is null for a read.
  */
 export async function executeOperation(
   app: FastifyInstance,
@@ -95,13 +96,13 @@ export async function executeOperation(
   caller: Caller,
   input: Input,
   claimed: Claimed | null,
-): Promise<{ result: unknown; body: unknown }> {
-  const run = async (db: Transactor) => {
-    const result = await op.run(app, caller, input as never, db);
+): Promise<unknown> {
+  if (!claimed) return op.run(app, caller, input as never, app.db);
+  const { result } = await app.agentKeys.runRecorded(claimed, op.status ?? 200, async (tx) => {
+    const result = await op.run(app, caller, input as never, tx);
     return { result, body: encoded(op, result) };
-  };
-  if (!claimed) return run(app.db);
-  return app.agentKeys.runRecorded(claimed, op.status ?? 200, run);
+  });
+  return result;
 }
 
 /** Serves an operation as an HTTP route of the Agent API. */
@@ -141,8 +142,8 @@ export function registerHttpOperation(app: FastifyInstance, op: AgentOperation):
     },
     handler: async (request, reply) => {
       const { params, query, body } = request;
-      // The unencoded result goes to Fastify, whose serializer encodes it as `encoded` did.
-      const { result } = await executeOperation(
+      // Fastify's serializer encodes the result as `encoded` does.
+      const result = await executeOperation(
         app,
         op,
         callerOf(request),

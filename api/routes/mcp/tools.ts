@@ -11,7 +11,14 @@ import type { FastifyInstance } from 'fastify';
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { AgentHttpError, IDEMPOTENCY_KEY_BOUNDS, type AgentApiErrorBody } from '../../errors.ts';
-import { concretePath, executeOperation, isMutation, type AgentOperation, type Caller } from '../agent/operation.ts';
+import {
+  concretePath,
+  encoded,
+  executeOperation,
+  isMutation,
+  type AgentOperation,
+  type Caller,
+} from '../agent/operation.ts';
 import { agentOperations } from '../agent/operations.ts';
 
 const IdempotencyKey = z
@@ -157,7 +164,7 @@ export function agentTools(app: FastifyInstance): ToolSet {
       throw app.mcpAuth.scopeDenied(op.scope, caller.agent.claimState);
     op.guard?.(caller);
     const input = parseInput(op, parts, args);
-    if (!isMutation(op)) return success((await executeOperation(app, op, caller, input, null)).body);
+    if (!isMutation(op)) return success(encoded(op, await executeOperation(app, op, caller, input, null)));
 
     const claim = await app.agentKeys.claim(caller.agent, args.idempotency_key, {
       method: op.method,
@@ -168,7 +175,7 @@ export function agentTools(app: FastifyInstance): ToolSet {
     let status: number;
     let body: unknown;
     try {
-      body = (await executeOperation(app, op, caller, input, claim.claimed)).body;
+      body = encoded(op, await executeOperation(app, op, caller, input, claim.claimed));
       status = op.status ?? 200;
     } catch (error) {
       if (!(error instanceof AgentHttpError)) {
