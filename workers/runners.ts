@@ -95,33 +95,50 @@ export class Runners {
     const oldIds = [...old.poolIds];
     // Until a generation starts (the database may go away again meanwhile):
     // left on the retired one, this process would run no job while it lives.
-    for (let attempt = 0; ; attempt++) {
-      if (this.stopping) return;
-      const next = newGeneration();
-      try {
-        this.current = await startGeneration(this.lanes, this.laneHooks(), next);
-        break;
-      } catch (error) {
-        oldIds.push(...next.poolIds);
-        this.logger.warn({ err: error, attempt }, 'worker: new Graphile pools failed to start; retrying');
-        await new Promise((resolve) => setTimeout(resolve, Math.min(2_000, 100 * 2 ** attempt)));
-      }
-    }
+    const started = await this.untilDone(
+      () => {
+        const next = newGeneration();
+        return startGeneration(this.lanes, this.laneHooks(), next).catch((error: unknown) => {
+          oldIds.push(...next.poolIds);
+          throw error;
+        });
+      },
+      (error, attempt) =>
+        this.logger.warn({ err: error, attempt }, 'worker: new Graphile pools failed to start; retrying'),
+    );
+    if (!started) return;
+    this.current = started;
     this.beat();
+    const requeued = await this.untilDone(
+      async () => {
+        const n = await this.db.transaction((tx) => releaseWorkerJobs(tx, oldIds));
+        await forgetWorkers(this.db, oldIds);
+        return n;
+      },
+      (error, attempt) =>
+        this.logger.debug({ err: error, attempt }, "worker: releasing the old pools' jobs failed; retrying"),
+    );
+    if (requeued !== undefined)
+      this.logger.info(
+        { requeued },
+        'worker: Graphile pools restarted; jobs the old ones left locked are queued again',
+      );
+  }
+
+  /** Runs `step` until it succeeds (backing off up to 2 s) or the worker stops (then undefined). */
+  private async untilDone<T>(
+    step: () => Promise<T>,
+    failed: (error: unknown, attempt: number) => void,
+  ): Promise<T | undefined> {
     for (let attempt = 0; !this.stopping; attempt++) {
       try {
-        const requeued = await this.db.transaction((tx) => releaseWorkerJobs(tx, oldIds));
-        await forgetWorkers(this.db, oldIds);
-        this.logger.info(
-          { requeued },
-          'worker: Graphile pools restarted; jobs the old ones left locked are queued again',
-        );
-        return;
+        return await step();
       } catch (error) {
-        this.logger.debug({ err: error, attempt }, "worker: releasing the old pools' jobs failed; retrying");
+        failed(error, attempt);
         await new Promise((resolve) => setTimeout(resolve, Math.min(2_000, 100 * 2 ** attempt)));
       }
     }
+    return undefined;
   }
 
   /**

@@ -6,6 +6,7 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
 import type { DatabasePool } from '../db/pool.ts';
+import { retryWhileUnavailable } from '../db/unavailable.ts';
 import { decodeDeltas, DELTA_CHANNEL, StreamMemory, type Delta } from './deltas.ts';
 import { findJobsByIds } from './read.ts';
 import { JobRow } from './schema.ts';
@@ -166,24 +167,12 @@ export class JobEventHub {
     this.announce(true);
     if (isReconnect) {
       this.logger.info({ subscribed: this.listeners.size }, 'job events: reconnected; re-reading subscribed jobs');
-      void this.resyncWhileListening(client);
-    }
-  }
-
-  /**
-   * Re-reads the subscribed jobs after a reconnect, again with backoff while
-   * the read fails (the pool's connections may still reach a server that
-   * went away) and this connection is still the one listening.
-   */
-  private async resyncWhileListening(client: pg.Client): Promise<void> {
-    for (let attempt = 0; this.client === client && !this.stopped; attempt++) {
-      try {
-        await this.resync();
-        return;
-      } catch (error) {
-        this.logger.warn({ err: error, attempt }, 'job events: re-reading subscribed jobs failed; retrying');
-        await new Promise((resolve) => setTimeout(resolve, Math.min(2_000, 100 * 2 ** attempt)).unref());
-      }
+      // Again while the database is away (the pool may still reach a server
+      // that went away); done, without a read, once this connection is not
+      // the one listening any more.
+      void retryWhileUnavailable(() => (this.client === client && !this.stopped ? this.resync() : Promise.resolve()), {
+        onWait: (error) => this.logger.warn({ err: error }, 'job events: re-reading subscribed jobs failed; retrying'),
+      }).catch((error) => this.logger.error({ err: error }, 'job events: could not re-read subscribed jobs'));
     }
   }
 
