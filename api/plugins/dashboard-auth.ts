@@ -35,7 +35,7 @@ async function dashboardAuth(app: FastifyInstance) {
       ({ licenseId } = await verifyDashboardToken(token, secret, issuer));
     } catch (error) {
       if (error instanceof InvalidTokenError) {
-        throw unauthorized(`The dashboard token is invalid: ${error.message}.`, 'Bearer error="invalid_token"');
+        throw unauthorized(`The dashboard token was refused (${error.message}).`, 'Bearer error="invalid_token"');
       }
       throw error;
     }

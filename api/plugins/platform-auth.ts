@@ -56,7 +56,7 @@ async function platformAuth(app: FastifyInstance) {
       request.user = await authenticateToken(token);
     } catch (error) {
       if (error instanceof InvalidTokenError) {
-        throw unauthorized(`The platform token is invalid: ${error.message}.`, 'Bearer error="invalid_token"');
+        throw unauthorized(`The platform token was refused (${error.message}).`, 'Bearer error="invalid_token"');
       }
       throw error;
     }

@@ -92,6 +92,9 @@ function remember(slot: Slot, secret: Uint8Array, subject: string, exp: number):
   cache.set(slot.key, { signature: slot.signature, subject, exp });
 }
 
+/** Why a token is refused when it is not one this service made for this use (one reason: no oracle). */
+const NOT_OURS = 'malformed, or not signed by this service';
+
 /** Subject and expiry of a valid token (long-lived connections close at the expiry). */
 export async function verifySessionTokenClaims(
   kind: SessionKind,
@@ -103,7 +106,7 @@ export async function verifySessionTokenClaims(
   const known = verifiedBefore(slot, secret);
   if (known) return { subject: known.subject, expiresAt: new Date(known.exp * 1000) };
   const parts = token.split('.');
-  if (parts.length !== 3 || !parts.every((part) => SEGMENT.test(part))) throw new InvalidTokenError('token invalid');
+  if (parts.length !== 3 || !parts.every((part) => SEGMENT.test(part))) throw new InvalidTokenError(NOT_OURS);
   const [header, payload, signature] = parts as [string, string, string];
   // The signature first: nothing of an unsigned token is parsed.
   const expected = hmac(secret, `${header}.${payload}`);
@@ -113,22 +116,22 @@ export async function verifySessionTokenClaims(
     !timingSafeEqual(given, expected) ||
     given.toString('base64url') !== signature
   ) {
-    throw new InvalidTokenError('token invalid');
+    throw new InvalidTokenError(NOT_OURS);
   }
   const protectedHeader = decodeSegment(header);
   if (protectedHeader?.alg !== 'HS256' || 'crit' in protectedHeader || 'b64' in protectedHeader)
-    throw new InvalidTokenError('token invalid');
+    throw new InvalidTokenError(NOT_OURS);
   const claims = decodeSegment(payload);
-  if (!claims) throw new InvalidTokenError('token invalid');
+  if (!claims) throw new InvalidTokenError(NOT_OURS);
   const now = Math.floor(Date.now() / 1000);
   const audience = Array.isArray(claims.aud) ? claims.aud : [claims.aud];
-  if (claims.iss !== issuer || !audience.includes(kind)) throw new InvalidTokenError('token invalid');
-  if (typeof claims.exp !== 'number' || !Number.isFinite(claims.exp)) throw new InvalidTokenError('token invalid');
-  if (claims.exp <= now) throw new InvalidTokenError('token expired');
+  if (claims.iss !== issuer || !audience.includes(kind)) throw new InvalidTokenError(NOT_OURS);
+  if (typeof claims.exp !== 'number' || !Number.isFinite(claims.exp)) throw new InvalidTokenError(NOT_OURS);
+  if (claims.exp <= now) throw new InvalidTokenError('expired');
   if (claims.nbf !== undefined && (typeof claims.nbf !== 'number' || claims.nbf > now))
-    throw new InvalidTokenError('token invalid');
-  if (claims.iat !== undefined && typeof claims.iat !== 'number') throw new InvalidTokenError('token invalid');
-  if (typeof claims.sub !== 'string' || claims.typ !== kind) throw new InvalidTokenError('token has no subject');
+    throw new InvalidTokenError(NOT_OURS);
+  if (claims.iat !== undefined && typeof claims.iat !== 'number') throw new InvalidTokenError(NOT_OURS);
+  if (typeof claims.sub !== 'string' || claims.typ !== kind) throw new InvalidTokenError('no subject of this kind');
   remember(slot, secret, claims.sub, claims.exp);
   return { subject: claims.sub, expiresAt: new Date(claims.exp * 1000) };
 }

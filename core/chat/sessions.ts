@@ -47,11 +47,7 @@ export async function provisionChat(
     const existing = await tx.maybeOneFirst(sql.type(z.object({ tenant_id: z.string() }))`
       select m.tenant_id from tenant_memberships m join tenants t on t.id = m.tenant_id
       where m.user_id = ${userId} and m.role = 'admin' order by t.created_at, t.id limit 1`);
-    const tenantId = existing ?? (await createTenant(tx, userId, 'My workspace')).id;
-    if (!existing) {
-      await tx.query(sql.unsafe`
-        insert into tenant_credits (tenant_id, balance_micros) values (${tenantId}, ${newTenantCreditsMicros}) on conflict do nothing`);
-    }
+    const tenantId = existing ?? (await createTenant(tx, userId, 'My workspace', newTenantCreditsMicros)).id;
     const agent = await defaultAgent(tx, tenantId);
     const session = await tx.maybeOneFirst(sql.type(z.object({ id: z.string() }))`
       select id from chat_sessions where tenant_id = ${tenantId} order by created_at desc, id desc limit 1`);

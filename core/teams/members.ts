@@ -11,7 +11,7 @@
 import { z } from 'zod';
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
 import type { Position } from '../paging.ts';
-import { TenantRoleSchema, type TenantRole } from '../tenants/roles.ts';
+import { ROLE_TITLES, TenantRoleSchema, type TenantRole } from '../tenants/roles.ts';
 import { recordAudit } from './audit.ts';
 
 /** A rule of the workspace refused the change (409, naming the rule). */
@@ -84,17 +84,18 @@ async function lockMember(tx: CommonQueryMethods, tenantId: string, userId: stri
   return { member, admins };
 }
 
-function mustKeepAdmin({ member, admins }: Locked, what: string): void {
+/** `action` is what was asked, as the message words it: "make them a Viewer", "leave", "remove them". */
+function mustKeepAdmin({ member, admins }: Locked, action: string): void {
   if (member.owner) {
     throw new MembershipRuleError(
       'owner_protected',
-      `The workspace's owner stays an Admin and a member (the workspace counts for their account), so they cannot ${what}.`,
+      `The workspace's owner stays an Admin and a member (the workspace counts for their account). To ${action}, the owner first hands the workspace over to another Admin (POST /api/tenants/owner).`,
     );
   }
   if (member.role === 'admin' && admins <= 1) {
     throw new MembershipRuleError(
       'last_admin',
-      `A workspace keeps at least one Admin: make another member an Admin first, then ${what}.`,
+      `A workspace keeps at least one Admin: make another member an Admin first, then ${action}.`,
     );
   }
 }
@@ -112,7 +113,7 @@ export async function changeRole(
     const locked = await lockMember(tx, tenantId, userId);
     const from = locked.member.role;
     if (from === role) return locked.member;
-    if (from === 'admin') mustKeepAdmin(locked, `move them from Admin to ${role}`);
+    if (from === 'admin') mustKeepAdmin(locked, `make them a ${ROLE_TITLES[role]}`);
     await tx.query(
       sql.unsafe`update tenant_memberships set role = ${role} where tenant_id = ${tenantId} and user_id = ${userId}`,
     );
@@ -139,7 +140,7 @@ export async function removeMember(
   const leaving = actor.userId === userId;
   await db.transaction(async (tx) => {
     const locked = await lockMember(tx, tenantId, userId);
-    mustKeepAdmin(locked, leaving ? 'leave' : 'be removed');
+    mustKeepAdmin(locked, leaving ? 'leave' : 'remove them');
     await tx.query(sql.unsafe`delete from tenant_memberships where tenant_id = ${tenantId} and user_id = ${userId}`);
     await recordAudit(tx, {
       tenantId,

@@ -3,6 +3,7 @@
 import { z } from 'zod';
 import { TenantRoleSchema } from './roles.ts';
 import { seal } from '../crypto/secretbox.ts';
+import { grantInitialCredits } from '../provider-keys/keys.ts';
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
 import type { Position } from '../paging.ts';
 
@@ -27,7 +28,12 @@ export class TenantLimitError extends Error {
  * (plan_limits.max_workspaces; free when it owns none yet). Agent workspaces
  * it claimed join the account but were not created by it, so they do not count.
  */
-export async function createTenant(db: CommonQueryMethods, userId: string, name: string): Promise<TenantRow> {
+export async function createTenant(
+  db: CommonQueryMethods,
+  userId: string,
+  name: string,
+  initialCreditsMicros = 0,
+): Promise<TenantRow> {
   return db.transaction(async (tx) => {
     // Serialise one user's creations so the limit holds under concurrency.
     await tx.query(sql.unsafe`select pg_advisory_xact_lock(hashtext('tenant-create:' || ${userId}))`);
@@ -48,6 +54,8 @@ export async function createTenant(db: CommonQueryMethods, userId: string, name:
     await tx.query(
       sql.unsafe`insert into tenant_memberships (tenant_id, user_id, role) values (${tenant.id}, ${userId}, 'admin')`,
     );
+    // Every workspace a person creates gets the same grant (NEW_TENANT_CREDITS_MICROS), whichever way in.
+    if (initialCreditsMicros > 0) await grantInitialCredits(tx, tenant.id, initialCreditsMicros);
     return tenant;
   });
 }

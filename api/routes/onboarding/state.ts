@@ -74,7 +74,8 @@ export async function initOnboarding(db: DatabasePool, config: Config, userId: s
       select t.id from tenants t join tenant_memberships m on m.tenant_id = t.id and m.user_id = ${userId} and m.role = 'admin'
       order by t.created_at, t.id limit 1`);
     // createTenant nests as a savepoint of this transaction.
-    const tenantId = owned ?? (await createTenant(tx, userId, DEFAULT_WORKSPACE_NAME)).id;
+    const tenantId =
+      owned ?? (await createTenant(tx, userId, DEFAULT_WORKSPACE_NAME, config.providers.newTenantCreditsMicros)).id;
     const agentId = (await defaultAgent(tx, tenantId)).id;
     const agentModel = await tx.oneFirst(
       sql.type(z.object({ model: z.string() }))`select model from agents where id = ${agentId}`,

@@ -13,6 +13,7 @@ import {
 } from '../../../core/jobs/diagnostics.ts';
 import { findJobInTenant } from '../../../core/jobs/read.ts';
 import { JobStatus, toJobStatus } from '../../../core/jobs/schema.ts';
+import { nameSchema } from '../../../core/names.ts';
 import { pageOf, PageQuery } from '../../../core/paging.ts';
 import {
   createSession,
@@ -53,7 +54,7 @@ const TenantPage = z
   .object({ items: z.array(TenantListItem), nextCursor: z.string().nullable() })
   .meta({ id: 'TenantPage' });
 const CreatedTenant = z.object({ id: z.uuid(), name: z.string(), settings: Settings }).meta({ id: 'CreatedTenant' });
-const TenantName = z.string().trim().min(1).max(200);
+const TenantName = nameSchema();
 
 const tenantRoutes: FastifyPluginAsyncZod = async (app) => {
   const admin = { onRequest: app.requireUser, preValidation: app.requireTenant('admin') };
@@ -76,7 +77,12 @@ const tenantRoutes: FastifyPluginAsyncZod = async (app) => {
     },
     async (request, reply) => {
       try {
-        const tenant = await createTenant(app.db, request.user!.userId, request.body.name);
+        const tenant = await createTenant(
+          app.db,
+          request.user!.userId,
+          request.body.name,
+          app.config.providers.newTenantCreditsMicros,
+        );
         return reply.code(201).send({ id: tenant.id, name: tenant.name, settings: tenant.settings });
       } catch (error) {
         if (error instanceof TenantLimitError) throw new PlatformHttpError(409, 'tenant_limit_reached', error.message);

@@ -56,7 +56,7 @@ export default async function wsRoutes(app: FastifyInstance) {
           verified.set(request, user);
         } catch (error) {
           if (error instanceof InvalidTokenError)
-            throw new PlatformHttpError(401, 'unauthorized', `The platform token is invalid: ${error.message}.`);
+            throw new PlatformHttpError(401, 'unauthorized', `The platform token was refused (${error.message}).`);
           throw error;
         }
       },

@@ -198,7 +198,7 @@ export class WsSession implements DirectorySession {
         return this.error('unavailable', UNAVAILABLE);
       }
       // A refused renewal leaves the current token in force until its expiry.
-      if (this.principal) return this.error('unauthorized', `The new token was refused: ${error.message}.`);
+      if (this.principal) return this.error('unauthorized', `The new token was refused (${error.message}).`);
       this.error('unauthorized', 'The token is invalid or expired.');
       return this.close(CLOSE.unauthorized, 'invalid token');
     }

@@ -23,6 +23,6 @@ export const models = group('Model providers', 'See [Chat, models, provider keys
   PLATFORM_OPENROUTER_API_KEY: setting(nonEmpty, { doc: platformKey('OpenRouter') }),
   NEW_TENANT_CREDITS_MICROS: setting(intFromEnv(0, 1_000_000_000), {
     default: 5_000_000,
-    doc: 'Credits (micro-dollars) a new tenant gets',
+    doc: "Credits (micro-dollars) each workspace a person creates gets, once (an agent's own workspace from registration gets none)",
   }),
 });
