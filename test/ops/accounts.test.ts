@@ -108,9 +108,14 @@ t.test('login:unlock lifts an account lockout and an address lockout', async (t)
   for (let i = 0; i < perAccount; i++) await login('a wrong guess', `10.31.0.${i + 1}`);
   t.equal((await login('a long enough password', '10.31.1.1')).statusCode, 429, 'locked');
 
-  const unlock = spawnEntry(t, 'ops/login-unlock.ts', env, { args: ['--email', 'Grace@example.test'] });
+  // LOG_LEVEL unset, as a person runs it: the sentence is the whole output.
+  const { LOG_LEVEL: _, ...personEnv } = env;
+  const unlock = spawnEntry(t, 'ops/login-unlock.ts', personEnv, { args: ['--email', 'Grace@example.test'] });
   t.equal(await unlock.exited, 0, unlock.output());
-  t.match(unlock.output(), /cleared the failed logins of account Grace@example\.test/);
+  t.equal(
+    unlock.output(),
+    'cleared the failed logins of account Grace@example.test; the next login is checked afresh\n',
+  );
   t.equal((await login('a long enough password', '10.31.1.1')).statusCode, 200, 'in again');
 
   const again = spawnEntry(t, 'ops/login-unlock.ts', env, { args: ['--address', '10.31.0.1'] });
