@@ -25,6 +25,7 @@ import { billingInvariants, channelInvariants, cronInvariant, cronLastExecution 
 import { logInvariant } from './invariants-logs.ts';
 import { SoakPlatform } from './platform.ts';
 import { HaCluster } from '../ha/cluster.ts';
+import { missingHaPackages } from '../ha/packages.ts';
 import {
   HA_FAULT_KINDS,
   measureSends,
@@ -82,6 +83,15 @@ const rate = values.rate === undefined ? 4 : Number(values.rate);
 if (!(rate > 0 && rate <= 500)) usageError(USAGE, '--rate must be sends per second, above 0 and at most 500');
 let seed = values.seed === undefined ? 1 : Number(values.seed);
 if (!Number.isInteger(seed)) usageError(USAGE, '--seed must be an integer');
+const missing = values.ha ? missingHaPackages() : [];
+if (missing.length > 0) {
+  // Said before anything starts: otherwise the first missing program ends the run in a spawn ENOENT.
+  process.stderr.write(
+    `soak --ha runs etcd, Patroni, HAProxy and PostgreSQL from Debian's packages; this machine lacks ${missing.join(', ')}.\n` +
+      `Install them (as root): apt-get install ${missing.join(' ')}\n`,
+  );
+  process.exit(1);
+}
 
 /** Seeded, so a run's choices (tenants, sessions, replays) can be repeated. */
 function random(): number {

@@ -4,11 +4,16 @@ import { spawn } from 'node:child_process';
 import type { Test } from 'tap';
 import { sourceRoot } from './paths.ts';
 
-export async function runSoak(t: Test, args: string[]): Promise<{ code: number | null; output: string }> {
+export async function runSoak(
+  t: Test,
+  args: string[],
+  overrides: Record<string, string> = {},
+): Promise<{ code: number | null; output: string }> {
   const env: Record<string, string> = {
     PATH: process.env.PATH ?? '',
     HOME: process.env.HOME ?? '/tmp',
     LOG_LEVEL: 'warn',
+    ...overrides,
   };
   const child = spawn('/usr/bin/env', ['-u', 'NODE_OPTIONS', 'npm', 'run', '--silent', 'soak', '--', ...args], {
     cwd: sourceRoot,

@@ -5,10 +5,29 @@
 // held: nothing acknowledged lost, nothing run twice, no job left locked or
 // unfinished, followers saw every final state, only 503s with Retry-After
 // while there was no primary. Needs Debian's patroni, etcd-server, haproxy
-// and postgresql (.ci/run installs them); without them it skips.
+// and postgresql (.ci/run installs them); without them it skips. Without
+// them `npm run soak -- --ha` itself says what to install.
+import { execFileSync } from 'node:child_process';
+import { symlinkSync } from 'node:fs';
+import path from 'node:path';
 import t from 'tap';
 import { missingHaPackages } from '../../ops/ha/packages.ts';
 import { runSoak } from '../helpers/soak-run.ts';
+
+t.test('without the packages, --ha says which to install and starts nothing', async (t) => {
+  // A PATH with node, npm and sh only: no etcd, patroni or haproxy on it.
+  const bin = t.testdir({});
+  for (const command of ['node', 'npm', 'sh']) {
+    const found = execFileSync('sh', ['-c', `command -v ${command}`], { encoding: 'utf8' }).trim();
+    symlinkSync(found, path.join(bin, command));
+  }
+  const { code, output } = await runSoak(t, ['--ha', '--minutes', '0.1'], { PATH: bin });
+  t.equal(code, 1, 'exit code 1');
+  t.match(output, /this machine lacks etcd-server, patroni, haproxy\b/, 'names the packages');
+  t.match(output, /apt-get install etcd-server patroni haproxy\b/, 'and how to install them');
+  t.notMatch(output, /ENOENT|\n\s+at /, 'no stack');
+  t.notMatch(output, /starting the replicated PostgreSQL/, 'nothing started');
+});
 
 const missing = missingHaPackages();
 if (missing.length > 0) {
