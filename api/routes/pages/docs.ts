@@ -5,8 +5,8 @@
 // it loads, the same as /openapi.json). /docs/llms.txt and the other
 // contract documents stay where they are: the package claims only these
 // paths. The page has no inline script, so the CSP allows scripts and
-// styles from this origin only; the UI's "try it out" may call this
-// deployment's own origins.
+// styles from this origin only (and one inline style by its hash); the UI's
+// "try it out" may call this deployment's own origins.
 import swaggerUi from '@fastify/swagger-ui';
 import type { FastifyPluginAsync } from 'fastify';
 
@@ -14,12 +14,19 @@ export const DOCS_PREFIX = '/docs';
 
 const originOf = (url: string) => new URL(url).origin;
 
+/** sha256 of `.logo_small_svg__cls-2{fill:#fff}.logo_small_svg__cls-3{fill:#85ea2d}` (swagger-ui-standalone-preset.js). */
+const LOGO_STYLE_HASH = 'sha256-RL3ie0nH+Lzz2YNqQN83mnU0J1ot4QL7b99vMdIX99w=';
+
 export function docsCsp(baseUrl: string, authUrl: string): string {
   const apis = [...new Set([originOf(baseUrl), originOf(authUrl)])].join(' ');
   return [
     "default-src 'none'",
     "script-src 'self'",
     "style-src 'self'",
+    // The one inline <style>: the top bar's SVG logo, which the standalone
+    // preset draws (the package's initializer then swaps it for an image).
+    // Allowed by its hash for <style> elements only; style attributes stay 'self'.
+    `style-src-elem 'self' '${LOGO_STYLE_HASH}'`,
     // The package's logo is inlined as a data: URL by its initializer.
     "img-src 'self' data:",
     "font-src 'self'",

@@ -6,6 +6,7 @@ import { html, sendPage } from '../../pages/layout.ts';
 import { readiness } from '../health/index.ts';
 import { protectedResourceMetadataUrl } from '../identity/metadata.ts';
 import { MANIFEST_PATH } from '../contracts/llms.ts';
+import { CLAIM_PAGE_PREFIX } from '../identity/claim-page.ts';
 
 const landingRoutes: FastifyPluginAsync = async (app) => {
   const { baseUrl, authUrl } = app.config;
@@ -14,6 +15,8 @@ const landingRoutes: FastifyPluginAsync = async (app) => {
   const link = (path: string, url = `${baseUrl}${path}`) => html`<a class="url" href="${path}">${url}</a>`;
   const agentMetadata = protectedResourceMetadataUrl(baseUrl, 'api/agent');
   const mcpMetadata = protectedResourceMetadataUrl(baseUrl, 'mcp');
+  // The claim pages are served at the identity provider's origin.
+  const claimPage = `${authUrl}${CLAIM_PAGE_PREFIX}`;
 
   app.get('/', { schema: { hide: true } }, async (request, reply) => {
     const ready = await readiness(app, request.log);
@@ -27,9 +30,19 @@ const landingRoutes: FastifyPluginAsync = async (app) => {
 Agents register at the identity provider, get short-lived tokens and work through the Agent API;
 people, dashboards and integrations use the platform API.</p>
 <p>Status: ${status} — ${link('/readyz')}</p>
+<h2>Sign in</h2>
+<ul class="links" id="sign-in">
+<li><a href="/console">Operator console</a> — operators sign in to watch and steer the queue, the workers, the schedules and the tenants</li>
+<li><a href="${claimPage}">Claim an agent</a> — people sign in from the link they were given: the claim link an agent shows you, an invitation to a workspace, a board waiting for approval; each link opens its own sign-in form</li>
+<li>Apps and dashboards sign people in through the API: <code>POST /api/auth/login</code> (see the API reference)</li>
+</ul>
+<h2>The manual</h2>
+<ul class="links" id="manual">
+<li><a href="/docs">API reference</a> — every endpoint of this deployment, with its parameters and answers, browsable and tried from the page</li>
+<li>Running and operating the service: the <code>docs/</code> folder of its source, starting at <code>docs/README.md</code></li>
+</ul>
 <h2>Start here</h2>
 <ul class="links">
-<li><a href="/docs">API reference</a> — the OpenAPI document, browsable</li>
 <li>${link('/docs/llms.txt')} — the index an LLM agent reads first</li>
 <li>${link('/auth.md')} — registration, claim and tokens for agents</li>
 <li>${link('/openapi.json')} (${link('/openapi.yaml')}) — OpenAPI 3.1 description of every API</li>
