@@ -12,6 +12,7 @@ import { loadConfigOrExit } from '../core/config.ts';
 import { createUser, EmailTakenError } from '../core/accounts/users.ts';
 import { PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from '../core/crypto/passwords.ts';
 import { sql } from '../core/db/pool.ts';
+import { hasControlCharacter, NAME_CONTROL_MESSAGE } from '../core/names.ts';
 import { commandLogger } from './command-logger.ts';
 import { exitWithError } from '../core/process/lifecycle.ts';
 import { openDatabase } from './database.ts';
@@ -41,6 +42,8 @@ const logger = commandLogger('accounts');
 try {
   const email = z.email().max(320).safeParse(values.email);
   if (!email.success) usageError(USAGE, '--email must be an e-mail address');
+  if (values.name !== undefined && hasControlCharacter(values.name))
+    usageError(USAGE, `--name: ${NAME_CONTROL_MESSAGE}`);
   // Nothing piped in (a terminal, or an empty stdin such as /dev/null in a
   // script): a strong password is generated and printed once.
   const given = process.stdin.isTTY ? '' : await readStdin();

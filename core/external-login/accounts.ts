@@ -8,6 +8,7 @@
 import { z } from 'zod';
 import { sql, type CommonQueryMethods, type DatabaseTransactionConnection } from '../db/pool.ts';
 import { UserRow } from '../accounts/users.ts';
+import { flattenName, NAME_MAX_LENGTH } from '../names.ts';
 import { ExternalLoginError } from './clients.ts';
 import type { ExternalProvider } from './settings.ts';
 
@@ -69,8 +70,9 @@ export async function signInExternal(
     select id, email, display_name, avatar_url, is_operator from users where lower(email) = lower(${claims.email}) for update`);
   let newUser = false;
   if (!user) {
+    const name = claims.name ? flattenName(claims.name).slice(0, NAME_MAX_LENGTH) || null : null;
     const inserted = await tx.maybeOne(userRow`
-      insert into users (email, display_name) values (${claims.email}, ${claims.name?.slice(0, 200) ?? null})
+      insert into users (email, display_name) values (${claims.email}, ${name})
       on conflict ((lower(email))) do nothing
       returning id, email, display_name, avatar_url, is_operator`);
     newUser = inserted !== null;

@@ -11,6 +11,7 @@ import type { Keyring } from '../crypto/keyring.ts';
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
 import { PermanentJobError, RetryableJobError } from '../jobs/errors.ts';
 import { lazyRequire } from '../lazy-require.ts';
+import { flattenName } from '../names.ts';
 import { ROLE_TITLES, TenantRoleSchema, type TenantRole } from '../tenants/roles.ts';
 import type { TeamSettings } from './settings.ts';
 
@@ -60,9 +61,12 @@ export function invitationMessage(o: {
   link: string;
   expiresAt: Date;
 }) {
-  const subject = `${o.inviter} invited you to ${o.tenantName}`;
+  // Names stored before control characters were refused must not start lines of their own.
+  const inviter = flattenName(o.inviter);
+  const tenantName = flattenName(o.tenantName);
+  const subject = `${inviter} invited you to ${tenantName}`;
   const text = [
-    `${o.inviter} invited you to join the workspace "${o.tenantName}" as ${ROLE_TITLES[o.role]}.`,
+    `${inviter} invited you to join the workspace "${tenantName}" as ${ROLE_TITLES[o.role]}.`,
     '',
     'Open this link to accept (it works once):',
     o.link,

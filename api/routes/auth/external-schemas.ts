@@ -1,5 +1,6 @@
 // Request and response bodies of the external-login routes (partner, altidp).
 import { z } from 'zod';
+import { nameSchema } from '../../../core/names.ts';
 import { Session } from './schemas.ts';
 
 const token = (what: string) =>
@@ -91,12 +92,9 @@ export const AltidpDirectBody = z
   .object({
     identityToken: token('identityToken').describe("The identity token from the provider's native sign-in"),
     nonce: nonce.optional().describe('Required when the token carries a nonce'),
-    name: z
-      .string()
-      .min(1)
-      .max(200)
+    name: nameSchema()
       .optional()
-      .describe('Display name for a new account (the provider shares it only at the first sign-in)'),
+      .describe('Display name for a new account (the provider shares it only at the first sign-in); one line'),
   })
   .meta({ id: 'AltidpLoginRequest' });
 

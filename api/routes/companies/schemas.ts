@@ -4,6 +4,7 @@ import type { CompanyAgentRow, CompanyRow, CompanyTaskRow } from '../../../core/
 import type { CompanyRunRow } from '../../../core/companies/runs.ts';
 import { TASK_STATUSES } from '../../../core/companies/companies.ts';
 import { JOB_STATUSES, JobStatus } from '../../../core/jobs/schema.ts';
+import { nameSchema } from '../../../core/names.ts';
 import { parseModel } from '../../../core/providers/registry.ts';
 
 export const Company = z
@@ -67,7 +68,7 @@ export const PageQuery = z.object({
   cursor: z.string().min(1).max(500).optional().describe('Opaque cursor from the previous page'),
 });
 
-const Name = z.string().trim().min(1).max(200);
+const Name = nameSchema();
 const Model = z
   .string()
   .max(200)

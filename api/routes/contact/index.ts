@@ -10,6 +10,7 @@ import {
   submitContact,
   type ContactRow,
 } from '../../../core/contact/contact.ts';
+import { nameSchema } from '../../../core/names.ts';
 import { PageQuery } from '../../../core/paging.ts';
 import { LIMITS } from '../../../core/rate-limit.ts';
 import { pageOr400, PlatformError, PlatformHttpError } from '../../errors.ts';
@@ -59,7 +60,7 @@ const contactRoutes: FastifyPluginAsyncZod = async (app) => {
         tags: ['contact'],
         summary: 'Submit a contact message',
         body: z.object({
-          name: oneLine(200),
+          name: nameSchema(),
           email: z.email().max(320),
           subject: oneLine(200).optional(),
           message: z.string().trim().min(1).max(5000),

@@ -8,6 +8,7 @@ import {
   MANAGED_AGENT_KINDS,
   type ManagedAgentRow,
 } from '../../../core/managed-agents/managed-agents.ts';
+import { nameSchema } from '../../../core/names.ts';
 import { PlatformError, PlatformHttpError } from '../../errors.ts';
 import { TenantHeaders } from '../../plugins/tenant.ts';
 
@@ -49,7 +50,7 @@ const managedAgentPlatformRoutes: FastifyPluginAsyncZod = async (app) => {
         security,
         headers: TenantHeaders,
         body: z.object({
-          name: z.string().trim().min(1).max(200),
+          name: nameSchema(),
           kind: z.enum(MANAGED_AGENT_KINDS).default('standalone'),
         }),
         description:

@@ -16,6 +16,7 @@ import {
   setRunExecutionEnabled,
   type RunnerIdentity,
 } from '../../../core/runners/runners.ts';
+import { nameSchema } from '../../../core/names.ts';
 import { PlatformError, PlatformHttpError } from '../../errors.ts';
 import { TenantHeaders } from '../../plugins/tenant.ts';
 import runnerRegistryRoutes from './registry.ts';
@@ -97,7 +98,7 @@ const runnerRoutes: FastifyPluginAsyncZod = async (app) => {
         summary: 'Enroll a runner; its token is returned once',
         security,
         headers: TenantHeaders,
-        body: z.object({ name: z.string().trim().min(1).max(200).default('runner') }),
+        body: z.object({ name: nameSchema().default('runner') }),
         response: { 201: Enrolled, ...errors },
       },
     },

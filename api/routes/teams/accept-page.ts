@@ -16,6 +16,7 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { findUser, type UserRow } from '../../../core/accounts/users.ts';
 import { hashPassword, PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from '../../../core/crypto/passwords.ts';
+import { nameProblem } from '../../../core/names.ts';
 import { LIMITS } from '../../../core/rate-limit.ts';
 import { inspectInvitation, type InvitationView } from '../../../core/teams/invitation-acceptance.ts';
 import { PlatformHttpError } from '../../errors.ts';
@@ -179,13 +180,12 @@ async function join(
     const name = (form.name ?? '').trim();
     const password = form.password ?? '';
     const wrong =
-      !name || name.length > 200
-        ? 'Enter your name (at most 200 characters).'
-        : password.length < PASSWORD_MIN_LENGTH || password.length > PASSWORD_MAX_LENGTH
-          ? `Choose a password of ${PASSWORD_MIN_LENGTH} to ${PASSWORD_MAX_LENGTH} characters.`
-          : password !== form.confirm
-            ? 'The two passwords differ.'
-            : null;
+      nameProblem(form.name ?? '') ??
+      (password.length < PASSWORD_MIN_LENGTH || password.length > PASSWORD_MAX_LENGTH
+        ? `Choose a password of ${PASSWORD_MIN_LENGTH} to ${PASSWORD_MAX_LENGTH} characters.`
+        : password !== form.confirm
+          ? 'The two passwords differ.'
+          : null);
     if (wrong) return invitationPage(reply, 400, view, csrfOf(sessions, session), user, wrong);
     const joined = await acceptFor(app, request, token, {
       newAccount: { displayName: name, passwordHash: await hashPassword(password) },

@@ -4,6 +4,7 @@ import { PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from '../../../core/crypto/p
 import { AUDIT_ACTIONS, type AuditRow } from '../../../core/teams/audit.ts';
 import type { InvitationRow } from '../../../core/teams/invitations.ts';
 import type { MemberRow } from '../../../core/teams/members.ts';
+import { nameSchema } from '../../../core/names.ts';
 import { TenantRoleSchema } from '../../../core/tenants/roles.ts';
 import { Email, Session } from '../auth/schemas.ts';
 
@@ -77,13 +78,11 @@ export const AuditPage = z
 export const AcceptBody = z
   .object({
     token: z.string().min(1).max(200).describe('The part of the invitation link after `#`'),
-    name: z
-      .string()
-      .trim()
-      .min(1)
-      .max(200)
+    name: nameSchema()
       .optional()
-      .describe('Without a platform token: the name of the account made for the invited address'),
+      .describe(
+        'Without a platform token: the name of the account made for the invited address (one line, no control characters)',
+      ),
     password: z
       .string()
       .min(PASSWORD_MIN_LENGTH)
