@@ -4,10 +4,10 @@
 // which the docs pages' blocks continue from), then the docs/*.md pages in
 // the order docs/README.md lists them (the manual's reading order), then any
 // page it does not list, by name.
-import { spawn } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { chmodSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { startTestServerAtOwnUrl } from '../helpers/app.ts';
 import { signPlatformToken } from '../../core/auth/platform-token.ts';
 import { TEST_SECRET, testEnv } from '../helpers/config.ts';
@@ -31,16 +31,57 @@ const runnable = (file: string) =>
 const blocksByPage = pages.map((file) => ({ file, blocks: runnable(file) }));
 const blocks = blocksByPage.flatMap((page) => page.blocks);
 
-/** Runs a script in bash -euo pipefail, in its own process group: whatever it
- *  left running (a block's reply receiver after a failed step) is stopped. */
-async function runBash(script: string, env: Record<string, string>, timeout: number) {
-  // env -u NODE_OPTIONS: without tap's process-info hook in every node the blocks start (as a reader's shell would).
-  const child = spawn('/usr/bin/env', ['-u', 'NODE_OPTIONS', 'bash', '-euo', 'pipefail', '-c', script], {
-    cwd: root,
-    env,
-    detached: true,
-    stdio: ['ignore', 'pipe', 'pipe'],
+/** A `jq` that behaves as Debian 12's jq 1.6 on empty input (prints nothing
+ *  and exits 0, even with -e), whatever jq the machine has: a block must not
+ *  take that for an answer. */
+function jq16(): string {
+  const jq = execFileSync('sh', ['-c', 'command -v jq'], { encoding: 'utf8' }).trim();
+  return `#!/bin/bash\ninput=$(cat)\n[ -n "\${input//[[:space:]]/}" ] || exit 0\nprintf '%s\\n' "$input" | exec ${jq} "$@"\n`;
+}
+
+const STATUS = '@@block-status';
+const FAILED = '@@command-failed';
+
+/**
+ * Runs blocks as a person pastes them, one after the other, into a terminal:
+ * one interactive bash (history expansion on; no -e, no pipefail; --norc
+ * and --noprofile keep the machine's own settings out; --noediting, as
+ * bracketed paste inserts text as it is). It reads the blocks from a file,
+ * so stdin stays free, like a terminal with nothing typed. After each block
+ * a line prints the block's exit status; an ERR trap reports any command
+ * that failed where -e would have stopped; bash's own complaints (`event
+ * not found`, syntax errors, unknown commands) are collected. In its own
+ * process group: whatever a block left running is stopped at the end.
+ */
+async function runPasted(t: Test, blocks: string[], env: Record<string, string>, timeout: number) {
+  const dir = t.testdir({
+    bin: { jq: jq16() },
+    'pasted.sh': [
+      `trap 'printf "${FAILED} %s: %s\\n" "$?" "\${BASH_COMMAND:0:100}" >&2' ERR`,
+      ...blocks.flatMap((block, i) => [block, `printf '\\n${STATUS} ${i} %s\\n' "$?"`]),
+    ].join('\n'),
   });
+  chmodSync(path.join(dir, 'bin', 'jq'), 0o755);
+  const shellEnv = {
+    ...env,
+    PATH: `${path.join(dir, 'bin')}:${env.PATH}`,
+    PS1: '',
+    PS2: '',
+    HISTFILE: path.join(dir, 'history'),
+  };
+  const args = [
+    '-u',
+    'NODE_OPTIONS',
+    'bash',
+    '--norc',
+    '--noprofile',
+    '--noediting',
+    '-i',
+    path.join(dir, 'pasted.sh'),
+  ];
+  // env -u NODE_OPTIONS: without tap's process-info hook in every node the blocks start (as a reader's shell would).
+  const child = spawn('/usr/bin/env', args, { cwd: root, env: shellEnv, detached: true, stdio: 'pipe' });
+  child.stdin.end();
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (d) => (stdout += d));
@@ -49,7 +90,7 @@ async function runBash(script: string, env: Record<string, string>, timeout: num
   // On bash's exit the group is stopped (a receiver left running would hold
   // the pipes open), then the output is read to its end.
   const closed = new Promise((resolve) => child.on('close', resolve));
-  const code = await new Promise<number | null>((resolve) => child.on('exit', (c) => resolve(c)));
+  await new Promise((resolve) => child.on('exit', resolve));
   clearTimeout(timer);
   try {
     process.kill(-child.pid!, 'SIGKILL');
@@ -57,8 +98,13 @@ async function runBash(script: string, env: Record<string, string>, timeout: num
     // the group has ended already
   }
   await closed;
-  const result = { code, stdout, stderr };
-  return result;
+  const statuses = [...stdout.matchAll(new RegExp(`${STATUS} (\\d+) (\\d+)\\n`, 'g'))].map((m) => Number(m[2]));
+  const failed = stderr.split('\n').filter((line) => line.startsWith(FAILED));
+  // Without a terminal bash says it has no job control; anything else it says is a complaint.
+  const complaints = stderr
+    .split('\n')
+    .filter((line) => line.startsWith('bash: ') && !/terminal process group|no job control/.test(line));
+  return { statuses, failed, complaints, stdout, stderr, output: `${stdout}\n${stderr}` };
 }
 
 t.test('README and docs runnable shell blocks work against a started service', async (t) => {
@@ -80,14 +126,15 @@ t.test('README and docs runnable shell blocks work against a started service', a
     PATH: process.env.PATH ?? '',
     HOME: process.env.HOME ?? '/root',
   };
-  const { code, stdout, stderr } = await runBash(
-    `${blocks.join('\n')}\necho "README's session: $SESSION"`,
-    env,
-    120_000,
-  );
-  t.equal(code, 0, `the blocks ran to the end${code === 0 ? '' : `\n${stdout}\n${stderr}`}`);
+  const run = await runPasted(t, [...blocks, `echo "README's session: $SESSION"`], env, 120_000);
+  const { stdout } = run;
+  const ok = run.statuses.length === blocks.length + 1 && run.statuses.every((s) => s === 0);
+  t.ok(ok, `every block ended with status 0: ${run.statuses.join(', ')}${ok ? '' : `\n${run.output}`}`);
+  t.same(run.failed, [], 'no command failed on the way');
+  t.same(run.complaints, [], 'bash had nothing to complain about');
+  t.notMatch(run.stderr, /stopped here|^stopped:/m, 'no call failed');
   t.match(stdout, /created user ada@example\.com/);
-  t.match(stdout, /Hello!/, 'the chat transcript has the message');
+  t.match(stdout, /Hello there\n/, 'the chat transcript has the message');
   t.match(stdout, /"plan": "pro"/, 'the plan changed through the sandbox');
   t.match(stdout, /0000/, 'the signed provider-key request stored the key (listed masked)');
   t.notMatch(stdout, /sk-test-0000000000000000"/, 'never listed in full');
@@ -124,12 +171,12 @@ t.test(
       PATH: process.env.PATH ?? '',
       HOME: process.env.HOME ?? '/root',
     };
-    const { code, stdout, stderr } = await runBash(`${block!}\necho "after the block"`, env, 60_000);
-    t.match(stdout + stderr, /127\.0\.0\.1 is a loopback address/, 'the reader sees why');
-    t.not(code, 0, 'the block fails');
+    const run = await runPasted(t, [block!], env, 60_000);
+    t.match(run.output, /127\.0\.0\.1 is a loopback address/, 'the reader sees why');
+    t.not(run.statuses[0], 0, 'the block fails');
     t.notMatch(
-      stdout + stderr,
-      /Could not resolve host|\/jobs\/null|"result": null|after the block/,
+      run.output,
+      /Could not resolve host|\/jobs\/null|"result": null/,
       'and stops there: no step after the refusal runs',
     );
   },
@@ -145,9 +192,12 @@ t.test("README's first steps stop at the first failed call, saying so, with noth
     PATH: process.env.PATH ?? '',
     HOME: process.env.HOME ?? '/root',
   };
-  const { code, stdout, stderr } = await runBash(`set +e\n${first!}\necho "exit: $?"`, env, 60_000);
-  t.equal(code, 0);
-  t.match(stderr, /Failed to connect[\s\S]*<- stopped here: the call above failed/, 'the failure and where it stopped');
-  t.match(stdout, /exit: 1\n$/, 'the block ends failed');
-  t.notMatch(stdout + stderr, /null|jq: error|api\/chat\/jobs\//, 'no step after the failure ran');
+  const run = await runPasted(t, [first!], env, 60_000);
+  t.match(
+    run.stderr,
+    /Failed to connect[\s\S]*<- stopped here: the call above failed/,
+    'the failure and where it stopped',
+  );
+  t.same(run.statuses, [1], 'the block ends failed');
+  t.notMatch(run.output, /null|jq: error|api\/chat\/jobs\//, 'no step after the failure ran');
 });
