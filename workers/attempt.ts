@@ -10,7 +10,7 @@ import type { JobHelpers } from 'graphile-worker';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { isDatabaseUnavailable, retryWhileUnavailable } from '../core/db/unavailable.ts';
-import { backoffMs, JobWait, PermanentJobError, RetryableJobError } from '../core/jobs/errors.ts';
+import { backoffMs, JobWait, PermanentJobError, RetryableJobError, unstorableDataError } from '../core/jobs/errors.ts';
 import { completeJob, failJob, finishCancelled, markRunning, waitJob, type Holder } from '../core/jobs/lifecycle.ts';
 import { lazyChild } from '../core/logger.ts';
 import type { AttemptOutcome } from '../core/metrics.ts';
@@ -150,8 +150,7 @@ async function attempt(
       durable(() => deps.completions.complete({ jobId, attempt: n, result, holder }))
         .then(
           async (recorded) => (recorded ? logger.info('job succeeded') : await endedElsewhere('finished')),
-          (error) =>
-            logger.error({ err: error }, "could not record the job's result; the dead-worker sweep runs it again"),
+          (error) => resultNotWritten(error, job, deps, holder, durable, logger),
         )
         .catch((error) =>
           isDatabaseUnavailable(error)
@@ -194,6 +193,29 @@ async function attempt(
     await settleRunning();
     cancel.untrack();
   }
+}
+
+/**
+ * The result's write failed. Mostly the sweep runs the job again; but a
+ * result the database refuses (unstorable_data) would be refused again, so
+ * the job fails here.
+ */
+async function resultNotWritten(
+  error: unknown,
+  job: AttemptJob,
+  deps: TaskDeps,
+  holder: Holder,
+  durable: ReturnType<typeof durableFor>,
+  logger: Logger,
+): Promise<void> {
+  const unstorable = unstorableDataError(error);
+  if (!unstorable) {
+    logger.error({ err: error }, "could not record the job's result; the dead-worker sweep runs it again");
+    return;
+  }
+  logger.error({ err: error }, 'the database refused the result of this job; the job fails');
+  const { code, message } = unstorable;
+  await durable(() => failJob(deps.db, job.jobId, job.attempt, { code, message }, holder));
 }
 
 /**
@@ -269,13 +291,17 @@ function attemptContext(
 
 /** A failed attempt: final (its code recorded), or retried after a backoff or the other side's Retry-After. */
 async function recordFailure(
-  error: unknown,
+  thrown: unknown,
   job: AttemptJob,
   deps: TaskDeps,
   holder: Holder,
   durable: ReturnType<typeof durableFor>,
   logger: Logger,
 ): Promise<AttemptOutcome> {
+  // Data PostgreSQL refuses fails again at every retry: permanent, its error logged whole.
+  const unstorable = unstorableDataError(thrown);
+  if (unstorable) logger.error({ err: thrown }, 'the database refused the data of this job');
+  const error = unstorable ?? thrown;
   const permanent = error instanceof PermanentJobError;
   const final = permanent || job.attempt >= job.maxAttempts;
   const code = error instanceof PermanentJobError || error instanceof RetryableJobError ? error.code : 'task_failed';

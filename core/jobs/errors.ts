@@ -1,3 +1,6 @@
+import { InvalidInputError } from 'slonik';
+import { errorChain, sqlState } from '../db/errors.ts';
+
 // A task throws PermanentJobError when retrying cannot help (bad key, model
 // not allowed, invalid input): the job fails at once with this code, which
 // the client sees in JobStatus.error. Any other error is retried with backoff.
@@ -51,3 +54,25 @@ export class JobWait extends Error {
 
 /** The backoff before attempt `attempt + 1` after a failure: e^min(attempt, 10) seconds, as Graphile Worker's own. */
 export const backoffMs = (attempt: number) => Math.round(Math.exp(Math.min(attempt, 10)) * 1000);
+
+/**
+ * PostgreSQL refused the data itself (SQLSTATE class 22, data exception: a
+ * NUL or a lone surrogate in text or jsonb, a value out of range), or slonik
+ * did (its InvalidInputError, which is also how it reports PostgreSQL's 22P02
+ * without the code). The same data fails the same way at every attempt, so
+ * the job fails at once, as `unstorable_data`; null for any other error.
+ */
+export function unstorableDataError(error: unknown): PermanentJobError | null {
+  if (error instanceof PermanentJobError || error instanceof RetryableJobError) return null;
+  const state = sqlState(error);
+  const refused = state?.startsWith('22')
+    ? `SQLSTATE ${state}`
+    : [...errorChain(error)].some((e) => e instanceof InvalidInputError)
+      ? 'invalid input'
+      : null;
+  if (!refused) return null;
+  return new PermanentJobError(
+    'unstorable_data',
+    `The database cannot store this job's data (${refused}); retrying would not help.`,
+  );
+}

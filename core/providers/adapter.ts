@@ -4,8 +4,9 @@
 // message. Everything else is here, once: the endpoint and outbound policy,
 // the deadline, the streaming transport (stream-request.ts), the mapping of
 // HTTP statuses and network failures to ProviderError kinds (errors.ts), and
-// the usage fallbacks. Nothing retries: our job queue retries a failed turn
-// as a whole.
+// the usage fallbacks, and the answer's text made storable (core/storable.ts:
+// a NUL or a lone surrogate in it would fail every retry of the turn).
+// Nothing retries: our job queue retries a failed turn as a whole.
 //
 // No provider SDK is used: the stream is ours for its CPU cost
 // (stream-request.ts) and the key check is one GET, so an SDK would bring
@@ -20,6 +21,7 @@ import {
   fallbackError,
   httpProviderError,
 } from './errors.ts';
+import { storableStream } from '../storable.ts';
 import { dispatcherFor } from './outbound.ts';
 import { getOk, HttpStatusError, postEventStream, type HttpFailure, type StreamEvent } from './stream-request.ts';
 import {
@@ -110,6 +112,7 @@ export function createHttpAdapter(protocol: ProviderProtocol, options: AdapterOp
       throw new ProviderError('invalid_key', `no API key for ${displayName}`);
     const body = JSON.stringify(protocol.body(request));
     const reader = protocol.reader(displayName);
+    const storable = storableStream();
     const deadline = new Deadline(timeoutMs, request.signal);
     let text = '';
     let started = false;
@@ -122,7 +125,10 @@ export function createHttpAdapter(protocol: ProviderProtocol, options: AdapterOp
         (event) => {
           started = true;
           deadline.touch();
-          const delta = reader.read(event);
+          // A piece may end in half a surrogate pair (held until the next one);
+          // the finish reason lets the rest go.
+          const piece = reader.read(event) ?? '';
+          const delta = storable(piece, reader.finishReason() !== null);
           if (!delta) return;
           text += delta;
           // Awaited only when the caller's handler returns a promise.

@@ -19,8 +19,10 @@
 //   { reply?, chunks?, delayMs?, usage?, finishReason? }  a normal answer.
 //       reply: text or (request) => text; default "echo: <last user message>".
 //       chunks: number of text deltas (default one a word); delayMs: pause
-//       before each delta; usage: {input, output} or false to send none
-//       (default: words in the prompt, words in the reply); finishReason: the
+//       before each delta; pieces: the deltas exactly, instead of reply and
+//       chunks (a surrogate pair may be cut between two); usage: {input,
+//       output} or false to send none (default: words in the prompt, words
+//       in the reply); finishReason: the
 //       protocol's own word (default stop / end_turn); gate: a promise the
 //       answer waits for before it starts (many requests held at once).
 //   { status, retryAfter?, message? }  an error answer in the protocol's
@@ -40,6 +42,7 @@ import { z } from 'zod';
 export type FakeAnswer = {
   reply?: string | ((request: RecordedRequest) => string);
   chunks?: number;
+  pieces?: string[];
   delayMs?: number;
   usage?: { input: number; output: number } | false;
   finishReason?: string;
@@ -399,8 +402,9 @@ async function startFake(
 
     if ('gate' in b && b.gate) await b.gate;
     const lastUser = [...parsed.messages].reverse().find((m) => m.role === 'user')?.content ?? '';
-    const text = typeof b.reply === 'function' ? b.reply(recorded) : (b.reply ?? `echo: ${lastUser}`);
-    const pieces = splitReply(text, b.chunks);
+    const text =
+      b.pieces?.join('') ?? (typeof b.reply === 'function' ? b.reply(recorded) : (b.reply ?? `echo: ${lastUser}`));
+    const pieces = b.pieces ?? splitReply(text, b.chunks);
     const prompt = `${parsed.messages.map((m) => m.content).join(' ')} ${parsed.system ?? ''}`;
     const answer: Answer = {
       model: parsed.model,

@@ -3,7 +3,7 @@
 import { enqueueChannelFailure } from '../../core/channels/deliver.ts';
 import { TurnInput, runChatTurn } from '../../core/chat/turn.ts';
 import { Keyring } from '../../core/crypto/keyring.ts';
-import { PermanentJobError } from '../../core/jobs/errors.ts';
+import { PermanentJobError, unstorableDataError } from '../../core/jobs/errors.ts';
 import { defineTask, JobNotRecordedError } from '../define-task.ts';
 
 export default defineTask('chat.turn', TurnInput, async (input, ctx) => {
@@ -13,7 +13,8 @@ export default defineTask('chat.turn', TurnInput, async (input, ctx) => {
     // A turn that fails for good (not cancelled, not finished elsewhere): a
     // message that came from a messaging channel gets a short apology there,
     // once per turn (keyed by the job), instead of no answer at all.
-    const final = error instanceof PermanentJobError || ctx.attempt >= ctx.maxAttempts;
+    const final =
+      error instanceof PermanentJobError || unstorableDataError(error) !== null || ctx.attempt >= ctx.maxAttempts;
     if (final && !ctx.signal.aborted && !(error instanceof JobNotRecordedError)) {
       await enqueueChannelFailure(ctx.db, {
         tenantId: ctx.tenantId,

@@ -1,0 +1,92 @@
+// A job whose data PostgreSQL refuses (SQLSTATE class 22: a NUL in text, a
+// lone surrogate in jsonb) fails at its first attempt as `unstorable_data`
+// instead of being retried with backoff: the same data would be refused at
+// every attempt. One attempt of a task made here runs through the worker's
+// own runAttempt against a real database.
+import type { JobHelpers } from 'graphile-worker';
+import pg from 'pg';
+import t from 'tap';
+import { z } from 'zod';
+import { sql } from '../../core/db/pool.ts';
+import { JobCompletions } from '../../core/jobs/completions.ts';
+import { DeltaPublisher } from '../../core/jobs/deltas.ts';
+import type { AttemptOutcome } from '../../core/metrics.ts';
+import { runAttempt } from '../../workers/attempt.ts';
+import type { CancelListener } from '../../workers/cancellation.ts';
+import type { PlatformTask, TaskContext, TaskDeps } from '../../workers/define-task.ts';
+import { testConfig, testLogger } from '../helpers/config.ts';
+import { createTestDatabase, testPool } from '../helpers/db.ts';
+import { createMember, enqueue } from '../helpers/fixtures.ts';
+
+const databaseUrl = await createTestDatabase(t);
+const db = await testPool(t, databaseUrl);
+const plain = new pg.Pool({ connectionString: databaseUrl, max: 2 });
+t.teardown(() => plain.end());
+const logger = testLogger('worker');
+const completions = new JobCompletions(plain, logger);
+const outcomes: AttemptOutcome[] = [];
+const deps: TaskDeps = {
+  db,
+  config: testConfig(databaseUrl),
+  logger,
+  // No cancels in this test: every attempt runs to its end.
+  cancels: { track: () => ({ signal: new AbortController().signal, untrack: () => true }) } as unknown as CancelListener,
+  completions,
+  deltas: new DeltaPublisher(plain, logger),
+  refused: () => undefined,
+  observe: (_kind, outcome) => void outcomes.push(outcome),
+  graphilePool: plain,
+};
+const helpers = { job: { locked_by: null, locked_at: null } } as unknown as JobHelpers;
+const member = await createMember(db);
+
+const JobRow = z.object({ status: z.string(), attempts: z.number(), error: z.unknown() });
+
+/** One attempt (the first of 3) of a job whose handler is `run`; the job's row after it. */
+async function attemptOnce(run: (ctx: TaskContext) => Promise<unknown>) {
+  // Far in the future: nothing but this test runs it.
+  const jobId = await enqueue(db, {
+    kind: 'diag.noop',
+    tenantId: member.tenantId,
+    maxAttempts: 3,
+    runAt: new Date(Date.now() + 3_600_000),
+  });
+  const task: PlatformTask = { kind: 'diag.noop', input: z.unknown(), run: (_input, ctx) => run(ctx) };
+  const job = { jobId, tenantId: member.tenantId, kind: task.kind, input: {}, attempt: 1, maxAttempts: 3 };
+  await runAttempt(task, job, deps, helpers);
+  await completions.drain();
+  return db.one(sql.type(JobRow)`select status, attempts, error from jobs where id = ${jobId}`);
+}
+
+const unstorable = { status: 'failed', attempts: 1, error: { code: 'unstorable_data', retrying: false } };
+
+t.test('a NUL written to text fails the job at once', async (t) => {
+  const row = await attemptOnce((ctx) => ctx.db.query(sql.unsafe`select ${'before\u0000after'}::text`));
+  t.match(row, unstorable);
+  t.match(row.error, { message: /SQLSTATE 22021/ });
+});
+
+t.test('a lone surrogate written to jsonb fails the job at once', async (t) => {
+  // slonik reports PostgreSQL's 22P02 as its InvalidInputError, without the code.
+  const row = await attemptOnce((ctx) => ctx.db.query(sql.unsafe`select ${'"half \\ud800 pair"'}::jsonb`));
+  t.match(row, unstorable);
+});
+
+t.test('a NUL in jsonb fails the job at once', async (t) => {
+  const row = await attemptOnce((ctx) => ctx.db.query(sql.unsafe`select ${'{"a":"\\u0000"}'}::jsonb`));
+  t.match(row, unstorable);
+  t.match(row.error, { message: /SQLSTATE 22P05/ });
+});
+
+t.test('a result the database refuses fails the job instead of running it again', async (t) => {
+  const row = await attemptOnce(async () => ({ text: 'before\u0000after' }));
+  t.match(row, unstorable);
+});
+
+t.test('any other failure is still retried', async (t) => {
+  const row = await attemptOnce(async () => {
+    throw new Error('something else');
+  });
+  t.match(row, { status: 'queued', error: { code: 'task_failed', retrying: true } });
+  t.same(outcomes, ['failed', 'failed', 'failed', 'succeeded', 'failed'], 'the result failed after the attempt');
+});
