@@ -58,6 +58,7 @@ export const NEXT_ACTIONS = [
   'claim_account',
   'change_plan',
   'request_scope',
+  'raise_claimer_role',
   'use_allowed_model',
   'restore_account_access',
   'reread_list',

@@ -4,13 +4,15 @@
 // only by the resource it names as audience, so a token for one is refused
 // at the other. The bearer is verified locally (signature against the key
 // store, issuer, audience, expiry); then one indexed read checks that the
-// registration and principal are still live. Refusals carry the resource's
+// registration and principal are still live, and the memberships cache gives
+// the claimer's current role (which the operations check). Refusals carry the resource's
 // protected-resource metadata URL so a client can find the way to a token.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { bearerToken } from '../../core/auth/platform-token.ts';
 import { agentContext, type AgentContextRow } from '../../core/agent/capabilities.ts';
 import { AgentAuthCache } from '../../core/identity/auth-cache.ts';
+import type { TenantRole } from '../../core/tenants/roles.ts';
 import {
   RejectedTokenError,
   resources,
@@ -28,6 +30,8 @@ export type AgentPrincipal = {
   scopes: AgentScope[];
   claimState: 'unclaimed' | 'pending' | 'claimed';
   expiresAt: number;
+  /** Its claimer's current role in the workspace it acts in; null before a claim (no person: its scopes decide). */
+  role: TenantRole | null;
 };
 
 export type AuthenticatedAgent = { agent: AgentPrincipal; context: AgentContextRow };
@@ -136,13 +140,7 @@ export class AgentAuthenticator {
         'invalid_token',
       );
     }
-    if (!live.linked || live.principal_id !== claims.principalId) {
-      throw this.unauthorized(
-        'principal_not_linked',
-        'The agent is no longer linked: a workspace Admin unlinked it, or the person who claimed it left the workspace it acts in. Register again (and claim it again).',
-        'invalid_token',
-      );
-    }
+    if (!live.linked || live.principal_id !== claims.principalId) throw this.notLinked();
     // The token names the workspace it was issued for; it acts elsewhere now
     // (the organization chosen at its claim was deleted, for example).
     if (live.tenant_id !== claims.tenantId) {
@@ -152,6 +150,7 @@ export class AgentAuthenticator {
         'invalid_token',
       );
     }
+    const role = await this.claimerRole(live);
     if (live.tenant_suspended) {
       throw new AgentHttpError(
         403,
@@ -161,7 +160,28 @@ export class AgentAuthenticator {
       );
     }
     if (scope && !claims.scopes.includes(scope)) throw this.scopeDenied(scope, live.claim_state);
-    return { agent: { ...claims, claimState: live.claim_state }, context: live };
+    return { agent: { ...claims, claimState: live.claim_state, role }, context: live };
+  }
+
+  /**
+   * The claimer's role now, from the memberships cache the platform's tenant
+   * checks read (dropped by this process when it changes a membership, by
+   * NOTIFY on the others): a role change or removal reaches the agent at its
+   * next request. No longer a member: unlinked, as the snapshot would say.
+   */
+  private async claimerRole(live: AgentContextRow): Promise<TenantRole | null> {
+    if (live.claim_state !== 'claimed' || !live.claimed_by) return null;
+    const membership = await this.app.membershipOf(live.tenant_id, live.claimed_by);
+    if (!membership) throw this.notLinked();
+    return membership.role;
+  }
+
+  private notLinked() {
+    return this.unauthorized(
+      'principal_not_linked',
+      'The agent is no longer linked: a workspace Admin unlinked it, or the person who claimed it left the workspace it acts in. Register again (and claim it again).',
+      'invalid_token',
+    );
   }
 }
 
@@ -178,4 +198,4 @@ async function agentAuth(app: FastifyInstance) {
   });
 }
 
-export default fp(agentAuth, { name: 'agent-auth', dependencies: ['context'] });
+export default fp(agentAuth, { name: 'agent-auth', dependencies: ['context', 'tenant'] });

@@ -32,6 +32,11 @@ declare module 'fastify' {
     requireWorkspace: (minimum: TenantRole) => TenantCheck;
     /** After this process changed a membership: its next check reads it again (other replicas hear the NOTIFY). */
     forgetMembership: (tenantId: string, userId: string) => void;
+    /**
+     * A person's current role in a tenant (null: not a member), from the same
+     * cache the tenant checks read: the Agent API reads its claimer's role here.
+     */
+    membershipOf: (tenantId: string, userId: string) => Promise<MembershipState | null>;
   }
 }
 
@@ -63,6 +68,7 @@ export const OptionalTenantHeaders = z.object({
 });
 
 const Membership = z.object({ role: TenantRoleSchema, suspended: z.boolean() });
+export type MembershipState = z.infer<typeof Membership>;
 const Memberships = z.object({ tenant_id: z.string(), role: TenantRoleSchema, suspended: z.boolean() });
 
 /** An operator suspended the tenant (core/tenants/suspension.ts): its people are refused, members or not of other tenants. */
@@ -76,14 +82,18 @@ const suspended = () =>
 async function tenantPlugin(app: FastifyInstance) {
   // Roles are cached per replica and dropped by NOTIFY when a membership changes.
   // A suspension drops the entries of every member too (0023).
-  const memberships = new InvalidatedCache<{ role: TenantRole; suspended: boolean } | null>(
-    app.jobEvents,
-    'user_cache_events',
-  );
+  const memberships = new InvalidatedCache<MembershipState | null>(app.jobEvents, 'user_cache_events');
   app.decorateRequest('tenant', null);
   app.decorate('forgetMembership', (tenantId: string, userId: string) =>
     memberships.forget(`member:${tenantId}:${userId}`),
   );
+  const membershipOf = (tenantId: string, userId: string) =>
+    memberships.get(`member:${tenantId}:${userId}`, () =>
+      app.db.maybeOne(sql.type(Membership)`
+        select m.role, t.suspended_at is not null as suspended from tenant_memberships m join tenants t on t.id = m.tenant_id
+        where m.tenant_id = ${tenantId} and m.user_id = ${userId}`),
+    );
+  app.decorate('membershipOf', membershipOf);
   const tagged = (check: (request: FastifyRequest) => Promise<void>, minimum: TenantRole): TenantCheck =>
     Object.assign(check, { tenantRole: minimum });
 
@@ -104,11 +114,7 @@ async function tenantPlugin(app: FastifyInstance) {
       }
       const tenantId = header.data['x-tenant-id'];
       const userId = request.user.userId;
-      const membership = await memberships.get(`member:${tenantId}:${userId}`, () =>
-        app.db.maybeOne(sql.type(Membership)`
-        select m.role, t.suspended_at is not null as suspended from tenant_memberships m join tenants t on t.id = m.tenant_id
-        where m.tenant_id = ${tenantId} and m.user_id = ${userId}`),
-      );
+      const membership = await membershipOf(tenantId, userId);
       if (!membership) throw new PlatformHttpError(404, 'not_found', 'No such tenant.');
       if (membership.suspended) throw suspended();
       if (!roleAtLeast(membership.role, minimum)) throw new PlatformHttpError(403, 'forbidden', roleNeeded(minimum));

@@ -10,6 +10,7 @@ import { sql, type CommonQueryMethods } from '../db/pool.ts';
 import { AGENT_SCOPES, POST_CLAIM_SCOPES, type AgentScope } from '../identity/tokens.ts';
 import { OFFLINE_MODEL, planOf } from '../plans.ts';
 import { pendingSteps, readinessFacts, ReadinessFacts, readinessOf } from '../runners/runners.ts';
+import { ROLE_TITLES, type TenantRole } from '../tenants/roles.ts';
 
 export const AgentContextRow = z.object({
   registration_status: z.enum(['active', 'revoked']),
@@ -18,6 +19,8 @@ export const AgentContextRow = z.object({
   registration_type: z.enum(['anonymous', 'service_auth']),
   claim_state: z.enum(['unclaimed', 'pending', 'claimed']),
   claimed_at: z.string().nullable(),
+  /** The person who claimed it: the agent acts with their current role in the acting tenant. */
+  claimed_by: z.string().nullable(),
   principal_id: z.string(),
   principal_name: z.string(),
   /** The tenant the agent acts in: the organization chosen at its claim, else its own workspace. */
@@ -40,7 +43,7 @@ export const ACTING_TENANT = sql.fragment`coalesce(r.organization_id, r.tenant_i
 export async function agentContext(db: CommonQueryMethods, registrationId: string): Promise<AgentContextRow | null> {
   return db.maybeOne(sql.type(AgentContextRow)`
     select r.status as registration_status, p.status as principal_status,
-      r.id as registration_id, r.type as registration_type, r.claim_state, r.claimed_at,
+      r.id as registration_id, r.type as registration_type, r.claim_state, r.claimed_at, r.claimed_by,
       p.id as principal_id, p.display_name as principal_name, t.id as tenant_id, t.name as tenant_name, t.plan,
       t.suspended_at is not null as tenant_suspended, own.id as own_tenant_id, own.name as own_tenant_name,
       p.status = 'active' and (r.claim_state <> 'claimed' or exists (
@@ -68,19 +71,48 @@ export async function liveState(db: CommonQueryMethods, tenantId: string): Promi
 }
 
 export type NextAction = {
-  action: 'claim_account' | 'change_plan' | 'refresh_registration' | 'complete_setup' | 'await_approval';
+  action:
+    | 'claim_account'
+    | 'change_plan'
+    | 'refresh_registration'
+    | 'complete_setup'
+    | 'await_approval'
+    | 'raise_claimer_role';
   actor: 'agent' | 'person';
   reason: string;
-  method?: 'POST' | 'PUT';
+  method?: 'POST' | 'PUT' | 'PATCH';
   endpoint?: string;
   url?: string;
 };
+
+/**
+ * What the agent may do given its claimer's current role in the workspace
+ * (null before a claim: no person stands behind it, its scopes decide).
+ */
+export type AgentAccess = {
+  claimer_role: TenantRole | null;
+  allowed: string[];
+  refused: Array<{ operation: string; needs: TenantRole }>;
+};
+
+function raiseRoleAction(ctx: AgentContextRow, access: AgentAccess, baseUrl: string): NextAction | null {
+  const needs = access.refused[0]?.needs;
+  if (!needs || !access.claimer_role || !ctx.claimed_by) return null;
+  return {
+    action: 'raise_claimer_role',
+    actor: 'person',
+    reason: `The person who claimed you is a ${ROLE_TITLES[access.claimer_role]} of this workspace, so ${access.refused.map((r) => r.operation).join(', ')} are refused; a workspace Admin gives them the ${ROLE_TITLES[needs]} role (body {"role": "${needs}"}).`,
+    method: 'PATCH',
+    endpoint: `${baseUrl}/api/tenants/members/${ctx.claimed_by}`,
+  };
+}
 
 export function capabilitiesOf(
   ctx: AgentContextRow,
   token: { scopes: AgentScope[]; expiresAt: number },
   urls: { authUrl: string; baseUrl: string; approveUrl: (approvalId: string) => string },
   live: LiveState,
+  access: AgentAccess,
 ) {
   const plan = planOf(ctx.plan);
   const claimed = ctx.claim_state === 'claimed';
@@ -124,6 +156,8 @@ export function capabilitiesOf(
       endpoint: `${urls.baseUrl}/api/tenants/agent-settings`,
     });
   }
+  const raise = raiseRoleAction(ctx, access, urls.baseUrl);
+  if (raise) next.push(raise);
   const approvals = live.pending_approvals.map((a) => ({
     id: a.id,
     board_id: a.board_id,
@@ -161,6 +195,7 @@ export function capabilitiesOf(
       all: [...AGENT_SCOPES],
     },
     token: { expires_at: new Date(token.expiresAt * 1000).toISOString() },
+    access,
     plan: { name: plan.name, company_work: plan.companyWork },
     quota: { period: 'month' as const, messages_limit: plan.monthlyMessages },
     models: { allowed: [...plan.models], default: OFFLINE_MODEL },

@@ -94,8 +94,9 @@ const writeErrors = { ...readErrors, 409: AgentApiError };
 const IDEMPOTENCY =
   'Requires `Idempotency-Key` (8-200 characters, unique to this exact mutation); an identical retry within 24 hours returns the recorded outcome with `Idempotency-Replayed: true`.';
 
-const read = { method: 'GET', scope: 'svc:boards:read', errors: readErrors } as const;
-const write = { scope: 'svc:boards:publish', errors: writeErrors } as const;
+// A Viewer reads boards; making and publishing them is a Member's work (as POST /api/boards).
+const read = { method: 'GET', scope: 'svc:boards:read', role: 'viewer', errors: readErrors } as const;
+const write = { scope: 'svc:boards:publish', role: 'member', errors: writeErrors } as const;
 
 export const boardOperations = [
   defineOperation({

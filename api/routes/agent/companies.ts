@@ -90,7 +90,7 @@ const tenantOf = (caller: Caller) => caller.context.tenant_id;
 const company = async (app: FastifyInstance, caller: Caller, ref: string) =>
   (await findCompany(app.db, tenantOf(caller), ref)) ?? Promise.reject(notFound('company'));
 const CompanyParams = z.object({ companyRef: CompanyRef });
-const read = { method: 'GET', scope: SCOPE, errors, guard: requireCompanyWork } as const;
+const read = { method: 'GET', scope: SCOPE, role: 'viewer', errors, guard: requireCompanyWork } as const;
 
 export const companyOperations = [
   defineOperation({

@@ -4,9 +4,10 @@ import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { capabilitiesOf, liveState } from '../../../core/agent/capabilities.ts';
 import { AGENT_SCOPES } from '../../../core/identity/tokens.ts';
+import { TenantRoleSchema } from '../../../core/tenants/roles.ts';
 import { AgentApiError, SharedRateLimitError } from '../../errors.ts';
 import { approvalPageUrl } from '../boards/approval-page.ts';
-import { defineOperation, registerHttpOperation, type Caller } from './operation.ts';
+import { accessOf, defineOperation, registerHttpOperation, type Caller } from './operation.ts';
 
 const ClaimState = z.enum(['unclaimed', 'pending', 'claimed']);
 const WORKSPACE =
@@ -24,12 +25,19 @@ const Me = z
   .meta({ id: 'AgentMeResponse' });
 
 const NextAction = z.object({
-  action: z.enum(['claim_account', 'change_plan', 'refresh_registration', 'complete_setup', 'await_approval']),
+  action: z.enum([
+    'claim_account',
+    'change_plan',
+    'refresh_registration',
+    'complete_setup',
+    'await_approval',
+    'raise_claimer_role',
+  ]),
   actor: z
     .enum(['agent', 'person'])
     .describe('agent: call the endpoint; person: hand the URL to the user (it carries no credential)'),
   reason: z.string(),
-  method: z.enum(['POST', 'PUT']).optional(),
+  method: z.enum(['POST', 'PUT', 'PATCH']).optional(),
   endpoint: z.url().optional(),
   url: z.url().optional(),
 });
@@ -65,6 +73,19 @@ const Capabilities = z
       all: z.array(z.enum(AGENT_SCOPES)),
     }),
     token: z.object({ expires_at: z.iso.datetime() }),
+    access: z
+      .object({
+        claimer_role: TenantRoleSchema.nullable().describe(
+          'The current role in the workspace of the person who claimed the agent; null before a claim (no person: the scopes decide)',
+        ),
+        allowed: z.array(z.string()).describe('Operations (operationIds, also the MCP tool names) the role allows'),
+        refused: z
+          .array(z.object({ operation: z.string(), needs: TenantRoleSchema }))
+          .describe('Operations refused with 403 insufficient_role, and the claimer role each needs'),
+      })
+      .describe(
+        "What the agent may do given its claimer's role, read at each request: a Viewer's agent reads, a Member's also changes boards, an Admin's also restores managed agents",
+      ),
     plan: z.object({ name: z.string(), company_work: z.boolean() }),
     quota: z.object({ period: z.literal('month'), messages_limit: z.int() }),
     models: z.object({ allowed: z.array(z.string()), default: z.string() }),
@@ -109,6 +130,7 @@ export const identityOperations = [
   defineOperation({
     operationId: 'getAgentMe',
     method: 'GET',
+    role: 'viewer',
     path: '/api/agent/v1/me',
     summary: 'The calling agent',
     response: Me,
@@ -119,6 +141,7 @@ export const identityOperations = [
   defineOperation({
     operationId: 'getAgentCapabilities',
     method: 'GET',
+    role: 'viewer',
     path: '/api/agent/v1/capabilities',
     summary: 'Identity, claim state, plan, quota, models, setup and approval state, and the safe next actions',
     description: 'The authority for what the caller may do now; read it first and follow `next_actions`.',
@@ -127,7 +150,7 @@ export const identityOperations = [
     mcp: { title: 'Capabilities and next actions', readOnly: true },
     run: async (app, { agent, context }) => {
       const urls = { ...app.config, approveUrl: (id: string) => approvalPageUrl(app.config.baseUrl, id) };
-      return capabilitiesOf(context, agent, urls, await liveState(app.db, context.tenant_id));
+      return capabilitiesOf(context, agent, urls, await liveState(app.db, context.tenant_id), accessOf(agent.role));
     },
   }),
 ];

@@ -18,6 +18,7 @@ export const jobOperations = [
   defineOperation({
     operationId: 'getAgentJob',
     method: 'GET',
+    role: 'viewer',
     path: '/api/agent/v1/jobs/:jobId',
     summary: 'Extension: status of a job the Agent API started (e.g. a restore)',
     description: 'Poll until `status` is succeeded, failed or cancelled; `version` increases with every change.',

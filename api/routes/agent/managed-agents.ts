@@ -83,6 +83,8 @@ export const managedAgentOperations = [
     method: 'POST',
     path: '/api/agent/v1/agents/:agentRef/restore',
     scope: 'svc:agents:write',
+    // It brings back what an Admin deleted: only Admins create and delete managed agents.
+    role: 'admin',
     summary: 'Restore a deleted managed agent; refused before it starts when the runner or gateway is not ready',
     description:
       'Returns the active managed agent. A readiness refusal (409 setup_required, 503 temporarily_disabled, the reason in details) is not recorded under the Idempotency-Key, so the identical retry runs once the runner or gateway is ready.',

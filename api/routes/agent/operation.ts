@@ -2,12 +2,15 @@
 // under /api/agent/v1 (registerHttpOperation) and as an MCP tool at /mcp
 // (api/routes/mcp). Both run the same guard and the same `run`, so the MCP
 // endpoint has no second implementation of any operation: same checks, same
-// core calls, same error codes.
+// core calls, same error codes. Each operation declares the role its agent's
+// claimer needs in the workspace (`role`, published as `x-claimer-role`): a
+// claimed agent never acts above the person who claimed it.
 import type { FastifyBaseLogger, FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { Transactor } from '../../../core/db/pool.ts';
 import type { AgentScope } from '../../../core/identity/tokens.ts';
-import type { AgentContextRow } from '../../../core/agent/capabilities.ts';
+import type { AgentAccess, AgentContextRow } from '../../../core/agent/capabilities.ts';
+import { ROLE_TITLES, roleAtLeast, type TenantRole } from '../../../core/tenants/roles.ts';
 import { AgentHttpError, IDEMPOTENCY_KEY_BOUNDS } from '../../errors.ts';
 import type { AgentPrincipal } from '../../plugins/agent-auth.ts';
 import { fillPath, type Claimed } from '../../plugins/agent-idempotency.ts';
@@ -28,6 +31,12 @@ export type AgentOperation<
   /** Fastify path with :params. */
   path: string;
   scope?: AgentScope;
+  /**
+   * The role the person who claimed the agent needs in the workspace, read
+   * at each request: reads need a Viewer, changes a Member, as the platform
+   * routes doing the same work. An unclaimed agent has no person: its scopes decide.
+   */
+  role: TenantRole;
   summary: string;
   description?: string;
   params?: P;
@@ -56,13 +65,45 @@ export type AgentOperation<
   ) => Promise<unknown>;
 };
 
+/** Every defined operation's claimer role, for capabilities (which cannot import the list: it is in it). */
+const declaredRoles = new Map<string, TenantRole>();
+
 /** Keeps each operation's input types while the list holds them all. */
 export function defineOperation<
   P extends Obj | undefined = undefined,
   Q extends Obj | undefined = undefined,
   B extends Obj | undefined = undefined,
 >(op: AgentOperation<P, Q, B>): AgentOperation {
+  declaredRoles.set(op.operationId, op.role);
   return op as unknown as AgentOperation;
+}
+
+/** What an agent whose claimer has this role may do (null: unclaimed, nobody to follow). */
+export function accessOf(claimerRole: TenantRole | null): AgentAccess {
+  const entries = [...declaredRoles];
+  const may = (needs: TenantRole) => claimerRole === null || roleAtLeast(claimerRole, needs);
+  return {
+    claimer_role: claimerRole,
+    allowed: entries.filter(([, needs]) => may(needs)).map(([id]) => id),
+    refused: entries.filter(([, needs]) => !may(needs)).map(([operation, needs]) => ({ operation, needs })),
+  };
+}
+
+/**
+ * 403 insufficient_role when the agent's claimer lacks the operation's role.
+ * Checked before the Idempotency-Key is claimed, so nothing is recorded and
+ * the identical retry runs once an Admin has raised the role.
+ */
+export function requireClaimerRole(op: AgentOperation, { agent }: Caller): void {
+  if (agent.role === null || roleAtLeast(agent.role, op.role)) return;
+  throw new AgentHttpError(
+    403,
+    'insufficient_role',
+    `${op.operationId} needs the person who claimed this agent to be a ${ROLE_TITLES[op.role]} (or Admin) of the workspace; they are a ${ROLE_TITLES[agent.role]}. Ask a workspace Admin to raise their role, then send the same request again.`,
+    'raise_claimer_role',
+    {},
+    false,
+  );
 }
 
 export const isMutation = (op: AgentOperation) => op.method !== 'GET';
@@ -113,6 +154,7 @@ export function registerHttpOperation(app: FastifyInstance, op: AgentOperation):
     url: op.path,
     onRequest: [
       app.requireAgent(op.scope),
+      async (request: FastifyRequest) => requireClaimerRole(op, callerOf(request)),
       ...(guard ? [async (request: FastifyRequest) => guard(callerOf(request))] : []),
     ],
     ...(isMutation(op) ? app.agentIdempotency() : {}),
@@ -122,6 +164,7 @@ export function registerHttpOperation(app: FastifyInstance, op: AgentOperation):
       summary: op.summary,
       ...(op.description ? { description: op.description } : {}),
       security: [{ AgentBearer: op.scope ? [op.scope] : [] }],
+      'x-claimer-role': op.role,
       ...(op.params ? { params: op.params } : {}),
       ...(op.query ? { querystring: op.query } : {}),
       ...(op.body ? { body: op.body } : {}),

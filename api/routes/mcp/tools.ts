@@ -1,5 +1,5 @@
 // The Agent API operations as MCP tools: one tool per operation, named by
-// its operationId, with the same scope, guard, input bounds, idempotency
+// its operationId, with the same scope, claimer role, guard, input bounds, idempotency
 // record and error codes as the HTTP route, because it runs the same
 // operation definition (api/routes/agent/operation.ts).
 //
@@ -10,12 +10,14 @@
 import type { FastifyInstance } from 'fastify';
 import type { CallToolResult, Tool } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
+import { ROLE_TITLES } from '../../../core/tenants/roles.ts';
 import { AgentHttpError, IDEMPOTENCY_KEY_BOUNDS, type AgentApiErrorBody } from '../../errors.ts';
 import {
   concretePath,
   encoded,
   executeOperation,
   isMutation,
+  requireClaimerRole,
   type AgentOperation,
   type Caller,
 } from '../agent/operation.ts';
@@ -74,6 +76,9 @@ function toolOf(op: AgentOperation, parts: Parts): Tool {
   const notes = [
     op.description,
     op.scope ? `Scope: ${op.scope}.` : 'Any valid token.',
+    op.role === 'viewer'
+      ? ''
+      : `Its claimer must be a ${ROLE_TITLES[op.role]}${op.role === 'admin' ? '' : ' or Admin'} of the workspace.`,
     `Same as ${op.method} ${op.path.replace(/:([A-Za-z]+)/g, '{$1}')}.`,
   ].filter(Boolean);
   return {
@@ -162,6 +167,7 @@ export function agentTools(app: FastifyInstance): ToolSet {
   ): Promise<CallToolResult> {
     if (op.scope && !caller.agent.scopes.includes(op.scope))
       throw app.mcpAuth.scopeDenied(op.scope, caller.agent.claimState);
+    requireClaimerRole(op, caller);
     op.guard?.(caller);
     const input = parseInput(op, parts, args);
     if (!isMutation(op)) return success(encoded(op, await executeOperation(app, op, caller, input, null)));
