@@ -28,16 +28,20 @@ export async function createUser(
   return db.transaction((tx) => createUserIn(tx, { ...input, passwordHash }));
 }
 
-/** Creates the account inside the caller's transaction (the password already hashed, outside it). */
+/**
+ * Creates the account inside the caller's transaction (the password already
+ * hashed, outside it). `emailVerified: false` marks an e-mail nobody proved
+ * (an invitation link the Admin saw): never linked to an external login by e-mail.
+ */
 export async function createUserIn(
   tx: CommonQueryMethods,
-  input: { email: string; passwordHash: string; displayName?: string; operator?: boolean },
+  input: { email: string; passwordHash: string; displayName?: string; operator?: boolean; emailVerified?: boolean },
 ): Promise<UserRow> {
   const taken = await tx.exists(sql.unsafe`select 1 from users where lower(email) = lower(${input.email})`);
   if (taken) throw new EmailTakenError(`an account with e-mail ${input.email} already exists`);
   const user = await tx.one(userRow`
-    insert into users (email, display_name, password_hash, is_operator)
-    values (${input.email}, ${input.displayName ?? null}, ${input.passwordHash}, ${input.operator ?? false})
+    insert into users (email, display_name, password_hash, is_operator, email_verified)
+    values (${input.email}, ${input.displayName ?? null}, ${input.passwordHash}, ${input.operator ?? false}, ${input.emailVerified ?? true})
     returning id, email, display_name, avatar_url, is_operator`);
   await tx.query(sql.unsafe`
     insert into user_identities (user_id, provider, subject, email) values (${user.id}, 'password', ${user.id}, ${user.email})`);

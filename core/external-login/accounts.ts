@@ -4,7 +4,12 @@
 //      account with that e-mail gets this identity linked (or, with none, a
 //      new account is made for it);
 //   3. an unverified or missing e-mail creates and links nothing: linking on
-//      an e-mail nobody verified would hand an account to whoever typed it.
+//      an e-mail nobody verified would hand an account to whoever typed it;
+//   4. nor is a login linked to an account whose own e-mail nobody proved (a
+//      password account made from an invitation link its Admin saw): that
+//      would hand the login to whoever made the account (a pre-hijack). It
+//      is refused and nothing is created; the account's owner proves the
+//      mailbox first (users.email_verified).
 import { z } from 'zod';
 import { sql, type CommonQueryMethods, type DatabaseTransactionConnection } from '../db/pool.ts';
 import { UserRow } from '../accounts/users.ts';
@@ -23,6 +28,7 @@ export type ExternalClaims = {
 export type ExternalSignIn = { user: UserRow; newUser: boolean; linked: boolean };
 
 const userRow = sql.type(UserRow);
+const Linkable = UserRow.extend({ email_verified: z.boolean() });
 const UserId = z.object({ user_id: z.string() });
 
 /** Providers send email_verified as a boolean or as the string "true". */
@@ -66,27 +72,35 @@ export async function signInExternal(
       'The provider has not verified this e-mail address; verify it there and sign in again. Nothing was created or linked.',
     );
   }
-  let user = await tx.maybeOne(userRow`
-    select id, email, display_name, avatar_url, is_operator from users where lower(email) = lower(${claims.email}) for update`);
+  let user = await tx.maybeOne(sql.type(Linkable)`
+    select id, email, display_name, avatar_url, is_operator, email_verified from users where lower(email) = lower(${claims.email}) for update`);
   let newUser = false;
   if (!user) {
     const name = claims.name ? flattenName(claims.name).slice(0, NAME_MAX_LENGTH) || null : null;
-    const inserted = await tx.maybeOne(userRow`
+    const inserted = await tx.maybeOne(sql.type(Linkable)`
       insert into users (email, display_name) values (${claims.email}, ${name})
       on conflict ((lower(email))) do nothing
-      returning id, email, display_name, avatar_url, is_operator`);
+      returning id, email, display_name, avatar_url, is_operator, email_verified`);
     newUser = inserted !== null;
-    // A password account with this e-mail was created a moment ago: link to it.
+    // A password account with this e-mail was created a moment ago: link to it (if proved).
     user =
       inserted ??
-      (await tx.one(
-        userRow`select id, email, display_name, avatar_url, is_operator from users where lower(email) = lower(${claims.email})`,
-      ));
+      (await tx.one(sql.type(Linkable)`
+        select id, email, display_name, avatar_url, is_operator, email_verified from users where lower(email) = lower(${claims.email})`));
   }
+  if (!user.email_verified) {
+    throw new ExternalLoginError(
+      403,
+      'account_email_unverified',
+      `An account for ${claims.email} exists, made from an invitation link that was shown to a workspace's Admin, so nobody proved it owns this mailbox: this login is not linked to it, and nothing was created. ` +
+        "If the account is yours, sign in with its password; this login links once you prove the mailbox by accepting, signed in, an invitation e-mailed to it. If it is not yours, ask the platform's operator to remove it.",
+    );
+  }
+  const { email_verified: _verified, ...account } = user;
   await tx.query(sql.unsafe`
     insert into user_identities (user_id, provider, subject, email, email_verified, last_login_at)
     values (${user.id}, ${claims.provider}, ${claims.subject}, ${claims.email}, true, now())`);
-  return { user, newUser, linked: !newUser };
+  return { user: account, newUser, linked: !newUser };
 }
 
 /** Whether the user could still sign in after losing this identity. */

@@ -11,6 +11,7 @@ export const AUDIT_ACTIONS = [
   'invitation_created',
   'invitation_revoked',
   'invitation_accepted',
+  'invitation_resent',
   'role_changed',
   'member_removed',
   'member_left',

@@ -20,6 +20,8 @@ export const InvitationView = z.object({
   state: z.enum(['open', 'expired', 'revoked', 'accepted']),
   has_account: z.boolean(),
   accepted_by: z.string().nullable(),
+  /** The Admin was shown the link (no SMTP): accepting it proves no mailbox. */
+  link_shown: z.boolean(),
 });
 export type InvitationView = z.infer<typeof InvitationView>;
 
@@ -34,7 +36,7 @@ export async function inspectInvitation(
     select i.id, i.tenant_id, t.name as tenant_name, i.email, i.role,
       coalesce((select coalesce(display_name, email) from users where id = i.invited_by), 'An Admin') as invited_by, i.expires_at,
       case when i.accepted_at is not null then 'accepted' when i.revoked_at is not null then 'revoked' when i.expires_at <= now() then 'expired' else 'open' end as state,
-      exists (select 1 from users u where lower(u.email) = lower(i.email)) as has_account, i.accepted_by
+      exists (select 1 from users u where lower(u.email) = lower(i.email)) as has_account, i.accepted_by, i.link_shown
     from tenant_invitations i join tenants t on t.id = i.tenant_id
     where i.token_hash = ${sql.binary(tokenHash(token))}
     ${lock ? sql.fragment`for update of i` : sql.fragment``}`);
@@ -95,12 +97,17 @@ export async function acceptInvitation(
         );
       }
       user = found;
+      // A link that went only to the mailbox, opened by its signed-in owner: the e-mail is proved.
+      if (!view.link_shown)
+        await tx.query(sql.unsafe`update users set email_verified = true where id = ${user.id} and not email_verified`);
     } else {
       try {
         user = await createUserIn(tx, {
           email: view.email,
           passwordHash: who.newAccount.passwordHash,
           displayName: who.newAccount.displayName,
+          // Made from a link the Admin saw: whoever typed the address may not own it.
+          emailVerified: !view.link_shown,
         });
       } catch (error) {
         if (error instanceof EmailTakenError)

@@ -1,12 +1,15 @@
-// Invitations: an Admin invites an e-mail address with a role; the answer
-// carries a one-time link whose token is kept here only as its SHA-256.
+// Invitations: an Admin invites an e-mail address with a role; a one-time
+// link is made whose token is kept here only as its SHA-256. With SMTP
+// configured the link goes only to the invitee's mailbox (accepting it then
+// proves the mailbox); without, the answer shows it to the Admin.
 // The link puts the token in the URL's fragment, which browsers never send
 // to a server, so it reaches no access log or Referer. An invitation is
 // open until it is accepted, revoked or expires; a new one for the same
 // address replaces the open one (the old link stops working). When SMTP is
 // configured, the e-mail goes out from a job (invitation_emails is its
 // outbox; the link waits there sealed, and is cleared once sent). Reading a
-// token and accepting it are in invitation-acceptance.ts.
+// token and accepting it are in invitation-acceptance.ts, re-sending in
+// invitation-resend.ts.
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import type { Keyring } from '../crypto/keyring.ts';
@@ -52,12 +55,18 @@ export const InvitationRow = z.object({
 });
 export type InvitationRow = z.infer<typeof InvitationRow>;
 
-const invitationColumns = sql.fragment`
+export const invitationColumns = sql.fragment`
   i.id, i.tenant_id, i.email, i.role, (select email from users where id = i.invited_by) as invited_by_email,
   i.created_at, i.expires_at, (select status from invitation_emails e where e.invitation_id = i.id order by e.created_at desc limit 1) as email_status,
   i.created_at::text as cursor_t`;
 
-export type CreatedInvitation = { invitation: InvitationRow; link: string; emailed: boolean };
+/** link: null when it went only to the invitee's mailbox (SMTP configured). */
+export type CreatedInvitation = { invitation: InvitationRow; link: string | null; emailed: boolean };
+
+/** E-mails re-sent by the workspace in the last 24 hours: INVITATIONS_PER_DAY counts them with its invitations. */
+export const resentToday = (tenantId: string) => sql.fragment`(
+  select count(*) from tenant_member_audit a
+  where a.tenant_id = ${tenantId} and a.action = 'invitation_resent' and a.created_at > now() - interval '1 day')`;
 
 /** Refuses an invitation to a member, or one past the workspace's daily or open-invitation bound. */
 async function refuseBeyondBounds(
@@ -75,7 +84,7 @@ async function refuseBeyondBounds(
       `${email} is already a member of this workspace; change their role instead.`,
     );
   const counts = await tx.one(sql.type(z.object({ today: z.number(), open: z.number(), retry_s: z.number() }))`
-    select count(*) filter (where created_at > now() - interval '1 day')::int as today,
+    select (count(*) filter (where created_at > now() - interval '1 day') + ${resentToday(tenantId)})::int as today,
       count(*) filter (where accepted_at is null and revoked_at is null and expires_at > now() and lower(email) <> lower(${email}))::int as open,
       coalesce(ceil(extract(epoch from min(created_at) filter (where created_at > now() - interval '1 day') + interval '1 day' - now())), 0)::int as retry_s
     from tenant_invitations where tenant_id = ${tenantId} and created_at > now() - greatest(interval '1 day', make_interval(hours => ${settings.invitationTtlHours}))`);
@@ -121,6 +130,18 @@ async function replaceOpenInvitation(
   }
 }
 
+/** Puts the link's e-mail in the outbox, sealed, with the job that sends it. */
+export async function queueInvitationEmail(
+  tx: CommonQueryMethods,
+  input: { tenantId: string; invitationId: string; link: string; keyring: Keyring },
+): Promise<void> {
+  const { tenantId, invitationId, link } = input;
+  const outbox = await tx.oneFirst(sql.type(z.object({ id: z.string() }))`
+    insert into invitation_emails (invitation_id, sealed_link)
+    values (${invitationId}, ${input.keyring.sealPacked(link, `invitation-email:${invitationId}`)}) returning id`);
+  await enqueueJobs(tx, [{ kind: INVITATION_EMAIL_JOB, tenantId, input: { emailId: outbox }, maxAttempts: 8 }]);
+}
+
 /**
  * Creates an invitation (replacing an open one for the same address) under
  * the workspace's bounds, audited; with SMTP configured, its e-mail job too.
@@ -147,8 +168,8 @@ export async function createInvitation(
     await refuseBeyondBounds(tx, tenantId, email, settings);
     await replaceOpenInvitation(tx, tenantId, actor, email);
     const id = await tx.oneFirst(sql.type(z.object({ id: z.string() }))`
-      insert into tenant_invitations (tenant_id, email, role, token_hash, invited_by, expires_at)
-      values (${tenantId}, ${email}, ${input.role}, ${sql.binary(tokenHash(token))}, ${actor.userId}, now() + make_interval(hours => ${settings.invitationTtlHours}))
+      insert into tenant_invitations (tenant_id, email, role, token_hash, invited_by, expires_at, link_shown)
+      values (${tenantId}, ${email}, ${input.role}, ${sql.binary(tokenHash(token))}, ${actor.userId}, now() + make_interval(hours => ${settings.invitationTtlHours}), ${settings.smtpUrl === null})
       returning id`);
     await recordAudit(tx, {
       tenantId,
@@ -160,15 +181,12 @@ export async function createInvitation(
       requestId: actor.requestId,
     });
     const emailed = settings.smtpUrl !== null;
-    if (emailed) {
-      const outbox = await tx.oneFirst(sql.type(z.object({ id: z.string() }))`
-        insert into invitation_emails (invitation_id, sealed_link) values (${id}, ${input.keyring.sealPacked(link, `invitation-email:${id}`)}) returning id`);
-      await enqueueJobs(tx, [{ kind: INVITATION_EMAIL_JOB, tenantId, input: { emailId: outbox }, maxAttempts: 8 }]);
-    }
+    if (emailed) await queueInvitationEmail(tx, { tenantId, invitationId: id, link, keyring: input.keyring });
     const invitation = await tx.one(
       sql.type(InvitationRow)`select ${invitationColumns} from tenant_invitations i where i.id = ${id}`,
     );
-    return { invitation, link, emailed };
+    // E-mailed: the link goes only to the mailbox, so the answer does not carry it.
+    return { invitation, link: emailed ? null : link, emailed };
   });
 }
 

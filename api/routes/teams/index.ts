@@ -1,6 +1,6 @@
 // A workspace's people: members (list, change a role, remove, leave, hand
 // the workspace over),
-// invitations (create, list, revoke) and the audit of both. Tenant-scoped
+// invitations (create, list, revoke; re-send in resend.ts) and the audit of both. Tenant-scoped
 // (x-tenant-id); the rules and the record live in core/teams.
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
@@ -12,6 +12,7 @@ import { changeRole, listMembers, removeMember, transferOwnership } from '../../
 import { PlatformError, platformCursor } from '../../errors.ts';
 import { TenantHeaders } from '../../plugins/tenant.ts';
 import { teamRefusal } from './refusals.ts';
+import invitationResendRoutes from './resend.ts';
 import {
   AuditPage,
   CreatedInvitation,
@@ -189,10 +190,13 @@ const teamRoutes: FastifyPluginAsyncZod = async (app) => {
       schema: {
         operationId: 'inviteTenantMember',
         tags: ['teams'],
-        summary: 'Invite an e-mail address with a role (Admin); the answer carries the one-time link',
+        summary:
+          'Invite an e-mail address with a role (Admin); the one-time link goes to the mailbox (SMTP configured) or is in the answer',
         description:
           `The link works once, until it expires (INVITATION_TTL_HOURS, 7 days by default) or is revoked; a new invitation for the same address replaces the open one. ` +
-          'With SMTP configured the platform e-mails the link as well (`emailed`). An address that is already a member is 409 `already_member`; ' +
+          "With SMTP configured the link goes only to the invitee's mailbox (`emailed: true`, `link: null`), so accepting it proves the mailbox; resend it with POST /api/tenants/invitations/{invitationId}/resend. " +
+          'Without SMTP the answer carries the link for the Admin to pass on (`emailed: false`); an account made from it is unverified (never linked to an external login by its e-mail). ' +
+          'An address that is already a member is 409 `already_member`; ' +
           'the workspace may send INVITATIONS_PER_DAY invitations a day (429 `invitation_limit`) and have INVITATIONS_PENDING_MAX open (409 `too_many_pending_invitations`). Audited.',
         security,
         headers: TenantHeaders,
@@ -221,8 +225,8 @@ const teamRoutes: FastifyPluginAsyncZod = async (app) => {
         'invitation created',
       );
       const message = emailed
-        ? `An e-mail with the link is on its way to ${invitation.email}; you may pass the link on yourself as well.`
-        : `The link was not e-mailed (no SMTP server is configured): pass it on to ${invitation.email} yourself.`;
+        ? `The link was sent by e-mail to ${invitation.email} only (it is not shown here, so that only the owner of that mailbox can accept). Resend it with POST /api/tenants/invitations/${invitation.id}/resend, or revoke it with DELETE /api/tenants/invitations/${invitation.id}.`
+        : `The link was not e-mailed (no SMTP server is configured): pass it on to ${invitation.email} yourself. An account made from it counts as unverified until its owner proves the mailbox.`;
       return reply.code(201).send({ ...toInvitation(invitation), link, emailed, message });
     },
   );
@@ -304,6 +308,8 @@ const teamRoutes: FastifyPluginAsyncZod = async (app) => {
       return { items: items.map(toAuditEntry), nextCursor };
     },
   );
+
+  await app.register(invitationResendRoutes);
 };
 
 export default teamRoutes;

@@ -42,10 +42,22 @@ export const InvitationPage = z
   .meta({ id: 'TenantInvitationPage' });
 
 export const CreatedInvitation = Invitation.extend({
-  link: z.string().describe('The one-time link to pass on; shown only in this answer (the token is kept hashed)'),
-  emailed: z.boolean().describe('Whether the platform e-mails the link too (SMTP configured)'),
-  message: z.string(),
+  link: z
+    .string()
+    .nullable()
+    .describe(
+      'Without SMTP: the one-time link to pass on, shown only in this answer (the token is kept hashed). ' +
+        "With SMTP: null, the link goes only to the invitee's mailbox",
+    ),
+  emailed: z
+    .boolean()
+    .describe('Whether the platform e-mails the link (SMTP configured); then only the mailbox gets it'),
+  message: z.string().describe('What happened to the link, and to whom it went'),
 }).meta({ id: 'CreatedTenantInvitation' });
+
+export const ResentInvitation = Invitation.extend({
+  message: z.string().describe('To whom the new link went'),
+}).meta({ id: 'ResentTenantInvitation' });
 
 export const InviteBody = z.object({
   email: Email,
