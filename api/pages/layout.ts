@@ -17,7 +17,9 @@ header a{font-weight:600;color:inherit;text-decoration:none}a{color:#0b57b0}main
 h1{font-size:1.4rem;line-height:1.3}h2{font-size:1.1rem;margin-top:1.6rem}dt{font-weight:600}dd{margin:0 0 .6rem}
 code,pre,.url{font-family:ui-monospace,monospace;font-size:.9em;overflow-wrap:anywhere}pre{white-space:pre-wrap;background:#f5f5f5;padding:.6rem;overflow-x:auto}
 ul.links{padding-left:1.1rem}ul.links li{margin:.4rem 0}
-table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:.3rem .5rem;border-bottom:1px solid #ddd}form{display:inline}
+table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:.3rem .5rem;border-bottom:1px solid #ddd}
+th,td,td code,.state,label,button{overflow-wrap:break-word}th,td time{white-space:nowrap}
+@media (max-width:48rem){table{display:block;overflow-x:auto}}form{display:inline}
 label{display:block;margin:.5rem 0}input[type=email],input[type=password]{width:100%;padding:.4rem;font:inherit}
 button{font:inherit;padding:.4rem 1rem;margin:.6rem .4rem 0 0}
 .code{font:700 2rem/1.2 ui-monospace,monospace;letter-spacing:.2rem;padding:1rem;border:2px dashed #555;text-align:center}
@@ -29,12 +31,16 @@ main{overflow-wrap:anywhere}h3{font-size:1.05rem}h4{font-size:1rem}section{margi
 .card{border:1px solid #ddd;border-radius:.4rem;padding:.6rem}.card-label{display:block;color:#555;font-size:.85rem}
 .card-value{display:block;font-size:1.4rem;font-weight:700}.num{overflow-wrap:normal;word-break:normal}.card-value small{font-size:.8rem;font-weight:400}
 .preview{border:1px solid #ddd;padding:0 .8rem;margin:1rem 0}
-body.wide{max-width:80rem}nav.console a{margin-right:.9rem}nav.console a[aria-current]{font-weight:700;color:inherit;text-decoration:none}
+body.wide{max-width:80rem}nav.console{display:flex;flex-wrap:wrap;gap:.2rem .9rem}nav.console a{white-space:nowrap}nav.console a[aria-current]{font-weight:700;color:inherit;text-decoration:none}
 .small{font-size:.85rem}.stale{color:#a40000}
 .state{display:inline-block;font-size:.8rem;font-weight:600;line-height:1.4;padding:0 .45rem;border-radius:.7rem;border:1px solid #bbb;background:#f1f1f1;color:#333}
 .state-failed{background:#fdecea;border-color:#e0a9a3;color:#a40000}.state-succeeded{background:#e8f5e9;border-color:#a5d6a7;color:#0a6b2d}
 .state-running,.state-cancelling{background:#e3f0fd;border-color:#9fc3ee;color:#0b57b0}.state-queued,.state-waiting{background:#fff8e1;border-color:#e6cf7a;color:#6d5200}
-.charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(22rem,1fr));gap:1rem}.chart-box{margin:0}.chart{width:100%;height:auto}.legend span{margin-right:.8rem}
+.charts{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(22rem,100%),1fr));gap:1rem}.chart-box{margin:0;min-width:0}
+.chart-title{font-weight:600;font-size:.95rem}.chart-plot{display:grid;grid-template-columns:3.2rem minmax(0,1fr);column-gap:.35rem;padding:.5rem 0 0}
+.chart{display:block;width:100%;height:auto}.axis{font-size:.75rem;line-height:1.2;color:#555;white-space:nowrap}
+.axis-y{position:relative}.axis-y span{position:absolute;right:0;transform:translateY(-50%)}.axis-y .at-top{top:0}.axis-y .at-mid{top:50%}.axis-y .at-bottom{top:100%}
+.axis-x{grid-column:2;display:flex;justify-content:space-between;padding-top:.2rem}.legend{margin:.3rem 0 0}.legend span{margin-right:.8rem;white-space:nowrap}.chart-note{margin:.2rem 0 0}
 .filters label{display:inline-block;margin:.3rem .6rem .3rem 0}.filters input,.filters select{font:inherit;padding:.2rem}
 input[type=text].reason{width:100%;max-width:30rem;padding:.3rem;font:inherit}.live-status{float:right;font-size:.8rem;color:#555}`;
 

@@ -16,7 +16,10 @@ const KindRow = z.object({
   failed_1h: z.number(),
   succeeded_10m: z.number(),
 });
-export type KindRow = z.infer<typeof KindRow>;
+export type KindRow = z.infer<typeof KindRow> & {
+  /** One of the platform's own upkeep tasks (left out of the totals). */
+  upkeep: boolean;
+};
 
 export type MinuteRow = { minute: string; succeeded: number; failed: number };
 
@@ -62,7 +65,12 @@ function finishedRecently(db: CommonQueryMethods) {
   return rows;
 }
 
-export async function readOverview(db: CommonQueryMethods): Promise<Overview> {
+/**
+ * `upkeep` names the platform's own upkeep tasks (the cron items' tasks): their
+ * rows are marked, and left out of the totals, so an idle service reads idle.
+ */
+export async function readOverview(db: CommonQueryMethods, upkeep: Iterable<string> = []): Promise<Overview> {
+  const upkeepKinds = new Set(upkeep);
   const queue = await readQueueByKind(db);
   // Failures are few: the partial index jobs_failed_idx (0041) answers the hour.
   const failed = await db.any(sql.type(z.object({ kind: z.string(), n: z.number() }))`
@@ -71,10 +79,11 @@ export async function readOverview(db: CommonQueryMethods): Promise<Overview> {
   const kindNames = [
     ...new Set([...queue.map((q) => q.kind), ...failed.map((f) => f.kind), ...finished.map((f) => f.kind)]),
   ].sort();
-  const kinds = kindNames.map((kind) => {
+  const kinds = kindNames.map((kind): KindRow => {
     const q = queue.find((r) => r.kind === kind);
     return {
       kind,
+      upkeep: upkeepKinds.has(kind),
       ready: q?.ready ?? 0,
       running: q?.running ?? 0,
       waiting: q?.waiting ?? 0,
@@ -112,12 +121,13 @@ export async function readOverview(db: CommonQueryMethods): Promise<Overview> {
     left join users u on u.id = q.account_id
     left join lateral (select * from account_limits(q.account_id)) l on true
     order by q.ready + q.running + q.waiting desc, q.account_id`);
+  const work = kinds.filter((k) => !k.upkeep);
   const totals = {
-    ready: kinds.reduce((n, k) => n + k.ready, 0),
-    running: kinds.reduce((n, k) => n + k.running, 0),
-    waiting: kinds.reduce((n, k) => n + k.waiting, 0),
+    ready: work.reduce((n, k) => n + k.ready, 0),
+    running: work.reduce((n, k) => n + k.running, 0),
+    waiting: work.reduce((n, k) => n + k.waiting, 0),
     failed1h: kinds.reduce((n, k) => n + k.failed_1h, 0),
-    oldestReadyS: kinds.reduce<number | null>(
+    oldestReadyS: work.reduce<number | null>(
       (m, k) => (k.oldest_ready_s === null ? m : Math.max(m ?? 0, k.oldest_ready_s)),
       null,
     ),

@@ -29,6 +29,8 @@ async function hourCharts(db: Parameters<ViewFn>[0]['db']) {
       return s ? f(s) : null;
     });
   const labels = minutes.map((m) => m.slice(11, 16));
+  const upkeep = [...samples].reverse().find((s) => s.upkeep !== null)?.upkeep;
+  const upkeepNote = html`<span id="depth-upkeep">Leaves out the platform's own upkeep (its scheduled tasks, this sampler among them)${upkeep === undefined ? '' : html`: ${upkeep} open at the last sample`}.</span>`;
   return html`<div class="charts">
 ${stackedBars(
   'chart-finished',
@@ -43,13 +45,15 @@ ${stackedBars(
 ${stackedBars(
   'chart-depth',
   'Queue depth',
-  'Wake-ups in the queue at each minute of the last hour: ready to run, running, and waiting for their time.',
+  "Wake-ups of work in the queue at each minute of the last hour: ready to run, running, and waiting for their time; the platform's own scheduled upkeep is left out.",
   labels,
   [
     { name: 'ready', colour: '#1565c0', values: pick((s) => s.ready) },
     { name: 'running', colour: '#6a1b9a', values: pick((s) => s.running) },
     { name: 'waiting', colour: '#9e9e9e', values: pick((s) => s.waiting) },
   ],
+  '',
+  upkeepNote,
 )}
 ${line(
   'chart-oldest',
@@ -62,16 +66,20 @@ ${line(
 </div>`;
 }
 
+/** The platform's own upkeep: the cron items' tasks, kept apart from the work in the totals and the depth chart. */
+const UPKEEP_TASKS = CRON_ITEMS.map((item) => item.task);
+
 export const overviewView: ViewFn = async ({ db }) => {
-  const o = await readOverview(db);
+  const o = await readOverview(db, UPKEEP_TASKS);
   const perMinute = o.minutes.map((m) => m.succeeded + m.failed);
   const live = html`
 <ul class="cards">
 ${card('Ready to run', o.totals.ready, 'total-ready')}${card('Running', o.totals.running, 'total-running')}
-${card('Waiting (scheduled, parked, backing off)', o.totals.waiting)}${card('Failed in the last hour', o.totals.failed1h, 'total-failed')}
+${card('Waiting (scheduled, parked, backing off)', o.totals.waiting, 'total-waiting')}${card('Failed in the last hour', o.totals.failed1h, 'total-failed')}
 ${card('Oldest ready job waiting', duration(o.totals.oldestReadyS))}
 ${card(`Finished per minute (last ${THROUGHPUT_MINUTES} min)`, perMinute.length ? Math.round(perMinute.reduce((a, b) => a + b, 0) / perMinute.length) : 0)}
 </ul>
+<p class="muted small" id="totals-upkeep">The counts leave out the platform's own upkeep (its scheduled tasks); the table below lists it, marked.</p>
 <h2>By job kind</h2>
 ${
   o.kinds.length === 0
@@ -81,7 +89,7 @@ ${
 ${o.kinds.map(
   (
     k,
-  ) => html`<tr data-kind="${k.kind}"><td><a href="${withQuery('/console/jobs', { kind: k.kind })}">${k.kind}</a></td><td>${k.ready}</td><td>${k.running}</td><td>${k.waiting}</td>
+  ) => html`<tr data-kind="${k.kind}"><td><a href="${withQuery('/console/jobs', { kind: k.kind })}">${k.kind}</a>${k.upkeep ? html` <span class="muted small">upkeep</span>` : ''}</td><td>${k.ready}</td><td>${k.running}</td><td>${k.waiting}</td>
 <td>${duration(k.oldest_ready_s)}</td><td>${k.succeeded_10m}</td><td>${k.failed_1h ? html`<a class="state-failed" href="${withQuery('/console/jobs', { kind: k.kind, state: 'failed' })}">${k.failed_1h}</a>` : 0}</td></tr>`,
 )}
 </tbody></table>`
