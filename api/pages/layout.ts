@@ -19,7 +19,8 @@ code,pre,.url{font-family:ui-monospace,monospace;font-size:.9em;overflow-wrap:an
 ul.links{padding-left:1.1rem}ul.links li{margin:.4rem 0}
 table{border-collapse:collapse;width:100%}th,td{text-align:left;padding:.3rem .5rem;border-bottom:1px solid #ddd}
 th,td,td code,.state,label,button{overflow-wrap:break-word}th,td time{white-space:nowrap}
-@media (max-width:48rem){table{display:block;overflow-x:auto}}form{display:inline}
+@media (max-width:48rem){table{display:block;overflow-x:auto;background:linear-gradient(90deg,#fff 30%,#fff0) 0 0/2rem 100% no-repeat local,linear-gradient(270deg,#fff 30%,#fff0) 100% 0/2rem 100% no-repeat local,radial-gradient(farthest-side at 0 50%,#0003,#0000) 0 0/.7rem 100% no-repeat scroll,radial-gradient(farthest-side at 100% 50%,#0003,#0000) 100% 0/.7rem 100% no-repeat scroll}
+caption{display:block;text-align:left}td{min-width:7rem}}form{display:inline}
 label{display:block;margin:.5rem 0}input[type=email],input[type=password]{width:100%;padding:.4rem;font:inherit}
 button{font:inherit;padding:.4rem 1rem;margin:.6rem .4rem 0 0}
 .code{font:700 2rem/1.2 ui-monospace,monospace;letter-spacing:.2rem;padding:1rem;border:2px dashed #555;text-align:center}

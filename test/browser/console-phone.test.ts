@@ -14,38 +14,13 @@ import { sql } from '../../core/db/pool.ts';
 import { enqueueJob } from '../../core/jobs/enqueue.ts';
 import { createTenant } from '../../core/tenants/tenants.ts';
 import { startTestServer } from '../helpers/app.ts';
-import { openPage, scrollsSideways, withChromium } from '../helpers/browser.ts';
+import { brokenWords, openPage, scrollsSideways, withChromium } from '../helpers/browser.ts';
 import { createTestDatabase } from '../helpers/db.ts';
 import { sourceRoot } from '../helpers/paths.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { startTestWorker } from '../helpers/worker.ts';
 
 const SHOTS = path.join(sourceRoot, 'test-results/browser/phone');
-
-/**
- * Words of the page's text that a line break cuts in two: each word (split
- * at spaces and at the hyphens and slashes where a line may break) must sit
- * on one line. URLs (.url) and preformatted text may break anywhere.
- */
-const brokenWords = (page: Page, selector: string) =>
-  page.evaluate((selector) => {
-    const broken: string[] = [];
-    for (const el of document.querySelectorAll(selector)) {
-      const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
-      for (let node = walker.nextNode(); node; node = walker.nextNode()) {
-        if (node.parentElement?.closest('pre, .url, svg')) continue;
-        const text = node.textContent ?? '';
-        for (const m of text.matchAll(/[^\s\-/]+/g)) {
-          const range = document.createRange();
-          range.setStart(node, m.index);
-          range.setEnd(node, m.index + m[0].length);
-          const lines = new Set([...range.getClientRects()].map((r) => Math.round(r.top)));
-          if (lines.size > 1) broken.push(`${el.tagName.toLowerCase()}: ${m[0]}`);
-        }
-      }
-    }
-    return broken;
-  }, selector);
 
 await withChromium(t, async (browser) => {
   const PASSWORD = 'correct horse battery staple';

@@ -1,12 +1,15 @@
 // In Chromium: the landing page is a way in for a person (its sign-in links
 // reach the console's sign-in form and the claim page, its manual link the
-// API reference), and the API reference keeps its strict CSP: no violation
-// is reported while Swagger UI draws.
+// API reference) and reads at 375 px, and the API reference keeps its strict
+// CSP: no violation is reported while Swagger UI draws.
+import { mkdirSync } from 'node:fs';
+import path from 'node:path';
 import t from 'tap';
 import type { Page } from 'playwright-core';
 import { startTestServerAtOwnUrl } from '../helpers/app.ts';
-import { openPage, withChromium } from '../helpers/browser.ts';
+import { brokenWords, openPage, scrollsSideways, withChromium } from '../helpers/browser.ts';
 import { createTestDatabase } from '../helpers/db.ts';
+import { sourceRoot } from '../helpers/paths.ts';
 
 /** Every CSP violation the page reports, as the browser describes it. */
 async function watchCsp(page: Page): Promise<string[]> {
@@ -50,6 +53,16 @@ await withChromium(t, async (browser) => {
     await page.waitForURL(`${url}/docs`);
     await page.waitForSelector('.opblock-summary', { timeout: 120_000 });
     t.pass('the manual link opens the API reference');
+  });
+
+  t.test('at 375 px the landing page keeps its words whole, and is photographed', async (t) => {
+    const page = await openPage(t, browser, { viewport: { width: 375, height: 740 }, isMobile: true, hasTouch: true });
+    await page.goto(`${url}/`);
+    t.notOk(await scrollsSideways(page), 'no sideways scrolling');
+    t.same(await brokenWords(page, 'header, h1, h2, li, footer'), [], 'no word broken across lines');
+    const shots = path.join(sourceRoot, 'test-results/browser/phone');
+    mkdirSync(shots, { recursive: true });
+    await page.screenshot({ path: path.join(shots, 'landing.png'), fullPage: true });
   });
 
   t.test('the API reference draws without a CSP violation', async (t) => {

@@ -90,3 +90,28 @@ export const textsOf = (page: Page, selector: string) =>
 /** Whether the page scrolls sideways (at a phone's width, it must not). */
 export const scrollsSideways = (page: Page) =>
   page.evaluate(() => document.documentElement.scrollWidth > window.innerWidth);
+
+/**
+ * Words of the page's text that a line break cuts in two: each word (split
+ * at spaces and at the hyphens and slashes where a line may break) must sit
+ * on one line. URLs (.url) and preformatted text may break anywhere.
+ */
+export const brokenWords = (page: Page, selector: string) =>
+  page.evaluate((selector) => {
+    const broken: string[] = [];
+    for (const el of document.querySelectorAll(selector)) {
+      const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+      for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+        if (node.parentElement?.closest('pre, .url, svg')) continue;
+        const text = node.textContent ?? '';
+        for (const m of text.matchAll(/[^\s\-/]+/g)) {
+          const range = document.createRange();
+          range.setStart(node, m.index);
+          range.setEnd(node, m.index + m[0].length);
+          const lines = new Set([...range.getClientRects()].map((r) => Math.round(r.top)));
+          if (lines.size > 1) broken.push(`${el.tagName.toLowerCase()}: ${m[0]}`);
+        }
+      }
+    }
+    return broken;
+  }, selector);
