@@ -94,6 +94,35 @@ export async function createWorkspace(app: FastifyInstance, db: DatabasePool, co
   };
 }
 
+/**
+ * An agent claimed by `person` into the workspace (its organization), as the
+ * claim page leaves it: it acts in `w` with the person's role there. Its
+ * token has every scope; `resource` is the Agent API's unless said.
+ */
+export async function agentClaimedBy(
+  app: FastifyInstance,
+  db: DatabasePool,
+  config: Config,
+  w: Workspace,
+  person: Person,
+  resource = resources(config.baseUrl).agent,
+): Promise<{ token: string; principalId: string; registrationId: string }> {
+  const { registration } = await createRegistration(db, { type: 'anonymous', ip: '10.9.0.2', claimTokenTtlS: 600 });
+  await db.query(sql.unsafe`
+    update agent_registrations set claim_state = 'claimed', claimed_by = ${person.userId}, claimed_at = now(),
+      organization_id = ${w.tenantId}
+    where id = ${registration.id}`);
+  const claims = { principalId: registration.principal_id, registrationId: registration.id, tenantId: w.tenantId };
+  const token = await signAccessToken(
+    app.idpKeys,
+    config.authUrl,
+    resource,
+    { ...claims, scopes: [...AGENT_SCOPES] },
+    3600,
+  );
+  return { token, principalId: registration.principal_id, registrationId: registration.id };
+}
+
 /** The authorization header an operation's first security scheme needs, as `who` (Admin by default). */
 export function authFor(security: string[], w: Workspace, who: Person = w.admin): Record<string, string> {
   const scheme = security[0];
