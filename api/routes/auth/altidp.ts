@@ -29,7 +29,8 @@ import { ExternalLoginError, oidcClientsFor, providerFailure } from '../../../co
 import { LIMITS, type RateLimitRule } from '../../../core/rate-limit.ts';
 import { PlatformError, PlatformHttpError } from '../../errors.ts';
 import { browserBinding, providerErrorWord } from './browser-binding.ts';
-import { claimsOf, externalLogin, requireConfigured, viaProvider } from './external.ts';
+import { storableJson } from '../../../core/storable.ts';
+import { assertStorableIdentity, claimsOf, externalLogin, requireConfigured, viaProvider } from './external.ts';
 import {
   AltidpCallbackBody,
   AltidpDirectBody,
@@ -175,6 +176,7 @@ const altidpRoutes: FastifyPluginAsyncZod = async (app) => {
           throw providerFailure(error, 'code');
         }
         const claims = claimsOf('altidp', tokens.claims()!, nameFromUserField(form.user));
+        assertStorableIdentity(claims);
         const ticket = await app.db.transaction(async (tx) => {
           const signedIn = await signInExternal(tx, claims);
           return createLoginTicket(tx, { userId: signedIn.user.id, mode: flow.mode, newUser: signedIn.newUser });
@@ -273,13 +275,9 @@ const altidpRoutes: FastifyPluginAsyncZod = async (app) => {
       const jws = request.body.payload;
       let payload;
       try {
-        payload = await clients.verifyJwt(
-          'altidp',
-          jws,
-          [settings.clientId!],
-          ['iat'],
-          'invalid_signature',
-          'notification',
+        // Its claims are stored as jsonb: a NUL or a lone surrogate in them is mended.
+        payload = storableJson(
+          await clients.verifyJwt('altidp', jws, [settings.clientId!], ['iat'], 'invalid_signature', 'notification'),
         );
       } catch (error) {
         if (error instanceof ExternalLoginError && error.status === 401) {

@@ -7,6 +7,7 @@ import { issueRefreshToken } from '../../../core/accounts/refresh-tokens.ts';
 import { signInExternal, verifiedFlag, type ExternalSignIn } from '../../../core/external-login/accounts.ts';
 import { ExternalLoginError } from '../../../core/external-login/clients.ts';
 import { missingSettings, type ExternalProvider, type LoginKind } from '../../../core/external-login/settings.ts';
+import { storableText } from '../../../core/storable.ts';
 import { PlatformHttpError } from '../../errors.ts';
 import { sessionPayload } from './session.ts';
 
@@ -31,25 +32,43 @@ export async function viaProvider<T>(step: () => Promise<T>): Promise<T> {
   }
 }
 
+/** Who the provider says the person is; a name is made storable (a NUL in it would fail the sign-in). */
 export function claimsOf(provider: ExternalProvider, payload: JWTPayload, name?: string) {
   const given = [payload.given_name, payload.family_name].filter((v) => typeof v === 'string' && v).join(' ');
+  const named = name ?? (typeof payload.name === 'string' && payload.name ? payload.name : given || undefined);
   return {
     provider,
     subject: String(payload.sub),
     email: typeof payload.email === 'string' && payload.email ? payload.email : undefined,
     emailVerified: verifiedFlag(payload.email_verified),
-    name: name ?? (typeof payload.name === 'string' && payload.name ? payload.name : given || undefined),
+    name: named === undefined ? undefined : storableText(named) || undefined,
   };
+}
+
+/**
+ * The subject and e-mail identify the person, so they are never mended (two
+ * could become one): an answer whose subject or e-mail PostgreSQL cannot
+ * store is refused.
+ */
+export function assertStorableIdentity(claims: ReturnType<typeof claimsOf>): void {
+  const { subject, email } = claims;
+  if (storableText(subject) === subject && (email === undefined || storableText(email) === email)) return;
+  throw new ExternalLoginError(
+    502,
+    'provider_unavailable',
+    "The provider's answer is not usable (its subject or e-mail holds a NUL or a lone surrogate).",
+  );
 }
 
 /** Signs the person in (linking rule in core/external-login/accounts.ts) and answers the login payload. */
 export async function externalLogin(app: FastifyInstance, claims: ReturnType<typeof claimsOf>) {
-  const { result, refreshToken } = await viaProvider(() =>
-    app.db.transaction(async (tx) => {
+  const { result, refreshToken } = await viaProvider(() => {
+    assertStorableIdentity(claims);
+    return app.db.transaction(async (tx) => {
       const result: ExternalSignIn = await signInExternal(tx, claims);
       return { result, refreshToken: await issueRefreshToken(tx, result.user.id) };
-    }),
-  );
+    });
+  });
   app.log.info(
     { provider: claims.provider, userId: result.user.id, newUser: result.newUser, linked: result.linked },
     'external login',

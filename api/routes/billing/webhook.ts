@@ -10,6 +10,7 @@ import type Stripe from 'stripe';
 import { z } from 'zod';
 import { storeInboundEvent } from '../../../core/billing/events.ts';
 import { HANDLED_STRIPE_EVENTS, tenantOfStripeEvent } from '../../../core/billing/stripe-events.ts';
+import { storableJson } from '../../../core/storable.ts';
 import { PlatformError, PlatformHttpError } from '../../errors.ts';
 import { received, WebhookReceived } from './received.ts';
 
@@ -78,9 +79,13 @@ const stripeWebhookRoutes: FastifyPluginAsyncZod = async (app) => {
       }
       let event: Stripe.Event;
       try {
-        event = app.billing
-          .stripe()
-          .webhooks.constructEvent(raw, header, app.config.billing.stripe.webhookSecret, SIGNATURE_TOLERANCE_S);
+        // Past the input guard (its bytes are read here): a NUL or a lone
+        // surrogate is mended, so the event is stored once, not refused at every delivery.
+        event = storableJson(
+          app.billing
+            .stripe()
+            .webhooks.constructEvent(raw, header, app.config.billing.stripe.webhookSecret, SIGNATURE_TOLERANCE_S),
+        );
       } catch (error) {
         request.log.warn({ reason: (error as Error).message }, 'stripe webhook refused: bad signature');
         throw new PlatformHttpError(

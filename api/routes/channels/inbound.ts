@@ -9,6 +9,7 @@ import { acceptInboundBatch, LinkGoneError, UPDATE_STATUSES } from '../../../cor
 import { acceptOAuthCode } from '../../../core/channels/linking.ts';
 import { findLinkByInbound, openSettings } from '../../../core/channels/store.ts';
 import { Keyring } from '../../../core/crypto/keyring.ts';
+import { storableJson } from '../../../core/storable.ts';
 import { html, sendPage } from '../../pages/layout.ts';
 import { PlatformError, PlatformHttpError } from '../../errors.ts';
 import { channelOr404 } from './context.ts';
@@ -91,7 +92,10 @@ const inboundRoutes: FastifyPluginAsyncZod = async (app) => {
       }
       let body: unknown;
       try {
-        body = JSON.parse(raw.toString('utf8'));
+        // Read past the input guard (the signature covers the raw bytes): a NUL
+        // or a lone surrogate is mended here, not refused, so the channel does
+        // not deliver the same message again and again.
+        body = storableJson(JSON.parse(raw.toString('utf8')));
       } catch {
         throw new PlatformHttpError(400, 'invalid_request', 'The body is not JSON.');
       }
