@@ -2,7 +2,7 @@
 // them. One row per (bucket, key); its window opens with the first request
 // and the upsert takes the row lock, so concurrent requests count exactly.
 import { z } from 'zod';
-import { sql, type CommonQueryMethods } from './db/pool.ts';
+import { sql, type CommonQueryMethods, type Transactor } from './db/pool.ts';
 
 export type RateLimitRule = { bucket: string; limit: number; windowMs: number };
 
@@ -24,7 +24,14 @@ export type RateLimitDecision = { allowed: boolean; remaining: number; retryAfte
 
 /** A window's row: which, how many hits in it, and when it closes. */
 export type WindowKey = { bucket: string; key: string };
-const Window = z.object({ bucket: z.string(), key: z.string(), hits: z.number(), reset_at: z.string() });
+const Window = z.object({
+  bucket: z.string(),
+  key: z.string(),
+  hits: z.number(),
+  reset_at: z.string(),
+  /** When the window opened, exactly (a refund names the window it gives back to). */
+  started_at: z.string(),
+});
 export type WindowRow = z.infer<typeof Window>;
 
 const intervalOf = (windowMs: number) => sql.fragment`make_interval(secs => ${windowMs / 1000})`;
@@ -43,7 +50,7 @@ export async function countHits(
     on conflict (bucket, key) do update set
       window_start = case when w.window_start <= now() - ${window} then now() else w.window_start end,
       hits = case when w.window_start <= now() - ${window} then 1 else w.hits + 1 end
-    returning w.bucket, w.key, w.hits, (w.window_start + ${window})::text as reset_at`);
+    returning w.bucket, w.key, w.hits, (w.window_start + ${window})::text as reset_at, w.window_start::text as started_at`);
 }
 
 /** The open windows of these keys, without counting a hit. */
@@ -54,9 +61,63 @@ export async function openWindows(
 ): Promise<readonly WindowRow[]> {
   const window = intervalOf(windowMs);
   return db.any(sql.type(Window)`
-    select w.bucket, w.key, w.hits, (w.window_start + ${window})::text as reset_at
+    select w.bucket, w.key, w.hits, (w.window_start + ${window})::text as reset_at, w.window_start::text as started_at
     from rate_limit_windows w join jsonb_to_recordset(${sql.jsonb(keys)}) as k(bucket text, key text) using (bucket, key)
     where w.window_start > now() - ${window}`);
+}
+
+/** A window with the most hits it may hold. */
+export type BudgetWindow = WindowKey & { limit: number };
+/** A hit counted in every window, or the windows that were full (nothing counted). */
+export type Reservation = { counted: readonly WindowRow[] } | { full: readonly WindowRow[] };
+
+/** Advisory lock namespace of the budget windows' keys (two-key locks: apart from the one-key ones). */
+const RESERVE_LOCKS = 0x6c6f67; // "log"
+
+/**
+ * Counts one hit in every window only when each is below its limit: the
+ * check and the count are one step, so a burst of callers (on any replica)
+ * never gets past a limit together. The windows' keys are locked for the
+ * transaction, always in the same order, so callers queue and never
+ * deadlock; the read after the locks sees every earlier caller's count.
+ */
+export async function reserveHits(
+  db: Transactor,
+  windowMs: number,
+  windows: readonly BudgetWindow[],
+): Promise<Reservation> {
+  return db.transaction(async (tx) => {
+    // In the order of the lock ids, each once: the same order for every caller.
+    await tx.query(sql.unsafe`
+      select pg_advisory_xact_lock(${RESERVE_LOCKS}, id) from (
+        select distinct hashtext(k) as id from unnest(${sql.array(
+          windows.map((w) => `${w.bucket}\n${w.key}`),
+          'text',
+        )}::text[]) k order by id
+      ) ids`);
+    const open = await openWindows(tx, windowMs, windows);
+    const full = open.filter((row) => {
+      const limit = windows.find((w) => w.bucket === row.bucket && w.key === row.key)!.limit;
+      return row.hits >= limit;
+    });
+    if (full.length > 0) return { full };
+    return { counted: await countHits(tx, windowMs, windows) };
+  });
+}
+
+/**
+ * Gives back a hit reserveHits counted, if its window is still the one it
+ * was counted in; a window left with no hits goes, so the next one opens
+ * with its next hit.
+ */
+export async function refundHit(db: CommonQueryMethods, counted: WindowRow): Promise<void> {
+  const left = await db.maybeOneFirst(sql.type(z.object({ hits: z.number() }))`
+    update rate_limit_windows set hits = hits - 1
+    where bucket = ${counted.bucket} and key = ${counted.key} and window_start = ${counted.started_at}::timestamptz and hits > 0
+    returning hits`);
+  if (left === 0)
+    await db.query(sql.unsafe`
+      delete from rate_limit_windows where bucket = ${counted.bucket} and key = ${counted.key} and hits = 0`);
 }
 
 /** Whole seconds until a window closes (at least 1): a Retry-After. */

@@ -9,6 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { commandLine, usageError } from '../core/process/command-line.ts';
 import { loadConfigOrExit } from '../core/config.ts';
+import { canonicalEmail } from '../core/accounts/email.ts';
 import { createUser, EmailTakenError } from '../core/accounts/users.ts';
 import { PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from '../core/crypto/passwords.ts';
 import { sql } from '../core/db/pool.ts';
@@ -41,7 +42,7 @@ const config = loadConfigOrExit();
 const logger = commandLogger('accounts');
 try {
   const email = z.email().max(320).safeParse(values.email);
-  if (!email.success) usageError(USAGE, '--email must be an e-mail address');
+  if (!email.success || !canonicalEmail(email.data)) usageError(USAGE, '--email must be an e-mail address');
   if (values.name !== undefined && hasControlCharacter(values.name))
     usageError(USAGE, `--name: ${NAME_CONTROL_MESSAGE}`);
   // Nothing piped in (a terminal, or an empty stdin such as /dev/null in a
@@ -68,7 +69,7 @@ try {
     } catch (error) {
       if (!(error instanceof EmailTakenError) || !values.operator) throw error;
       await db.query(
-        sql.unsafe`update users set is_operator = true, updated_at = now() where lower(email) = lower(${email.data})`,
+        sql.unsafe`update users set is_operator = true, updated_at = now() where email_key = canonical_email(${email.data})`,
       );
       process.stdout.write(`${email.data} already exists; it is now the platform operator (password unchanged)\n`);
     }

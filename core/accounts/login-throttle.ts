@@ -8,9 +8,16 @@
 // person's typos. Counts live in rate_limit_windows, shared by every api
 // replica; `npm run login:unlock` lifts a lockout. The bounds are settings
 // (LOGIN_*, core/config/groups/logins.ts), read here from config.loginThrottle.
+//
+// An attempt reserves its failure before its password is checked (the check
+// against the bounds and the count are one step in PostgreSQL), and a correct
+// password gives it back: a burst of concurrent guesses, on any number of
+// replicas, gets no more checks than the budget. An account is keyed by its
+// canonical address (core/accounts/email.ts), the same one its lookup uses.
 import { createHash } from 'node:crypto';
-import { sql, type CommonQueryMethods } from '../db/pool.ts';
-import { countHits, openWindows, secondsUntil, type WindowKey } from '../rate-limit.ts';
+import { sql, type CommonQueryMethods, type Transactor } from '../db/pool.ts';
+import { refundHit, reserveHits, secondsUntil, type BudgetWindow, type WindowRow } from '../rate-limit.ts';
+import { canonicalEmail } from './email.ts';
 
 export type LoginThrottleSettings = { perAccount: number; perAddress: number; windowMs: number };
 
@@ -25,51 +32,38 @@ const ADDRESS_BUCKET = 'login-failures-address';
  */
 export type LoginSubject = { account: { kind: 'login' | 'dashboard'; email: string } | null; address: string };
 
-export const accountKey = (account: { kind: string; email: string }) =>
-  `${account.kind}:${createHash('sha256').update(account.email.trim().toLowerCase()).digest('hex')}`;
+/** An account's key in the budget, or null for an address canonicalEmail refuses (no account has it). */
+export const accountKey = (account: { kind: string; email: string }): string | null => {
+  const email = canonicalEmail(account.email);
+  return email ? `${account.kind}:${createHash('sha256').update(email).digest('hex')}` : null;
+};
 
 export type Lockout = { scope: 'account' | 'address'; retryAfterSeconds: number };
 
 /** The failure counts an attempt is checked against and counted in: its address's, and its account's when it names one. */
-const windowsOf = (subject: LoginSubject): WindowKey[] => [
-  { bucket: ADDRESS_BUCKET, key: subject.address },
-  ...(subject.account ? [{ bucket: ACCOUNT_BUCKET, key: accountKey(subject.account) }] : []),
+const windowsOf = (settings: LoginThrottleSettings, subject: LoginSubject, key: string | null): BudgetWindow[] => [
+  { bucket: ADDRESS_BUCKET, key: subject.address, limit: settings.perAddress },
+  ...(key ? [{ bucket: ACCOUNT_BUCKET, key, limit: settings.perAccount }] : []),
 ];
 
-/** Whether the attempt may go ahead: null, or the lockout that stands (the later one when both do). */
-export async function loginLockout(
-  db: CommonQueryMethods,
-  settings: LoginThrottleSettings,
-  subject: LoginSubject,
-): Promise<Lockout | null> {
-  let lockout: Lockout | null = null;
-  for (const row of await openWindows(db, settings.windowMs, windowsOf(subject))) {
-    const limit = row.bucket === ACCOUNT_BUCKET ? settings.perAccount : settings.perAddress;
-    if (row.hits < limit) continue;
-    const retryAfterSeconds = secondsUntil(row.reset_at);
-    if (!lockout || retryAfterSeconds > lockout.retryAfterSeconds)
-      lockout = { scope: row.bucket === ACCOUNT_BUCKET ? 'account' : 'address', retryAfterSeconds };
-  }
-  return lockout;
-}
-
-/** Counts a failed attempt against its account and its address (a window opens with its first failure). */
-export async function recordLoginFailure(
-  db: CommonQueryMethods,
-  settings: LoginThrottleSettings,
-  subject: LoginSubject,
-): Promise<void> {
-  await countHits(db, settings.windowMs, windowsOf(subject));
-}
+/** The lockout that full windows make (the later one when both are full). */
+const lockoutOf = (full: readonly WindowRow[]): Lockout =>
+  full
+    .map(
+      (row): Lockout => ({
+        scope: row.bucket === ACCOUNT_BUCKET ? 'account' : 'address',
+        retryAfterSeconds: secondsUntil(row.reset_at),
+      }),
+    )
+    .reduce((later, next) => (next.retryAfterSeconds > later.retryAfterSeconds ? next : later));
 
 /** A correct login clears its account's failures (its address keeps its count: it may be trying many accounts). */
 export async function clearAccountFailures(
   db: CommonQueryMethods,
   account: { kind: 'login' | 'dashboard'; email: string },
 ): Promise<void> {
-  await db.query(
-    sql.unsafe`delete from rate_limit_windows where bucket = ${ACCOUNT_BUCKET} and key = ${accountKey(account)}`,
-  );
+  const key = accountKey(account);
+  if (key) await db.query(sql.unsafe`delete from rate_limit_windows where bucket = ${ACCOUNT_BUCKET} and key = ${key}`);
 }
 
 /** Lifts lockouts by hand: an e-mail's (password and dashboard logins) and/or an address's. Answers how many counts were cleared. */
@@ -79,10 +73,10 @@ export async function liftLockout(
 ): Promise<number> {
   const keys = [
     ...(target.email
-      ? (['login', 'dashboard'] as const).map((kind) => ({
-          bucket: ACCOUNT_BUCKET,
-          key: accountKey({ kind, email: target.email! }),
-        }))
+      ? (['login', 'dashboard'] as const).flatMap((kind) => {
+          const key = accountKey({ kind, email: target.email! });
+          return key ? [{ bucket: ACCOUNT_BUCKET, key }] : [];
+        })
       : []),
     ...(target.address ? [{ bucket: ADDRESS_BUCKET, key: target.address }] : []),
   ];
@@ -92,26 +86,29 @@ export async function liftLockout(
   return result.rowCount;
 }
 
-export type LoginOutcome<T> = { ok: T } | { failed: true } | { locked: Lockout };
+export type LoginOutcome<T> = { ok: T } | { failed: true } | { refused: true } | { locked: Lockout };
 
 /**
- * One login attempt under the budget: refused while a lockout stands (the
- * attempt is not even checked), counted when `attempt` answers null, and
- * clearing its account's count when it succeeds.
+ * One login attempt under the budget. Its failure is counted before
+ * `attempt` runs, and only while no lockout stands (else it is not even
+ * checked); a success gives the address's count back and clears its
+ * account's. An address canonicalEmail refuses is nobody's: refused,
+ * unchecked and uncounted.
  */
 export async function throttledLogin<T>(
-  db: CommonQueryMethods,
+  db: Transactor,
   settings: LoginThrottleSettings,
   subject: LoginSubject,
   attempt: () => Promise<T | null>,
 ): Promise<LoginOutcome<T>> {
-  const locked = await loginLockout(db, settings, subject);
-  if (locked) return { locked };
+  const key = subject.account && accountKey(subject.account);
+  if (subject.account && !key) return { refused: true };
+  const reserved = await reserveHits(db, settings.windowMs, windowsOf(settings, subject, key));
+  if ('full' in reserved) return { locked: lockoutOf(reserved.full) };
   const result = await attempt();
-  if (result === null) {
-    await recordLoginFailure(db, settings, subject);
-    return { failed: true };
-  }
+  if (result === null) return { failed: true };
+  const address = reserved.counted.find((row) => row.bucket === ADDRESS_BUCKET);
+  if (address) await refundHit(db, address);
   if (subject.account) await clearAccountFailures(db, subject.account);
   return { ok: result };
 }

@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { TenantRoleSchema } from '../tenants/roles.ts';
 import { sql, type CommonQueryMethods, type DatabasePool, type DatabaseTransactionConnection } from '../db/pool.ts';
 import { decoyHash, hashPassword, verifyPassword } from '../crypto/passwords.ts';
+import { canonicalEmail } from './email.ts';
 
 export const UserRow = z.object({
   id: z.string(),
@@ -18,6 +19,11 @@ const userRow = sql.type(UserRow);
 
 export class EmailTakenError extends Error {
   override name = 'EmailTakenError';
+}
+
+/** An address canonicalEmail refuses (core/accounts/email.ts): no account is made for it. */
+export class EmailRefusedError extends Error {
+  override name = 'EmailRefusedError';
 }
 
 export async function createUser(
@@ -37,7 +43,10 @@ export async function createUserIn(
   tx: CommonQueryMethods,
   input: { email: string; passwordHash: string; displayName?: string; operator?: boolean; emailVerified?: boolean },
 ): Promise<UserRow> {
-  const taken = await tx.exists(sql.unsafe`select 1 from users where lower(email) = lower(${input.email})`);
+  const key = canonicalEmail(input.email);
+  if (!key) throw new EmailRefusedError(`${JSON.stringify(input.email)} is not an e-mail address accounts can have`);
+  // users.email_key is set from the address by a trigger (canonical_email(), the SQL twin).
+  const taken = await tx.exists(sql.unsafe`select 1 from users where email_key = ${key}`);
   if (taken) throw new EmailTakenError(`an account with e-mail ${input.email} already exists`);
   const user = await tx.one(userRow`
     insert into users (email, display_name, password_hash, is_operator, email_verified)
@@ -49,12 +58,16 @@ export async function createUserIn(
 }
 
 /**
- * The user whose password matches, or null. An unknown e-mail costs the same
- * scrypt work as a wrong password, so the answer time gives nothing away.
+ * The user whose password matches, or null. An unknown (or refused) e-mail
+ * costs the same scrypt work as a wrong password, so the answer time gives
+ * nothing away.
  */
 export async function checkPassword(db: CommonQueryMethods, email: string, password: string): Promise<UserRow | null> {
-  const row = await db.maybeOne(sql.type(UserRow.extend({ password_hash: z.string().nullable() }))`
-    select id, email, display_name, avatar_url, is_operator, password_hash from users where lower(email) = lower(${email})`);
+  const key = canonicalEmail(email);
+  const row = key
+    ? await db.maybeOne(sql.type(UserRow.extend({ password_hash: z.string().nullable() }))`
+        select id, email, display_name, avatar_url, is_operator, password_hash from users where email_key = ${key}`)
+    : null;
   const ok = await verifyPassword(password, row?.password_hash ?? (await decoyHash()));
   if (!row?.password_hash || !ok) return null;
   const { password_hash: _hash, ...user } = row;

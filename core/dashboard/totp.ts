@@ -6,6 +6,7 @@
 import type * as Otplib from 'otplib';
 import { lazyRequire } from '../lazy-require.ts';
 import { z } from 'zod';
+import { canonicalEmail } from '../accounts/email.ts';
 import { open, seal } from '../crypto/secretbox.ts';
 import { normalizeRecoveryCode, recoveryCode, sha256 } from '../crypto/tokens.ts';
 import { sql, type CommonQueryMethods, type DatabasePool } from '../db/pool.ts';
@@ -191,12 +192,14 @@ export async function loginWithSecondFactor(
   code: string,
 ): Promise<SecondFactorLogin | null> {
   const typed = code.trim();
+  // The purchaser's canonical address (core/accounts/email.ts): null matches no license.
+  const purchaser = canonicalEmail(email);
   if (TOTP_CODE.test(typed)) {
     const candidates = await db.any(sql.type(
       z.object({ id: z.string(), totp_secret: z.string(), totp_last_step: Step }),
     )`
       select l.id, l.totp_secret, l.totp_last_step from dashboard_licenses l
-      where lower(l.purchaser_email) = lower(${email.trim()}) and ${ACTIVE_WITH_2FA}
+      where canonical_email(l.purchaser_email) = ${purchaser} and ${ACTIVE_WITH_2FA}
       order by l.created_at, l.id`);
     if (candidates.length === 0) {
       decoySecret ??= otplib().generateSecret();
@@ -222,7 +225,7 @@ export async function loginWithSecondFactor(
     update dashboard_recovery_codes c set used_at = now()
     from dashboard_licenses l
     where c.license_id = l.id and c.code_hash = ${sha256(normalized)} and c.used_at is null
-      and lower(l.purchaser_email) = lower(${email.trim()}) and ${ACTIVE_WITH_2FA}
+      and canonical_email(l.purchaser_email) = ${purchaser} and ${ACTIVE_WITH_2FA}
     returning c.license_id`);
   const first = spent[0];
   return first ? { licenseId: first.license_id, method: 'recovery_code' } : null;

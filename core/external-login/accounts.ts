@@ -12,6 +12,7 @@
 //      mailbox first (users.email_verified).
 import { z } from 'zod';
 import { sql, type CommonQueryMethods, type DatabaseTransactionConnection } from '../db/pool.ts';
+import { canonicalEmail } from '../accounts/email.ts';
 import { UserRow } from '../accounts/users.ts';
 import { flattenName, NAME_MAX_LENGTH } from '../names.ts';
 import { ExternalLoginError } from './clients.ts';
@@ -72,21 +73,30 @@ export async function signInExternal(
       'The provider has not verified this e-mail address; verify it there and sign in again. Nothing was created or linked.',
     );
   }
+  // Linked by the canonical address (core/accounts/email.ts), as a password login finds its account.
+  const key = canonicalEmail(claims.email);
+  if (!key) {
+    throw new ExternalLoginError(
+      403,
+      'email_unsupported',
+      `The provider's e-mail address ${JSON.stringify(claims.email)} is not one an account here can have (plain ASCII letters, digits and punctuation); nothing was created or linked.`,
+    );
+  }
   let user = await tx.maybeOne(sql.type(Linkable)`
-    select id, email, display_name, avatar_url, is_operator, email_verified from users where lower(email) = lower(${claims.email}) for update`);
+    select id, email, display_name, avatar_url, is_operator, email_verified from users where email_key = ${key} for update`);
   let newUser = false;
   if (!user) {
     const name = claims.name ? flattenName(claims.name).slice(0, NAME_MAX_LENGTH) || null : null;
     const inserted = await tx.maybeOne(sql.type(Linkable)`
       insert into users (email, display_name) values (${claims.email}, ${name})
-      on conflict ((lower(email))) do nothing
+      on conflict do nothing
       returning id, email, display_name, avatar_url, is_operator, email_verified`);
     newUser = inserted !== null;
     // A password account with this e-mail was created a moment ago: link to it (if proved).
     user =
       inserted ??
       (await tx.one(sql.type(Linkable)`
-        select id, email, display_name, avatar_url, is_operator, email_verified from users where lower(email) = lower(${claims.email})`));
+        select id, email, display_name, avatar_url, is_operator, email_verified from users where email_key = ${key}`));
   }
   if (!user.email_verified) {
     throw new ExternalLoginError(

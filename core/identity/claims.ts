@@ -5,6 +5,7 @@
 // Here its limits, its errors and the agent's start; the page's steps are in claim-page.ts, the agent's
 // completion in claim-completion.ts.
 import { z } from 'zod';
+import { sameEmail } from '../accounts/email.ts';
 import { sql, type DatabasePool } from '../db/pool.ts';
 import type { RateLimitRule } from '../rate-limit.ts';
 import { registrationByClaimToken } from './registrations.ts';
@@ -58,8 +59,8 @@ export class ClaimError extends Error {
 }
 
 const EMAIL = z.email().max(320);
-export const sameEmail = (a: string | null | undefined, b: string | null | undefined) =>
-  !!a && !!b && a.toLowerCase() === b.toLowerCase();
+/** One canonical address everywhere (core/accounts/email.ts). */
+export { sameEmail };
 
 /** POST /agent/identity/claim: opens an attempt whose page the person visits. */
 export async function startClaim(

@@ -1,6 +1,7 @@
 // Accepting an invitation: what a token shows before it is used (inspectInvitation, notOpen) and
 // its one-time acceptance by the invited person, signed in or with a new account made for the address.
 import { z } from 'zod';
+import { sameEmail } from '../accounts/email.ts';
 import { createUserIn, EmailTakenError, findUser, type UserRow } from '../accounts/users.ts';
 import { sql, type CommonQueryMethods, type DatabasePool } from '../db/pool.ts';
 import { TenantRoleSchema } from '../tenants/roles.ts';
@@ -36,7 +37,7 @@ export async function inspectInvitation(
     select i.id, i.tenant_id, t.name as tenant_name, i.email, i.role,
       coalesce((select coalesce(display_name, email) from users where id = i.invited_by), 'An Admin') as invited_by, i.expires_at,
       case when i.accepted_at is not null then 'accepted' when i.revoked_at is not null then 'revoked' when i.expires_at <= now() then 'expired' else 'open' end as state,
-      exists (select 1 from users u where lower(u.email) = lower(i.email)) as has_account, i.accepted_by, i.link_shown
+      exists (select 1 from users u where u.email_key = canonical_email(i.email)) as has_account, i.accepted_by, i.link_shown
     from tenant_invitations i join tenants t on t.id = i.tenant_id
     where i.token_hash = ${sql.binary(tokenHash(token))}
     ${lock ? sql.fragment`for update of i` : sql.fragment``}`);
@@ -89,7 +90,7 @@ export async function acceptInvitation(
       const found = await findUser(tx, who.userId);
       if (!found)
         throw new InvitationError(403, 'invitation_email_mismatch', 'This invitation is for another e-mail address.');
-      if (found.email.toLowerCase() !== view.email.toLowerCase()) {
+      if (!sameEmail(found.email, view.email)) {
         throw new InvitationError(
           403,
           'invitation_email_mismatch',

@@ -76,7 +76,7 @@ async function refuseBeyondBounds(
   settings: TeamSettings,
 ): Promise<void> {
   const member = await tx.exists(sql.unsafe`
-    select 1 from tenant_memberships m join users u on u.id = m.user_id where m.tenant_id = ${tenantId} and lower(u.email) = lower(${email})`);
+    select 1 from tenant_memberships m join users u on u.id = m.user_id where m.tenant_id = ${tenantId} and u.email_key = canonical_email(${email})`);
   if (member)
     throw new InvitationError(
       409,
@@ -85,7 +85,7 @@ async function refuseBeyondBounds(
     );
   const counts = await tx.one(sql.type(z.object({ today: z.number(), open: z.number(), retry_s: z.number() }))`
     select (count(*) filter (where created_at > now() - interval '1 day') + ${resentToday(tenantId)})::int as today,
-      count(*) filter (where accepted_at is null and revoked_at is null and expires_at > now() and lower(email) <> lower(${email}))::int as open,
+      count(*) filter (where accepted_at is null and revoked_at is null and expires_at > now() and canonical_email(email) is distinct from canonical_email(${email}))::int as open,
       coalesce(ceil(extract(epoch from min(created_at) filter (where created_at > now() - interval '1 day') + interval '1 day' - now())), 0)::int as retry_s
     from tenant_invitations where tenant_id = ${tenantId} and created_at > now() - greatest(interval '1 day', make_interval(hours => ${settings.invitationTtlHours}))`);
   if (counts.today >= settings.invitationsPerDay) {
@@ -113,7 +113,7 @@ async function replaceOpenInvitation(
 ): Promise<void> {
   const replaced = await tx.anyFirst(sql.type(z.object({ id: z.string() }))`
     update tenant_invitations set revoked_at = now()
-    where tenant_id = ${tenantId} and lower(email) = lower(${email}) and accepted_at is null and revoked_at is null
+    where tenant_id = ${tenantId} and canonical_email(email) = canonical_email(${email}) and accepted_at is null and revoked_at is null
     returning id`);
   for (const id of replaced) {
     await tx.query(

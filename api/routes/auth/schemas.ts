@@ -1,8 +1,14 @@
 import { z } from 'zod';
 import { TenantRoleSchema } from '../../../core/tenants/roles.ts';
+import { canonicalEmail } from '../../../core/accounts/email.ts';
 import { PASSWORD_MAX_LENGTH } from '../../../core/crypto/passwords.ts';
 
-export const Email = z.email().max(320).describe('E-mail address');
+/** An address an account can have (core/accounts/email.ts): z.email() also allows a local part over 64 characters. */
+export const Email = z
+  .email()
+  .max(320)
+  .refine((email) => canonicalEmail(email) !== null, 'The local part (before @) is at most 64 characters.')
+  .describe('E-mail address');
 
 export const LoginBody = z
   .object({ email: Email, password: z.string().min(1).max(PASSWORD_MAX_LENGTH) })

@@ -6,6 +6,7 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { sameEmail } from '../../../core/accounts/email.ts';
 import { findUser, type UserRow } from '../../../core/accounts/users.ts';
 import {
   confirmAttempt,
@@ -54,8 +55,6 @@ const sendPage = (reply: FastifyReply, status: number, title: string, body: Html
 
 const CHOOSE_FIRST =
   'Choose an organization first. The agent will act inside the organization you choose; without a choice it could not complete the claim (organization_selection_required).';
-
-const sameEmail = (a: string | null, b: string | null) => !!a && !!b && a.toLowerCase() === b.toLowerCase();
 
 const claimPageRoutes: FastifyPluginAsyncZod = async (app) => {
   const { config } = app;

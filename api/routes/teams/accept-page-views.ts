@@ -1,6 +1,7 @@
 // The invitation accept page's HTML: the open form and its script (INVITE_SCRIPT, served as
 // /invitations/accept.js), and the join, sign-in, new-account, joined and refusal pages.
 import type { FastifyReply } from 'fastify';
+import { sameEmail } from '../../../core/accounts/email.ts';
 import type { UserRow } from '../../../core/accounts/users.ts';
 import { PASSWORD_MAX_LENGTH, PASSWORD_MIN_LENGTH } from '../../../core/crypto/passwords.ts';
 import { notOpen, type InvitationView } from '../../../core/teams/invitation-acceptance.ts';
@@ -116,7 +117,7 @@ export async function invitationPage(
   }
   const problem = error ? html`<p class="error">${error}</p>` : '';
   if (user) {
-    if (user.email.toLowerCase() !== v.email.toLowerCase()) {
+    if (!sameEmail(user.email, v.email)) {
       return page(
         reply,
         403,
