@@ -52,6 +52,8 @@ export type Operation = {
   security: string[];
   /** The tenant role the route declares (`x-tenant-role`), if it is tenant-scoped. */
   tenantRole: 'admin' | 'member' | 'viewer' | null;
+  /** The role an agent's claimer needs (`x-claimer-role`), on Agent API operations. */
+  claimerRole: 'admin' | 'member' | 'viewer' | null;
 };
 
 type RawOperation = {
@@ -60,6 +62,7 @@ type RawOperation = {
   parameters?: Array<{ name: string; in: string; required?: boolean; schema?: JsonSchema }>;
   requestBody?: { required?: boolean; content: Record<string, { schema?: JsonSchema }> };
   'x-tenant-role'?: 'admin' | 'member' | 'viewer';
+  'x-claimer-role'?: 'admin' | 'member' | 'viewer';
 };
 type Document = {
   paths: Record<string, Record<string, RawOperation>>;
@@ -113,6 +116,7 @@ export async function loadOperations(app: FastifyInstance): Promise<Operation[]>
           : null,
         security: (raw.security ?? doc.security ?? []).flatMap((s) => Object.keys(s)),
         tenantRole: raw['x-tenant-role'] ?? null,
+        claimerRole: raw['x-claimer-role'] ?? null,
       });
     }
   }

@@ -3,7 +3,9 @@
 // header with A's ids, and A's tenant id in B's x-tenant-id) and, for
 // changes, as A's Viewer and (for an Admin's changes) A's Member: 404/403,
 // none of A's data in the answer, none of A's rows changed. Which changes a
-// role may make is what the route declares (x-tenant-role). An operation that cannot be tried generically must be
+// role may make is what the route declares (x-tenant-role); on the Agent
+// API, agents claimed by A's Viewer and A's Member are tried on what their
+// claimer's role does not allow (x-claimer-role): 403 and nothing changed. An operation that cannot be tried generically must be
 // classified below with its reason, or the suite fails naming it. The
 // websocket and the MCP tools are tried in ws-mcp.test.ts.
 import t from 'tap';
@@ -12,7 +14,8 @@ import { createTestDatabase } from '../helpers/db.ts';
 import { tenantFingerprinter } from '../helpers/db-fingerprint.ts';
 import { CLOSED_UPSTREAMS, loadOperations, type Operation } from '../helpers/openapi-ops.ts';
 import { sql } from '../../core/db/pool.ts';
-import { createWorkspace } from '../helpers/principals.ts';
+import { roleAtLeast } from '../../core/tenants/roles.ts';
+import { agentClaimedBy, createWorkspace } from '../helpers/principals.ts';
 import { createAttempts, NAME_PARAMS, type Attempt } from './attempts.ts';
 import { createResources } from './fixtures.ts';
 
@@ -52,6 +55,11 @@ const a = await workspace();
 const resources = await createResources(app, db, a);
 const watch = await tenantFingerprinter(t, databaseUrl, a.tenantId, [a.admin.userId, a.member.userId, a.viewer.userId]);
 const attempt = createAttempts(app, resources, watch, SEED);
+// A as its Viewer's and its Member's claimed agents see it (their token acts in A).
+const claimedAgents = {
+  viewer: { ...a, agent: await agentClaimedBy(app, db, config, a, a.viewer) },
+  member: { ...a, agent: await agentClaimedBy(app, db, config, a, a.member) },
+};
 
 const scoped = (op: Operation) =>
   op.security.some((s) => SCOPED_SCHEMES.includes(s)) || op.params.some((p) => p.name === 'x-tenant-id');
@@ -104,6 +112,11 @@ for (const op of operations.filter(scoped)) {
     attempts.push(await attempt(op, "A's Viewer", a, a.viewer, a.tenantId, pathValues, [403]));
   if (changes && op.tenantRole === 'admin')
     attempts.push(await attempt(op, "A's Member", a, a.member, a.tenantId, pathValues, [403]));
+  // The agent-per-claimer-role matrix: what the claimer may not do, their agent may not either.
+  for (const role of ['viewer', 'member'] as const) {
+    if (op.claimerRole && !roleAtLeast(role, op.claimerRole))
+      attempts.push(await attempt(op, `A's ${role}'s agent`, claimedAgents[role], a[role], null, pathValues, [403]));
+  }
   results.set(op.key, attempts);
   for (const x of attempts) statuses.set(`${x.who} ${x.status}`, (statuses.get(`${x.who} ${x.status}`) ?? 0) + 1);
 }
@@ -141,4 +154,12 @@ t.test('summary', async (t) => {
       .join(', ')}`,
   );
   t.ok(tried > 80, 'most scoped operations are tried');
+  // Every Agent API change a Viewer may not make, and every one only an Admin may, was tried by the claimer's agent.
+  const byAgents = (who: string) =>
+    [...results.values()].flat().filter((x) => x.who === who && x.status === 403).length;
+  const needs = (above: 'viewer' | 'member') =>
+    operations.filter((op) => op.claimerRole && !roleAtLeast(above, op.claimerRole) && !CLASSIFIED[op.id]).length;
+  t.equal(byAgents("A's viewer's agent"), needs('viewer'), "A's Viewer's agent refused every change");
+  t.equal(byAgents("A's member's agent"), needs('member'), "A's Member's agent refused every Admin's change");
+  t.ok(needs('member') > 0 && needs('viewer') > needs('member'), 'the claimer roles differ somewhere');
 });

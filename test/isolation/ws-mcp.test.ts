@@ -1,15 +1,18 @@
 // Isolation beyond /openapi.json: the job websocket (/api/ws) and every MCP
 // tool. Another tenant B subscribes to A's job (not_found, no job event) and
 // calls each tool with A's refs (a refusal or B's own data; none of A's
-// values in the answer, none of A's rows changed).
+// values in the answer, none of A's rows changed). Agents claimed by A's
+// Viewer and A's Member call each tool their claimer's role does not allow
+// (x-claimer-role): insufficient_role, none of A's rows changed.
 import t from 'tap';
 import { signAccessToken, AGENT_SCOPES } from '../../core/identity/tokens.ts';
 import { sql } from '../../core/db/pool.ts';
 import { startTestServer } from '../helpers/app.ts';
 import { createTestDatabase } from '../helpers/db.ts';
 import { tenantFingerprinter } from '../helpers/db-fingerprint.ts';
-import { CLOSED_UPSTREAMS } from '../helpers/openapi-ops.ts';
-import { createWorkspace, type Workspace } from '../helpers/principals.ts';
+import { roleAtLeast } from '../../core/tenants/roles.ts';
+import { CLOSED_UPSTREAMS, loadOperations } from '../helpers/openapi-ops.ts';
+import { agentClaimedBy, createWorkspace, type Workspace } from '../helpers/principals.ts';
 import { TestSocket } from '../helpers/ws.ts';
 import { seedOf } from '../fuzz/generate.ts';
 import { createResources } from './fixtures.ts';
@@ -79,25 +82,33 @@ async function mcp(w: Workspace, method: string, params: object) {
   return { status: res.statusCode, body: res.body };
 }
 
+type Tool = { name: string; inputSchema: { properties?: Record<string, unknown>; required?: string[] } };
+
+async function toolsOf(w: Workspace): Promise<Tool[]> {
+  const list = await mcp(w, 'tools/list', {});
+  if (list.status !== 200) throw new Error(`tools/list: ${list.status} ${list.body}`);
+  return JSON.parse(list.body).result.tools as Tool[];
+}
+
+/** A tool's arguments naming A's resources (and the minimum body that passes validation). */
+function argsFor(tool: Tool, keyPrefix = 'isolation'): Record<string, unknown> {
+  const args: Record<string, unknown> = {};
+  for (const name of Object.keys(tool.inputSchema.properties ?? {})) {
+    if (name === 'idempotency_key') args[name] = `${keyPrefix}-${seedOf(SEED, tool.name)}`;
+    else if (resources.byParam[name]) args[name] = resources.byParam[name];
+    else if (name === 'agentRef') args[name] = resources.byParam.agentRef;
+  }
+  if (tool.name === 'publishInsightBoard') args.visibility = 'public';
+  if (tool.name === 'saveInsightBoardVersion') args.content = { widgets: [] };
+  return args;
+}
+
 t.test("MCP: every tool called by B with A's refs", async (t) => {
-  const list = await mcp(b, 'tools/list', {});
-  t.equal(list.status, 200, list.body);
-  const tools = JSON.parse(list.body).result.tools as Array<{
-    name: string;
-    inputSchema: { properties?: Record<string, unknown>; required?: string[] };
-  }>;
+  const tools = await toolsOf(b);
   t.ok(tools.length > 10, `${tools.length} tools`);
   const outcomes = new Map<string, number>();
   for (const tool of tools) {
-    const args: Record<string, unknown> = {};
-    for (const name of Object.keys(tool.inputSchema.properties ?? {})) {
-      if (name === 'idempotency_key') args[name] = `isolation-${seedOf(SEED, tool.name)}`;
-      else if (resources.byParam[name]) args[name] = resources.byParam[name];
-      else if (name === 'agentRef') args[name] = resources.byParam.agentRef;
-    }
-    // Bodies the tools require get the minimum that passes validation.
-    if (tool.name === 'publishInsightBoard') args.visibility = 'public';
-    if (tool.name === 'saveInsightBoardVersion') args.content = { widgets: [] };
+    const args = argsFor(tool);
     const before = await watch.take();
     const res = await mcp(b, 'tools/call', { name: tool.name, arguments: args });
     const changed = watch.changed(before, await watch.take());
@@ -113,4 +124,36 @@ t.test("MCP: every tool called by B with A's refs", async (t) => {
   t.comment(
     `mcp: ${tools.length} tools called as B with A's refs: ${[...outcomes].map(([c, n]) => `${c} ${n}`).join(', ')}`,
   );
+});
+
+t.test("MCP: A's Viewer's and Member's agents call every tool their claimer's role does not allow", async (t) => {
+  const roles = new Map((await loadOperations(app)).map((op) => [op.id, op.claimerRole]));
+  const agents = {
+    viewer: { ...a, agent: await agentClaimedBy(app, db, config, a, a.viewer) },
+    member: { ...a, agent: await agentClaimedBy(app, db, config, a, a.member) },
+  };
+  const tools = await toolsOf(a);
+  let refused = 0;
+  for (const claimer of ['viewer', 'member'] as const) {
+    for (const tool of tools) {
+      const needs = roles.get(tool.name);
+      t.ok(needs, `${tool.name} declares its claimer role`);
+      if (!needs || roleAtLeast(claimer, needs)) continue;
+      const args = argsFor(tool, `claimer-${claimer}`);
+      // A valid board in A: only the claimer's role stands in the way.
+      if (tool.name === 'createInsightBoard')
+        Object.assign(args, { title: 'claimer-role', scope_type: 'company', scope_id: resources.byParam.companyId });
+      const before = await watch.take();
+      const res = await mcp(agents[claimer], 'tools/call', { name: tool.name, arguments: args });
+      t.same(watch.changed(before, await watch.take()), [], `${claimer}'s agent ${tool.name}: no A row changed`);
+      const result = JSON.parse(res.body).result as { isError?: boolean; content?: Array<{ text?: string }> };
+      t.ok(result.isError, `${claimer}'s agent ${tool.name} is refused`);
+      t.match(JSON.parse(result.content?.[0]?.text ?? '{}'), {
+        code: 'insufficient_role',
+        next_action: 'raise_claimer_role',
+      });
+      refused++;
+    }
+  }
+  t.ok(refused >= 7, `${refused} tools refused for the claimer's role`);
 });
