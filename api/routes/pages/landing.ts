@@ -32,8 +32,9 @@ people, dashboards and integrations use the platform API.</p>
 <p>Status: ${status} — ${link('/readyz')}</p>
 <h2>Sign in</h2>
 <ul class="links" id="sign-in">
+<li><a href="/account">Your account</a> — sign in with your e-mail and password to see your workspaces and your role in each</li>
 <li><a href="/console">Operator console</a> — operators sign in to watch and steer the queue, the workers, the schedules and the tenants</li>
-<li><a href="${claimPage}">Claim an agent</a> — people sign in from the link they were given: the claim link an agent shows you, an invitation to a workspace, a board waiting for approval; each link opens its own sign-in form</li>
+<li><a href="${claimPage}">Claim an agent</a> — the link an agent, an invitation or a board waiting for approval gives you opens its own sign-in form; this page says how</li>
 <li>Apps and dashboards sign people in through the API: <code>POST /api/auth/login</code> (see the API reference)</li>
 </ul>
 <h2>The manual</h2>
