@@ -66,6 +66,8 @@ await withChromium(t, async (browser) => {
     await live(page);
     for (const width of [1280, 375]) {
       await page.setViewportSize({ width, height: 900 });
+      mkdirSync(SHOTS, { recursive: true });
+      await page.locator('.charts').screenshot({ path: path.join(SHOTS, `charts-${width}.png`) });
       const charts = await page.evaluate(() =>
         [...document.querySelectorAll('svg.chart')].map((svg) => {
           const box = svg.closest('.chart-box');
