@@ -2,6 +2,7 @@
 // network failure reported as retryable. Only the status and the parsed body
 // come back; URLs (a Telegram bot token is part of its path) never reach logs.
 import { hostOf } from '../providers/outbound.ts';
+import { storableJson } from '../storable.ts';
 import { ChannelSendError } from './types.ts';
 
 export type JsonReply = { status: number; retryAfterS: number | null; body: Record<string, unknown> };
@@ -44,7 +45,8 @@ export async function callJson(
   const text = await response.text().catch(() => '');
   let body: Record<string, unknown> = {};
   try {
-    const parsed: unknown = text ? JSON.parse(text) : {};
+    // Made storable: its values (a message id, an error's description, an account's name) reach text and jsonb columns.
+    const parsed: unknown = text ? storableJson(JSON.parse(text)) : {};
     if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) body = parsed as Record<string, unknown>;
   } catch {
     body = {};

@@ -1,7 +1,8 @@
 // Text from outside that PostgreSQL cannot store (a NUL, a lone surrogate,
 // sent as raw JSON escapes) on the routes that read their bytes past the
-// input guard, because a signature covers them: a channel's message, a
-// Stripe event, altidp's notification, and a name in an identity token. Each
+// input guard, because a signature covers them: a channel's message (and
+// the channel's answer to our reply), a Stripe event, altidp's notification,
+// and a name in an identity token. Each
 // is accepted and stored made storable (NUL dropped, U+FFFD in place of the
 // surrogate) instead of failing with a 500 at every delivery.
 import Stripe from 'stripe';
@@ -52,6 +53,8 @@ t.test('a channel message: stored made storable, and its turn answers it', async
   const member = await createMember(db, 'admin');
   const headers = { authorization: `Bearer ${member.token}`, 'x-tenant-id': member.tenantId };
   const channel = await linkWebhookChannel(api, headers, receiver, CHANNEL_SECRET, 'conv-poison');
+  // The tenant's system acknowledges the reply with an id of the same kind.
+  receiver.state.script.push({ body: { id: `reply-${POISON}` } });
   const sent = await channel.say(POISON);
   t.match(sent, { status: 'turn', jobId: String });
   if (!sent.jobId) return; // refused: nothing to wait for
@@ -63,6 +66,11 @@ t.test('a channel message: stored made storable, and its turn answers it', async
   const stored = await db.oneFirst(sql.type(z.object({ content: z.string() }))`
     select m.content from chat_messages m join jobs j on j.input->>'userMessageId' = m.id::text where j.id = ${sent.jobId}`);
   t.equal(stored, STORED);
+  const delivery = await waitFor('the reply to be sent', () =>
+    db.maybeOne(sql.type(z.object({ provider_message_id: z.string().nullable() }))`
+      select provider_message_id from channel_deliveries where key = ${`turn:${sent.jobId}`} and status = 'sent'`),
+  );
+  t.equal(delivery.provider_message_id, `reply-${STORED}`, "the channel's answer, made storable");
   t.equal((await channel.say('and the next one')).status, 'turn', 'the channel goes on');
 });
 
