@@ -46,7 +46,7 @@ t.test('the operator command creates the global Admin, or promotes an existing u
 t.test('bad arguments are refused clearly', async (t) => {
   const noEmail = spawnEntry(t, 'ops/accounts.ts', env, { stdin: 'a long enough password' });
   t.equal(await noEmail.exited, 2, 'a usage error');
-  t.match(noEmail.output(), /--email must be an e-mail address\n\nusage: npm run user:create/);
+  t.match(noEmail.output(), /--email must be an e-mail address\n\nusage: node (--import tsx )?ops\/accounts\.[jt]s/); // as node started it
   const short = spawnEntry(t, 'ops/accounts.ts', env, { args: ['--email', 'x@example.test'], stdin: 'short' });
   t.equal(await short.exited, 1);
   t.match(short.output(), /piped password has 5 characters; it must have 10 to 200/);

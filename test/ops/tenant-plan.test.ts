@@ -65,7 +65,7 @@ t.test('refuses bad input with a message', async (t) => {
   ] as const) {
     const r = await run([...args]);
     t.equal(r.code, code, `${args.join(' ')}: exit ${code} (2 is a usage error, shown with the usage)`);
-    if (code === 2) t.match(r.output, /usage: npm run tenant:plan/);
+    if (code === 2) t.match(r.output, /usage: node (--import tsx )?ops\/tenant-plan\.[jt]s/); // as node started it
     t.match(r.output, message);
   }
   t.match(await tenant(m.tenantId), { plan: 'free', plan_source: null }, 'nothing changed');
