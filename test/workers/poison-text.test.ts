@@ -1,14 +1,16 @@
 // A model answer holding what PostgreSQL's text and jsonb refuse (a NUL, a
-// lone surrogate), streamed by a real local OpenAI-compatible server as raw
-// JSON escapes: the chat turn and the company run end succeeded with the
-// answer made storable, the provider is called once (not again at every
-// retry), and the session's next turn runs.
+// lone surrogate), streamed by a real local OpenAI-compatible server (and an
+// Anthropic one) as raw JSON escapes: the chat turn and the company run end
+// succeeded with the answer made storable, the provider is called once (not
+// again at every retry), and the session's next turn runs.
 import t from 'tap';
 import { z } from 'zod';
+import { Keyring } from '../../core/crypto/keyring.ts';
 import { sql } from '../../core/db/pool.ts';
+import { putKey } from '../../core/provider-keys/keys.ts';
 import { buildTestApp } from '../helpers/app.ts';
 import { createTestDatabase } from '../helpers/db.ts';
-import { startFakeOpenAI } from '../helpers/fake-providers.ts';
+import { startFakeAnthropic, startFakeOpenAI, type FakeProvider } from '../helpers/fake-providers.ts';
 import { createMember, withOwnOpenAIKey } from '../helpers/fixtures.ts';
 import { waitFor } from '../helpers/wait.ts';
 import { startTestWorker } from '../helpers/worker.ts';
@@ -16,13 +18,20 @@ import { startTestWorker } from '../helpers/worker.ts';
 const KEY = 'sk-poison-key-1234';
 const MODEL = 'openai/gpt-4o-mini';
 const openai = await startFakeOpenAI({ apiKey: KEY });
-t.teardown(() => openai.close());
+const anthropic = await startFakeAnthropic({ apiKey: KEY });
+t.teardown(() => Promise.all([openai.close(), anthropic.close()]));
 const databaseUrl = await createTestDatabase(t);
-const overrides = { OPENAI_BASE_URL: openai.url };
+const overrides = { OPENAI_BASE_URL: openai.url, ANTHROPIC_BASE_URL: anthropic.url };
 const { app, db, config } = await buildTestApp(t, databaseUrl, overrides);
 await startTestWorker(t, databaseUrl, overrides);
 const member = await createMember(db, 'admin');
 await withOwnOpenAIKey(db, config, member, KEY);
+await putKey(db, Keyring.fromConfig(config), {
+  tenantId: member.tenantId,
+  provider: 'anthropic',
+  apiKey: KEY,
+  userId: member.userId,
+});
 const headers = { authorization: `Bearer ${member.token}`, 'x-tenant-id': member.tenantId };
 
 const POISONS = [
@@ -42,9 +51,10 @@ const settled = (jobId: string) =>
   });
 
 /** Completion requests the provider got whose last message was `content`. */
-const calls = (content: string) =>
-  openai.requests.filter((r) => r.path === '/v1/chat/completions' && r.messages?.at(-1)?.content.includes(content))
-    .length;
+const calls = (content: string, provider: FakeProvider = openai) =>
+  provider.requests.filter(
+    (r) => ['/v1/chat/completions', '/v1/messages'].includes(r.path) && r.messages?.at(-1)?.content === content,
+  ).length;
 
 let sends = 0;
 const send = async (sessionId: string, message: string) => {
@@ -58,11 +68,27 @@ const send = async (sessionId: string, message: string) => {
   return sent.json().jobId as string;
 };
 
-for (const poison of POISONS) {
+const TURNS = [
+  ...POISONS.map((poison) => ({ ...poison, model: MODEL, provider: openai })),
+  {
+    name: 'NUL and a lone surrogate, from Anthropic',
+    reply: 'before\u0000after half \ud800 pair',
+    stored: 'beforeafter half \ufffd pair',
+    model: 'anthropic/claude-3-5-haiku-latest',
+    provider: anthropic,
+  },
+];
+
+for (const poison of TURNS) {
   t.test(`a chat turn whose answer holds a ${poison.name}`, async (t) => {
-    const session = await app.inject({ method: 'POST', url: '/api/chat/sessions', headers, payload: { model: MODEL } });
+    const session = await app.inject({
+      method: 'POST',
+      url: '/api/chat/sessions',
+      headers,
+      payload: { model: poison.model },
+    });
     const sessionId = session.json().id as string;
-    openai.enqueue({ reply: poison.reply, chunks: 2 });
+    poison.provider.enqueue({ reply: poison.reply, chunks: 2 });
     const first = `poisoned ${poison.name}`;
     const next = `after the ${poison.name}`;
     const turn = await send(sessionId, first);
@@ -71,7 +97,7 @@ for (const poison of POISONS) {
     const job = await settled(turn);
     t.match(job, { status: 'succeeded', attempts: 1, error: null }, 'the turn ends at its first attempt');
     t.equal(job.result?.text, poison.stored, 'its answer, made storable');
-    t.equal(calls(first), 1, 'the provider was called once');
+    t.equal(calls(first, poison.provider), 1, 'the provider was called once');
     const messages = (await app.inject({ url: `/api/chat/messages?sessionId=${sessionId}`, headers })).json();
     t.ok(
       messages.items.some(
@@ -80,9 +106,16 @@ for (const poison of POISONS) {
       'the answer is readable in the session',
     );
 
-    t.match(await settled(nextTurn), { status: 'succeeded', result: { text: `echo: ${next}` } }, 'the next turn runs');
+    // (Its history holds both messages: the answer came after the second one.)
+    t.match(
+      await settled(nextTurn),
+      { status: 'succeeded', result: { text: /^echo: [^]*after the/ } },
+      'the next turn runs',
+    );
   });
+}
 
+for (const poison of POISONS) {
   t.test(`a company run whose output holds a ${poison.name}`, async (t) => {
     const call = (method: 'POST', url: string, payload?: object) =>
       app.inject({ method, url, headers, ...(payload ? { payload } : {}) });
