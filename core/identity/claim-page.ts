@@ -69,7 +69,7 @@ export async function findAttempt(
 export async function organizationsOf(db: CommonQueryMethods, userId: string, workspaceId: string) {
   return (await membershipsOf(db, userId))
     .filter((m) => m.tenant_id !== workspaceId)
-    .map((m) => ({ id: m.tenant_id, name: m.tenant_name }));
+    .map((m) => ({ id: m.tenant_id, name: m.tenant_name, role: m.role }));
 }
 
 type PageAction = { attemptId: string; userId: string; userEmail: string };

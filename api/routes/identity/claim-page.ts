@@ -56,6 +56,14 @@ const sendPage = (reply: FastifyReply, status: number, title: string, body: Html
 const CHOOSE_FIRST =
   'Choose an organization first. The agent will act inside the organization you choose; without a choice it could not complete the claim (organization_selection_required).';
 
+// The agent acts with the person's role there (api/routes/agent/operation.ts): say so before they choose.
+const roleNote = (role: string) =>
+  role === 'viewer'
+    ? 'you are a Viewer there: the agent will only read'
+    : role === 'member'
+      ? 'you are a Member there'
+      : '';
+
 const claimPageRoutes: FastifyPluginAsyncZod = async (app) => {
   const { config } = app;
   const sessions = pageSessions({
@@ -116,12 +124,12 @@ ${error ? html`<p class="error">${error}</p>` : ''}
     const mustChoose = !confirmed && orgs.length > 1;
     const radios = html`<fieldset><legend>Organization</legend>${orgs.map(
       (o) => html`
-<label><input type="radio" name="organization_id" value="${o.id}"${o.id === a.organization_id ? html` checked` : ''}${mustChoose ? html` required` : ''}> ${o.name}</label>`,
+<label><input type="radio" name="organization_id" value="${o.id}"${o.id === a.organization_id ? html` checked` : ''}${mustChoose ? html` required` : ''}> ${o.name}${roleNote(o.role) ? ` (${roleNote(o.role)})` : ''}</label>`,
     )}</fieldset>`;
     const details = html`<dl><dt>Agent</dt><dd>registration ${a.registration_id}</dd>
 <dt>Workspace</dt><dd>${a.tenant_name} (kept as it is, added to your account)</dd>
 <dt>Claim for</dt><dd>${a.login_hint}</dd>
-${orgs.length === 1 ? html`<dt>Organization</dt><dd>${orgs[0]!.name} (the agent will act inside it)</dd>` : ''}</dl>`;
+${orgs.length === 1 ? html`<dt>Organization</dt><dd>${orgs[0]!.name} (the agent will act inside it${roleNote(orgs[0]!.role) ? `; ${roleNote(orgs[0]!.role)}` : ''})</dd>` : ''}</dl>`;
     const deny = html`<button type="submit" name="action" value="deny" formnovalidate>Deny</button>`;
     const form = (inner: Html) => html`<form method="post" action="${pathOf(a)}">
 <input type="hidden" name="csrf" value="${csrfFor(a.id, s)}">${inner}</form>`;

@@ -2,7 +2,7 @@
 // Ada's organization, claims an agent into it through the whole ceremony
 // (service_auth, claim page, complete, token exchange): the agent reads, but
 // creating, saving and publishing boards answer 403 insufficient_role, over
-// HTTP and as MCP tools, and nothing is written. The role is read at each
+// HTTP and as MCP tools, and nothing is written (the claim page told Vic so). The role is read at each
 // request: Ada raising Vic to Member widens the agent at its next request
 // (the refused request, never recorded, now runs under the same key); Ada
 // lowering Vic back narrows it; removing Vic unlinks it. Capabilities say
@@ -50,6 +50,7 @@ async function vicsAgent() {
   const calls = agentCalls(app);
   const browser = new Browser(app, pagePath(await calls.claim(reg.claimToken, 'vic@example.test')));
   await browser.signIn('vic@example.test');
+  const page = (await browser.get()).body;
   const { code } = await browser.confirm({ organization_id: org.id });
   const done = await calls.complete(reg.claimToken, code);
   if (done.statusCode !== 200) throw new Error(`complete: ${done.body}`);
@@ -68,7 +69,7 @@ async function vicsAgent() {
     if (res.statusCode !== 200) throw new Error(`token: ${res.body}`);
     return res.json().access_token as string;
   };
-  return { api: await token(`${config.baseUrl}/api/agent`), mcp: await token(`${config.baseUrl}/mcp`) };
+  return { api: await token(`${config.baseUrl}/api/agent`), mcp: await token(`${config.baseUrl}/mcp`), page };
 }
 
 const agentHeaders = (token: string, key?: string) => ({
@@ -133,6 +134,11 @@ const REFUSED = { code: 'insufficient_role', next_action: 'raise_claimer_role' }
 
 t.test("a Viewer's agent reads but changes nothing (HTTP and MCP)", async (t) => {
   const vicAgent = await vicsAgent();
+  t.match(
+    vicAgent.page,
+    /Ada Org \(the agent will act inside it; you are a Viewer there: the agent will only read\)/,
+    'the claim page says so',
+  );
   const before = { boards: await boards(), version: await latestVersion() };
 
   const created = await createBoard(vicAgent.api, 'viewer-create-1');
