@@ -16,10 +16,11 @@ const PLATFORM_DIRS = ['api', 'core', 'workers', 'schedules'];
 
 /**
  * Variables the platform may read that are not its settings, each with why.
- * Empty for now: a variable that changes how the platform behaves belongs in
- * the declarations.
+ * A variable that changes how the platform behaves belongs in the declarations.
  */
-const NOT_SETTINGS: Record<string, string> = {};
+const NOT_SETTINGS: Record<string, string> = {
+  npm_lifecycle_event: 'npm sets it for the script it runs: a command prints its usage as `npm run x` only then',
+};
 
 /**
  * The code of a file without the comments that open a line (their prose may
