@@ -5,7 +5,7 @@ import { PASSWORD_MAX_LENGTH } from '../../../core/crypto/passwords.ts';
 
 /** An address an account can have (core/accounts/email.ts): z.email() also allows a local part over 64 characters. */
 export const Email = z
-  .email()
+  .email({ abort: true })
   .max(320)
   .refine((email) => canonicalEmail(email) !== null, 'The local part (before @) is at most 64 characters.')
   .describe('E-mail address');
