@@ -140,7 +140,12 @@ and one of \`invalid_credential\` (get a new token), \`registration_revoked\`,
 \`principal_not_linked\`, \`identity_conflict\` (register or claim again). A 403
 \`scope_denied\` names the scope you lack (\`claim_required\` means: claim first);
 a 403 \`tenant_inactive\` means the operator suspended your workspace: stop, and
-tell your person (registering again does not get around it).
+tell your person (registering again does not get around it). Once claimed,
+you act with your person's current role in the workspace: a Viewer's agent
+only reads, and a change their role does not allow answers 403
+\`insufficient_role\` (\`next_action: raise_claimer_role\`: ask them to have a
+workspace Admin raise it, then send the same request again). Capabilities
+list what you may do under \`access\`.
 
 Discovery: ${authUrl}/.well-known/oauth-authorization-server,
 ${authUrl}/.well-known/jwks.json,
