@@ -67,7 +67,8 @@ await withChromium(t, async (browser) => {
     for (const width of [1280, 375]) {
       await page.setViewportSize({ width, height: 900 });
       mkdirSync(SHOTS, { recursive: true });
-      await page.locator('.charts').screenshot({ path: path.join(SHOTS, `charts-${width}.png`) });
+      // The whole page: live updates swap the charts, so an element's picture could lose its element.
+      await page.screenshot({ path: path.join(SHOTS, `overview-${width}.png`), fullPage: true });
       const charts = await page.evaluate(() =>
         [...document.querySelectorAll('svg.chart')].map((svg) => {
           const box = svg.closest('.chart-box');

@@ -10,7 +10,7 @@ import { sql } from '../../core/db/pool.ts';
 import { startClaim } from '../../core/identity/claims.ts';
 import { createRegistration } from '../../core/identity/registrations.ts';
 import { startTestServerAtOwnUrl } from '../helpers/app.ts';
-import { openPage, scrollsSideways, withChromium } from '../helpers/browser.ts';
+import { brokenWords, openPage, scrollsSideways, withChromium } from '../helpers/browser.ts';
 import { createTestDatabase } from '../helpers/db.ts';
 import { createBoardScopes } from '../helpers/fixtures.ts';
 
@@ -126,6 +126,12 @@ await withChromium(t, async (browser) => {
     const check = async (name: string, status?: number) => {
       t.equal(await page.evaluate(() => window.innerWidth), 375, `${name}: a phone's width`);
       t.notOk(await scrollsSideways(page), `${name}: no horizontal scrolling`);
+      if (name !== 'API reference')
+        t.same(
+          await brokenWords(page, 'header, main, footer'),
+          [],
+          `${name}: no word broken across lines (but those wider than the screen)`,
+        );
       if (status) t.ok(status < 500, `${name}: answered`);
     };
     for (const [name, path] of [

@@ -94,7 +94,8 @@ export const scrollsSideways = (page: Page) =>
 /**
  * Words of the page's text that a line break cuts in two: each word (split
  * at spaces and at the hyphens and slashes where a line may break) must sit
- * on one line. URLs (.url) and preformatted text may break anywhere.
+ * on one line, unless it is wider than the page's text column. URLs (.url) and
+ * preformatted text may break anywhere.
  */
 export const brokenWords = (page: Page, selector: string) =>
   page.evaluate((selector) => {
@@ -108,8 +109,12 @@ export const brokenWords = (page: Page, selector: string) =>
           const range = document.createRange();
           range.setStart(node, m.index);
           range.setEnd(node, m.index + m[0].length);
-          const lines = new Set([...range.getClientRects()].map((r) => Math.round(r.top)));
-          if (lines.size > 1) broken.push(`${el.tagName.toLowerCase()}: ${m[0]}`);
+          const rects = [...range.getClientRects()];
+          const lines = new Set(rects.map((r) => Math.round(r.top)));
+          // A word wider than the page's text column may only break (a squeezed cell is no excuse).
+          const line = document.querySelector('main')?.clientWidth ?? window.innerWidth;
+          const wide = rects.reduce((w, r) => w + r.width, 0);
+          if (lines.size > 1 && wide <= line) broken.push(`${el.tagName.toLowerCase()}: ${m[0]}`);
         }
       }
     }
