@@ -131,7 +131,7 @@ const altidpRoutes: FastifyPluginAsyncZod = async (app) => {
           'Form fields as the provider posts them: code, state, iss, and on the first sign-in `user` (JSON with the name). ' +
           'A state that is unknown, expired, already used or started in another browser is 400 invalid_state. ' +
           'Otherwise the browser goes to `next`: `#altidp_ticket=<ticket>` (single use, 60 s, trade it at /api/auth/altidp/result/) ' +
-          'or `#altidp_error=<code>` (access_denied, invalid_code, invalid_id_token, email_not_verified, email_required, provider_unavailable).',
+          'or `#altidp_error=<code>` (access_denied, invalid_code, invalid_id_token, email_not_verified, email_required, email_unsupported, provider_unavailable).',
         consumes: ['application/x-www-form-urlencoded'],
         body: AltidpCallbackBody,
         response: {
@@ -236,7 +236,7 @@ const altidpRoutes: FastifyPluginAsyncZod = async (app) => {
         summary: "Direct login with altidp's identity token (native apps)",
         description:
           "The token is checked against the provider's published keys: issuer, audience ALTIDP_CLIENT_ID (or one of ALTIDP_APP_CLIENT_IDS), expiry, and the nonce when either side has one. " +
-          'Errors: 400 invalid_request; 401 invalid_id_token; 403 email_not_verified, email_required; 429 rate_limited; 502 provider_unavailable; 503 auth_method_disabled.',
+          'Errors: 400 invalid_request; 401 invalid_id_token; 403 email_not_verified, email_required, email_unsupported; 429 rate_limited; 502 provider_unavailable; 503 auth_method_disabled.',
         body: AltidpDirectBody,
         response: { 200: ExternalSession, ...errors },
       },

@@ -22,7 +22,7 @@ const errors = {
 };
 const ERRORS_TEXT =
   'Errors: 400 invalid_request, invalid_redirect_uri; 401 invalid_code, invalid_id_token, invalid_access_token; ' +
-  '403 email_not_verified, email_required (nothing is created or linked); 429 rate_limited (external-login limit); ' +
+  '403 email_not_verified, email_required, email_unsupported (nothing is created or linked); 429 rate_limited (external-login limit); ' +
   '502 provider_unavailable; 503 auth_method_disabled (names the missing settings).';
 
 const partnerRoutes: FastifyPluginAsyncZod = async (app) => {

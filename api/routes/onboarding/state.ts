@@ -148,7 +148,7 @@ export async function completeOnboarding(
       select t.settings from tenants t
       where t.id = ${tenantId} and exists (
         select 1 from tenant_memberships m join users u on u.id = m.user_id
-        where m.tenant_id = t.id and m.role = 'admin' and lower(u.email) = lower(${purchaserEmail}))
+        where m.tenant_id = t.id and m.role = 'admin' and u.email_key = canonical_email(${purchaserEmail}))
       for update of t`);
     if (!settings) return { kind: 'not_found' };
     const state = readState(settings);
