@@ -20,6 +20,7 @@
 import { z } from 'zod';
 import type { Config } from '../config.ts';
 import type { PlanName } from '../plans.ts';
+import { storableJson } from '../storable.ts';
 
 /** Every call to the provider ends within this time. */
 export const PURCHASE_TIMEOUT_MS = 15_000;
@@ -102,7 +103,8 @@ export async function fetchSubscriber(config: Config, appUserId: string): Promis
       await response.body?.cancel();
       return null;
     }
-    body = response.ok ? await response.json().catch(() => undefined) : await response.body?.cancel();
+    // Made storable: its product identifiers reach text columns.
+    body = response.ok ? storableJson(await response.json().catch(() => undefined)) : await response.body?.cancel();
   } catch (error) {
     const timedOut = (error as Error).name === 'TimeoutError';
     throw new PurchaseProviderError(
