@@ -96,10 +96,11 @@ export function accessOf(claimerRole: TenantRole | null): AgentAccess {
  */
 export function requireClaimerRole(op: AgentOperation, { agent }: Caller): void {
   if (agent.role === null || roleAtLeast(agent.role, op.role)) return;
+  const needed = op.role === 'admin' ? 'an Admin' : `a ${ROLE_TITLES[op.role]} (or Admin)`;
   throw new AgentHttpError(
     403,
     'insufficient_role',
-    `${op.operationId} needs the person who claimed this agent to be a ${ROLE_TITLES[op.role]} (or Admin) of the workspace; they are a ${ROLE_TITLES[agent.role]}. Ask a workspace Admin to raise their role, then send the same request again.`,
+    `${op.operationId} needs the person who claimed this agent to be ${needed} of the workspace; they are a ${ROLE_TITLES[agent.role]}. Ask a workspace Admin to raise their role, then send the same request again.`,
     'raise_claimer_role',
     {},
     false,
