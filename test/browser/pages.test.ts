@@ -143,7 +143,8 @@ await withChromium(t, async (browser) => {
       ['404 page', `/no/such/${'page'.repeat(30)}`],
     ] as const) {
       const res = await page.goto(`${url}${path}`);
-      if (name === 'API reference') await page.waitForSelector('.opblock-summary');
+      // As above: Swagger UI may take seconds to parse the document on a busy machine.
+      if (name === 'API reference') await page.waitForSelector('.opblock-summary', { timeout: 120_000 });
       await check(name, res?.status());
     }
     // On a desktop window a board's figures stay whole: no number wraps inside itself.
