@@ -92,8 +92,8 @@ export type LoginOutcome<T> = { ok: T } | { failed: true } | { refused: true } |
  * One login attempt under the budget. Its failure is counted before
  * `attempt` runs, and only while no lockout stands (else it is not even
  * checked); a success gives the address's count back and clears its
- * account's. An address canonicalEmail refuses is nobody's: refused,
- * unchecked and uncounted.
+ * account's (an attempt that throws keeps its count: it proved nothing). An
+ * address canonicalEmail refuses is nobody's: refused, unchecked and uncounted.
  */
 export async function throttledLogin<T>(
   db: Transactor,
