@@ -109,7 +109,7 @@ for (const poison of TURNS) {
     // (Its history holds both messages: the answer came after the second one.)
     t.match(
       await settled(nextTurn),
-      { status: 'succeeded', result: { text: /^echo: [^]*after the/ } },
+      { status: 'succeeded', result: { text: /^echo: [\s\S]*after the/ } },
       'the next turn runs',
     );
   });

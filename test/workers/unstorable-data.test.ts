@@ -30,7 +30,9 @@ const deps: TaskDeps = {
   config: testConfig(databaseUrl),
   logger,
   // No cancels in this test: every attempt runs to its end.
-  cancels: { track: () => ({ signal: new AbortController().signal, untrack: () => true }) } as unknown as CancelListener,
+  cancels: {
+    track: () => ({ signal: new AbortController().signal, untrack: () => true }),
+  } as unknown as CancelListener,
   completions,
   deltas: new DeltaPublisher(plain, logger),
   refused: () => undefined,
