@@ -7,7 +7,10 @@ import { PASSWORD_MAX_LENGTH } from '../../../core/crypto/passwords.ts';
 export const Email = z
   .email({ abort: true })
   .max(320)
-  .refine((email) => canonicalEmail(email) !== null, 'The local part (before @) is at most 64 characters, the domain at most 253.')
+  .refine(
+    (email) => canonicalEmail(email) !== null,
+    'The local part (before @) is at most 64 characters, the domain at most 253.',
+  )
   .describe('E-mail address');
 
 export const LoginBody = z
