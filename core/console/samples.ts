@@ -3,7 +3,7 @@
 // (wake-ups ready, running, waiting; the oldest ready one's wait) and the
 // platform jobs that finished in the minute before. The platform's own upkeep
 // (the cron items' tasks, the sampler itself among them) is counted apart
-// (0053): left in, it showed load on an idle service.
+// (0051): left in, it showed load on an idle service.
 import { z } from 'zod';
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
 import { readQueueByKind } from '../queue-metrics.ts';
