@@ -82,7 +82,7 @@ t.test('every other route that takes a name refuses one with a line break', asyn
 function browser() {
   const jar = new Map<string, string>();
   const cookie = () => [...jar].map(([k, v]) => `${k}=${v}`).join('; ');
-  const keep = (res: { headers: Record<string, unknown> }) => {
+  const keep = <R extends { headers: Record<string, unknown> }>(res: R): R => {
     const set = res.headers['set-cookie'];
     for (const line of ([] as string[]).concat((set as string | string[] | undefined) ?? [])) {
       const [pair] = line.split(';');

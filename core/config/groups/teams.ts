@@ -21,8 +21,9 @@ export const teams = group(
       doc: 'Open invitations one workspace may have at once (`409 too_many_pending_invitations` beyond)',
     }),
     SMTP_URL: setting(smtpUrl, {
-      shown: 'unset (invitation links are not e-mailed; the Admin passes them on, and accounts made from them are unverified)',
-      doc: '`smtp://user:password@host:587` (STARTTLS when the server offers it) or `smtps://...` (TLS from the start): the server invitation e-mails go through; when set, an invitation link goes only to the invitee\'s mailbox',
+      shown:
+        'unset (invitation links are not e-mailed; the Admin passes them on, and accounts made from them are unverified)',
+      doc: "`smtp://user:password@host:587` (STARTTLS when the server offers it) or `smtps://...` (TLS from the start): the server invitation e-mails go through; when set, an invitation link goes only to the invitee's mailbox",
     }),
     MAIL_FROM: setting(z.string().trim().min(3).max(320), {
       shown: '`Agent platform <no-reply@host of BASE_URL>`',
