@@ -7,7 +7,7 @@
 import { cpSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { z } from 'zod';
 import { checkPassword, createUser, EmailTakenError } from '../../../core/accounts/users.ts';
 import { hashPassword } from '../../../core/crypto/passwords.ts';
@@ -18,13 +18,19 @@ import { createTestDatabase, testPool } from '../../helpers/db.ts';
 
 const PASSWORD = 'correct horse battery staple';
 
-t.test('accounts and open invitations stored before 0049', async (t) => {
+/** A database migrated up to, not including, `first`. */
+async function databaseBefore(t: Test, first: string): Promise<string> {
   const url = await createTestDatabase(t, { empty: true });
   const before = mkdtempSync(path.join(tmpdir(), 'migrations-'));
   t.teardown(() => rmSync(before, { recursive: true, force: true }));
-  for (const name of readdirSync(MIGRATIONS_DIR).filter((n) => n < '0049'))
+  for (const name of readdirSync(MIGRATIONS_DIR).filter((n) => n < first))
     cpSync(path.join(MIGRATIONS_DIR, name), path.join(before, name));
   await migrate(url, testLogger(), before);
+  return url;
+}
+
+t.test('accounts and open invitations stored before 0049', async (t) => {
+  const url = await databaseBefore(t, '0049');
 
   const db = await testPool(t, url);
   const hash = await hashPassword(PASSWORD);
@@ -83,4 +89,23 @@ t.test('accounts and open invitations stored before 0049', async (t) => {
     ),
     'the older one is revoked, as a new invitation replaces an open one',
   );
+});
+
+t.test('an address 0049 refuses, kept without a key, blocks nobody (0052)', async (t) => {
+  const url = await databaseBefore(t, '0049');
+  const db = await testPool(t, url);
+  const hash = await hashPassword(PASSWORD);
+  // PostgreSQL's lower() folds U+0130 to i: the indexes on lower(email) held kris@ taken.
+  const tenant = await db.oneFirst(sql.type(z.object({ id: z.string() }))`
+    with kept as (insert into users (email, password_hash) values ('kr\u0130s@example.test', ${hash}))
+    insert into tenants (name) values ('Upgraded') returning id`);
+  const invite = (email: string) => sql.unsafe`
+    insert into tenant_invitations (tenant_id, email, role, token_hash, expires_at)
+    values (${tenant}, ${email}, 'member', sha256(gen_random_uuid()::text::bytea), now() + interval '7 days')`;
+  await db.query(invite('kr\u0130s@example.test'));
+  await migrate(url, testLogger());
+
+  const kris = await createUser(db, { email: 'kris@example.test', password: PASSWORD });
+  t.equal((await checkPassword(db, 'KRIS@example.test', PASSWORD))?.id, kris.id, 'the owner of kris@ signs up and in');
+  await t.resolves(db.query(invite('kris@example.test')), 'and can be invited while the old invitation is open');
 });
