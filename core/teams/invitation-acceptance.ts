@@ -80,7 +80,10 @@ export async function acceptInvitation(
   who: Acceptor,
 ): Promise<{ view: InvitationView; user: UserRow; created: boolean }> {
   return db.transaction(async (tx) => {
-    const view = await inspectInvitation(tx, token, true);
+    // The workspace first, then the invitation: the order inviting and resending take, so none of them deadlocks.
+    const seen = await inspectInvitation(tx, token);
+    if (seen) await lockTenant(tx, seen.tenant_id);
+    const view = seen && (await inspectInvitation(tx, token, true));
     if (!view) throw new InvitationError(404, 'not_found', 'No such invitation: check that the whole link was copied.');
     const closed = notOpen(view);
     if (closed) throw closed;
@@ -121,7 +124,6 @@ export async function acceptInvitation(
       }
       created = true;
     }
-    await lockTenant(tx, view.tenant_id);
     const inserted = await tx.maybeOne(sql.unsafe`
       insert into tenant_memberships (tenant_id, user_id, role) values (${view.tenant_id}, ${user.id}, ${view.role})
       on conflict do nothing returning user_id`);
