@@ -11,6 +11,7 @@
 // with its first progress, after WORKER_RUNNING_AFTER_MS, or not at all when
 // its final write comes first. A quick job so costs one write (its result).
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
+import { storableJson, storableText } from '../storable.ts';
 import { z } from 'zod';
 import { JobRow } from './schema.ts';
 
@@ -235,7 +236,8 @@ export async function failJob(
   failure: JobFailure,
   holder: Holder = NO_HOLDER,
 ): Promise<boolean> {
-  const error = { code: failure.code, message: failure.message, retrying: false };
+  // A failure's message may quote outside text: stored unmended it could be refused, leaving the job running.
+  const error = { code: failure.code, message: storableText(failure.message), retrying: false };
   const updated = await db.query(sql.unsafe`
     update jobs set status = 'failed', error = ${sql.jsonb(error)}, finished_at = now(), ${attemptColumns(attempt, holder)}
     where id = ${jobId} and ${mayWrite(attempt)}`);
@@ -267,7 +269,7 @@ export async function waitJob(
   const holder = wait.holder ?? NO_HOLDER;
   const waited = await db.oneFirst(sql.type(z.object({ ok: z.boolean() }))`
     select job_wait(${wait.jobId}, ${wait.attempt}, ${wait.keepAttempt}, ${wait.until.toISOString()}::timestamptz,
-      ${wait.error ? sql.jsonb(wait.error as never) : null}::jsonb, ${sql.jsonb((wait.progress ?? null) as never)}::jsonb, ${wait.progress !== undefined},
+      ${wait.error ? sql.jsonb(storableJson(wait.error) as never) : null}::jsonb, ${sql.jsonb((wait.progress ?? null) as never)}::jsonb, ${wait.progress !== undefined},
       ${holder.lockedBy}, ${holder.lockedAt?.toISOString() ?? null}::timestamptz, ${wait.leaveQueue ?? false}) as ok`);
   return waited;
 }

@@ -9,6 +9,7 @@ import t from 'tap';
 import { z } from 'zod';
 import { sql } from '../../core/db/pool.ts';
 import { JobCompletions } from '../../core/jobs/completions.ts';
+import { PermanentJobError, RetryableJobError } from '../../core/jobs/errors.ts';
 import { DeltaPublisher } from '../../core/jobs/deltas.ts';
 import type { AttemptOutcome } from '../../core/metrics.ts';
 import { runAttempt } from '../../workers/attempt.ts';
@@ -92,3 +93,20 @@ t.test('any other failure is still retried', async (t) => {
   t.match(row, { status: 'queued', error: { code: 'task_failed', retrying: true } });
   t.same(outcomes, ['failed', 'failed', 'failed', 'succeeded', 'failed'], 'the result failed after the attempt');
 });
+
+t.test(
+  "a failure's message quoting outside text is stored mended, whether it ends the job or retries it",
+  async (t) => {
+    const quoted = 'the channel said: before\u0000after, half \ud800 pair';
+    const final = await attemptOnce(async () => {
+      throw new PermanentJobError('channel_refused', quoted);
+    });
+    t.match(final, { status: 'failed', attempts: 1, error: { code: 'channel_refused', retrying: false } });
+    t.equal((final.error as { message: string }).message, 'the channel said: beforeafter, half \ufffd pair');
+    const retried = await attemptOnce(async () => {
+      throw new RetryableJobError('channel_busy', quoted);
+    });
+    t.match(retried, { status: 'queued', attempts: 1, error: { code: 'channel_busy', retrying: true } });
+    t.equal((retried.error as { message: string }).message, 'the channel said: beforeafter, half \ufffd pair');
+  },
+);
