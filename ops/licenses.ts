@@ -1,7 +1,7 @@
 // Dashboard licenses from the command line:
 //   npm run license:create -- --email buyer@example.com [--plan pro|enterprise] [--expires 2027-12-31] [--feature x --feature -y]
 // Prints the license key once; only its hash is stored.
-import { z } from 'zod';
+import { AccountEmail } from '../core/accounts/email.ts';
 import { commandLine, usageError } from '../core/process/command-line.ts';
 import { loadConfigOrExit } from '../core/config.ts';
 import { createLicense, FEATURE_ADJUSTMENT, PLANS, type Plan } from '../core/dashboard/licenses.ts';
@@ -21,7 +21,7 @@ const values = commandLine(USAGE, {
 const config = loadConfigOrExit();
 const logger = commandLogger('licenses');
 try {
-  const email = z.email().max(320).safeParse(values.email);
+  const email = AccountEmail.safeParse(values.email);
   if (!email.success) usageError(USAGE, '--email must be the purchaser e-mail address');
   if (!PLANS.includes(values.plan as Plan)) usageError(USAGE, `--plan must be one of ${PLANS.join(', ')}`);
   const expiresAt = values.expires ? new Date(values.expires) : undefined;

@@ -12,6 +12,8 @@
 // differently, and Node's and PostgreSQL's Unicode tables are of different
 // versions, so one address spelt two ways would get two login budgets.
 
+import { z } from 'zod';
+
 const FULLWIDTH_OR_KELVIN = /[\uFF01-\uFF5E\u212A]/g;
 const toAscii = (c: string) => (c === '\u212A' ? 'K' : String.fromCharCode(c.charCodeAt(0) - 0xfee0));
 /** ASCII white space, no-break space and the ideographic space, at either end. */
@@ -45,3 +47,12 @@ export function sameEmail(a: string | null | undefined, b: string | null | undef
   const left = a ? canonicalEmail(a) : null;
   return left !== null && left === (b ? canonicalEmail(b) : null);
 }
+
+/** An address an account can have, for every schema that takes one (z.email() alone allows what canonicalEmail refuses). */
+export const AccountEmail = z
+  .email({ abort: true })
+  .max(320)
+  .refine(
+    (email) => canonicalEmail(email) !== null,
+    'An address of printable ASCII (fullwidth letters count as ASCII): a local part (before @) of at most 64 characters and a domain of letters, digits and hyphens of at most 253, with no trailing dot.',
+  );

@@ -5,7 +5,7 @@
 // Here its limits, its errors and the agent's start; the page's steps are in claim-page.ts, the agent's
 // completion in claim-completion.ts.
 import { z } from 'zod';
-import { sameEmail } from '../accounts/email.ts';
+import { AccountEmail, sameEmail } from '../accounts/email.ts';
 import { sql, type DatabasePool } from '../db/pool.ts';
 import type { RateLimitRule } from '../rate-limit.ts';
 import { registrationByClaimToken } from './registrations.ts';
@@ -58,7 +58,6 @@ export class ClaimError extends Error {
   }
 }
 
-const EMAIL = z.email().max(320);
 /** One canonical address everywhere (core/accounts/email.ts). */
 export { sameEmail };
 
@@ -75,7 +74,7 @@ export async function startClaim(
     if (reg.claim_expired) throw new ClaimError('claim_expired', 'The claim token has expired; register again.');
     if (reg.claim_state === 'claimed')
       throw new ClaimError('already_claimed', 'This registration is already claimed; register again.');
-    const hint = EMAIL.safeParse(input.loginHint);
+    const hint = AccountEmail.safeParse(input.loginHint);
     if (!hint.success) throw new ClaimError('invalid_login_hint', 'login_hint must be an e-mail address.');
     if (reg.type === 'service_auth' && !sameEmail(hint.data, reg.login_hint)) {
       throw new ClaimError(

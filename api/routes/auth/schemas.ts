@@ -1,17 +1,9 @@
 import { z } from 'zod';
 import { TenantRoleSchema } from '../../../core/tenants/roles.ts';
-import { canonicalEmail } from '../../../core/accounts/email.ts';
+import { AccountEmail } from '../../../core/accounts/email.ts';
 import { PASSWORD_MAX_LENGTH } from '../../../core/crypto/passwords.ts';
 
-/** An address an account can have (core/accounts/email.ts): z.email() also allows longer local parts and domains. */
-export const Email = z
-  .email({ abort: true })
-  .max(320)
-  .refine(
-    (email) => canonicalEmail(email) !== null,
-    'The local part (before @) is at most 64 characters, the domain at most 253.',
-  )
-  .describe('E-mail address');
+export const Email = AccountEmail.describe('E-mail address');
 
 export const LoginBody = z
   .object({ email: Email, password: z.string().min(1).max(PASSWORD_MAX_LENGTH) })

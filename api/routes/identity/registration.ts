@@ -2,6 +2,7 @@
 // refresh. Each registration gets a new isolated free workspace.
 import type { FastifyPluginAsyncZod } from 'fastify-type-provider-zod';
 import { z } from 'zod';
+import { AccountEmail } from '../../../core/accounts/email.ts';
 import {
   createRegistration,
   rotateAgentRefreshToken,
@@ -51,8 +52,6 @@ export const Registration = z
       .describe('Present on registration; null on refresh'),
   })
   .meta({ id: 'AgentIdentityResponse' });
-
-const EMAIL = z.email().max(320);
 
 const registrationRoutes: FastifyPluginAsyncZod = async (app) => {
   const { config } = app;
@@ -125,7 +124,7 @@ const registrationRoutes: FastifyPluginAsyncZod = async (app) => {
       }
       let loginHint: string | undefined;
       if (body.type === 'service_auth') {
-        const hint = EMAIL.safeParse(body.login_hint);
+        const hint = AccountEmail.safeParse(body.login_hint);
         if (!hint.success)
           throw new IdentityHttpError(
             400,

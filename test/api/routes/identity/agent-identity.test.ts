@@ -131,6 +131,12 @@ t.test('service_auth: claim pending, no usable assertion', async (t) => {
   const bad = await register({ type: 'service_auth', login_hint: 'not an email' });
   t.equal(bad.statusCode, 400);
   t.same(bad.json(), { code: 'invalid_login_hint', message: bad.json().message });
+  // An address no account can have (core/accounts/email.ts) would make a claim nobody can complete.
+  for (const login_hint of ['kr\u0130s@example.test', `${'a'.repeat(65)}@example.test`, 'owner@example.test.']) {
+    const refused = await register({ type: 'service_auth', login_hint });
+    t.equal(refused.statusCode, 400, login_hint);
+    t.equal(refused.json().code, 'invalid_login_hint');
+  }
 });
 
 t.test('refresh rotates; a rotated-out token presented again revokes the current one', async (t) => {
