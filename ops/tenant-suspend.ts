@@ -35,7 +35,8 @@ try {
       ? await resumeTenant(db, tenantId.data)
       : await suspendTenant(db, tenantId.data, `operator ${userInfo().username}: ${values.reason!.trim()}`);
     if (!result) throw new Error(`no tenant ${tenantId.data}`);
-    logger.warn({ tenantId: tenantId.data, suspended: Boolean(result.suspended_at) }, 'tenant suspension changed');
+    // The sentence below is what a person reads; the log line is for LOG_LEVEL=info.
+    logger.info({ tenantId: tenantId.data, suspended: Boolean(result.suspended_at) }, 'tenant suspension changed');
     process.stdout.write(
       result.suspended_at
         ? `tenant ${tenantId.data} is suspended since ${result.suspended_at}\n`

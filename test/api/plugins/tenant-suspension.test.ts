@@ -65,7 +65,7 @@ t.test('suspended by the operator script: agents and people refused, other tenan
     args: ['--tenant', a.tenantId, '--reason', 'abuse report 42'],
   });
   t.equal(await script.exited, 0, script.output());
-  t.match(script.output(), new RegExp(`tenant ${a.tenantId} is suspended since`));
+  t.match(script.output(), new RegExp(`^tenant ${a.tenantId} is suspended since [^\\n]+\\n$`), 'the sentence alone');
   t.match(
     await db.oneFirst(sql.unsafe`select suspended_reason from tenants where id = ${a.tenantId}`),
     /^operator .+: abuse report 42$/,
