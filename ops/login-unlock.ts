@@ -5,8 +5,7 @@
 // Clears the failures counted against that account (its password and
 // dashboard logins) or that address; the next attempt starts a new count.
 import { isIP } from 'node:net';
-import { z } from 'zod';
-import { canonicalEmail } from '../core/accounts/email.ts';
+import { AccountEmail } from '../core/accounts/email.ts';
 import { liftLockout } from '../core/accounts/login-throttle.ts';
 import { loadConfigOrExit } from '../core/config.ts';
 import { commandLogger } from './command-logger.ts';
@@ -23,7 +22,7 @@ const values = commandLine(USAGE, { email: { type: 'string' }, address: { type: 
 const email = values.email as string | undefined;
 const address = values.address as string | undefined;
 if (!email && !address) usageError(USAGE, 'give --email, --address or both');
-if (email !== undefined && (!z.email().safeParse(email.trim()).success || !canonicalEmail(email)))
+if (email !== undefined && !AccountEmail.safeParse(email.trim()).success)
   usageError(USAGE, `--email must be an e-mail address; "${email}" is not one`);
 if (address !== undefined && !isIP(address))
   usageError(USAGE, `--address must be an IPv4 or IPv6 address; "${address}" is not one`);

@@ -131,6 +131,7 @@ export async function sendInvitationEmail(
     throw new RetryableJobError('smtp_unavailable', `The invitation e-mail could not be sent yet: ${detail}.`);
   }
   await ctx.db.query(sql.unsafe`
-    update invitation_emails set status = 'sent', sealed_link = null, sent_at = now(), attempts = attempts + 1, last_error = null where id = ${emailId}`);
+    update invitation_emails set status = 'sent', sealed_link = null, sent_at = now(), attempts = attempts + 1, last_error = null
+    where id = ${emailId} and status = 'queued'`);
   return { outcome: 'sent' };
 }
