@@ -1,7 +1,9 @@
 // In Chromium: the landing page and the API reference render (Swagger UI
-// shows the operations of /openapi.json and no request leaves the test
-// server), and at a phone's width (375 px) no page scrolls sideways.
+// shows the operations of /openapi.json, no request leaves the test server,
+// and its strict CSP reports no violation), and at a phone's width (375 px)
+// no page scrolls sideways.
 import t from 'tap';
+import type { Page } from 'playwright-core';
 import { createUser } from '../../core/accounts/users.ts';
 import { decideApproval } from '../../core/boards/approvals.ts';
 import { createBoard } from '../../core/boards/boards.ts';
@@ -14,6 +16,21 @@ import { brokenWords, openPage, scrollsSideways, withChromium } from '../helpers
 import { createTestDatabase } from '../helpers/db.ts';
 import { createBoardScopes } from '../helpers/fixtures.ts';
 
+/** Every CSP violation the page reports, as the browser describes it. */
+async function watchCsp(page: Page): Promise<string[]> {
+  const violations: string[] = [];
+  page.on('console', (m) => /Content Security Policy/i.test(m.text()) && violations.push(m.text()));
+  await page.exposeFunction('reportViolation', (v: string) => violations.push(v));
+  await page.addInitScript(() => {
+    document.addEventListener('securitypolicyviolation', (e) =>
+      (window as unknown as { reportViolation: (v: string) => void }).reportViolation(
+        `${e.violatedDirective} ${e.blockedURI} ${e.sourceFile}:${e.lineNumber} ${e.sample}`,
+      ),
+    );
+  });
+  return violations;
+}
+
 await withChromium(t, async (browser) => {
   const PASSWORD = 'correct horse battery staple';
   const databaseUrl = await createTestDatabase(t);
@@ -21,6 +38,7 @@ await withChromium(t, async (browser) => {
 
   t.test('/ and /docs render; Swagger UI lists the operations with nothing fetched from elsewhere', async (t) => {
     const page = await openPage(t, browser);
+    const violations = await watchCsp(page);
     const requested: string[] = [];
     page.on('request', (request) => requested.push(request.url()));
 
@@ -63,6 +81,16 @@ await withChromium(t, async (browser) => {
     t.ok(requested.length > 3, 'the page, its scripts and styles, the document');
     const foreign = requested.filter((u) => !u.startsWith(`${url}/`));
     t.same(foreign, [], 'every request went to the test server');
+
+    // Open one operation: its parameters and models draw more of the UI.
+    await page.evaluate(() => window.scrollTo(0, 0));
+    await page.locator('.opblock-summary').first().click();
+    await page.waitForSelector('.opblock-body');
+    await page.evaluate(() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done))));
+    const policy = (await fetch(`${url}/docs`)).headers.get('content-security-policy');
+    t.match(policy, /style-src 'self'; style-src-elem 'self' 'sha256-[^']+';/, 'the strict policy');
+    t.notMatch(policy, /unsafe-inline/, 'no unsafe-inline');
+    t.same(violations, [], 'no CSP violation while Swagger UI draws');
   });
 
   t.test('at 375 px no page scrolls sideways', async (t) => {
