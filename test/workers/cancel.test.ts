@@ -78,13 +78,12 @@ t.test('a running job is cancelled through its AbortSignal: cancelling, then can
     const r = await row(jobId);
     return r.status === 'cancelled' ? r : null;
   });
-  const tookMs = Date.now() - asked;
-  t.ok(tookMs < 1_500, `stopped in ${tookMs} ms, well before the grace time: the handler heard the abort`);
+  t.comment(`stopped ${Date.now() - asked} ms after the cancel was asked`);
   t.equal(final.result, null, 'no result recorded');
   t.ok((final.progress as { step: number }).step < 100, 'it stopped part-way');
   await waitFor('Graphile to let the job go', async () => (await row(jobId)).graphile === 0);
   t.match(logFor(jobId), /job cancelled; no result recorded/);
-  t.notMatch(logFor(jobId), /cut off/);
+  t.notMatch(logFor(jobId), /cut off/, 'the handler heard the abort: it was not cut off at the grace time');
 
   const statuses: string[] = [];
   while (statuses.at(-1) !== 'cancelled')
@@ -102,9 +101,10 @@ t.test('a handler that ignores the signal is cut off after the grace time; its l
   const asked = Date.now();
   t.equal((await cancel(jobId)).statusCode, 200);
   await waitFor('the job to be cancelled', async () => (await row(jobId)).status === 'cancelled');
+  // A timer never fires early, so the lower bound holds on any machine; how late it ends depends on the machine's load.
   const tookMs = Date.now() - asked;
-  t.ok(tookMs >= 1_400 && tookMs < 3_900, `cut off after ${tookMs} ms (grace 1500 ms, the handler needed 4000)`);
-  t.match(logFor(jobId), /did not stop within the grace time; cut off/);
+  t.ok(tookMs >= 1_400, `cut off after ${tookMs} ms, not before the grace time (1500 ms)`);
+  t.match(logFor(jobId), /did not stop within the grace time; cut off/, 'cut off, before the handler (4000 ms) ended');
   // Let the ignored handler run to its end: it must not write a result or progress.
   const before = await row(jobId);
   await new Promise((resolve) => setTimeout(resolve, 3_000));
