@@ -9,6 +9,7 @@ import { signAccessToken, AGENT_SCOPES } from '../../core/identity/tokens.ts';
 import { sql } from '../../core/db/pool.ts';
 import { startTestServer } from '../helpers/app.ts';
 import { createTestDatabase } from '../helpers/db.ts';
+import { injectMcp } from '../helpers/mcp.ts';
 import { tenantFingerprinter } from '../helpers/db-fingerprint.ts';
 import { roleAtLeast } from '../../core/tenants/roles.ts';
 import { CLOSED_UPSTREAMS, loadOperations } from '../helpers/openapi-ops.ts';
@@ -68,17 +69,7 @@ async function mcp(w: Workspace, method: string, params: object) {
     scopes: [...AGENT_SCOPES],
   };
   const token = await signAccessToken(app.idpKeys, config.authUrl, `${config.baseUrl}/mcp`, claims, 600);
-  const res = await app.inject({
-    method: 'POST',
-    url: '/mcp',
-    headers: {
-      authorization: `Bearer ${token}`,
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-      'mcp-protocol-version': '2025-11-25',
-    },
-    payload: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params }),
-  });
+  const res = await injectMcp(app, token, method, params);
   return { status: res.statusCode, body: res.body };
 }
 

@@ -17,6 +17,7 @@ import { TEST_SECRET } from '../../../helpers/config.ts';
 import { createTestDatabase } from '../../../helpers/db.ts';
 import { createBoardScopes } from '../../../helpers/fixtures.ts';
 import { waitFor } from '../../../helpers/wait.ts';
+import { injectMcp } from '../../../helpers/mcp.ts';
 import { agent as agentCalls, Browser, pagePath, PASSWORD, register } from '../identity/claim-flow.ts';
 
 const databaseUrl = await createTestDatabase(t);
@@ -56,16 +57,7 @@ async function vicsAgent() {
   if (done.statusCode !== 200) throw new Error(`complete: ${done.body}`);
   const assertion = done.json().identity.assertion as string;
   const token = async (resource: string) => {
-    const res = await app.inject({
-      method: 'POST',
-      url: '/oauth2/token',
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      payload: new URLSearchParams({
-        grant_type: 'urn:ietf:params:oauth:grant-type:jwt-bearer',
-        assertion,
-        resource,
-      }).toString(),
-    });
+    const res = await calls.exchange(assertion, resource);
     if (res.statusCode !== 200) throw new Error(`token: ${res.body}`);
     return res.json().access_token as string;
   };
@@ -101,17 +93,7 @@ const capabilities = async (token: string) =>
   (await app.inject({ url: '/api/agent/v1/capabilities', headers: agentHeaders(token) })).json();
 
 async function tool(token: string, name: string, args: Record<string, unknown>) {
-  const res = await app.inject({
-    method: 'POST',
-    url: '/mcp',
-    headers: {
-      authorization: `Bearer ${token}`,
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-      'mcp-protocol-version': '2025-11-25',
-    },
-    payload: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name, arguments: args } }),
-  });
+  const res = await injectMcp(app, token, 'tools/call', { name, arguments: args });
   if (res.statusCode !== 200) return { status: res.statusCode, isError: true, body: res.json() };
   const result = res.json().result as { isError?: boolean; content: Array<{ text: string }> };
   return { status: 200, isError: result.isError ?? false, body: JSON.parse(result.content[0]!.text) };

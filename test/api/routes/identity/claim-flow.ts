@@ -26,6 +26,18 @@ export function agent(app: FastifyInstance) {
         url: '/agent/identity/claim/complete',
         payload: { claim_token: claimToken, user_code: userCode },
       }),
+    /** The RFC 7523 JWT-bearer grant: an assertion for an access token to `resource`. */
+    exchange: (assertion: string, resource: string) =>
+      app.inject({
+        method: 'POST',
+        url: '/oauth2/token',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        payload: new URLSearchParams({
+          grant_type: 'urn:ietf:params:oauth:grant-type:jwt-bearer',
+          assertion,
+          resource,
+        }).toString(),
+      }),
   };
 }
 

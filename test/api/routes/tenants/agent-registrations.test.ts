@@ -38,16 +38,7 @@ async function claimedAgent() {
   if (done.statusCode !== 200) throw new Error(`complete: ${done.body}`);
   const assertion = done.json().identity.assertion as string;
   const token = async () => {
-    const res = await app.inject({
-      method: 'POST',
-      url: '/oauth2/token',
-      headers: { 'content-type': 'application/x-www-form-urlencoded' },
-      payload: new URLSearchParams({
-        grant_type: 'urn:ietf:params:oauth:grant-type:jwt-bearer',
-        assertion,
-        resource: `${config.baseUrl}/api/agent`,
-      }).toString(),
-    });
+    const res = await calls.exchange(assertion, `${config.baseUrl}/api/agent`);
     return { status: res.statusCode, body: res.json(), token: res.json().access_token as string };
   };
   return {
