@@ -22,7 +22,7 @@ import { roleAtLeast, roleNeeded, TENANT_ROLES, type TenantRole } from '../../co
 import { validParts } from '../fuzz/generate.ts';
 import { buildTestApp } from '../helpers/app.ts';
 import { createTestDatabase } from '../helpers/db.ts';
-import { loadOperations, urlOf, CLOSED_UPSTREAMS } from '../helpers/openapi-ops.ts';
+import { loadOperations, urlOf, CLOSED_UPSTREAMS, type Operation } from '../helpers/openapi-ops.ts';
 import { sourceRoot } from '../helpers/paths.ts';
 import { agentClaimedBy, createWorkspace } from '../helpers/principals.ts';
 
@@ -34,6 +34,17 @@ const { app, db, config } = await buildTestApp(t, databaseUrl, {
 const doc = (await app.inject({ url: '/openapi.json' })).json();
 const rows = matrixRows(doc);
 const agentRows = matrixRows(doc, 'x-claimer-role');
+
+/** One valid request of `op` (an empty JSON body where it takes one): what is refused is the role, not the input. */
+function tryOperation(op: Operation, known: Parameters<typeof validParts>[2], auth: Record<string, string>) {
+  const parts = validParts(op, 1, known, true);
+  return app.inject({
+    method: op.method as 'GET',
+    url: urlOf(op, parts.path, parts.query),
+    headers: { ...parts.headers, ...auth, ...(op.body ? { 'content-type': 'application/json' } : {}) },
+    ...(op.body ? { payload: '{}' } : {}),
+  });
+}
 
 /** The page holds exactly `made` between the markers (UPDATE_DOCS=1 rewrites it). */
 function checkBlock(t: Test, startMarker: string, endMarker: string, made: string) {
@@ -77,18 +88,7 @@ t.test('each role, each operation: allowed is not refused, refused is 403 naming
   for (const row of ordered) {
     const op = operations.get(`${row.method} ${row.path}`)!;
     for (const role of ['viewer', 'member', 'admin'] as const) {
-      const parts = validParts(op, 1, known, true);
-      const res = await app.inject({
-        method: op.method as 'GET',
-        url: urlOf(op, parts.path, parts.query),
-        headers: {
-          ...parts.headers,
-          authorization: `Bearer ${people[role]}`,
-          'x-tenant-id': w.tenantId,
-          ...(op.body ? { 'content-type': 'application/json' } : {}),
-        },
-        ...(op.body ? { payload: '{}' } : {}),
-      });
+      const res = await tryOperation(op, known, { authorization: `Bearer ${people[role]}`, 'x-tenant-id': w.tenantId });
       checked++;
       const allowed = roleAtLeast(role, row.role);
       const refusedRight = res.statusCode === 403 && res.json().message === roleNeeded(row.role);
@@ -129,17 +129,11 @@ t.test("the Agent API's matrix: what a claimed agent may do for each role of its
   for (const row of agentRows) {
     const op = operations.get(`${row.method} ${row.path}`)!;
     for (const role of TENANT_ROLES) {
-      const parts = validParts(op, 1, { tenantId: w.tenantId, ids: {} }, true);
-      const res = await app.inject({
-        method: op.method as 'GET',
-        url: urlOf(op, parts.path, parts.query),
-        headers: {
-          ...parts.headers,
-          authorization: `Bearer ${agents[role]}`,
-          ...(op.body ? { 'content-type': 'application/json' } : {}),
-        },
-        ...(op.body ? { payload: '{}' } : {}),
-      });
+      const res = await tryOperation(
+        op,
+        { tenantId: w.tenantId, ids: {} },
+        { authorization: `Bearer ${agents[role]}` },
+      );
       checked++;
       const refused = res.statusCode === 403 && res.json().code === 'insufficient_role';
       if (roleAtLeast(role, row.role) === refused)
