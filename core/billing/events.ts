@@ -2,7 +2,7 @@
 // once by the sender's event id and applied by the billing.webhook job. The
 // row and the job commit together; a duplicate delivery writes nothing.
 import { z } from 'zod';
-import { randomUUID } from 'node:crypto';
+import { timeOrderedId } from '../ids.ts';
 import { sql, type CommonQueryMethods, type DatabasePool } from '../db/pool.ts';
 import type { GroupCommitter } from '../jobs/group-commit.ts';
 
@@ -49,7 +49,7 @@ export async function storeInboundEvent(
   ignoredReason?: string,
 ): Promise<StoredEvent> {
   const ignored = !event.tenantId || ignoredReason !== undefined;
-  const jobId = ignored ? null : randomUUID();
+  const jobId = ignored ? null : timeOrderedId();
   const { value } = await jobs.submit({
     savepoint: false,
     work: (tx) =>

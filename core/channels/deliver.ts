@@ -2,7 +2,7 @@
 // 'failure:<job>' or 'refusal:<update>') and one channel.deliver job, written
 // in the transaction that produced the reply, so each reply is sent once.
 // Delivery jobs carry the chat session, so they show in its activity.
-import { randomUUID } from 'node:crypto';
+import { timeOrderedId } from '../ids.ts';
 import { z } from 'zod';
 import { sql, type CommonQueryMethods, type DatabasePool } from '../db/pool.ts';
 import { enqueueJobs, type JobSpec } from '../jobs/enqueue.ts';
@@ -30,7 +30,7 @@ export async function prepareDeliveries(
     key: d.key,
     chat_ref: d.chatRef,
     text: d.text,
-    job_id: randomUUID(),
+    job_id: timeOrderedId(),
   }));
   const created = await tx.any(sql.type(z.object({ id: z.string(), key: z.string(), job_id: z.string() }))`
     insert into channel_deliveries (tenant_id, link_id, key, chat_ref, text, job_id)

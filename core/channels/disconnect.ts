@@ -3,7 +3,7 @@
 // registration at the channel (Telegram deleteWebhook, Slack auth.revoke)
 // is a channel.disconnect job, which gets the credentials it needs sealed
 // into its own input, bound to its job id.
-import { randomUUID } from 'node:crypto';
+import { timeOrderedId } from '../ids.ts';
 import { z } from 'zod';
 import type { Keyring } from '../crypto/keyring.ts';
 import { sql, type DatabasePool } from '../db/pool.ts';
@@ -30,7 +30,7 @@ export async function disconnectChannel(
     const row = await tx.maybeOne(
       linkRow`select * from channel_links where tenant_id = ${tenantId} and channel = ${channel} for update`,
     );
-    const jobId = randomUUID();
+    const jobId = timeOrderedId();
     const settings = row ? openSettings(keyring, row) : null;
     const registered = !!row && (row.bound_ref !== null || row.link_awaiting || row.state === 'linking');
     const sealed = settings && registered ? keyring.seal(JSON.stringify(settings), teardownAad(jobId)) : null;

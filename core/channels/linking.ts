@@ -3,7 +3,8 @@
 // <code>", a webhook message with the session token, Slack's OAuth redirect)
 // arrives later and wakes the job, which finishes; at the expiry it ends the
 // link as expired.
-import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
+import { timeOrderedId } from '../ids.ts';
 import { z } from 'zod';
 import type { Config } from '../config.ts';
 import type { Keyring } from '../crypto/keyring.ts';
@@ -55,7 +56,7 @@ export async function startLink(
         `Configure ${adapter.id} first (POST /api/channels/${adapter.id}/config): ${missing.join(', ') || 'settings'} missing.`,
       );
     const code = randomBytes(24).toString('base64url');
-    const jobId = randomUUID();
+    const jobId = timeOrderedId();
     // Telegram echoes this secret in every webhook request; a new link gets a new one.
     const extra =
       adapter.id === 'telegram'

@@ -4,7 +4,7 @@
 // chat_send_round, migration 0043, writes it).
 // The turn runs in the session's own serial queue, so turns of one session
 // are answered in order.
-import { randomUUID } from 'node:crypto';
+import { timeOrderedId } from '../ids.ts';
 import { z } from 'zod';
 import { sqlState } from '../db/errors.ts';
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
@@ -120,7 +120,7 @@ export const sendBatch: BatchHandler<SendInput, SendOutcome | SessionNotFoundErr
       message: input.message,
       attachments: input.attachments,
     }),
-    body: { jobId: randomUUID(), messageId: randomUUID(), sessionId: input.sessionId, status: 'queued' },
+    body: { jobId: timeOrderedId(), messageId: timeOrderedId(), sessionId: input.sessionId, status: 'queued' },
   }));
   const results: Array<{ value: SendOutcome | SessionNotFoundError; jobs: JobSpec[] }> = new Array(inputs.length);
   let pending = prepared.map((_, i) => i);

@@ -2,7 +2,7 @@
 // writes the run row and its 'company.run' job in one transaction, so a run
 // without a job (or a job without its run) never exists. The run's status
 // mirrors the job by trigger (sql/migrations/0008_company_work.sql).
-import { randomUUID } from 'node:crypto';
+import { timeOrderedId } from '../ids.ts';
 import { z } from 'zod';
 import { sql, type CommonQueryMethods, type DatabasePool } from '../db/pool.ts';
 import { enqueueJob, type EnqueuedJob } from '../jobs/enqueue.ts';
@@ -62,8 +62,8 @@ export async function startCompanyRun(
     if (agent.status !== 'active')
       throw new RunRefusedError('agent_paused', 'The agent is paused; resume it to start runs.');
 
-    const jobId = randomUUID();
-    const runId = randomUUID();
+    const jobId = timeOrderedId();
+    const runId = timeOrderedId();
     // The job first: the run's job_id references it.
     const job = await enqueueJob(tx, {
       id: jobId,

@@ -5,7 +5,7 @@
 // counts and the quota check, all in the caller's transaction, so they
 // commit together or not at all. chat_send_round writes its turns with the
 // same functions.
-import { randomUUID } from 'node:crypto';
+import { timeOrderedId } from '../ids.ts';
 import { z } from 'zod';
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
 import { poolOf } from './pools.ts';
@@ -91,7 +91,7 @@ export const FAIR_FLAG = 'fair';
 /** A platform job as platform_enqueue and platform_write_jobs read it. */
 export function jobRecord(spec: JobSpec) {
   return {
-    id: spec.id ?? randomUUID(),
+    id: spec.id ?? timeOrderedId(),
     tenant_id: spec.tenantId,
     kind: spec.kind,
     pool: poolOf(spec.kind),
