@@ -10,8 +10,23 @@ import type { JobHelpers } from 'graphile-worker';
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import { isDatabaseUnavailable, retryWhileUnavailable } from '../core/db/unavailable.ts';
-import { backoffMs, JobWait, PermanentJobError, RetryableJobError, unstorableDataError } from '../core/jobs/errors.ts';
-import { completeJob, failJob, finishCancelled, markRunning, waitJob, type Holder } from '../core/jobs/lifecycle.ts';
+import {
+  backoffMs,
+  JobWait,
+  PermanentJobError,
+  RetryableJobError,
+  resultNotRecordedError,
+  unstorableDataError,
+} from '../core/jobs/errors.ts';
+import {
+  completeJob,
+  failJob,
+  finishCancelled,
+  handBackJob,
+  markRunning,
+  waitJob,
+  type Holder,
+} from '../core/jobs/lifecycle.ts';
 import { lazyChild } from '../core/logger.ts';
 import type { AttemptOutcome } from '../core/metrics.ts';
 import { JobNotRecordedError, type PlatformTask, type TaskContext, type TaskDeps } from './define-task.ts';
@@ -81,8 +96,40 @@ export async function runAttempt(
 ): Promise<void> {
   const started = performance.now();
   const logger = lazyChild(deps.logger, { kind: job.kind, jobId: job.jobId, attempt: job.attempt });
-  const outcome = await attempt(task, job, deps, helpers, logger);
+  const outcome = await attempt(task, job, deps, helpers, logger).catch((error) =>
+    handBack(error, job, deps, helpers, logger),
+  );
   deps.observe(job.kind, outcome, (performance.now() - started) / 1000);
+}
+
+const holderOf = (helpers: JobHelpers): Holder => ({
+  lockedBy: helpers.job.locked_by,
+  lockedAt: helpers.job.locked_at ? new Date(helpers.job.locked_at) : null,
+});
+
+/**
+ * A write that ends the attempt failed, not for an outage: the job is
+ * queued again with a wake-up (handBackJob), so it never stays running, and
+ * its serial queue blocked, while this worker lives. Handed on when that
+ * fails too, or in an outage (a stopping worker gives its jobs back).
+ */
+async function handBack(
+  error: unknown,
+  job: AttemptJob,
+  deps: TaskDeps,
+  helpers: JobHelpers,
+  logger: Logger,
+): Promise<AttemptOutcome> {
+  if (isDatabaseUnavailable(error)) throw error;
+  logger.error({ err: error }, 'could not record how the attempt ended; the job is queued again');
+  const until = new Date(Date.now() + backoffMs(job.attempt));
+  const hand = { jobId: job.jobId, attempt: job.attempt, until, holder: holderOf(helpers) };
+  try {
+    return (await durableFor(logger, helpers.abortSignal)(() => handBackJob(deps.db, hand))) ? 'failed' : 'lost';
+  } catch (refused) {
+    logger.error({ err: refused }, 'could not queue the job again either');
+    throw refused;
+  }
 }
 
 async function attempt(
@@ -94,10 +141,7 @@ async function attempt(
 ): Promise<AttemptOutcome> {
   const { jobId, attempt: n } = job;
   const durable = durableFor(logger, helpers.abortSignal);
-  const holder: Holder = {
-    lockedBy: helpers.job.locked_by,
-    lockedAt: helpers.job.locked_at ? new Date(helpers.job.locked_at) : null,
-  };
+  const holder = holderOf(helpers);
   const parsed = task.input.safeParse(job.input);
   if (!parsed.success) {
     await durable(() =>
@@ -150,7 +194,7 @@ async function attempt(
       durable(() => deps.completions.complete({ jobId, attempt: n, result, holder }))
         .then(
           async (recorded) => (recorded ? logger.info('job succeeded') : await endedElsewhere('finished')),
-          (error) => resultNotWritten(error, job, deps, holder, durable, logger),
+          (error) => resultNotWritten(error, job, deps, helpers, durable, logger),
         )
         .catch((error) =>
           isDatabaseUnavailable(error)
@@ -158,7 +202,7 @@ async function attempt(
                 { reason: (error as Error).message },
                 'database unreachable: whether a cancel ended this job is settled by the dead-worker sweep',
               )
-            : logger.error({ err: error }, 'could not settle a job whose result another attempt wrote'),
+            : logger.error({ err: error }, 'could not record how this job ended'),
         ),
     );
     return 'succeeded';
@@ -196,26 +240,32 @@ async function attempt(
 }
 
 /**
- * The result's write failed. Mostly the sweep runs the job again; but a
- * result the database refuses (unstorable_data) would be refused again, so
- * the job fails here.
+ * The result's write failed, not for an outage (that is waited out, but for
+ * a stopping worker, which gives its jobs back): the database refused it.
+ * The job fails, or is retried while attempts remain (unstorable data
+ * fails at once), and is handed back if even that cannot be written.
  */
 async function resultNotWritten(
   error: unknown,
   job: AttemptJob,
   deps: TaskDeps,
-  holder: Holder,
+  helpers: JobHelpers,
   durable: ReturnType<typeof durableFor>,
   logger: Logger,
 ): Promise<void> {
-  const unstorable = unstorableDataError(error);
-  if (!unstorable) {
-    logger.error({ err: error }, "could not record the job's result; the dead-worker sweep runs it again");
+  if (isDatabaseUnavailable(error)) {
+    logger.warn(
+      { reason: (error as Error).message },
+      "database unreachable as the worker stops; the job's result is not recorded",
+    );
     return;
   }
-  logger.error({ err: error }, 'the database refused the result of this job; the job fails');
-  const { code, message } = unstorable;
-  await durable(() => failJob(deps.db, job.jobId, job.attempt, { code, message }, holder));
+  logger.error({ err: error }, 'the database refused the result of this job');
+  try {
+    await recordFailure(resultNotRecordedError(error), job, deps, holderOf(helpers), durable, logger);
+  } catch (failed) {
+    await handBack(failed, job, deps, helpers, logger);
+  }
 }
 
 /**

@@ -76,3 +76,21 @@ export function unstorableDataError(error: unknown): PermanentJobError | null {
     `The database cannot store this job's data (${refused}); retrying would not help.`,
   );
 }
+
+/**
+ * The database refused a job's result, not for an outage: its data (class
+ * 22, unstorable_data above, failed at once) or anything else, such as a
+ * constraint, a trigger or a serialization failure (`result_not_recorded`,
+ * retried while attempts remain). Either way the job ends or waits instead
+ * of staying running. The message names the SQLSTATE only: the server's
+ * text may quote the data, and clients read it.
+ */
+export function resultNotRecordedError(error: unknown): PermanentJobError | RetryableJobError {
+  const unstorable = unstorableDataError(error);
+  if (unstorable) return unstorable;
+  const state = sqlState(error);
+  return new RetryableJobError(
+    'result_not_recorded',
+    `The database refused to record this job's result${state ? ` (SQLSTATE ${state})` : ''}.`,
+  );
+}

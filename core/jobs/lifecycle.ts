@@ -274,6 +274,26 @@ export async function waitJob(
   return waited;
 }
 
+/**
+ * Gives a job back when its attempt could not record how it ended, not for
+ * an outage (a refused result whose failure was refused too): queued again
+ * with a wake-up at `until`, its attempt counted, as the dead-worker sweep
+ * does for a dead worker's, so it never stays running while its worker
+ * lives. It writes constants only, nothing the task produced. False when
+ * the job is no longer this attempt's.
+ */
+export function handBackJob(
+  db: CommonQueryMethods,
+  hand: { jobId: string; attempt: number; until: Date; holder?: Holder },
+): Promise<boolean> {
+  const message = 'How this attempt ended could not be recorded; the job will run again.';
+  return waitJob(db, {
+    ...hand,
+    keepAttempt: false,
+    error: { code: 'result_not_recorded', message, retrying: true, retryAt: hand.until.toISOString() },
+  });
+}
+
 /** Moves a waiting job's next run to `at` (now, when what it waits for arrived). */
 export async function wakeJob(db: CommonQueryMethods, jobId: string, at: Date | 'now'): Promise<void> {
   await db.query(
