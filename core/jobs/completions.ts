@@ -2,7 +2,8 @@
 // start or finish at about the same time (core/db/batcher.ts): the status
 // reads that open attempts, the claims of serial queues, and the results;
 // and the progress they report. A batch that fails is written
-// again item by item, so one bad result fails only its own job.
+// again item by item, so one bad result fails only its own job (and
+// workers/attempt.ts fails or retries that job: it never stays running).
 //
 // These statements run on a small pool of their own, in plain node-postgres
 // with prepared statements, and their commits do not wait for the WAL flush
