@@ -11,7 +11,7 @@ import { GroupCommitter } from '../core/jobs/group-commit.ts';
 import { logStream } from '../core/logger.ts';
 
 /** How often the api folds the accounts' job count changes (core/jobs/counts.ts). */
-const COUNT_FOLD_MS = 2_000;
+const COUNT_FOLD_MS = 250;
 
 export type RunningApi = { app: FastifyInstance; url: string; stop: () => Promise<void> };
 
