@@ -17,6 +17,7 @@ import { graphileLogger } from '../core/graphile-logger.ts';
 import type { PoolName } from '../core/jobs/pools.ts';
 import { CRON_ITEMS } from '../schedules/index.ts';
 import { PatientPool } from './graphile-pool.ts';
+import { giveBack, takeHeld, type LocalQueue } from './held-wakeups.ts';
 
 /** The events of every runner that reach the worker's own emitter (tests, the bench, metrics). */
 const FORWARDED = [
@@ -27,6 +28,9 @@ const FORWARDED = [
   'job:complete',
   'pool:create',
   'pool:fatalError',
+  'pool:gracefulShutdown',
+  'pool:forcefulShutdown',
+  'localQueue:setMode',
 ] as const;
 
 export type Lane = {
@@ -43,8 +47,23 @@ export type Lane = {
   pgPool: PatientPool;
 };
 
+/** A lane's runner, with its pg pool and local queue (for the jobs it holds when it stops). */
+export type LaneRun = {
+  runner: Runner;
+  pgPool: PatientPool;
+  readonly queue: LocalQueue | null;
+  /** The runner ended (by itself, or stopped): Graphile stops a runner once. */
+  readonly ended: boolean;
+};
+
 /** One runner per lane, and the ids Graphile locks jobs with (its pools'). */
-export type Generation = { runners: Map<PoolName, Runner>; poolIds: Set<string>; retired: boolean };
+export type Generation = {
+  runs: Map<PoolName, LaneRun>;
+  poolIds: Set<string>;
+  retired: boolean;
+  /** Its stop, once begun: a runner is stopped once. */
+  stopped?: Promise<unknown>;
+};
 
 export function createLane(
   pool: PoolName,
@@ -72,7 +91,7 @@ export type LaneHooks = {
   fetched: (jobIds: readonly string[]) => void;
 };
 
-export const newGeneration = (): Generation => ({ runners: new Map(), poolIds: new Set(), retired: false });
+export const newGeneration = (): Generation => ({ runs: new Map(), poolIds: new Set(), retired: false });
 
 /**
  * Starts a runner per lane into `generation`. If one fails to start, the ones
@@ -86,8 +105,7 @@ export async function startGeneration(
 ): Promise<Generation> {
   try {
     for (const lane of lanes) {
-      if (Object.keys(lane.tasks).length > 0)
-        generation.runners.set(lane.pool, await startLane(generation, lane, hooks));
+      if (Object.keys(lane.tasks).length > 0) generation.runs.set(lane.pool, await startLane(generation, lane, hooks));
     }
   } catch (error) {
     generation.retired = true;
@@ -97,12 +115,14 @@ export async function startGeneration(
   return generation;
 }
 
-async function startLane(generation: Generation, lane: Lane, hooks: LaneHooks): Promise<Runner> {
+async function startLane(generation: Generation, lane: Lane, hooks: LaneHooks): Promise<LaneRun> {
   const { config, logger } = hooks;
   const own = new EventEmitter() as WorkerEvents;
   for (const name of FORWARDED)
     (own as EventEmitter).on(name, (event: unknown) => (hooks.events as EventEmitter).emit(name, event));
   own.on('pool:create', ({ workerPool }) => generation.poolIds.add(workerPool.id));
+  let queue: LocalQueue | null = null;
+  own.on('localQueue:init', ({ localQueue }) => (queue = localQueue));
   own.on('localQueue:getJobs:complete', ({ jobs }) => {
     const ids = jobs.flatMap((job) => {
       const jobId = (job.payload as { jobId?: unknown } | null)?.jobId;
@@ -125,31 +145,68 @@ async function startLane(generation: Generation, lane: Lane, hooks: LaneHooks): 
     // finds its job done when it runs again: the job's state is the platform's.
     preset: { worker: { completeJobBatchDelay: 0, failJobBatchDelay: 0, localQueue: { size: lane.fetchBatch } } },
   });
+  let ended = false;
   runner.promise.then(
-    () => !generation.retired && hooks.ended(`the Graphile runner of the ${lane.pool} pool stopped by itself`),
-    (error) =>
-      !generation.retired &&
-      hooks.ended(`the Graphile runner of the ${lane.pool} pool failed: ${(error as Error).message}`),
+    () => {
+      ended = true;
+      if (!generation.retired) hooks.ended(`the Graphile runner of the ${lane.pool} pool stopped by itself`);
+    },
+    (error) => {
+      ended = true;
+      if (!generation.retired)
+        hooks.ended(`the Graphile runner of the ${lane.pool} pool failed: ${(error as Error).message}`);
+    },
   );
-  return runner;
+  return {
+    runner,
+    pgPool: lane.pgPool,
+    get queue() {
+      return queue;
+    },
+    get ended() {
+      return ended;
+    },
+  };
 }
 
-/** Stops a runner: running jobs may finish (up to the shutdown timeout), then what is left is released by force. */
-export async function stopRunner(runner: Runner, shutdownTimeoutMs: number, logger: Logger): Promise<void> {
-  const timer = new Promise<'timeout'>((resolve) => setTimeout(resolve, shutdownTimeoutMs, 'timeout').unref());
+/**
+ * Stops a lane's runner: running jobs may finish (up to the shutdown timeout),
+ * then what is left is released by force. The wake-ups its local queue holds
+ * are taken off first and given back after (workers/held-wakeups.ts).
+ */
+async function stopRun(run: LaneRun, shutdownTimeoutMs: number, logger: Logger): Promise<void> {
+  if (run.ended) return;
+  const held = takeHeld(run.queue);
+  const poolId = run.queue?.workerPool.id;
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<'timeout'>(
+    (resolve) => (timer = setTimeout(resolve, shutdownTimeoutMs, 'timeout').unref()),
+  );
   const outcome = await Promise.race([
-    runner.stop().then(
+    run.runner.stop().then(
       () => 'stopped' as const,
       () => 'stopped' as const,
     ),
-    timer,
+    timeout,
   ]);
+  clearTimeout(timer);
   if (outcome === 'timeout') {
     logger.warn('worker: jobs still running at the shutdown timeout; releasing them for another worker');
-    await runner.kill().catch((error) => logger.error({ err: error }, 'worker: forceful stop failed'));
+    await run.runner.kill().catch((error) => logger.error({ err: error }, 'worker: forceful stop failed'));
   }
+  if (poolId && held.length > 0)
+    await giveBack(run.pgPool, poolId, held).catch((error) =>
+      logger.warn(
+        { err: error, jobs: held.length },
+        'worker: could not give back the jobs its pool held; the dead-worker sweep will',
+      ),
+    );
 }
 
+/** Stops the generation's runners, once however often it is asked. */
 export function stopGeneration(generation: Generation, shutdownTimeoutMs: number, logger: Logger): Promise<unknown> {
-  return Promise.all([...generation.runners.values()].map((runner) => stopRunner(runner, shutdownTimeoutMs, logger)));
+  generation.stopped ??= Promise.all(
+    [...generation.runs.values()].map((run) => stopRun(run, shutdownTimeoutMs, logger)),
+  );
+  return generation.stopped;
 }

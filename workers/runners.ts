@@ -62,7 +62,7 @@ export class Runners {
 
   /** The short pool's runner (addJob works for any task). */
   get runner(): Runner {
-    return this.current.runners.get('short') ?? [...this.current.runners.values()][0]!;
+    return (this.current.runs.get('short') ?? [...this.current.runs.values()][0]!).runner;
   }
 
   /** The ids Graphile locks this process's jobs with (its pools'). */
