@@ -1,6 +1,6 @@
 // What a Graphile Worker job stands for (docs/engine.md): a wake-up. Its
-// payload names a platform job ({jobId, tenantId, input, base}), which runs
-// if one read finds it open and due, or a serial queue ({queue, tenantId}),
+// payload names a platform job ({jobId, base}), which runs if one read finds
+// it open and due (that read brings its input), or a serial queue ({queue, tenantId}),
 // whose next job runs if this worker pool claims it. Either way the job's
 // state lives in the platform's own rows, so a wake-up that finds nothing to
 // do (a stale or a repeated one) simply ends.
@@ -29,7 +29,7 @@ export function ticketTask(tasks: ReadonlyMap<string, PlatformTask>, deps: TaskD
       deps.refused(helpers.job.task_identifier, 'no_platform_job');
       return;
     }
-    const { jobId, tenantId, input, base } = envelope.data;
+    const { jobId, base } = envelope.data;
     const logger = lazyChild(deps.logger, { kind: helpers.job.task_identifier, jobId });
     const start = await durableFor(logger, helpers.abortSignal)(() => deps.completions.open(jobId));
     if (start.state === 'serial') return runQueue(start.queue, tasks, deps, helpers);
@@ -47,9 +47,9 @@ export function ticketTask(tasks: ReadonlyMap<string, PlatformTask>, deps: TaskD
       task,
       {
         jobId,
-        tenantId,
+        tenantId: start.tenantId,
         kind: task.kind,
-        input,
+        input: start.input,
         attempt: base + helpers.job.attempts,
         maxAttempts: base + helpers.job.max_attempts,
       },

@@ -62,14 +62,13 @@ export type SystemJobSpec = {
 };
 
 /**
- * What Graphile Worker hands to a task for a platform job: the job's id and
- * input; `base` is the attempts it had made before this wake-up (after a
- * wait, or a retry from the console).
+ * What Graphile Worker hands to a task for a platform job: the job's id;
+ * `base` is the attempts it had made before this wake-up (after a wait, or
+ * a retry from the console). The input and the workspace are read from the
+ * job's row, which holds them once (older wake-ups carry copies too).
  */
 export const TaskEnvelope = z.object({
   jobId: z.uuid(),
-  tenantId: z.uuid(),
-  input: z.record(z.string(), z.unknown()).default({}),
   base: z.int().min(0).default(0),
 });
 export type TaskEnvelope = z.infer<typeof TaskEnvelope>;

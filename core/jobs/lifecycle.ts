@@ -51,7 +51,8 @@ export type PreparedQueryable = {
 };
 
 const OPEN_ATTEMPTS = `
-  select id::text, status, case when seq is not null then queue_name end as queue_name, not_before > now() as later
+  select id::text, tenant_id::text, status, case when seq is not null then queue_name end as queue_name,
+    not_before > now() as later, input
   from jobs where id = any($1::uuid[])`;
 
 /**
@@ -61,7 +62,7 @@ const OPEN_ATTEMPTS = `
  * queue (a job of a queue runs when its queue's turn claims it).
  */
 export type AttemptStart =
-  | { state: 'run' }
+  | { state: 'run'; tenantId: string; input: unknown }
   | { state: 'skip' }
   | { state: 'later' }
   | { state: 'serial'; queue: string };
@@ -80,7 +81,7 @@ export async function openAttempts(db: PreparedQueryable, jobIds: readonly strin
     const row = byId.get(id);
     if (!row || (row.status !== 'queued' && row.status !== 'running')) return { state: 'skip' };
     if (row.queue_name) return { state: 'serial', queue: row.queue_name as string };
-    return row.later ? { state: 'later' } : { state: 'run' };
+    return row.later ? { state: 'later' } : { state: 'run', tenantId: row.tenant_id as string, input: row.input ?? {} };
   });
 }
 

@@ -9,6 +9,10 @@
 -- checks that the workspace exists; a workspace's deletion takes the same
 -- lock exclusively and deletes the workspace's jobs itself, after every
 -- enqueue in flight has committed.
+--
+-- A job's wake-up names only the job ({jobId, base}): its input and
+-- workspace are in the job's row, which the worker reads before it runs the
+-- job anyway, so the input is stored once.
 
 alter table jobs drop constraint jobs_tenant_id_fkey;
 
@@ -36,7 +40,7 @@ begin
   select coalesce(jsonb_object_agg(t.job_id, t.id), '{}'::jsonb) into v_ids
   from platform_add_tickets(array(
     select row(x.kind,
-        json_build_object('jobId', x.id, 'tenantId', x.tenant_id, 'input', coalesce(x.input, '{}'::jsonb), 'base', coalesce(x.base, 0)),
+        json_build_object('jobId', x.id, 'base', coalesce(x.base, 0)),
         null, x.run_at, greatest(1, x.max_attempts - coalesce(x.base, 0)), null, case when x.fair then 0 else -1 end,
         case when x.fair then array['fair'] end)::graphile_worker.job_spec
     from unnest(p_jobs) x where x.queue is null order by x.i), false) t;
