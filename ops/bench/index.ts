@@ -3,7 +3,7 @@
 //   BENCH_SECONDS   duration of each throughput phase (default 4)
 //   BENCH_SAMPLES   latency samples per figure (default 300)
 //   BENCH_ONLY      comma list of sections to run: jobs, peers, fairness, streaming, websocket, chat, http, billing,
-//                   channels, scale-out, runtime (default all; the raw-insert baseline always runs)
+//                   channels, scale-out, runtime, cost (default all; the raw-insert baseline always runs)
 //   BENCH_STREAM_TURNS  concurrent streaming turns in the streaming section (default 1000)
 //   BENCH_STATEMENTS=1  print each section's most expensive SQL statements (pg_stat_statements)
 //   BENCH_PROFILE=<dir>  write a CPU profile of the api during the chat send phase (32 sessions) there
@@ -18,6 +18,7 @@ import { createDatabasePool, sql } from '../../core/db/pool.ts';
 import { createLogger } from '../../core/logger.ts';
 import { commandLine } from '../../core/process/command-line.ts';
 import { startEmbeddedPostgres } from '../embedded-postgres.ts';
+import { costSection } from './cost.ts';
 import { Report } from './measure.ts';
 import {
   billingSection,
@@ -40,7 +41,7 @@ commandLine(
 usage: npm run bench
 Prints speed figures as ratios against baselines measured in the same run, on
 a scratch embedded PostgreSQL. BENCH_ONLY=jobs,peers,fairness,streaming,
-websocket,chat,http,billing,channels,scale-out,runtime picks sections; BENCH_SECONDS,
+websocket,chat,http,billing,channels,scale-out,runtime,cost picks sections; BENCH_SECONDS,
 BENCH_SAMPLES, BENCH_STREAM_TURNS, BENCH_STATEMENTS=1 and BENCH_PROFILE=<dir>
 tune it; BENCH_SCALE=1 adds the scale model at the end (docs/bench.md).`,
   {},
@@ -60,7 +61,8 @@ const only = (
     | 'billing'
     | 'channels'
     | 'scale-out'
-    | 'runtime',
+    | 'runtime'
+    | 'cost',
 ) => !selected || selected.has(section);
 const streamTurns = Number(process.env.BENCH_STREAM_TURNS ?? 1000);
 const logger = createLogger(process.env.LOG_LEVEL ?? 'warn', 'bench');
@@ -129,6 +131,8 @@ try {
   await printStatements(db, 'billing');
   if (only('channels')) await channelsSection(bench);
   await printStatements(db, 'channels');
+  if (only('cost')) await costSection(bench);
+  await printStatements(db, 'cost');
   if (only('scale-out')) await scaleOutSection(bench);
   if (only('runtime')) await runtimeSection(bench);
   const scaleFactor = Number(process.env.BENCH_SCALE ?? 0);
