@@ -67,12 +67,12 @@ t.test('a worker with jobs running and wake-ups held in both pools stops once, w
 
   const jobs = await db.transaction((tx) =>
     enqueueJobs(tx, [
-      ...Array.from({ length: 5 }, () => ({
+      ...Array.from({ length: 6 }, () => ({
         kind: 'diag.steps',
         tenantId: member.tenantId,
         input: { steps: 1, delayMs: JOB_MS },
       })),
-      ...Array.from({ length: 4 }, () => ({ kind: 'diag.wait', tenantId: member.tenantId, input: { ms: JOB_MS } })),
+      ...Array.from({ length: 6 }, () => ({ kind: 'diag.wait', tenantId: member.tenantId, input: { ms: JOB_MS } })),
     ]),
   );
   const ids = jobs.map((j) => j.id);
