@@ -118,9 +118,8 @@ const Row = z.object({ id: z.string(), row: z.record(z.string(), z.unknown()) })
 const rows = async (db: DatabasePool) =>
   new Map((await db.any(sql.type(Row)`select id, to_jsonb(j) as row from jobs j`)).map((r) => [r.id, r.row]));
 
-t.test('jobs in every state survive the upgrade past 0052 and finish', async (t) => {
-  const url = await databaseBefore(t, '0053');
-  const db = await testPool(t, url);
+/** Jobs in every state, written as at 0052; the ids by name (a: turns, b: another queue, n: no queue). */
+async function jobsInEveryState(t: Test, db: DatabasePool, url: string) {
   const tenant = await db.oneFirst(
     sql.type(z.object({ id: z.string() }))`insert into tenants (name) values ('Upgraded') returning id`,
   );
@@ -176,7 +175,28 @@ t.test('jobs in every state survive the upgrade past 0052 and finish', async (t)
     where id = ${n6!} and status = 'queued'`);
   await wakeUpsDone(db, [n4!, n5!, n6!]);
 
-  const all = [a1!, a2!, a3!, a4!, b1!, b2!, b3!, n1!, n2!, n3!, n4!, n5!, n6!];
+  return {
+    a1: a1!,
+    a2: a2!,
+    a3: a3!,
+    a4: a4!,
+    b1: b1!,
+    b2: b2!,
+    b3: b3!,
+    n1: n1!,
+    n2: n2!,
+    n3: n3!,
+    n4: n4!,
+    n5: n5!,
+    n6: n6!,
+  };
+}
+
+t.test('jobs in every state survive the upgrade past 0052 and finish', async (t) => {
+  const url = await databaseBefore(t, '0053');
+  const db = await testPool(t, url);
+  const { a1, a2, a3, a4, b1, b2, b3, n1, n2, n3, n4, n5, n6 } = await jobsInEveryState(t, db, url);
+  const all = [a1, a2, a3, a4, b1, b2, b3, n1, n2, n3, n4, n5, n6];
   const before = await rows(db);
   t.same(
     all.map((id) => before.get(id)?.status),
@@ -190,7 +210,7 @@ t.test('jobs in every state survive the upgrade past 0052 and finish', async (t)
     ]),
     'every state before the upgrade',
   );
-  t.ok(before.get(b1!)?.not_before && before.get(n2!)?.not_before, 'two wait with a not_before');
+  t.ok(before.get(b1)?.not_before && before.get(n2)?.not_before, 'two wait with a not_before');
 
   await migrate(url, testLogger());
 
@@ -203,7 +223,7 @@ t.test('jobs in every state survive the upgrade past 0052 and finish', async (t)
     // A later schema may keep the input elsewhere: then what the tasks return below shows it arrived.
     if ('input' in is!) t.same(is.input, was.input, `${id}: input kept`);
   }
-  const finals = [a1!, b3!, n4!, n5!, n6!];
+  const finals = [a1, b3, n4, n5, n6];
   const byId = async (ids: string[]) => [...(await findJobsByIds(db, ids))].sort((x, y) => x.id.localeCompare(y.id));
   const finalBefore = await byId(finals);
 
@@ -219,21 +239,21 @@ t.test('jobs in every state survive the upgrade past 0052 and finish', async (t)
   const job = (id: string) => ended.find((j) => j.id === id)!;
   t.same(await byId(finals), finalBefore, 'the final ones unchanged, version and all');
 
-  t.same(job(a2!).result, { steps: 2, attempt: 2 }, 'the dead worker’s job ran again, as its next attempt');
-  t.same(job(a3!).result, { steps: 3, attempt: 1 });
-  t.same(job(a4!).result, { steps: 4, attempt: 1 });
-  t.same(job(b1!).result, { ok: true }, 'the waiting head of a queue ran at its time');
-  t.equal(job(b1!).attempts, 2, 'its retry counted');
-  t.equal(job(b2!).status, 'succeeded');
-  t.same([job(n1!).status, job(n2!).status, job(n3!).status], ['succeeded', 'succeeded', 'cancelled']);
-  t.equal(job(n2!).attempts, 1, 'a wait keeps its attempt');
+  t.same(job(a2).result, { steps: 2, attempt: 2 }, 'the dead worker’s job ran again, as its next attempt');
+  t.same(job(a3).result, { steps: 3, attempt: 1 });
+  t.same(job(a4).result, { steps: 4, attempt: 1 });
+  t.same(job(b1).result, { ok: true }, 'the waiting head of a queue ran at its time');
+  t.equal(job(b1).attempts, 2, 'its retry counted');
+  t.equal(job(b2).status, 'succeeded');
+  t.same([job(n1).status, job(n2).status, job(n3).status], ['succeeded', 'succeeded', 'cancelled']);
+  t.equal(job(n2).attempts, 1, 'a wait keeps its attempt');
 
   // Serial order: each queued job of a queue started only after the one ahead ended.
   const at = (s: string | null) => Date.parse(s ?? '');
   for (const [ahead, next] of [
-    [a2!, a3!],
-    [a3!, a4!],
-    [b1!, b2!],
+    [a2, a3],
+    [a3, a4],
+    [b1, b2],
   ] as const)
     t.ok(at(job(next).started_at) >= at(job(ahead).finished_at), `${next} started after ${ahead} ended`);
 });
