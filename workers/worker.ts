@@ -101,8 +101,8 @@ export async function startWorker({
     'completion pool',
   );
   const completions = new JobCompletions(completionPool, logger.child({ component: 'job-completions' }));
-  // Stream deltas go out by NOTIFY on the same connections (one flush at a time).
-  const deltas = new DeltaPublisher(completionPool, logger.child({ component: 'stream-deltas' }));
+  // Stream deltas go out by NOTIFY on a connection of their own: never behind a claim, a completion or a lock.
+  const deltas = DeltaPublisher.connect(databaseUrl, logger.child({ component: 'stream-deltas' }));
   const clock = new FairClock(db, logger.child({ component: 'fair-clock' }));
   const stopFolding = keepFoldingAccountCounts(db, logger.child({ component: 'job-counts' }), COUNT_FOLD_MS);
   const short = createLane('short', size, Math.max(size, config.worker.fetchBatch), databaseUrl, logger);

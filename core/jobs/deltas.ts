@@ -2,19 +2,27 @@
 // worker running the turn to every websocket that follows the job, without
 // a row write each. A worker process gathers the deltas of all its turns for
 // DELTA_FLUSH_MS and sends them with NOTIFY on the job_deltas channel (as
-// few notifications as fit, one statement); each api process's LISTEN
-// connection hands them to the subscribers of their jobs (api/routes/ws).
+// few notifications as fit, one statement), on a connection of its own
+// (delta-connection.ts), so they never wait behind a claim, a completion or
+// a lock; each api process's LISTEN connection hands them to the subscribers
+// of their jobs (api/routes/ws), and reads only the deltas of those jobs.
 //
 // A delta names its job, its attempt and its offset in the answer, so a
 // client places it exactly, drops what it already has, and starts over when
 // a new attempt begins. Deltas are best effort: one lost while a LISTEN
-// connection reconnects is not sent again, but the job's progress (written
-// now and then) and its final state carry the text, and the final state the
-// whole answer. One publisher per process sends one flush at a time, so the
-// deltas of one job arrive in order.
+// connection reconnects is not sent again as such; the api that misses a
+// piece (or comes in mid-stream) asks on job_stream_replay, and the worker
+// running the turn sends its text so far again from offset 0. The job's
+// progress (written now and then) and its final state carry the text too.
+// One publisher per process sends one flush at a time, so the deltas of one
+// job arrive in order.
 import type { Logger } from 'pino';
+import { DeltaConnection } from './delta-connection.ts';
+import { StreamMemory } from './stream-memory.ts';
 
 export const DELTA_CHANNEL = 'job_deltas';
+/** Apis ask here (payload: job ids, comma-separated) for a stream's text so far. */
+export const REPLAY_CHANNEL = 'job_stream_replay';
 /** How long a worker gathers deltas before it sends them. */
 export const DELTA_FLUSH_MS = 15;
 /** NOTIFY payloads must stay under 8000 bytes. */
@@ -40,9 +48,11 @@ function pieces(text: string, max: number): string[] {
 }
 
 /**
- * The NOTIFY payloads for these deltas, in order: `{"d":[[jobId, attempt,
- * offset, text], ...]}`, each under the size limit. Consecutive deltas of one
- * job and attempt are joined first.
+ * The NOTIFY payloads for these deltas, in order, each under the size limit:
+ * one line per delta, `<jobId> <attempt> <offset> <text as a JSON string>`
+ * (JSON escapes every line break), so a listener reads the job id of a line
+ * before anything else. Consecutive deltas of one job and attempt are joined
+ * first.
  */
 export function encodeDeltas(deltas: readonly Delta[]): string[] {
   const joined: Delta[] = [];
@@ -53,21 +63,21 @@ export function encodeDeltas(deltas: readonly Delta[]): string[] {
     else joined.push({ ...d });
   }
   const payloads: string[] = [];
-  let items: string[] = [];
-  let size = 8;
+  let lines: string[] = [];
+  let size = 0;
   const close = () => {
-    if (items.length > 0) payloads.push(`{"d":[${items.join(',')}]}`);
-    items = [];
-    size = 8;
+    if (lines.length > 0) payloads.push(lines.join('\n'));
+    lines = [];
+    size = 0;
   };
   for (const d of joined) {
     // A piece of at most 1,000 characters is at most ~6,100 bytes as JSON (escapes included).
     let offset = d.offset;
     for (const text of pieces(d.text, 1_000)) {
-      const item = JSON.stringify([d.jobId, d.attempt, offset, text]);
-      const bytes = Buffer.byteLength(item) + 1;
+      const line = `${d.jobId} ${d.attempt} ${offset} ${JSON.stringify(text)}`;
+      const bytes = Buffer.byteLength(line) + 1;
       if (size + bytes > MAX_PAYLOAD_BYTES) close();
-      items.push(item);
+      lines.push(line);
       size += bytes;
       offset += text.length;
     }
@@ -76,8 +86,49 @@ export function encodeDeltas(deltas: readonly Delta[]): string[] {
   return payloads;
 }
 
-/** The deltas of one job_deltas notification; malformed items are skipped. */
+/** The deltas of one job_deltas notification; malformed lines are skipped. */
 export function decodeDeltas(payload: string): Delta[] {
+  return decodeDeltasOf(payload, () => true);
+}
+
+/** The deltas of one job_deltas notification of the jobs `wanted` accepts (the others' text is not even decoded). */
+export function decodeDeltasOf(payload: string, wanted: (jobId: string) => boolean): Delta[] {
+  if (payload.startsWith('{')) return decodeJsonDeltas(payload).filter((d) => wanted(d.jobId));
+  const out: Delta[] = [];
+  for (let start = 0; start < payload.length; ) {
+    let end = payload.indexOf('\n', start);
+    if (end < 0) end = payload.length;
+    const idEnd = payload.indexOf(' ', start);
+    if (idEnd > start && idEnd < end) {
+      const jobId = payload.slice(start, idEnd);
+      if (wanted(jobId)) {
+        const delta = decodeLine(jobId, payload.slice(idEnd + 1, end));
+        if (delta) out.push(delta);
+      }
+    }
+    start = end + 1;
+  }
+  return out;
+}
+
+function decodeLine(jobId: string, rest: string): Delta | null {
+  const a = rest.indexOf(' ');
+  const b = a < 0 ? -1 : rest.indexOf(' ', a + 1);
+  if (b < 0) return null;
+  const attempt = Number(rest.slice(0, a));
+  const offset = Number(rest.slice(a + 1, b));
+  let text: unknown;
+  try {
+    text = JSON.parse(rest.slice(b + 1));
+  } catch {
+    return null;
+  }
+  if (!Number.isInteger(attempt) || !Number.isInteger(offset) || offset < 0 || typeof text !== 'string') return null;
+  return { jobId, attempt, offset, text };
+}
+
+/** The JSON form workers sent before (`{"d":[[jobId, attempt, offset, text], ...]}`), during an upgrade. */
+function decodeJsonDeltas(payload: string): Delta[] {
   let parsed: unknown;
   try {
     parsed = JSON.parse(payload);
@@ -101,15 +152,34 @@ export function decodeDeltas(payload: string): Delta[] {
   return out;
 }
 
-/** One per worker process: gathers deltas and sends them every DELTA_FLUSH_MS. */
+/**
+ * One per worker process: gathers deltas and sends them every DELTA_FLUSH_MS,
+ * remembering each turn's text so far to send it again when an api asks.
+ */
 export class DeltaPublisher {
   private buffer: Delta[] = [];
   private timer: NodeJS.Timeout | null = null;
   /** Flushes run one after another on this chain, so each job's deltas leave in order. */
   private chain: Promise<void> = Promise.resolve();
   private dropped = 0;
+  private readonly sent = new StreamMemory();
+  /** The connection this publisher opened (connect()), ended by stop(). */
+  private own: DeltaConnection | null = null;
   /** Notifications and deltas sent, for the bench. */
-  readonly stats = { notifications: 0, deltas: 0 };
+  readonly stats = { notifications: 0, deltas: 0, replays: 0 };
+
+  /** A publisher on a connection of its own (ended by stop()), which also hears the apis' replay requests. */
+  static connect(connectionString: string, logger: Logger): DeltaPublisher {
+    let publisher!: DeltaPublisher;
+    const connection = new DeltaConnection(connectionString, logger, {
+      channel: REPLAY_CHANNEL,
+      handler: (payload) => publisher.replay(payload.split(',')),
+    });
+    publisher = new DeltaPublisher(connection, logger);
+    publisher.own = connection;
+    connection.start().catch((error) => logger.warn({ err: error }, 'stream deltas: could not connect yet'));
+    return publisher;
+  }
 
   constructor(
     private readonly db: Queryable,
@@ -119,6 +189,21 @@ export class DeltaPublisher {
 
   publish(delta: Delta): void {
     if (delta.text.length === 0) return;
+    this.sent.take(delta);
+    this.push(delta);
+  }
+
+  /** Sends the text so far of these jobs (those this process streams) again, from offset 0, after what is gathered. */
+  replay(jobIds: readonly string[]): void {
+    for (const jobId of jobIds) {
+      const sofar = this.sent.get(jobId);
+      if (!sofar) continue;
+      this.stats.replays++;
+      this.push(sofar);
+    }
+  }
+
+  private push(delta: Delta): void {
     this.buffer.push(delta);
     if (this.buffer.length > MAX_BUFFERED) {
       this.buffer.splice(0, this.buffer.length - MAX_BUFFERED);
@@ -158,68 +243,9 @@ export class DeltaPublisher {
     }
   }
 
+  /** Sends what is left, then ends the connection if it is the publisher's own. */
   async stop(): Promise<void> {
     await this.flush();
-  }
-}
-
-/** How long a stream's text is kept after its last delta, and how much text in all. */
-const STREAM_IDLE_MS = 120_000;
-const STREAM_MAX_CHARS = 16_000_000;
-
-/**
- * What an api process heard each job's current attempt stream so far, so a
- * subscriber that comes mid-stream starts from the beginning (bounded: the
- * oldest streams go first, one idle for two minutes is forgotten, and a final
- * state forgets it at once).
- */
-export class StreamMemory {
-  private readonly texts = new Map<string, { attempt: number; text: string; at: number }>();
-  private chars = 0;
-  private lastSweep = Date.now();
-
-  add(d: Delta): void {
-    const now = Date.now();
-    let entry = this.texts.get(d.jobId);
-    if (!entry || d.attempt > entry.attempt) {
-      if (entry) this.chars -= entry.text.length;
-      if (d.offset !== 0) {
-        this.forget(d.jobId); // missed its beginning: nothing whole to offer
-        return;
-      }
-      entry = { attempt: d.attempt, text: '', at: now };
-      this.texts.set(d.jobId, entry);
-    }
-    if (d.attempt < entry.attempt) return;
-    if (d.offset + d.text.length > entry.text.length && d.offset <= entry.text.length) {
-      const added = d.text.slice(entry.text.length - d.offset);
-      entry.text += added;
-      this.chars += added.length;
-    }
-    entry.at = now;
-    // Map order is insertion order: re-insert so the oldest-touched come first.
-    this.texts.delete(d.jobId);
-    this.texts.set(d.jobId, entry);
-    if (this.chars > STREAM_MAX_CHARS || now - this.lastSweep > STREAM_IDLE_MS / 4) this.sweep(now);
-  }
-
-  get(jobId: string): Delta | null {
-    const entry = this.texts.get(jobId);
-    return entry?.text ? { jobId, attempt: entry.attempt, offset: 0, text: entry.text } : null;
-  }
-
-  forget(jobId: string): void {
-    const entry = this.texts.get(jobId);
-    if (!entry) return;
-    this.chars -= entry.text.length;
-    this.texts.delete(jobId);
-  }
-
-  private sweep(now: number): void {
-    this.lastSweep = now;
-    for (const [jobId, entry] of this.texts) {
-      if (this.chars <= STREAM_MAX_CHARS && now - entry.at < STREAM_IDLE_MS) break;
-      this.forget(jobId);
-    }
+    await this.own?.end();
   }
 }

@@ -1,29 +1,39 @@
-// One LISTEN connection per api process. The jobs_notify trigger sends every
-// change of a job, and workers send stream deltas (deltas.ts); the hub hands
-// both to whoever in this process subscribed to that job. After the connection is lost it reconnects with backoff and
-// re-reads every subscribed job, so a change made while it was away (the
-// final state included) still arrives.
+// One LISTEN connection per api process. Every statement that changes jobs
+// sends one lean notification on job_events (jobs_after_update, 0054): per
+// changed job its id, version and tenant, nothing else. Workers send stream
+// deltas on job_deltas (deltas.ts). The hub looks each id up in what this
+// process follows before anything else, so the jobs nobody here follows cost
+// a string split; it re-reads the followed ones (all ids of one turn of the
+// event loop in one query, one read at a time) and hands each listener only
+// rows newer than the last it was given, so states arrive in order and the
+// final one always arrives (quick changes may come merged into the latest).
+// Deltas are decoded only for followed jobs, and kept per job so a late
+// subscriber starts from the beginning; a missed piece asks the worker to
+// send the stream again (job_stream_replay). After the connection is lost it
+// reconnects with backoff and re-reads every subscribed job, so a change
+// made while it was away (the final state included) still arrives.
 import pg from 'pg';
 import type { Logger } from 'pino';
 import type { DatabasePool } from '../db/pool.ts';
 import { retryWhileUnavailable } from '../db/unavailable.ts';
-import { decodeDeltas, DELTA_CHANNEL, StreamMemory, type Delta } from './deltas.ts';
+import { DELTA_CHANNEL, type Delta } from './deltas.ts';
 import { findJobsByIds } from './read.ts';
-import { JobRow } from './schema.ts';
+import { isFinal, type JobRow } from './schema.ts';
+import { StreamFollows, type DeltaListener } from './stream-follows.ts';
 
 export type JobListener = (row: JobRow) => void;
-export type DeltaListener = (delta: Delta) => void;
+export type { DeltaListener };
 export type ChannelHandler = (payload: string) => void;
 
 const CHANNEL = 'job_events';
-const FINAL = new Set(['succeeded', 'failed', 'cancelled']);
+/** Jobs re-read in one query. */
+const READ_BATCH = 500;
 
 export class JobEventHub {
   private client: pg.Client | null = null;
   private listeners = new Map<string, Set<JobListener>>();
-  private deltaListeners = new Map<string, Set<DeltaListener>>();
-  /** The text streamed so far of each job this process heard of, so a late subscriber starts from the beginning. */
-  private readonly streamed = new StreamMemory();
+  /** The stream deltas of followed jobs, and their text so far. */
+  private readonly streams: StreamFollows;
   private stopped = false;
   private reconnectTimer: NodeJS.Timeout | null = null;
   private attempt = 0;
@@ -35,6 +45,13 @@ export class JobEventHub {
   private connectionListeners = new Set<(connected: boolean) => void>();
   /** Told of every job change this process hears (the operator console's live pages). */
   private anyJobListeners = new Set<() => void>();
+  /** The latest version handed to the listeners of each followed job. */
+  private readonly delivered = new Map<string, number>();
+  /** Followed jobs that changed and are still to be read. */
+  private readonly toRead = new Set<string>();
+  private reading = false;
+  /** Ends the waits of reads through an outage once the hub stops. */
+  private readonly stopping = new AbortController();
 
   constructor(
     private readonly connectionString: string,
@@ -42,7 +59,9 @@ export class JobEventHub {
     private readonly logger: Logger,
     /** The worker listens only to its own channels, not to every job change. */
     private readonly options: { jobEvents?: boolean; applicationName?: string } = {},
-  ) {}
+  ) {
+    this.streams = new StreamFollows(pool, logger, (set, delta, jobId) => this.callEach(set, delta, jobId));
+  }
 
   get connected(): boolean {
     return this.client !== null;
@@ -59,20 +78,24 @@ export class JobEventHub {
   }
 
   subscribe(jobId: string, listener: JobListener): () => void {
-    return addListener(this.listeners, jobId, listener);
+    const remove = addListener(this.listeners, jobId, listener);
+    return () => {
+      remove();
+      if (!this.listeners.has(jobId)) this.delivered.delete(jobId);
+    };
   }
 
   /** The text a job's current attempt has streamed so far, as far as this process heard it in one piece. */
   streamedSoFar(jobId: string): Delta | null {
-    return this.streamed.get(jobId);
+    return this.streams.soFar(jobId);
   }
 
   /** Stream deltas of a job (best effort: none are sent again after a reconnect). */
   subscribeDeltas(jobId: string, listener: DeltaListener): () => void {
-    return addListener(this.deltaListeners, jobId, listener);
+    return this.streams.follow(jobId, listener);
   }
 
-  /** Called (without the row) on every job change heard; cheap: no parse beyond the one every change gets. */
+  /** Called (without the row) once per job_events notification heard, which names one or more changed jobs. */
   onAnyJobChange(listener: () => void): () => void {
     this.anyJobListeners.add(listener);
     return () => this.anyJobListeners.delete(listener);
@@ -117,11 +140,13 @@ export class JobEventHub {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    this.stopping.abort();
     if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
     const client = this.client;
     this.client = null;
     this.listeners.clear();
-    this.deltaListeners.clear();
+    this.streams.clear();
+    this.delivered.clear();
     await client?.end().catch(() => undefined);
   }
 
@@ -132,7 +157,7 @@ export class JobEventHub {
     });
     client.on('notification', (message) => {
       if (message.channel === CHANNEL && message.payload) this.onNotification(message.payload);
-      else if (message.channel === DELTA_CHANNEL && message.payload) this.onDeltas(message.payload);
+      else if (message.channel === DELTA_CHANNEL && message.payload) this.streams.heard(message.payload);
       else if (message.payload !== undefined)
         this.callEach(this.channels.get(message.channel), message.payload, `channel ${message.channel}`);
     });
@@ -191,47 +216,59 @@ export class JobEventHub {
   /** Re-reads every job someone here is subscribed to and delivers it. */
   async resync(): Promise<void> {
     const ids = [...this.listeners.keys()];
-    for (let i = 0; i < ids.length; i += 500) {
-      const rows = await findJobsByIds(this.pool, ids.slice(i, i + 500));
+    for (let i = 0; i < ids.length; i += READ_BATCH) {
+      const rows = await findJobsByIds(this.pool, ids.slice(i, i + READ_BATCH));
       for (const row of rows) this.dispatch(row);
     }
   }
 
-  private onDeltas(payload: string): void {
-    for (const delta of decodeDeltas(payload)) {
-      this.streamed.add(delta);
-      this.callEach(this.deltaListeners.get(delta.jobId), delta, delta.jobId);
-    }
-  }
-
+  /** `<jobId>:<version>:<tenantId>` per changed job, comma-separated: only followed jobs go further. */
   private onNotification(payload: string): void {
     this.callEach(this.anyJobListeners, undefined, 'any job');
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(payload);
-    } catch {
-      this.logger.warn('job events: ignoring a notification that is not JSON');
-      return;
+    if (this.listeners.size === 0) return;
+    for (const entry of payload.split(',')) {
+      const end = entry.indexOf(':');
+      const id = end < 0 ? entry : entry.slice(0, end);
+      if (!this.listeners.has(id)) continue;
+      const version = Number.parseInt(entry.slice(end + 1), 10);
+      if (!(version <= (this.delivered.get(id) ?? 0))) this.toRead.add(id);
     }
-    const id = (parsed as { id?: unknown }).id;
-    if (typeof id === 'string' && FINAL.has((parsed as { status?: string }).status ?? '')) this.streamed.forget(id);
-    if (typeof id !== 'string' || !this.listeners.has(id)) return;
-    if ((parsed as { truncated?: boolean }).truncated) {
-      // Too large for NOTIFY: read the row itself.
-      findJobsByIds(this.pool, [id])
-        .then((rows) => {
-          for (const row of rows) this.dispatch(row);
-        })
-        .catch((error) => this.logger.warn({ err: error, jobId: id }, 'job events: could not read a changed job'));
-      return;
+    if (this.toRead.size > 0 && !this.reading) {
+      this.reading = true;
+      // After the rest of this socket read: its other notifications join the same query.
+      queueMicrotask(() => void this.readChanged());
     }
-    const row = JobRow.safeParse(parsed);
-    if (row.success) this.dispatch(row.data);
-    else this.logger.warn({ jobId: id }, 'job events: notification did not match the job shape');
   }
 
+  /** Reads the changed followed jobs, one query at a time; what changes meanwhile goes in the next. */
+  private async readChanged(): Promise<void> {
+    try {
+      while (this.toRead.size > 0 && !this.stopped) {
+        const ids = [...this.toRead].slice(0, READ_BATCH);
+        for (const id of ids) this.toRead.delete(id);
+        try {
+          const rows = await retryWhileUnavailable(() => findJobsByIds(this.pool, ids), {
+            signal: this.stopping.signal,
+            onWait: (error) => this.logger.warn({ err: error }, 'job events: reading changed jobs failed; retrying'),
+          });
+          for (const row of rows) this.dispatch(row);
+        } catch (error) {
+          if (!this.stopped)
+            this.logger.warn({ err: error, jobs: ids.length }, 'job events: could not read changed jobs');
+        }
+      }
+    } finally {
+      this.reading = false;
+    }
+  }
+
+  /** Hands a followed job's row to its listeners, if newer than the last they were given. */
   private dispatch(row: JobRow): void {
-    this.callEach(this.listeners.get(row.id), row, row.id);
+    const set = this.listeners.get(row.id);
+    if (!set || row.version <= (this.delivered.get(row.id) ?? 0)) return;
+    this.delivered.set(row.id, row.version);
+    if (isFinal(row.status)) this.streams.ended(row.id);
+    this.callEach(set, row, row.id);
   }
 
   /**

@@ -32,7 +32,11 @@ export async function findJobInTenant(db: CommonQueryMethods, jobId: string, ten
   return db.maybeOne(jobRow`select * from jobs where id = ${jobId} and tenant_id = ${tenantId}`);
 }
 
+/** Jobs by id, only the columns a status carries (not the input): the LISTEN hub re-reads changed jobs with it. */
 export async function findJobsByIds(db: CommonQueryMethods, ids: readonly string[]): Promise<readonly JobRow[]> {
   if (ids.length === 0) return [];
-  return db.any(jobRow`select * from jobs where id = any(${sql.array(ids, 'uuid')})`);
+  return db.any(jobRow`
+    select id, tenant_id, kind, status, attempts, max_attempts, progress, result, error, version,
+      created_at, started_at, finished_at, updated_at
+    from jobs where id = any(${sql.array(ids, 'uuid')})`);
 }

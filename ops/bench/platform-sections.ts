@@ -60,6 +60,13 @@ export async function streamingSection({ ctx, config, benchEnv, report }: BenchR
     'cores',
     'none',
   );
+  report.add(
+    `api CPU cores while ${s.turns.toLocaleString('en')} turns stream that none of its sockets follow`,
+    s.idleApiCores,
+    'cores',
+    'none',
+    '<= 0.05',
+  );
   report.add('job row writes per 10-s streaming turn', s.rowWritesPerTurn, 'writes', 'none');
 }
 

@@ -3,11 +3,13 @@
 // process (stream-provider.ts), run by ONE worker process (a child, started
 // as `npm run start:worker` does, so its CPU and memory are its own). The
 // api is a child process too; the bench process is the client: it sends the
-// turns over HTTP and one websocket follows every turn.
+// turns over HTTP and one websocket follows every turn. A second api process,
+// which no socket follows, hears the same job events and deltas.
 //   - concurrent turns: the most streams the provider had open at once;
 //   - delta -> websocket: each token carries the time the provider wrote it;
 //     the client reads the time it arrived;
 //   - worker CPU (cores) and resident memory while all turns stream;
+//   - api CPU (cores), of the api that follows them and of the one that does not;
 //   - writes of each turn's job row (progress is coalesced: bounded per turn).
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
@@ -31,6 +33,8 @@ export type StreamingFigures = {
   workerCores: number;
   workerRssMb: number;
   apiCores: number;
+  /** The api that no socket follows: what every other replica pays for these streams. */
+  idleApiCores: number;
   rowWritesPerTurn: number;
   deltasPerSecond: number;
 };
@@ -88,10 +92,20 @@ export async function streamingFigures(
     BASE_URL: config.baseUrl,
     WS_MAX_SUBSCRIPTIONS: String(turns + 10),
   });
+  const idlePort = await freePort();
+  const idleApi = spawnEntry('idle api', 'api/server.ts', {
+    ...env,
+    LOG_LEVEL: 'warn',
+    LOG_FORMAT: 'json',
+    PORT: String(idlePort),
+    HOST: '127.0.0.1',
+    BASE_URL: config.baseUrl,
+  });
   const agent = new http.Agent({ keepAlive: true, maxSockets: 32 });
   try {
     await worker.logged('worker started');
     await waitForHealth(api, port);
+    await waitForHealth(idleApi, idlePort);
     const tenantId = (await ctx.db.oneFirst(
       sql.unsafe`insert into tenants (name, plan) values ('bench streaming', 'enterprise') returning id`,
     )) as string;
@@ -171,11 +185,13 @@ export async function streamingFigures(
     measuring = true;
     const cpu0 = cpuSeconds(pid);
     const apiCpu0 = cpuSeconds(api.child.pid!);
+    const idleCpu0 = cpuSeconds(idleApi.child.pid!);
     const t0 = performance.now();
     const deltas0 = deltas;
     await sleep(4_000);
     const cores = (cpuSeconds(pid) - cpu0) / ((performance.now() - t0) / 1000);
     const apiCores = (cpuSeconds(api.child.pid!) - apiCpu0) / ((performance.now() - t0) / 1000);
+    const idleApiCores = (cpuSeconds(idleApi.child.pid!) - idleCpu0) / ((performance.now() - t0) / 1000);
     const deltasPerSecond = (deltas - deltas0) / ((performance.now() - t0) / 1000);
     const rss = rssMb(pid);
     measuring = false;
@@ -192,11 +208,12 @@ export async function streamingFigures(
       workerCores: cores,
       workerRssMb: rss,
       apiCores,
+      idleApiCores,
       rowWritesPerTurn: writes,
       deltasPerSecond,
     };
   } finally {
-    await stopAll([worker, api, provider]);
+    await stopAll([worker, api, idleApi, provider]);
     agent.destroy();
   }
 }

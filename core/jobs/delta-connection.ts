@@ -1,0 +1,95 @@
+// A worker's own connection for its stream deltas (deltas.ts): a NOTIFY never
+// waits behind a claim, a completion or a row lock on a shared pool. The same
+// connection LISTENs for apis asking a stream to be sent again from its
+// beginning. While PostgreSQL is away it waits for it (backing off, one log
+// line per outage), and after the connection is lost it connects again at
+// once, so its LISTEN stays in place.
+import pg from 'pg';
+import type { Logger } from 'pino';
+import { isDatabaseUnavailable } from '../db/unavailable.ts';
+
+const MAX_BACKOFF_MS = 2_000;
+
+export class DeltaConnection {
+  private client: pg.Client | null = null;
+  private opening: Promise<pg.Client> | null = null;
+  private ended = false;
+  private unreachableSince: number | null = null;
+
+  constructor(
+    private readonly connectionString: string,
+    private readonly logger: Logger,
+    /** LISTENed on this connection; told each payload. */
+    private readonly listen: { channel: string; handler: (payload: string) => void },
+  ) {}
+
+  /** Opens the connection now (the worker's start), so its LISTEN is in place before the first turn. */
+  async start(): Promise<void> {
+    await this.connection();
+  }
+
+  async query(text: string, values: unknown[]): Promise<void> {
+    const client = await this.connection();
+    await client.query(text, values);
+  }
+
+  async end(): Promise<void> {
+    this.ended = true;
+    const client = this.client ?? (await this.opening?.catch(() => null));
+    this.client = null;
+    await client?.end().catch(() => undefined);
+  }
+
+  private connection(): Promise<pg.Client> {
+    if (this.client) return Promise.resolve(this.client);
+    this.opening ??= this.open().finally(() => {
+      this.opening = null;
+    });
+    return this.opening;
+  }
+
+  private async open(): Promise<pg.Client> {
+    for (let attempt = 0; ; attempt++) {
+      if (this.ended) throw new Error('the stream delta connection was ended');
+      const client = new pg.Client({ connectionString: this.connectionString, application_name: 'worker-deltas' });
+      client.on('notification', (m) => {
+        if (m.channel === this.listen.channel && m.payload) this.listen.handler(m.payload);
+      });
+      const lost = (error?: Error) => {
+        if (this.client !== client) return;
+        this.client = null;
+        client.end().catch(() => undefined);
+        if (this.ended) return;
+        this.logger.debug({ reason: error?.message }, 'stream deltas: connection lost; connecting again');
+        this.connection().catch((e) => this.logger.warn({ err: e }, 'stream deltas: could not connect again'));
+      };
+      client.on('error', lost);
+      client.on('end', () => lost());
+      try {
+        await client.connect();
+        await client.query(`listen ${this.listen.channel}`);
+      } catch (error) {
+        client.removeAllListeners('notification');
+        await client.end().catch(() => undefined);
+        if (this.ended || !isDatabaseUnavailable(error)) throw error;
+        if (this.unreachableSince === null) {
+          this.unreachableSince = Date.now();
+          this.logger.warn({ reason: (error as Error).message }, 'stream deltas: database unreachable; waiting for it');
+        }
+        const delay = Math.min(MAX_BACKOFF_MS, 100 * 2 ** Math.min(attempt, 10)) * (0.75 + Math.random() / 2);
+        await new Promise((resolve) => setTimeout(resolve, delay));
+        continue;
+      }
+      if (this.ended) {
+        await client.end().catch(() => undefined);
+        throw new Error('the stream delta connection was ended');
+      }
+      if (this.unreachableSince !== null) {
+        this.logger.info({ downMs: Date.now() - this.unreachableSince }, 'stream deltas: database reachable again');
+        this.unreachableSince = null;
+      }
+      this.client = client;
+      return client;
+    }
+  }
+}

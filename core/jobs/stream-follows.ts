@@ -1,0 +1,97 @@
+// The stream deltas an api process follows (for JobEventHub, events.ts): it
+// decodes only the deltas of jobs someone here follows, keeps each followed
+// stream's text so far (a late subscriber starts from the beginning), hands
+// listeners only what continues that text, and when a piece is missed (a
+// reconnect, or a subscriber that came mid-stream) asks the worker running
+// the turn to send its text so far again (job_stream_replay, deltas.ts).
+import type { Logger } from 'pino';
+import { sql, type DatabasePool } from '../db/pool.ts';
+import { decodeDeltasOf, REPLAY_CHANNEL, type Delta } from './deltas.ts';
+import { StreamMemory } from './stream-memory.ts';
+
+export type DeltaListener = (delta: Delta) => void;
+
+/** A stream that still has a gap this long after its replay was asked for is asked for again. */
+const REPLAY_AGAIN_MS = 1_000;
+/** Job ids per replay request (a NOTIFY payload stays under 8,000 bytes). */
+const IDS_PER_REQUEST = 200;
+
+export class StreamFollows {
+  readonly listeners = new Map<string, Set<DeltaListener>>();
+  private readonly streamed = new StreamMemory();
+  /** When each stream with a gap was last asked to be sent again. */
+  private readonly replayAsked = new Map<string, number>();
+  private replayQueue: string[] = [];
+
+  constructor(
+    private readonly pool: DatabasePool,
+    private readonly logger: Logger,
+    /** Calls a job's listeners (one that throws does not stop the others). */
+    private readonly callEach: (set: Set<DeltaListener> | undefined, delta: Delta, jobId: string) => void,
+  ) {}
+
+  follow(jobId: string, listener: DeltaListener): () => void {
+    let set = this.listeners.get(jobId);
+    if (!set) {
+      set = new Set();
+      this.listeners.set(jobId, set);
+    }
+    set.add(listener);
+    return () => {
+      set.delete(listener);
+      if (set.size > 0 || this.listeners.get(jobId) !== set) return;
+      this.listeners.delete(jobId);
+      this.streamed.forget(jobId);
+      this.replayAsked.delete(jobId);
+    };
+  }
+
+  /** The text a followed job's current attempt has streamed so far, as far as this process has it in one piece. */
+  soFar(jobId: string): Delta | null {
+    return this.streamed.get(jobId);
+  }
+
+  /** The job is final: its stream is over. */
+  ended(jobId: string): void {
+    this.streamed.forget(jobId);
+  }
+
+  clear(): void {
+    this.listeners.clear();
+  }
+
+  private readonly follows = (jobId: string) => this.listeners.has(jobId);
+
+  /** One job_deltas notification. */
+  heard(payload: string): void {
+    if (this.listeners.size === 0) return;
+    for (const delta of decodeDeltasOf(payload, this.follows)) {
+      const placed = this.streamed.take(delta);
+      if (placed === 'gap') this.askReplay(delta.jobId);
+      else if (placed !== 'known') {
+        this.replayAsked.delete(delta.jobId);
+        this.callEach(this.listeners.get(delta.jobId), placed.delta, delta.jobId);
+      }
+    }
+  }
+
+  private askReplay(jobId: string): void {
+    const now = Date.now();
+    const asked = this.replayAsked.get(jobId);
+    if (asked !== undefined && now - asked < REPLAY_AGAIN_MS) return;
+    this.replayAsked.set(jobId, now);
+    this.replayQueue.push(jobId);
+    if (this.replayQueue.length === 1) queueMicrotask(() => this.sendReplayRequests());
+  }
+
+  /** The requests of one turn of the event loop, in one statement. */
+  private sendReplayRequests(): void {
+    const payloads: string[] = [];
+    for (let i = 0; i < this.replayQueue.length; i += IDS_PER_REQUEST)
+      payloads.push(this.replayQueue.slice(i, i + IDS_PER_REQUEST).join(','));
+    this.replayQueue = [];
+    this.pool
+      .query(sql.unsafe`select pg_notify(${REPLAY_CHANNEL}, p) from unnest(${sql.array(payloads, 'text')}) p`)
+      .catch((error) => this.logger.debug({ err: error }, 'job events: could not ask for streams again'));
+  }
+}
