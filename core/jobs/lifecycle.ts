@@ -34,6 +34,7 @@ const mayWrite = (attempt: number) => sql.fragment`job_attempt_may_write(status,
 
 /** What an attempt's first write records besides its own change. */
 const attemptColumns = (attempt: number, holder: Holder) => sql.fragment`
+  version = version + 1, updated_at = now(),
   attempts = ${attempt}, locked_by = coalesce(${holder.lockedBy}, locked_by),
   started_at = coalesce(started_at, ${holder.lockedAt ? holder.lockedAt.toISOString() : null}::timestamptz, now())`;
 
@@ -147,7 +148,8 @@ export async function markRunning(
 }
 
 const REPORT_PROGRESS = `
-  update jobs set progress = $2::jsonb, status = 'running', attempts = $3, locked_by = coalesce($4, locked_by),
+  update jobs set version = version + 1, updated_at = now(),
+    progress = $2::jsonb, status = 'running', attempts = $3, locked_by = coalesce($4, locked_by),
     started_at = coalesce(started_at, $5::timestamptz, now())
   where id = $1 and job_attempt_may_write(status, attempts, $3)
   returning id`;
@@ -190,7 +192,7 @@ export async function completeJob(
 ): Promise<boolean> {
   const updated = await db.query(sql.unsafe`
     update jobs
-    set status = 'succeeded', result = ${sql.jsonb((result ?? null) as never)}, error = null, finished_at = now(), ${attemptColumns(attempt, holder)},
+    set status = 'succeeded', result = ${sql.jsonb((result ?? null) as never)}, error = null, finished_at = now(), not_before = null, ${attemptColumns(attempt, holder)},
       ${withoutPartialText}
     where id = ${jobId} and ${mayWrite(attempt)}`);
   return updated.rowCount === 1;
@@ -202,7 +204,8 @@ export type Completion = { jobId: string; attempt: number; result: unknown; hold
 // few rows and looks each job up by its key, instead of scanning jobs.
 const COMPLETE_JOBS = `
   update jobs j
-  set status = 'succeeded', result = $2::jsonb -> (c.n::int - 1), error = null, finished_at = now(), attempts = c.attempt,
+  set version = j.version + 1, updated_at = now(), not_before = null,
+    status = 'succeeded', result = $2::jsonb -> (c.n::int - 1), error = null, finished_at = now(), attempts = c.attempt,
     progress = case when jsonb_typeof(j.progress) = 'object' and j.progress ? 'text' then null else j.progress end,
     locked_by = coalesce(c.locked_by, j.locked_by), started_at = coalesce(j.started_at, c.locked_at, now())
   from unnest($1::uuid[], $3::int4[], $4::text[], $5::timestamptz[]) with ordinality as c(id, attempt, locked_by, locked_at, n)
@@ -240,7 +243,7 @@ export async function failJob(
   // A failure's message may quote outside text: stored unmended it could be refused, leaving the job running.
   const error = { code: failure.code, message: storableText(failure.message), retrying: false };
   const updated = await db.query(sql.unsafe`
-    update jobs set status = 'failed', error = ${sql.jsonb(error)}, finished_at = now(), ${attemptColumns(attempt, holder)}
+    update jobs set status = 'failed', error = ${sql.jsonb(error)}, finished_at = now(), not_before = null, ${attemptColumns(attempt, holder)}
     where id = ${jobId} and ${mayWrite(attempt)}`);
   return updated.rowCount === 1;
 }
