@@ -60,7 +60,10 @@ export class JobEventHub {
     /** The worker listens only to its own channels, not to every job change. */
     private readonly options: { jobEvents?: boolean; applicationName?: string } = {},
   ) {
-    this.streams = new StreamFollows(pool, logger, (set, delta, jobId) => this.callEach(set, delta, jobId));
+    this.streams = new StreamFollows(pool, logger, {
+      callEach: (set, delta, jobId) => this.callEach(set, delta, jobId),
+      following: (any) => this.listenToDeltas(any),
+    });
   }
 
   get connected(): boolean {
@@ -175,7 +178,7 @@ export class JobEventHub {
     client.on('end', () => lost());
     try {
       await client.connect();
-      if (this.options.jobEvents !== false) await client.query(`listen ${CHANNEL}; listen ${DELTA_CHANNEL}`);
+      if (this.options.jobEvents !== false) await client.query(`listen ${CHANNEL}`);
       for (const channel of this.channels.keys()) await client.query(`listen "${channel}"`);
     } catch (error) {
       // Not ours yet (`lost` ignores it): a half-made connection is closed here, not left open.
@@ -189,6 +192,7 @@ export class JobEventHub {
     }
     this.client = client;
     this.attempt = 0;
+    if (this.streams.listeners.size > 0) this.listenToDeltas(true);
     this.announce(true);
     if (isReconnect) {
       this.logger.info({ subscribed: this.listeners.size }, 'job events: reconnected; re-reading subscribed jobs');
@@ -211,6 +215,20 @@ export class JobEventHub {
       });
     }, delay);
     this.reconnectTimer.unref();
+  }
+
+  /**
+   * Deltas are heard only while someone here follows a stream: an api whose
+   * sockets follow none is not even sent them. (A stream whose beginning
+   * was missed meanwhile is sent again, stream-follows.ts.)
+   */
+  private listenToDeltas(on: boolean): void {
+    const client = this.client;
+    if (!client || this.options.jobEvents === false) return; // connect() listens if someone follows by then
+    this.listenQueue = this.listenQueue
+      .catch(() => undefined)
+      .then(() => client.query(`${on ? 'listen' : 'unlisten'} ${DELTA_CHANNEL}`))
+      .catch((error) => this.logger.debug({ err: error }, 'job events: (un)listen of deltas deferred'));
   }
 
   /** Re-reads every job someone here is subscribed to and delivers it. */

@@ -15,6 +15,8 @@ export type DeltaListener = (delta: Delta) => void;
 const REPLAY_AGAIN_MS = 1_000;
 /** Job ids per replay request (a NOTIFY payload stays under 8,000 bytes). */
 const IDS_PER_REQUEST = 200;
+/** How long deltas are still heard after the last stream followed here ends (sockets come and go). */
+const LINGER_MS = 30_000;
 
 export class StreamFollows {
   readonly listeners = new Map<string, Set<DeltaListener>>();
@@ -22,12 +24,18 @@ export class StreamFollows {
   /** When each stream with a gap was last asked to be sent again. */
   private readonly replayAsked = new Map<string, number>();
   private replayQueue: string[] = [];
+  private listening = false;
+  private lingering: NodeJS.Timeout | null = null;
 
   constructor(
     private readonly pool: DatabasePool,
     private readonly logger: Logger,
-    /** Calls a job's listeners (one that throws does not stop the others). */
-    private readonly callEach: (set: Set<DeltaListener> | undefined, delta: Delta, jobId: string) => void,
+    private readonly hub: {
+      /** Calls a job's listeners (one that throws does not stop the others). */
+      callEach: (set: Set<DeltaListener> | undefined, delta: Delta, jobId: string) => void;
+      /** Whether deltas should be heard at all: someone follows a stream (or did a moment ago). */
+      following: (any: boolean) => void;
+    },
   ) {}
 
   follow(jobId: string, listener: DeltaListener): () => void {
@@ -37,12 +45,19 @@ export class StreamFollows {
       this.listeners.set(jobId, set);
     }
     set.add(listener);
+    if (this.lingering) clearTimeout(this.lingering);
+    this.lingering = null;
+    if (!this.listening) {
+      this.listening = true;
+      this.hub.following(true);
+    }
     return () => {
       set.delete(listener);
       if (set.size > 0 || this.listeners.get(jobId) !== set) return;
       this.listeners.delete(jobId);
       this.streamed.forget(jobId);
       this.replayAsked.delete(jobId);
+      if (this.listeners.size === 0) this.linger();
     };
   }
 
@@ -58,6 +73,17 @@ export class StreamFollows {
 
   clear(): void {
     this.listeners.clear();
+    if (this.lingering) clearTimeout(this.lingering);
+  }
+
+  private linger(): void {
+    this.lingering ??= setTimeout(() => {
+      this.lingering = null;
+      if (this.listeners.size > 0 || !this.listening) return;
+      this.listening = false;
+      this.hub.following(false);
+    }, LINGER_MS);
+    this.lingering.unref();
   }
 
   private readonly follows = (jobId: string) => this.listeners.has(jobId);
@@ -70,7 +96,7 @@ export class StreamFollows {
       if (placed === 'gap') this.askReplay(delta.jobId);
       else if (placed !== 'known') {
         this.replayAsked.delete(delta.jobId);
-        this.callEach(this.listeners.get(delta.jobId), placed.delta, delta.jobId);
+        this.hub.callEach(this.listeners.get(delta.jobId), placed.delta, delta.jobId);
       }
     }
   }
