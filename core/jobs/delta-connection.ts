@@ -51,7 +51,12 @@ export class DeltaConnection {
   private async open(): Promise<pg.Client> {
     for (let attempt = 0; ; attempt++) {
       if (this.ended) throw new Error('the stream delta connection was ended');
-      const client = new pg.Client({ connectionString: this.connectionString, application_name: 'worker-deltas' });
+      // A NOTIFY commits a transaction id: without this, each flush would wait for its WAL to reach the disk.
+      const client = new pg.Client({
+        connectionString: this.connectionString,
+        application_name: 'worker-deltas',
+        options: '-c synchronous_commit=off',
+      });
       client.on('notification', (m) => {
         if (m.channel === this.listen.channel && m.payload) this.listen.handler(m.payload);
       });
