@@ -53,7 +53,7 @@ export type WorkerOptions = {
 };
 
 /** How often a worker folds the accounts' job count changes (core/jobs/counts.ts). */
-const COUNT_FOLD_MS = 1_000;
+const COUNT_FOLD_MS = 250;
 /** Connections the I/O pool's tasks share: its jobs wait on the outside world, not the database. */
 const IO_DB_CONNECTIONS = 8;
 
