@@ -5,13 +5,10 @@ import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { Config } from '../core/config.ts';
 import { createDatabasePool } from '../core/db/pool.ts';
-import { keepFoldingAccountCounts } from '../core/jobs/counts.ts';
+import { COUNT_FOLD_MS, keepFoldingAccountCounts } from '../core/jobs/counts.ts';
 import { JobEventHub } from '../core/jobs/events.ts';
 import { GroupCommitter } from '../core/jobs/group-commit.ts';
 import { logStream } from '../core/logger.ts';
-
-/** How often the api folds the accounts' job count changes (core/jobs/counts.ts). */
-const COUNT_FOLD_MS = 250;
 
 export type RunningApi = { app: FastifyInstance; url: string; stop: () => Promise<void> };
 

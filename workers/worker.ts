@@ -11,7 +11,7 @@ import type { Config } from '../core/config.ts';
 import { createDatabasePool, type DatabasePool } from '../core/db/pool.ts';
 import { createMetricsRegistry, registerPoolGauges, registerWorkerMetrics, type Registry } from '../core/metrics.ts';
 import { JobCompletions } from '../core/jobs/completions.ts';
-import { keepFoldingAccountCounts } from '../core/jobs/counts.ts';
+import { COUNT_FOLD_MS, keepFoldingAccountCounts } from '../core/jobs/counts.ts';
 import { DeltaPublisher } from '../core/jobs/deltas.ts';
 import { applyPlanLimits } from '../core/jobs/plan-limits.ts';
 import { poolOf, type PoolName } from '../core/jobs/pools.ts';
@@ -52,8 +52,6 @@ export type WorkerOptions = {
   ioConcurrency?: number;
 };
 
-/** How often a worker folds the accounts' job count changes (core/jobs/counts.ts). */
-const COUNT_FOLD_MS = 250;
 /** Connections the I/O pool's tasks share: its jobs wait on the outside world, not the database. */
 const IO_DB_CONNECTIONS = 8;
 

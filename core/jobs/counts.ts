@@ -6,6 +6,12 @@ import type { Logger } from 'pino';
 import { z } from 'zod';
 import { sql, type CommonQueryMethods } from '../db/pool.ts';
 
+/**
+ * How often each api and worker process folds: every enqueue sums the
+ * changes not folded yet, so a busy account's sums stay a few hundred rows.
+ */
+export const COUNT_FOLD_MS = 250;
+
 /** Folds the changes so far; how many change rows it folded. */
 export async function foldAccountCounts(db: CommonQueryMethods): Promise<number> {
   return db.oneFirst(sql.type(z.object({ n: z.number() }))`select account_job_counts_fold() as n`);

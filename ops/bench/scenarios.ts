@@ -10,6 +10,7 @@ import type { Config } from '../../core/config.ts';
 import type { DatabasePool } from '../../core/db/pool.ts';
 import { sql } from '../../core/db/pool.ts';
 import { enqueueJob, enqueueJobs, type JobSpec } from '../../core/jobs/enqueue.ts';
+import { COUNT_FOLD_MS, keepFoldingAccountCounts } from '../../core/jobs/counts.ts';
 import { GroupCommitter } from '../../core/jobs/group-commit.ts';
 import { graphileLogger } from '../../core/graphile-logger.ts';
 import { percentile, sleep, throughput, type Report, type Throughput } from './measure.ts';
@@ -74,17 +75,31 @@ const spec = (ctx: BenchContext): JobSpec => ({ kind: 'diag.noop', tenantId: ctx
 
 /** One transaction per request: what a naive route would do. */
 export async function enqueueUngrouped(ctx: BenchContext, callers: number, pool: DatabasePool): Promise<Throughput> {
-  return throughput(callers, ctx.seconds, async () => {
-    await pool.transaction((tx) => enqueueJob(tx, spec(ctx)));
-  });
+  return foldingAsTheApiDoes(ctx, () =>
+    throughput(callers, ctx.seconds, async () => {
+      await pool.transaction((tx) => enqueueJob(tx, spec(ctx)));
+    }),
+  );
 }
 
 /** Through the group committer, as the api does. */
 export async function enqueueGrouped(ctx: BenchContext, callers: number, pool: DatabasePool): Promise<Throughput> {
   const committer = new GroupCommitter(pool, { logger: ctx.logger });
-  return throughput(callers, ctx.seconds, async () => {
-    await committer.enqueue([spec(ctx)]);
-  });
+  return foldingAsTheApiDoes(ctx, () =>
+    throughput(callers, ctx.seconds, async () => {
+      await committer.enqueue([spec(ctx)]);
+    }),
+  );
+}
+
+/** An api folds its accounts' job counts while it enqueues (core/jobs/counts.ts); so does the bench in its place. */
+async function foldingAsTheApiDoes<T>(ctx: BenchContext, phase: () => Promise<T>): Promise<T> {
+  const stop = keepFoldingAccountCounts(ctx.db, ctx.logger, COUNT_FOLD_MS);
+  try {
+    return await phase();
+  } finally {
+    stop();
+  }
 }
 
 /**
