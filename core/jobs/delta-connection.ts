@@ -14,6 +14,8 @@ export class DeltaConnection {
   private client: pg.Client | null = null;
   private opening: Promise<pg.Client> | null = null;
   private ended = false;
+  /** Cleared as the worker stops: a last flush then fails at once instead of waiting out an outage. */
+  private patient = true;
   private unreachableSince: number | null = null;
 
   constructor(
@@ -31,6 +33,11 @@ export class DeltaConnection {
   async query(text: string, values: unknown[]): Promise<void> {
     const client = await this.connection();
     await client.query(text, values);
+  }
+
+  /** From now on a connection that cannot be made is not waited for. */
+  impatient(): void {
+    this.patient = false;
   }
 
   async end(): Promise<void> {
@@ -76,7 +83,7 @@ export class DeltaConnection {
       } catch (error) {
         client.removeAllListeners('notification');
         await client.end().catch(() => undefined);
-        if (this.ended || !isDatabaseUnavailable(error)) throw error;
+        if (this.ended || !this.patient || !isDatabaseUnavailable(error)) throw error;
         if (this.unreachableSince === null) {
           this.unreachableSince = Date.now();
           this.logger.warn({ reason: (error as Error).message }, 'stream deltas: database unreachable; waiting for it');

@@ -243,8 +243,9 @@ export class DeltaPublisher {
     }
   }
 
-  /** Sends what is left, then ends the connection if it is the publisher's own. */
+  /** Sends what is left (unless the database is away), then ends the connection if it is the publisher's own. */
   async stop(): Promise<void> {
+    this.own?.impatient();
     await this.flush();
     await this.own?.end();
   }
