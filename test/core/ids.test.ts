@@ -7,7 +7,11 @@ t.test('a UUIDv7 that zod and PostgreSQL read as a UUID', async (t) => {
   const id = timeOrderedId(Date.UTC(2026, 10, 28, 20, 0, 0));
   t.match(id, /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
   t.ok(z.uuid().safeParse(id).success);
-  t.equal(Number.parseInt(id.replace(/-/g, '').slice(0, 12), 16), Date.UTC(2026, 10, 28, 20, 0, 0), 'the time in front');
+  t.equal(
+    Number.parseInt(id.replace(/-/g, '').slice(0, 12), 16),
+    Date.UTC(2026, 10, 28, 20, 0, 0),
+    'the time in front',
+  );
 });
 
 t.test('ids made one after another sort in that order, within a millisecond and past 4,096 of them', async (t) => {
