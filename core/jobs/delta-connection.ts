@@ -17,6 +17,8 @@ export class DeltaConnection {
   /** Cleared as the worker stops: a last flush then fails at once instead of waiting out an outage. */
   private patient = true;
   private unreachableSince: number | null = null;
+  private down: Promise<null> | null = null;
+  private markDown: (() => void) | null = null;
 
   constructor(
     private readonly connectionString: string,
@@ -30,9 +32,25 @@ export class DeltaConnection {
     await this.connection();
   }
 
+  /**
+   * Sends on the open connection. While the database is known to be away it
+   * fails at once, and a connection being made is awaited only until its
+   * first attempt fails: deltas are best effort, and a turn's flush must not
+   * wait out an outage (the final state carries the text).
+   */
   async query(text: string, values: unknown[]): Promise<void> {
-    const client = await this.connection();
+    const client =
+      this.client ?? (this.unreachableSince === null ? await Promise.race([this.connection(), this.whenDown()]) : null);
+    if (!client) throw new Error('stream deltas: the database is unreachable; these deltas are dropped');
     await client.query(text, values);
+  }
+
+  /** Resolves (with null) when a connection attempt finds the database away. */
+  private whenDown(): Promise<null> {
+    this.down ??= new Promise((resolve) => {
+      this.markDown = () => resolve(null);
+    });
+    return this.down;
   }
 
   /** From now on a connection that cannot be made is not waited for. */
@@ -63,6 +81,9 @@ export class DeltaConnection {
         connectionString: this.connectionString,
         application_name: 'worker-deltas',
         options: '-c synchronous_commit=off',
+        // A NOTIFY takes milliseconds; one that hangs (a connection gone without a word) is given up.
+        query_timeout: 5_000,
+        keepAlive: true,
       });
       client.on('notification', (m) => {
         if (m.channel === this.listen.channel && m.payload) this.listen.handler(m.payload);
@@ -84,6 +105,9 @@ export class DeltaConnection {
         client.removeAllListeners('notification');
         await client.end().catch(() => undefined);
         if (this.ended || !this.patient || !isDatabaseUnavailable(error)) throw error;
+        this.markDown?.();
+        this.down = null;
+        this.markDown = null;
         if (this.unreachableSince === null) {
           this.unreachableSince = Date.now();
           this.logger.warn({ reason: (error as Error).message }, 'stream deltas: database unreachable; waiting for it');
