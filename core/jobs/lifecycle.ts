@@ -3,8 +3,9 @@
 // mayWrite): an attempt that was given up on (its worker looked dead, or the
 // database was away) and runs on somewhere can never write progress, a
 // result or a failure over the attempt that replaced it, nor resurrect a
-// finished job. Each change fires the jobs_notify trigger, which is how
-// websocket subscribers hear about it.
+// finished job. Each statement's changes are announced by jobs_after_update
+// (job id and version, migration 0054), which is how websocket subscribers
+// hear about them.
 //
 // 'running' is written lazily: an attempt starts with one read (openAttempts,
 // batched) or a queue's claim (claimQueues), and marks the job running only

@@ -57,6 +57,10 @@ t.test(
     });
     for (const [i, job] of jobs.entries()) sockets[i % SOCKETS]!.send({ type: 'subscribe', jobId: job.jobId });
 
+    // A subscription is live once its first state arrived (docs/jobs.md): only then may the answers start.
+    const live = (i: number, jobId: string) =>
+      sockets[i % SOCKETS]!.messages.some((m) => m.type === 'job' && (m.job as { id: string }).id === jobId);
+    await waitFor('every subscription to be live', async () => jobs.every((job, i) => live(i, job.jobId)), 60_000);
     await waitFor(`all ${TURNS} turns to be in the worker at once`, async () => worker.load().io === TURNS, 60_000);
     t.equal(worker.load().io, TURNS, `${TURNS} turns running at once in one worker process`);
     open();
