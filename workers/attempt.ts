@@ -121,6 +121,17 @@ async function handBack(
   logger: Logger,
 ): Promise<AttemptOutcome> {
   if (isDatabaseUnavailable(error)) throw error;
+  if (job.attempt >= job.maxAttempts) {
+    // No attempt is left to hand it to: it fails, with nothing of the task's in the write.
+    logger.error({ err: error }, 'could not record how the last attempt ended; the job fails');
+    const failure = { code: 'result_not_recorded', message: 'How the last attempt ended could not be recorded.' };
+    return (await durableFor(
+      logger,
+      helpers.abortSignal,
+    )(() => failJob(deps.db, job.jobId, job.attempt, failure, holderOf(helpers))))
+      ? 'failed'
+      : 'lost';
+  }
   logger.error({ err: error }, 'could not record how the attempt ended; the job is queued again');
   const until = new Date(Date.now() + backoffMs(job.attempt));
   const hand = { jobId: job.jobId, attempt: job.attempt, until, holder: holderOf(helpers) };
