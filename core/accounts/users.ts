@@ -105,6 +105,13 @@ export async function deleteAccount(
         and not exists (select 1 from tenant_memberships o where o.tenant_id = m.tenant_id and o.user_id <> ${userId})
       for update`);
     if (soleTenants.length > 0) {
+      // Each workspace's jobs lock first, as an enqueue takes it (migration
+      // 0053), before the DELETE locks the workspace's row: in the other order
+      // an enqueue holding it and then checking a foreign key to the row
+      // would wait for this deletion while it waits for the enqueue.
+      await tx.query(sql.unsafe`
+        select pg_advisory_xact_lock(hashtextextended('tenant-jobs:' || t.id::text, 0))
+        from unnest(${sql.array(soleTenants, 'uuid')}::uuid[]) as t(id) order by t.id`);
       await tx.query(sql.unsafe`delete from tenants where id = any(${sql.array(soleTenants, 'uuid')})`);
     }
     await tx.query(sql.unsafe`delete from users where id = ${userId}`);

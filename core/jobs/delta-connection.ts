@@ -42,7 +42,13 @@ export class DeltaConnection {
     const client =
       this.client ?? (this.unreachableSince === null ? await Promise.race([this.connection(), this.whenDown()]) : null);
     if (!client) throw new Error('stream deltas: the database is unreachable; these deltas are dropped');
-    await client.query(text, values);
+    try {
+      await client.query(text, values);
+    } catch (error) {
+      // node-postgres gives a timed-out query up but keeps the connection busy with it: start over on a new one.
+      if (/timeout/i.test((error as Error).message) && this.client === client) void client.end().catch(() => undefined);
+      throw error;
+    }
   }
 
   /** Resolves (with null) when a connection attempt finds the database away. */
@@ -83,6 +89,7 @@ export class DeltaConnection {
         options: '-c synchronous_commit=off',
         // A NOTIFY takes milliseconds; one that hangs (a connection gone without a word) is given up.
         query_timeout: 5_000,
+        connectionTimeoutMillis: 5_000,
         keepAlive: true,
       });
       client.on('notification', (m) => {

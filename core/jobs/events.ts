@@ -192,7 +192,7 @@ export class JobEventHub {
     }
     this.client = client;
     this.attempt = 0;
-    if (this.streams.listeners.size > 0) this.listenToDeltas(true);
+    if (this.streams.hearing) this.listenToDeltas(true);
     this.announce(true);
     if (isReconnect) {
       this.logger.info({ subscribed: this.listeners.size }, 'job events: reconnected; re-reading subscribed jobs');

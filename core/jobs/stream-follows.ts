@@ -66,6 +66,11 @@ export class StreamFollows {
     };
   }
 
+  /** Whether deltas are heard now (someone follows a stream, or did a moment ago): a new connection listens then too. */
+  get hearing(): boolean {
+    return this.listening;
+  }
+
   /** The text a followed job's current attempt has streamed so far, as far as this process has it in one piece. */
   soFar(jobId: string): Delta | null {
     return this.streamed.get(jobId);

@@ -4,6 +4,7 @@
 import t from 'tap';
 import { z } from 'zod';
 import { sql, type DatabasePool } from '../../../core/db/pool.ts';
+import { deleteAccount } from '../../../core/accounts/users.ts';
 import { enqueueJob } from '../../../core/jobs/enqueue.ts';
 import { createTestDatabase, testPool } from '../../helpers/db.ts';
 import { createAccount } from '../../helpers/fixtures.ts';
@@ -99,3 +100,35 @@ t.test('an enqueue that meets a deletion in flight waits for it, then is refused
   t.equal(await jobsOf(tenantId), 0);
   t.equal(await graphileJobs(), before, 'no wake-up left behind');
 });
+
+t.test(
+  "an enqueue that then writes a row naming its workspace does not deadlock with the account's deletion",
+  async (t) => {
+    const account = await createAccount(db, 1);
+    const tenantId = account.tenants[0]!;
+    let goOn!: () => void;
+    const proceed = new Promise<void>((resolve) => {
+      goOn = resolve;
+    });
+    let enqueued!: () => void;
+    const inFlight = new Promise<void>((resolve) => {
+      enqueued = resolve;
+    });
+    const request = db.transaction(async (tx) => {
+      await enqueueJob(tx, { kind: 'diag.noop', tenantId });
+      enqueued();
+      await proceed;
+      // A foreign key to the workspace's row, checked while the deletion waits.
+      await tx.query(
+        sql.unsafe`insert into chat_sessions (tenant_id, created_by) values (${tenantId}, ${account.userId})`,
+      );
+    }, 0); // neither is retried: a deadlock fails one of them
+    await inFlight;
+    const deletion = db.transaction((tx) => deleteAccount(tx, account.userId), 0);
+    await someoneWaitsForTheWorkspace(db);
+    goOn();
+    await request;
+    t.same(await deletion, { deletedTenants: 1 });
+    t.equal(await jobsOf(tenantId), 0, 'the job went with its workspace');
+  },
+);
