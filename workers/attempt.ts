@@ -96,10 +96,14 @@ export async function runAttempt(
 ): Promise<void> {
   const started = performance.now();
   const logger = lazyChild(deps.logger, { kind: job.kind, jobId: job.jobId, attempt: job.attempt });
-  const outcome = await attempt(task, job, deps, helpers, logger).catch((error) =>
-    handBack(error, job, deps, helpers, logger),
-  );
-  deps.observe(job.kind, outcome, (performance.now() - started) / 1000);
+  try {
+    const outcome = await attempt(task, job, deps, helpers, logger).catch((error) =>
+      handBack(error, job, deps, helpers, logger),
+    );
+    deps.observe(job.kind, outcome, (performance.now() - started) / 1000);
+  } finally {
+    deps.deltas.ended(job.jobId); // its text so far is in its row now; no replay needs it
+  }
 }
 
 const holderOf = (helpers: JobHelpers): Holder => ({

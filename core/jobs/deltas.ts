@@ -193,6 +193,11 @@ export class DeltaPublisher {
     this.push(delta);
   }
 
+  /** The attempt streaming this job ended here: its text so far is forgotten (what is gathered still goes out). */
+  ended(jobId: string): void {
+    this.sent.forget(jobId);
+  }
+
   /** Sends the text so far of these jobs (those this process streams) again, from offset 0, after what is gathered. */
   replay(jobIds: readonly string[]): void {
     for (const jobId of jobIds) {

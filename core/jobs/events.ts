@@ -271,8 +271,11 @@ export class JobEventHub {
           });
           for (const row of rows) this.dispatch(row);
         } catch (error) {
-          if (!this.stopped)
-            this.logger.warn({ err: error, jobs: ids.length }, 'job events: could not read changed jobs');
+          if (this.stopped) return;
+          // Not lost: read again in a second (the change may be a final state).
+          this.logger.warn({ err: error, jobs: ids.length }, 'job events: could not read changed jobs; trying again');
+          await new Promise((resolve) => setTimeout(resolve, 1_000).unref());
+          for (const id of ids) if (this.listeners.has(id)) this.toRead.add(id);
         }
       }
     } finally {

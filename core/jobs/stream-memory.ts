@@ -4,8 +4,12 @@
 // that comes mid-stream starts from the beginning, events.ts).
 import type { Delta } from './deltas.ts';
 
-/** How long a stream's text is kept after its last delta, and how much text in all. */
-const STREAM_IDLE_MS = 120_000;
+/**
+ * How long a stream's text is kept after its last delta (longer than any
+ * pause within one answer: a stream forgotten mid-answer could not be sent
+ * again), and how much text in all.
+ */
+const STREAM_IDLE_MS = 30 * 60_000;
 const STREAM_MAX_CHARS = 16_000_000;
 
 /** What a delta adds to the text known so far. */
@@ -18,7 +22,7 @@ export type Placed =
   | 'gap';
 
 /**
- * Bounded: the oldest streams go first, one idle for two minutes is
+ * Bounded: the oldest streams go first, one idle for half an hour is
  * forgotten, and the owner forgets a stream once its job is final.
  */
 export class StreamMemory {
