@@ -37,14 +37,14 @@ export async function streamingSection({ ctx, config, benchEnv, report }: BenchR
     s.deltaLatency.p99,
     'ms',
     'none',
-    '<= 100 ms',
+    '<= 50 ms',
   );
   report.add(
     `worker CPU cores at ${s.turns.toLocaleString('en')} streaming turns`,
     s.workerCores,
     'cores',
     'none',
-    '<= 1.0',
+    '<= 0.5',
   );
   report.add(
     `worker resident memory at ${s.turns.toLocaleString('en')} streaming turns`,
