@@ -1,9 +1,14 @@
 // A fresh database per test file, cloned from the migrated template that
 // test/run.ts prepared. Dropped when the file's tests end.
 import { randomBytes } from 'node:crypto';
+import { cpSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import pg from 'pg';
 import type { Test } from 'tap';
 import { z } from 'zod';
+import { migrate, MIGRATIONS_DIR } from '../../core/db/migrate.ts';
+import { testLogger } from './config.ts';
 import { createDatabasePool, sql, type CommonQueryMethods, type DatabasePool } from '../../core/db/pool.ts';
 
 function env(name: string): string {
@@ -51,3 +56,14 @@ export async function testPool(t: Test, databaseUrl: string): Promise<DatabasePo
 /** The number of rows in a table (what a refused request must not have changed). */
 export const rowCount = (db: CommonQueryMethods, table: string) =>
   db.oneFirst(sql.type(z.object({ n: z.number() }))`select count(*)::int as n from ${sql.identifier([table])}`);
+
+/** A new database migrated up to, not including, migration `first` (an upgrade test's starting point). */
+export async function createDatabaseBefore(t: Test, first: string): Promise<string> {
+  const url = await createTestDatabase(t, { empty: true });
+  const before = mkdtempSync(path.join(tmpdir(), 'migrations-'));
+  t.teardown(() => rmSync(before, { recursive: true, force: true }));
+  for (const name of readdirSync(MIGRATIONS_DIR).filter((n) => n < first))
+    cpSync(path.join(MIGRATIONS_DIR, name), path.join(before, name));
+  await migrate(url, testLogger(), before);
+  return url;
+}

@@ -1,36 +1,16 @@
-// Upgrading across 0049: accounts are found by their canonical address.
-// Two accounts that lower() told apart but that are one canonical address
-// keep their rows; the one whose address was plain ASCII keeps the address
-// for sign-in, the other gets no key (and an operator gives it another
-// address). Of two open invitations for one canonical address, the newer
-// stays open.
-import { cpSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { z } from 'zod';
 import { checkPassword, createUser, EmailTakenError } from '../../../core/accounts/users.ts';
 import { hashPassword } from '../../../core/crypto/passwords.ts';
-import { migrate, MIGRATIONS_DIR } from '../../../core/db/migrate.ts';
+import { migrate } from '../../../core/db/migrate.ts';
 import { sql } from '../../../core/db/pool.ts';
 import { testLogger } from '../../helpers/config.ts';
-import { createTestDatabase, testPool } from '../../helpers/db.ts';
+import { createDatabaseBefore, testPool } from '../../helpers/db.ts';
 
 const PASSWORD = 'correct horse battery staple';
 
-/** A database migrated up to, not including, `first`. */
-async function databaseBefore(t: Test, first: string): Promise<string> {
-  const url = await createTestDatabase(t, { empty: true });
-  const before = mkdtempSync(path.join(tmpdir(), 'migrations-'));
-  t.teardown(() => rmSync(before, { recursive: true, force: true }));
-  for (const name of readdirSync(MIGRATIONS_DIR).filter((n) => n < first))
-    cpSync(path.join(MIGRATIONS_DIR, name), path.join(before, name));
-  await migrate(url, testLogger(), before);
-  return url;
-}
-
 t.test('accounts and open invitations stored before 0049', async (t) => {
-  const url = await databaseBefore(t, '0049');
+  const url = await createDatabaseBefore(t, '0049');
 
   const db = await testPool(t, url);
   const hash = await hashPassword(PASSWORD);
@@ -92,7 +72,7 @@ t.test('accounts and open invitations stored before 0049', async (t) => {
 });
 
 t.test('an address 0049 refuses, kept without a key, blocks nobody (0052)', async (t) => {
-  const url = await databaseBefore(t, '0049');
+  const url = await createDatabaseBefore(t, '0049');
   const db = await testPool(t, url);
   const hash = await hashPassword(PASSWORD);
   // PostgreSQL's lower() folds U+0130 to i: the indexes on lower(email) held kris@ taken.

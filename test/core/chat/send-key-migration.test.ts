@@ -1,25 +1,14 @@
-// Upgrading across 0033: a chat send's key moves from idempotency_records onto
-// its message, so a retry sent before the upgrade and repeated after it still
-// gets the same 202, and the key with another message is still a conflict.
-import { cpSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import t from 'tap';
 import { z } from 'zod';
 import { sendBatch, type SendInput } from '../../../core/chat/send.ts';
 import { fingerprint } from '../../../core/idempotency.ts';
-import { migrate, MIGRATIONS_DIR } from '../../../core/db/migrate.ts';
+import { migrate } from '../../../core/db/migrate.ts';
 import { sql } from '../../../core/db/pool.ts';
 import { testLogger } from '../../helpers/config.ts';
-import { createTestDatabase, testPool } from '../../helpers/db.ts';
+import { createDatabaseBefore, testPool } from '../../helpers/db.ts';
 
 t.test('keys of sends made before 0033 answer the same after it', async (t) => {
-  const url = await createTestDatabase(t, { empty: true });
-  const before = mkdtempSync(path.join(tmpdir(), 'migrations-'));
-  t.teardown(() => rmSync(before, { recursive: true, force: true }));
-  const all = MIGRATIONS_DIR;
-  for (const name of readdirSync(all).filter((n) => n < '0033')) cpSync(path.join(all, name), path.join(before, name));
-  await migrate(url, testLogger(), before);
+  const url = await createDatabaseBefore(t, '0033');
 
   const db = await testPool(t, url);
   const ids = await db.one(sql.type(z.object({ tenant: z.string(), user: z.string(), session: z.string() }))`

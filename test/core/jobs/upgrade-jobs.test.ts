@@ -11,29 +11,15 @@
 // write today's schema, which a database before the upgrade does not have.
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { cpSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import path from 'node:path';
 import t, { type Test } from 'tap';
 import { z } from 'zod';
-import { migrate, MIGRATIONS_DIR } from '../../../core/db/migrate.ts';
+import { migrate } from '../../../core/db/migrate.ts';
 import { sql, type DatabasePool } from '../../../core/db/pool.ts';
 import { findJobsByIds } from '../../../core/jobs/read.ts';
 import { testLogger } from '../../helpers/config.ts';
-import { createTestDatabase, testPool } from '../../helpers/db.ts';
+import { createDatabaseBefore, testPool } from '../../helpers/db.ts';
 import { waitFor } from '../../helpers/wait.ts';
 import { startTestWorker } from '../../helpers/worker.ts';
-
-/** A database migrated up to, not including, `first` (as test/core/accounts/email-migration.test.ts makes one). */
-async function databaseBefore(t: Test, first: string): Promise<string> {
-  const url = await createTestDatabase(t, { empty: true });
-  const before = mkdtempSync(path.join(tmpdir(), 'migrations-'));
-  t.teardown(() => rmSync(before, { recursive: true, force: true }));
-  for (const name of readdirSync(MIGRATIONS_DIR).filter((n) => n < first))
-    cpSync(path.join(MIGRATIONS_DIR, name), path.join(before, name));
-  await migrate(url, testLogger(), before);
-  return url;
-}
 
 type Spec = { kind: string; input: Record<string, unknown>; queue?: string; runAt?: Date };
 
@@ -193,7 +179,7 @@ async function jobsInEveryState(t: Test, db: DatabasePool, url: string) {
 }
 
 t.test('jobs in every state survive the upgrade past 0052 and finish', async (t) => {
-  const url = await databaseBefore(t, '0053');
+  const url = await createDatabaseBefore(t, '0053');
   const db = await testPool(t, url);
   const { a1, a2, a3, a4, b1, b2, b3, n1, n2, n3, n4, n5, n6 } = await jobsInEveryState(t, db, url);
   const all = [a1, a2, a3, a4, b1, b2, b3, n1, n2, n3, n4, n5, n6];
