@@ -1,7 +1,15 @@
 // A real Graphile Worker for tests: in this process (startTestWorker) or as
 // a separate process that a test may kill (spawnWorkerProcess).
 import { spawn, type ChildProcess } from 'node:child_process';
+import type { JobHelpers } from 'graphile-worker';
+import pg from 'pg';
+import type { Logger } from 'pino';
 import type { Test } from 'tap';
+import type { DatabasePool } from '../../core/db/pool.ts';
+import { JobCompletions } from '../../core/jobs/completions.ts';
+import { DeltaPublisher } from '../../core/jobs/deltas.ts';
+import type { CancelListener } from '../../workers/cancellation.ts';
+import type { TaskDeps } from '../../workers/define-task.ts';
 import { startWorker } from '../../workers/worker.ts';
 import { testConfig, testEnv, testLogger } from './config.ts';
 import { entryArgs, runRoot } from './paths.ts';
@@ -14,6 +22,38 @@ export async function startTestWorker(t: Test, databaseUrl: string, overrides: R
   });
   t.teardown(() => worker.stop());
   return worker;
+}
+
+/**
+ * What a worker hands runAttempt, for a test that runs one attempt of its own
+ * task against a real database without a Graphile runner: results are
+ * batched by `completions` (drain it to see them written); no cancels.
+ */
+export function attemptDeps(
+  t: Test,
+  db: DatabasePool,
+  databaseUrl: string,
+  logger: Logger,
+  observe: TaskDeps['observe'] = () => undefined,
+) {
+  const plain = new pg.Pool({ connectionString: databaseUrl, max: 2 });
+  t.teardown(() => plain.end());
+  const completions = new JobCompletions(plain, logger);
+  const deps: TaskDeps = {
+    db,
+    config: testConfig(databaseUrl),
+    logger,
+    cancels: {
+      track: () => ({ signal: new AbortController().signal, untrack: () => true }),
+    } as unknown as CancelListener,
+    completions,
+    deltas: new DeltaPublisher(plain, logger),
+    refused: () => undefined,
+    observe,
+    graphilePool: plain,
+  };
+  const helpers = { job: { locked_by: null, locked_at: null } } as unknown as JobHelpers;
+  return { deps, helpers, completions };
 }
 
 export type ProcessOutput = { child: ChildProcess; output: () => string; exited: Promise<number | null> };

@@ -5,23 +5,17 @@
 // failure cannot be written the job is queued again with a wake-up. The
 // refusal is real: a trigger on jobs raises for the job ids the test lists.
 import { Writable } from 'node:stream';
-import pg from 'pg';
 import pino from 'pino';
 import t from 'tap';
 import { z } from 'zod';
-import type { JobHelpers } from 'graphile-worker';
 import { sql } from '../../core/db/pool.ts';
-import { JobCompletions } from '../../core/jobs/completions.ts';
 import { enqueueJob, type JobSpec } from '../../core/jobs/enqueue.ts';
-import { DeltaPublisher } from '../../core/jobs/deltas.ts';
 import { runAttempt } from '../../workers/attempt.ts';
-import type { CancelListener } from '../../workers/cancellation.ts';
-import type { PlatformTask, TaskDeps } from '../../workers/define-task.ts';
-import { testConfig } from '../helpers/config.ts';
+import type { PlatformTask } from '../../workers/define-task.ts';
 import { createTestDatabase, testPool } from '../helpers/db.ts';
 import { createMember, enqueue } from '../helpers/fixtures.ts';
 import { waitFor } from '../helpers/wait.ts';
-import { startTestWorker } from '../helpers/worker.ts';
+import { attemptDeps, startTestWorker } from '../helpers/worker.ts';
 
 const databaseUrl = await createTestDatabase(t);
 const db = await testPool(t, databaseUrl);
@@ -101,8 +95,6 @@ t.test('a refused result fails its job; the serial queue behind it goes on', asy
 });
 
 // One attempt of each job through the worker's own runAttempt, results batched by one JobCompletions.
-const plain = new pg.Pool({ connectionString: databaseUrl, max: 2 });
-t.teardown(() => plain.end());
 const lines: string[] = [];
 const logger = pino(
   { level: 'warn' },
@@ -113,21 +105,7 @@ const logger = pino(
     },
   }),
 );
-const completions = new JobCompletions(plain, logger);
-const deps: TaskDeps = {
-  db,
-  config: testConfig(databaseUrl),
-  logger,
-  cancels: {
-    track: () => ({ signal: new AbortController().signal, untrack: () => true }),
-  } as unknown as CancelListener,
-  completions,
-  deltas: new DeltaPublisher(plain, logger),
-  refused: () => undefined,
-  observe: () => undefined,
-  graphilePool: plain,
-};
-const helpers = { job: { locked_by: null, locked_at: null } } as unknown as JobHelpers;
+const { deps, helpers, completions } = attemptDeps(t, db, databaseUrl, logger);
 const task: PlatformTask = { kind: 'diag.noop', input: z.unknown(), run: async (_input, ctx) => ({ by: ctx.jobId }) };
 const attemptAll = async (jobIds: string[], maxAttempts = 1) => {
   await Promise.all(

@@ -1,46 +1,26 @@
-// A job whose data PostgreSQL refuses (SQLSTATE class 22: a NUL in text, a
-// lone surrogate in jsonb) fails at its first attempt as `unstorable_data`
-// instead of being retried with backoff: the same data would be refused at
-// every attempt. One attempt of a task made here runs through the worker's
-// own runAttempt against a real database.
-import type { JobHelpers } from 'graphile-worker';
-import pg from 'pg';
 import t from 'tap';
 import { z } from 'zod';
 import { sql } from '../../core/db/pool.ts';
-import { JobCompletions } from '../../core/jobs/completions.ts';
 import { PermanentJobError, RetryableJobError } from '../../core/jobs/errors.ts';
-import { DeltaPublisher } from '../../core/jobs/deltas.ts';
 import type { AttemptOutcome } from '../../core/metrics.ts';
 import { runAttempt } from '../../workers/attempt.ts';
-import type { CancelListener } from '../../workers/cancellation.ts';
-import type { PlatformTask, TaskContext, TaskDeps } from '../../workers/define-task.ts';
-import { testConfig, testLogger } from '../helpers/config.ts';
+import type { PlatformTask, TaskContext } from '../../workers/define-task.ts';
+import { testLogger } from '../helpers/config.ts';
 import { createTestDatabase, testPool } from '../helpers/db.ts';
 import { createMember, enqueue } from '../helpers/fixtures.ts';
+import { attemptDeps } from '../helpers/worker.ts';
 
 const databaseUrl = await createTestDatabase(t);
 const db = await testPool(t, databaseUrl);
-const plain = new pg.Pool({ connectionString: databaseUrl, max: 2 });
-t.teardown(() => plain.end());
 const logger = testLogger('worker');
-const completions = new JobCompletions(plain, logger);
 const outcomes: AttemptOutcome[] = [];
-const deps: TaskDeps = {
+const { deps, helpers, completions } = attemptDeps(
+  t,
   db,
-  config: testConfig(databaseUrl),
+  databaseUrl,
   logger,
-  // No cancels in this test: every attempt runs to its end.
-  cancels: {
-    track: () => ({ signal: new AbortController().signal, untrack: () => true }),
-  } as unknown as CancelListener,
-  completions,
-  deltas: new DeltaPublisher(plain, logger),
-  refused: () => undefined,
-  observe: (_kind, outcome) => void outcomes.push(outcome),
-  graphilePool: plain,
-};
-const helpers = { job: { locked_by: null, locked_at: null } } as unknown as JobHelpers;
+  (_kind, outcome) => void outcomes.push(outcome),
+);
 const member = await createMember(db);
 
 const JobRow = z.object({ status: z.string(), attempts: z.number(), error: z.unknown() });
