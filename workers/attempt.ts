@@ -111,11 +111,15 @@ const holderOf = (helpers: JobHelpers): Holder => ({
   lockedAt: helpers.job.locked_at ? new Date(helpers.job.locked_at) : null,
 });
 
+/** What a job's last attempt records when how it ended could not be: nothing of the task's. */
+const LAST_NOT_RECORDED = { code: 'result_not_recorded', message: 'How the last attempt ended could not be recorded.' };
+
 /**
  * A write that ends the attempt failed, not for an outage: the job is
- * queued again with a wake-up (handBackJob), so it never stays running, and
- * its serial queue blocked, while this worker lives. Handed on when that
- * fails too, or in an outage (a stopping worker gives its jobs back).
+ * queued again with a wake-up (handBackJob), or at its last attempt fails
+ * with a constant failure, so it never stays running, and its serial queue
+ * blocked, while this worker lives. Handed on when that fails too, or in an
+ * outage (a stopping worker gives its jobs back).
  */
 async function handBack(
   error: unknown,
@@ -125,24 +129,22 @@ async function handBack(
   logger: Logger,
 ): Promise<AttemptOutcome> {
   if (isDatabaseUnavailable(error)) throw error;
-  if (job.attempt >= job.maxAttempts) {
-    // No attempt is left to hand it to: it fails, with nothing of the task's in the write.
-    logger.error({ err: error }, 'could not record how the last attempt ended; the job fails');
-    const failure = { code: 'result_not_recorded', message: 'How the last attempt ended could not be recorded.' };
-    return (await durableFor(
-      logger,
-      helpers.abortSignal,
-    )(() => failJob(deps.db, job.jobId, job.attempt, failure, holderOf(helpers))))
-      ? 'failed'
-      : 'lost';
-  }
-  logger.error({ err: error }, 'could not record how the attempt ended; the job is queued again');
+  const last = job.attempt >= job.maxAttempts;
+  logger.error(
+    { err: error },
+    last
+      ? 'could not record how the last attempt ended; the job fails'
+      : 'could not record how the attempt ended; the job is queued again',
+  );
+  const holder = holderOf(helpers);
   const until = new Date(Date.now() + backoffMs(job.attempt));
-  const hand = { jobId: job.jobId, attempt: job.attempt, until, holder: holderOf(helpers) };
+  const write = last
+    ? () => failJob(deps.db, job.jobId, job.attempt, LAST_NOT_RECORDED, holder)
+    : () => handBackJob(deps.db, { jobId: job.jobId, attempt: job.attempt, until, holder });
   try {
-    return (await durableFor(logger, helpers.abortSignal)(() => handBackJob(deps.db, hand))) ? 'failed' : 'lost';
+    return (await durableFor(logger, helpers.abortSignal)(write)) ? 'failed' : 'lost';
   } catch (refused) {
-    logger.error({ err: refused }, 'could not queue the job again either');
+    logger.error({ err: refused }, 'could not record that either');
     throw refused;
   }
 }
