@@ -1,38 +1,21 @@
-// BENCH_ONLY=cost: what one operation costs PostgreSQL, next to what the same
-// operation costs Graphile Worker alone and a raw insert: rows written, index
-// entries written, WAL bytes and PostgreSQL CPU, per no-op job (enqueued in a
-// batch and run to completion by a running worker), per enqueue (one
-// transaction per request, 32 callers) and per chat send (HTTP, accepted).
-//
-// How, per phase:
-// - rows: pg_stat_all_tables deltas (inserts, updates, of them HOT, deletes)
-//   of every table but the catalog's. A backend publishes its counts at most
-//   once a second, an idle one within 10 s: the phase starts after 11 s of
-//   quiet (so what came before is published) and its counts are read after
-//   its own connections have closed (a backend publishes as it exits).
-// - index entries: B-tree leaf insertions in the phase's WAL (pg_walinspect:
-//   INSERT_LEAF, INSERT_POST, and the SPLIT_L/R records that carry the new
-//   entry). PostgreSQL writes one such record per entry it adds, so this
-//   counts each insert's and each non-HOT update's entries, partial indexes'
-//   predicates included; the schema has only B-tree indexes.
-// - WAL bytes: pg_current_wal_lsn() before and after. Autovacuum is off for
-//   the section, and each phase starts right after a CHECKPOINT, so every
-//   phase pays its own full-page images and no vacuum lands in it.
-// - PostgreSQL CPU: its processes' CPU time from /proc (cpu.ts).
-import { EventEmitter } from 'node:events';
-import { run, type WorkerEvents } from 'graphile-worker';
 import pg from 'pg';
 import { buildApp } from '../../api/app.ts';
 import { signPlatformToken } from '../../core/auth/platform-token.ts';
 import { createDatabasePool, sql, type DatabasePool } from '../../core/db/pool.ts';
-import { graphileLogger } from '../../core/graphile-logger.ts';
 import { JobEventHub } from '../../core/jobs/events.ts';
 import { GroupCommitter } from '../../core/jobs/group-commit.ts';
 import { startWorker } from '../../workers/worker.ts';
 import { chatSendLoad } from './chat-load.ts';
 import { cpuDuring } from './cpu.ts';
 import { postJson, sleep, throughput } from './measure.ts';
-import { enqueueBacklog, enqueueUngrouped, truncateQueues, type BenchContext, type BenchRun } from './scenarios.ts';
+import {
+  enqueueBacklog,
+  enqueueUngrouped,
+  graphileNoopRunner,
+  truncateQueues,
+  type BenchContext,
+  type BenchRun,
+} from './scenarios.ts';
 
 /** Per operation. */
 export type Cost = {
@@ -138,17 +121,7 @@ async function until(meter: pg.Client, query: string): Promise<void> {
 
 /** A plain Graphile runner with its local queue and batched completion (as the jobs section's baseline), warmed up. */
 async function graphileJobs(ctx: BenchContext, meter: pg.Client) {
-  const events: WorkerEvents = new EventEmitter() as WorkerEvents;
-  const runner = await run({
-    connectionString: ctx.url,
-    concurrency: 8,
-    noHandleSignals: true,
-    pollInterval: 1000,
-    taskList: { 'bench.noop': async () => undefined },
-    logger: graphileLogger(ctx.logger),
-    events,
-    preset: { worker: { localQueue: { size: 64 }, completeJobBatchDelay: 0, failJobBatchDelay: 0 } },
-  });
+  const runner = await graphileNoopRunner(ctx, 8, true);
   /** Enqueues `count` jobs at once and waits for them to end; closes the enqueuing connection when told. */
   const drain = async (count: number) => {
     const client = new pg.Client({ connectionString: ctx.url });

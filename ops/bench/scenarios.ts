@@ -103,6 +103,26 @@ async function foldingAsTheApiDoes<T>(ctx: BenchContext, phase: () => Promise<T>
 }
 
 /**
+ * A plain Graphile Worker runner of `bench.noop` jobs, the baseline of our
+ * worker: with its defaults, or (`batched`) with its local queue of 64 and
+ * batched completions.
+ */
+export function graphileNoopRunner(ctx: BenchContext, concurrency: number, batched: boolean, events?: WorkerEvents) {
+  return run({
+    connectionString: ctx.url,
+    concurrency,
+    noHandleSignals: true,
+    pollInterval: 1000,
+    taskList: { 'bench.noop': async () => undefined },
+    logger: graphileLogger(ctx.logger),
+    ...(events ? { events } : {}),
+    ...(batched
+      ? { preset: { worker: { localQueue: { size: 64 }, completeJobBatchDelay: 0, failJobBatchDelay: 0 } } }
+      : {}),
+  });
+}
+
+/**
  * Drains `count` no-op jobs with a plain Graphile Worker runner: with its
  * defaults, or (`batched`) with its local queue of 64 and batched completions.
  */
@@ -125,18 +145,7 @@ export async function rawExecuted(
   const allDone = new Promise<void>((r) => (finished = r));
   events.on('job:success', () => ++done === count && finished());
   const started = performance.now();
-  const runner = await run({
-    connectionString: ctx.url,
-    concurrency,
-    noHandleSignals: true,
-    pollInterval: 1000,
-    taskList: { 'bench.noop': async () => undefined },
-    logger: graphileLogger(ctx.logger),
-    events,
-    ...(batched
-      ? { preset: { worker: { localQueue: { size: 64 }, completeJobBatchDelay: 0, failJobBatchDelay: 0 } } }
-      : {}),
-  });
+  const runner = await graphileNoopRunner(ctx, concurrency, batched, events);
   await allDone;
   const seconds = (performance.now() - started) / 1000;
   await runner.stop();
